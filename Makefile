@@ -1,0 +1,45 @@
+# Two commands on a fresh machine: `make run` and `make test`. Each creates
+# the virtual environment on first use from pinned versions
+# (constraints.txt) and reuses it afterwards.
+
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.ftspec-installed
+PROFILE ?= default
+PYTEST_ARGS ?=
+
+.PHONY: run test env fixtures fixtures-check bench clean help
+
+help:
+	@echo "make run    - run the conformance suite on every bundled implementation (PROFILE=$(PROFILE))"
+	@echo "make test   - run every test (quick profile)"
+	@echo "make fixtures / fixtures-check - regenerate golden fixtures / check them for drift"
+	@echo "make bench  - mutation score and speed figures (docs/benchmarks.md)"
+
+$(STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ftspec needs Python 3.11 or newer (set PYTHON=...)")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt setuptools wheel
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt --no-build-isolation -e '.[all]'
+	@touch $(STAMP)
+
+env: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/ftspec run --profile $(PROFILE)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+fixtures: $(STAMP)
+	$(BIN)/ftspec fixtures regenerate
+
+fixtures-check: $(STAMP)
+	$(BIN)/ftspec fixtures regenerate --check
+
+bench: $(STAMP)
+	$(BIN)/ftspec bench all
+
+clean:
+	rm -rf $(VENV) .hypothesis reports certificates

@@ -1,0 +1,200 @@
+"""Algorithms 3-5: basic single-query attention, (masked) attention and
+multi-head attention, plus the unidirectional mask they are used with.
+
+Mask ∈ {0,1}^{ℓ_z×ℓ_x} is indexed [t_z, t_x] (context position first,
+0-based) and 1 means "t_x may attend to t_z", as in the paper.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from . import numbers
+from .errors import SpecError, in_algorithm
+from .functions import softmax
+from .linalg import (
+    Matrix,
+    Vector,
+    add_bias,
+    column,
+    from_columns,
+    matmul,
+    matvec,
+    shape,
+    transpose,
+)
+from .params import AttentionParams, MHAttentionParams
+from .variants import PAPER, VariantSet
+
+__all__ = [
+    "attention",
+    "basic_single_query_attention",
+    "mh_attention",
+    "unidirectional_mask",
+]
+
+
+def _scale_divisor(variant: VariantSet, d_attn: int, d_model: int) -> Optional[Any]:
+    """The divisor of the scores: √d_attn (paper), √d_model (= d_x) or none."""
+    N = numbers.current()
+    if variant.attn_scale == "none":
+        return None
+    d = d_attn if variant.attn_scale == "sqrt_d_attn" else d_model
+    return N.sqrt(N.num(d))
+
+
+def _divide(values: list, divisor: Any) -> list:
+    return values if divisor is None else [x / divisor for x in values]
+
+
+def basic_single_query_attention(e: Vector, E: Matrix, W: AttentionParams, *,
+                                 variant: VariantSet = PAPER) -> Vector:
+    """Algorithm 3: ṽ ← Attention(e, e_t | W_qkv), basic single-query attention.
+
+    ``e`` ∈ R^{d_in} is the current token; column t of ``E`` ∈ R^{d_in×T} is
+    the context token e_t (the paper's e_{t+1}).
+
+    1. q ← W_q e + b_q
+    2. k_t ← W_k e_t + b_k
+    3. v_t ← W_v e_t + b_v
+    4. α_t = exp(qᵀk_t / √d_attn) / Σ_u exp(qᵀk_u / √d_attn)
+    5. return ṽ = Σ_t α_t v_t
+
+    Variants: ``attn_scale``, ``scale_placement``, ``attn_bias`` (see Algorithm 4).
+    """
+    N = numbers.current()
+    with in_algorithm("basic_single_query_attention"):
+        d_attn = len(W.W_q)
+        divisor = _scale_divisor(variant, d_attn, len(e))
+        _, T = shape(E)
+        if T == 0:
+            raise SpecError("E", "at least one context token", "T = 0")
+        q = _bias(matvec(W.W_q, e), W.b_q)  # line 1
+        k = [_bias(matvec(W.W_k, column(E, t)), W.b_k) for t in range(T)]  # line 2
+        v = [_bias(matvec(W.W_v, column(E, t)), W.b_v) for t in range(T)]  # line 3
+        if variant.scale_placement == "query":
+            q, divisor = _divide(q, divisor), None
+        elif variant.scale_placement == "query_key_sqrt" and divisor is not None:
+            root = N.sqrt(divisor)
+            q, k, divisor = _divide(q, root), [_divide(kt, root) for kt in k], None
+        scores = _divide([N.dot(q, kt) for kt in k], divisor)
+        alpha = softmax(scores)  # line 4
+        d_out = len(W.W_v)
+        return [N.dot(alpha, [v[t][i] for t in range(T)]) for i in range(d_out)]  # line 5
+
+
+def _bias(x: Vector, b: Optional[Vector]) -> Vector:
+    if b is None:
+        return x
+    if len(b) != len(x):
+        raise SpecError("bias", f"a vector of length {len(x)}", f"length {len(b)}")
+    return [xi + bi for xi, bi in zip(x, b)]
+
+
+def _check_mask(Mask: Sequence[Sequence[Any]], ell_z: int, ell_x: int) -> None:
+    if len(Mask) != ell_z or any(len(row) != ell_x for row in Mask):
+        rows = len(Mask)
+        cols = sorted({len(row) for row in Mask})
+        raise SpecError("Mask", f"shape (ell_z, ell_x) = ({ell_z}, {ell_x})", f"{rows} rows of lengths {cols}")
+
+
+def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[Any]], *,
+              variant: VariantSet = PAPER) -> Matrix:
+    """Algorithm 4: Ṽ ← Attention(X, Z | W_qkv, Mask).
+
+    X ∈ R^{d_x×ℓ_x} (primary), Z ∈ R^{d_z×ℓ_z} (context).
+
+    1. Q ← W_q X + b_q 1ᵀ            (d_attn×ℓ_x)
+    2. K ← W_k Z + b_k 1ᵀ            (d_attn×ℓ_z)
+    3. V ← W_v Z + b_v 1ᵀ            (d_out×ℓ_z)
+    4. S ← Kᵀ Q                      (ℓ_z×ℓ_x)
+    5. S[t_z, t_x] ← −∞ where Mask[t_z, t_x] = 0
+    6. return Ṽ = V · softmax(S / √d_attn)   (d_out×ℓ_x)
+
+    Decision (the paper gives 0/0): a column of Mask that is all 0 is handled
+    by ``variant.empty_query``: "error" (default) raises SpecError; "nan"
+    makes that output column NaN; "zeros" gives it zero attention weights
+    (ṽ = 0); "uniform" gives weight 1/ℓ_z to every key.
+    Variants ``attn_scale`` (√d_attn, √d_model = √d_x, none) and
+    ``scale_placement`` (divide S; divide Q before line 4; divide Q and K by
+    the fourth root before line 4) change line 6; ``attn_bias`` drops b_q,
+    b_k, b_v.
+    """
+    N = numbers.current()
+    with in_algorithm("attention"):
+        d_x, ell_x = shape(X)
+        d_z, ell_z = shape(Z)
+        _check_mask(Mask, ell_z, ell_x)
+        divisor = _scale_divisor(variant, len(W.W_q), d_x)
+        Q = add_bias(matmul(W.W_q, X), W.b_q)  # line 1
+        K = add_bias(matmul(W.W_k, Z), W.b_k)  # line 2
+        V = add_bias(matmul(W.W_v, Z), W.b_v)  # line 3
+        if variant.scale_placement == "query" and divisor is not None:
+            Q, divisor = [_divide(row, divisor) for row in Q], None
+        elif variant.scale_placement == "query_key_sqrt" and divisor is not None:
+            root = N.sqrt(divisor)
+            Q = [_divide(row, root) for row in Q]
+            K = [_divide(row, root) for row in K]
+            divisor = None
+        S = matmul(transpose(K), Q)  # line 4
+        minus_inf = -N.inf
+        S = [[s if Mask[tz][tx] else minus_inf for tx, s in enumerate(row)]
+             for tz, row in enumerate(S)]  # line 5
+        weights = []
+        for tx in range(ell_x):  # line 6: softmax over the context index
+            if not any(Mask[tz][tx] for tz in range(ell_z)):
+                weights.append(_empty_query_weights(variant, ell_z, tx))
+                continue
+            weights.append(softmax(_divide(column(S, tx), divisor)))
+        return matmul(V, from_columns(weights))
+
+
+def _empty_query_weights(variant: VariantSet, ell_z: int, tx: int) -> Vector:
+    N = numbers.current()
+    if variant.empty_query == "error":
+        raise SpecError(
+            "Mask", f"every query (column t_x) to have a key it may attend to (empty_query='error')",
+            f"column t_x={tx} all 0",
+        )
+    if variant.empty_query == "nan":
+        return [N.nan] * ell_z
+    if variant.empty_query == "zeros":
+        return [N.num(0)] * ell_z
+    return [N.num(1) / N.num(ell_z)] * ell_z  # uniform over all keys
+
+
+def mh_attention(X: Matrix, Z: Matrix, W: MHAttentionParams, Mask: Sequence[Sequence[Any]], *,
+                 variant: VariantSet = PAPER) -> Matrix:
+    """Algorithm 5: Ṽ ← MHAttention(X, Z | W, Mask).
+
+    1-2. Y^h ← Attention(X, Z | W^h_qkv, Mask) for h = 0..H-1 (the paper's 1..H)
+    3.   Y ← [Y^1; Y^2; ...; Y^H]   (heads stacked vertically, head 1 on top: H·d_mid×ℓ_x)
+    4.   return Ṽ = W_o Y + b_o 1ᵀ
+    """
+    with in_algorithm("mh_attention"):
+        if not W.heads:
+            raise SpecError("heads", "at least one head (H ≥ 1)", "H = 0")
+        Ys = [attention(X, Z, head, Mask, variant=variant) for head in W.heads]  # lines 1-2
+        Y = [row for Yh in Ys for row in Yh]  # line 3
+        return add_bias(matmul(W.W_o, Y), W.b_o)  # line 4
+
+
+def unidirectional_mask(ell_z: int, ell_x: int, *, variant: VariantSet = PAPER) -> list[list[int]]:
+    """The unidirectional (causal) mask of Algorithm 4: Mask[t_z, t_x] = [[t_z ≤ t_x]].
+
+    Decision for ℓ_z ≠ ℓ_x (``causal_alignment``): "top_left" keeps
+    [[t_z ≤ t_x]] (PyTorch SDPA ``is_causal``); "bottom_right" aligns the last
+    query with the last key, [[t_z ≤ t_x + ℓ_z − ℓ_x]] (Hugging Face). They
+    agree when ℓ_z = ℓ_x, the only case the architectures use.
+    """
+    with in_algorithm("unidirectional_mask"):
+        for name, value in (("ell_z", ell_z), ("ell_x", ell_x)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SpecError(name, "a positive integer", repr(value))
+        offset = ell_z - ell_x if variant.causal_alignment == "bottom_right" else 0
+        return [[1 if tz <= tx + offset else 0 for tx in range(ell_x)] for tz in range(ell_z)]
+
+
+def bidirectional_mask(ell_z: int, ell_x: int) -> list[list[int]]:
+    """Mask ≡ 1."""
+    return [[1] * ell_x for _ in range(ell_z)]

@@ -1,0 +1,154 @@
+"""Algorithms 1 and 2: token and positional embeddings, and the sequence
+embedding that opens Algorithms 8-10 (their lines 1-3).
+
+Indices: token IDs v ∈ {0, ..., N_V - 1} are the paper's v + 1; positions
+t ∈ {0, ..., ℓ_max - 1} are the paper's t + 1.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from . import numbers
+from .errors import SpecError, in_algorithm
+from .linalg import Matrix, Vector, column, from_columns, shape
+from .normalization import norm_columns
+from .variants import PAPER, VariantSet
+
+__all__ = [
+    "embed",
+    "positional_embedding",
+    "sinusoidal_paper",
+    "sinusoidal_vaswani",
+    "token_embedding",
+]
+
+
+def token_embedding(v: int, W_e: Matrix) -> Vector:
+    """Algorithm 1: token embedding. e ← W_e[:, v].
+
+    Line 1 returns column v of W_e ∈ R^{d_e×N_V}; the paper's token v+1.
+    """
+    with in_algorithm("token_embedding"):
+        _, N_V = shape(W_e)
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < N_V:
+            raise SpecError("v", f"a token ID in [0, {N_V})", repr(v))
+        return column(W_e, v)  # line 1
+
+
+def positional_embedding(t: int, W_p: Matrix) -> Vector:
+    """Algorithm 2: positional embedding. e_p ← W_p[:, t].
+
+    Line 1 returns column t of W_p ∈ R^{d_e×ℓ_max}; the paper's position t+1.
+    """
+    with in_algorithm("positional_embedding"):
+        _, ell_max = shape(W_p)
+        if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < ell_max:
+            raise SpecError("t", f"a position in [0, {ell_max})", repr(t))
+        return column(W_p, t)  # line 1
+
+
+def _paper_entry(r: int, c: int, d_e: int, ell_max: int) -> Any:
+    """W_p[r, c] of the paper's sinusoid, 0-based r and c.
+
+    The paper (1-based row ρ = r + 1, position τ = c + 1): for 0 < i ≤ d_e/2,
+    W_p[2i−1, τ] = sin(τ / ℓ_max^{2i/d_e}) and W_p[2i, τ] = cos(τ / ℓ_max^{2i/d_e}).
+    So i = r // 2 + 1, sine on even r. Decision: for odd d_e the last row
+    (r = d_e − 1, i = (d_e+1)/2) is the sine the same formula gives.
+    """
+    N = numbers.current()
+    i = r // 2 + 1
+    freq = N.pow(N.num(ell_max), N.num(2 * i) / N.num(d_e))
+    angle = N.num(c + 1) / freq
+    return N.sin(angle) if r % 2 == 0 else N.cos(angle)
+
+
+def _vaswani_entry(r: int, c: int, d_e: int) -> Any:
+    """W_p[r, c] of Vaswani et al. (2017, sec. 3.5), 0-based: PE[pos, 2i] =
+    sin(pos / 10000^{2i/d}), PE[pos, 2i+1] = cos(pos / 10000^{2i/d}) with
+    pos = c, i = r // 2. Odd d_e: the last row is a sine, as the formula gives."""
+    N = numbers.current()
+    two_i = 2 * (r // 2)
+    freq = N.pow(N.num(10000), N.num(two_i) / N.num(d_e))
+    angle = N.num(c) / freq
+    return N.sin(angle) if r % 2 == 0 else N.cos(angle)
+
+
+def _check_sizes(d_e: int, ell_max: int) -> None:
+    for name, value in (("d_e", d_e), ("ell_max", ell_max)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise SpecError(name, "a positive integer", repr(value))
+
+
+def sinusoidal_paper(d_e: int, ell_max: int, ell: Optional[int] = None) -> Matrix:
+    """Algorithm 2, fixed alternative as the paper states it: W_p ∈ R^{d_e×ℓ_max}
+    with W_p[2i−1, t] = sin(t / ℓ_max^{2i/d_e}), W_p[2i, t] = cos(t / ℓ_max^{2i/d_e}).
+
+    The base is ℓ_max (not 10000) and rows and positions are 1-based: the
+    entry at 0-based (r, c) uses t = c + 1 and i = r // 2 + 1. Only the first
+    ``ell`` columns are built when ``ell`` is given.
+    """
+    with in_algorithm("sinusoidal_paper"):
+        _check_sizes(d_e, ell_max)
+        cols = ell_max if ell is None else ell
+        return [[_paper_entry(r, c, d_e, ell_max) for c in range(cols)] for r in range(d_e)]
+
+
+def sinusoidal_vaswani(d_e: int, ell_max: int, ell: Optional[int] = None) -> Matrix:
+    """Sinusoidal positions of Vaswani et al. (2017), transposed into the
+    paper's orientation: W_p[2i, t] = sin(t / 10000^{2i/d_e}),
+    W_p[2i+1, t] = cos(t / 10000^{2i/d_e}), rows and positions 0-based."""
+    with in_algorithm("sinusoidal_vaswani"):
+        _check_sizes(d_e, ell_max)
+        cols = ell_max if ell is None else ell
+        return [[_vaswani_entry(r, c, d_e) for c in range(cols)] for r in range(d_e)]
+
+
+def embed(
+    x: Sequence[int],
+    W_e: Matrix,
+    W_p: Optional[Matrix],
+    *,
+    ell_max: Optional[int] = None,
+    variant: VariantSet = PAPER,
+    gamma: Optional[Vector] = None,
+    beta: Optional[Vector] = None,
+) -> Matrix:
+    """Lines 1-3 of Algorithms 8-10: X ← [W_e[:, x[t]] + W_p[:, t]] for t = 0..ℓ-1.
+
+    Variants: ``positions`` chooses W_p (learned, either sinusoid, or none);
+    ``embedding_scale`` multiplies W_e[:, x[t]] by √d_e first (Vaswani et al.);
+    ``embedding_norm`` normalises each column afterwards with γ, β.
+    ``ell_max`` is needed when W_p is not learned (the paper's sinusoid uses it).
+    """
+    N = numbers.current()
+    d_e, _ = shape(W_e)
+    ell = len(x)
+    if variant.positions == "learned":
+        if W_p is None:
+            raise SpecError("W_p", "a matrix (positions='learned')", "None")
+        P: Optional[Matrix] = W_p
+        ell_max = shape(W_p)[1]
+    elif ell_max is None:
+        raise SpecError("ell_max", f"a positive integer (positions={variant.positions!r})", "None")
+    if ell > ell_max:
+        raise SpecError("x", f"a sequence of length at most ell_max={ell_max}", f"length {ell}")
+    if variant.positions == "sinusoidal_paper":
+        P = sinusoidal_paper(d_e, ell_max, ell)
+    elif variant.positions == "sinusoidal_vaswani":
+        P = sinusoidal_vaswani(d_e, ell_max, ell)
+    elif variant.positions == "none":
+        P = None
+    scale = N.sqrt(N.num(d_e)) if variant.embedding_scale == "sqrt_d_e" else None
+    columns = []
+    for t in range(ell):  # lines 1-3
+        e = token_embedding(x[t], W_e)
+        if scale is not None:
+            e = [ei * scale for ei in e]
+        if P is not None:
+            e = [ei + pi for ei, pi in zip(e, column(P, t))]
+        columns.append(e)
+    X = from_columns(columns)
+    if variant.embedding_norm:
+        X = norm_columns(X, gamma, beta, variant)
+    return X

@@ -1,0 +1,68 @@
+"""The paper's elementwise and column-wise functions: softmax, ReLU, GELU.
+
+Softmax of a matrix acts on each column (ALGORITHMS.md, Notation):
+softmax(A)[t1, t2] = exp(A[t1, t2]) / sum_t exp(A[t, t2]).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from . import numbers
+from .errors import SpecError
+from .linalg import Matrix, Vector, column, from_columns, map_matrix, shape
+
+__all__ = ["gelu_erf", "gelu_tanh", "relu", "softmax", "softmax_columns", "ACTIVATIONS"]
+
+
+def softmax(z: Vector) -> Vector:
+    """softmax(z)[i] = exp(z[i]) / sum_j exp(z[j]).
+
+    Entries may be -inf (masked); at least one must be finite. Evaluated as
+    exp(z[i] - max z) / sum_j exp(z[j] - max z), which is the same number in
+    exact arithmetic and cannot overflow.
+    """
+    N = numbers.current()
+    m = max(z)
+    if not N.isfinite(m):
+        raise SpecError("softmax", "at least one finite entry", f"max entry {N.to_float(m)!r}")
+    ex = [N.exp(x - m) for x in z]
+    s = N.fsum(ex)
+    return [y / s for y in ex]
+
+
+def softmax_columns(A: Matrix) -> Matrix:
+    """Column-wise softmax of a matrix."""
+    _, n = shape(A)
+    return from_columns([softmax(column(A, t)) for t in range(n)])
+
+
+def relu(x: Any) -> Any:
+    """ReLU(x) = max(x, 0)."""
+    return numbers.current().relu(x)
+
+
+def gelu_erf(x: Any) -> Any:
+    """GELU(x) = x Φ(x) with Φ(x) = (1 + erf(x / √2)) / 2: the exact form the paper uses."""
+    N = numbers.current()
+    return N.const("0.5") * x * (N.num(1) + N.erf(x / N.sqrt(N.num(2))))
+
+
+def gelu_tanh(x: Any) -> Any:
+    """The tanh approximation of GELU (Hendrycks & Gimpel 2016, eq. in sec. 2):
+    x/2 (1 + tanh(√(2/π) (x + 0.044715 x³))). Used by GPT-2 (``gelu_new``), Flax."""
+    N = numbers.current()
+    c = N.sqrt(N.num(2) / N.pi)
+    inner = c * (x + N.const("0.044715") * (x * x * x))
+    return N.const("0.5") * x * (N.num(1) + N.tanh(inner))
+
+
+ACTIVATIONS: dict[str, Callable[[Any], Any]] = {
+    "relu": relu,
+    "gelu_erf": gelu_erf,
+    "gelu_tanh": gelu_tanh,
+}
+
+
+def apply(activation: str, X: Matrix) -> Matrix:
+    return map_matrix(ACTIVATIONS[activation], X)

@@ -1,0 +1,119 @@
+"""The body of each architecture's layer loop, as functions of their own:
+the encoder and decoder layers of Algorithm 8, the BERT layer of Algorithm 9
+and the GPT-2 layer of Algorithm 10.
+
+Norm placement: "post" (the paper's for encoder-decoder and BERT) normalises
+after each residual sum; "pre" (the paper's for GPT-2; Xiong et al. 2020)
+normalises the sublayer's input and adds the sublayer's output to the
+*un-normalised* X.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from .attention import bidirectional_mask, mh_attention, unidirectional_mask
+from .errors import in_algorithm
+from .functions import apply
+from .linalg import Matrix, Vector, add, add_bias, matmul, shape
+from .normalization import norm_columns
+from .params import DecoderLayerParams, LayerParams
+from .variants import PAPER, VariantSet
+
+__all__ = ["bert_layer", "decoder_layer", "encoder_layer", "gpt2_layer", "mlp"]
+
+
+def mlp(X: Matrix, W1: Matrix, b1: Optional[Vector], W2: Matrix, b2: Optional[Vector],
+        activation: str) -> Matrix:
+    """W2 act(W1 X + b1 1ᵀ) + b2 1ᵀ (line 7 of Algorithms 8 and 9, line 8 of Algorithm 10)."""
+    return add_bias(matmul(W2, apply(activation, add_bias(matmul(W1, X), b1))), b2)
+
+
+def _layer(X: Matrix, W: LayerParams, variant: VariantSet, arch: str, causal: bool) -> Matrix:
+    """Shared body of the encoder, BERT and GPT-2 layers (they differ only in
+    the mask and in the paper's placement and activation)."""
+    _, ell = shape(X)
+    Mask = unidirectional_mask(ell, ell) if causal else bidirectional_mask(ell, ell)
+    act = variant.resolved_activation(arch)
+    if variant.resolved_norm_placement(arch) == "post":
+        X = add(X, mh_attention(X, X, W.attn, Mask, variant=variant))  # Alg. 8/9 line 5
+        X = norm_columns(X, W.gamma1, W.beta1, variant)  # line 6
+        X = add(X, mlp(X, W.W_mlp1, W.b_mlp1, W.W_mlp2, W.b_mlp2, act))  # line 7
+        return norm_columns(X, W.gamma2, W.beta2, variant)  # line 8
+    X_tilde = norm_columns(X, W.gamma1, W.beta1, variant)  # Alg. 10 line 5
+    X = add(X, mh_attention(X_tilde, X_tilde, W.attn, Mask, variant=variant))  # line 6
+    X_tilde = norm_columns(X, W.gamma2, W.beta2, variant)  # line 7
+    return add(X, mlp(X_tilde, W.W_mlp1, W.b_mlp1, W.W_mlp2, W.b_mlp2, act))  # line 8
+
+
+def encoder_layer(Z: Matrix, W: LayerParams, *, variant: VariantSet = PAPER) -> Matrix:
+    """Algorithm 8, lines 5-8: one encoder layer (post-LN, ReLU, Mask ≡ 1).
+
+    5. Z ← Z + MHAttention(Z, Z | W^enc_l, Mask ≡ 1)
+    6. Z[:, t] ← layer_norm(Z[:, t] | γ^1_l, β^1_l)
+    7. Z ← Z + W^l_mlp2 ReLU(W^l_mlp1 Z + b^l_mlp1 1ᵀ) + b^l_mlp2 1ᵀ
+    8. Z[:, t] ← layer_norm(Z[:, t] | γ^2_l, β^2_l)
+    """
+    with in_algorithm("encoder_layer"):
+        return _layer(Z, W, variant, "ed_encoder", causal=False)
+
+
+def bert_layer(X: Matrix, W: LayerParams, *, variant: VariantSet = PAPER) -> Matrix:
+    """Algorithm 9, lines 5-8: one BERT layer (post-LN, exact GELU, Mask ≡ 1).
+
+    5. X ← X + MHAttention(X, X | W_l, Mask ≡ 1)
+    6. X[:, t] ← layer_norm(X[:, t] | γ^1_l, β^1_l)
+    7. X ← X + W^l_mlp2 GELU(W^l_mlp1 X + b^l_mlp1 1ᵀ) + b^l_mlp2 1ᵀ
+    8. X[:, t] ← layer_norm(X[:, t] | γ^2_l, β^2_l)
+    """
+    with in_algorithm("bert_layer"):
+        return _layer(X, W, variant, "bert", causal=False)
+
+
+def gpt2_layer(X: Matrix, W: LayerParams, *, variant: VariantSet = PAPER) -> Matrix:
+    """Algorithm 10, lines 5-8: one GPT-2 layer (pre-LN, exact GELU, causal).
+
+    5. X̃[:, t] ← layer_norm(X[:, t] | γ^1_l, β^1_l)
+    6. X ← X + MHAttention(X̃, X̃ | W_l, Mask[t_z, t_x] = [[t_z ≤ t_x]])
+    7. X̃[:, t] ← layer_norm(X[:, t] | γ^2_l, β^2_l)
+    8. X ← X + W^l_mlp2 GELU(W^l_mlp1 X̃ + b^l_mlp1 1ᵀ) + b^l_mlp2 1ᵀ
+
+    The residual adds the un-normalised X (normalising X in place is a classic bug).
+    """
+    with in_algorithm("gpt2_layer"):
+        return _layer(X, W, variant, "gpt2", causal=True)
+
+
+def decoder_layer(X: Matrix, Z: Matrix, W: DecoderLayerParams, *,
+                  variant: VariantSet = PAPER) -> Matrix:
+    """Algorithm 8, lines 14-19: one decoder layer with cross-attention to Z.
+
+    14. X ← X + MHAttention(X, X | W^dec_l, Mask[t_z, t_x] = [[t_z ≤ t_x]])
+    15. X[:, t] ← layer_norm(X[:, t] | γ^3_l, β^3_l)
+    16. X ← X + MHAttention(X, Z | W^{e/d}_l, Mask ≡ 1)
+    17. X[:, t] ← layer_norm(X[:, t] | γ^4_l, β^4_l)
+    18. X ← X + W^l_mlp4 ReLU(W^l_mlp3 X + b^l_mlp3 1ᵀ) + b^l_mlp4 1ᵀ
+    19. X[:, t] ← layer_norm(X[:, t] | γ^5_l, β^5_l)
+
+    Pre-LN placement normalises each sublayer's input instead (the context Z
+    is used as given: a pre-LN encoder ends with its own final norm).
+    """
+    with in_algorithm("decoder_layer"):
+        _, ell_x = shape(X)
+        _, ell_z = shape(Z)
+        causal = unidirectional_mask(ell_x, ell_x)
+        full = bidirectional_mask(ell_z, ell_x)
+        act = variant.resolved_activation("ed_decoder")
+        if variant.resolved_norm_placement("ed_decoder") == "post":
+            X = add(X, mh_attention(X, X, W.self_attn, causal, variant=variant))  # line 14
+            X = norm_columns(X, W.gamma3, W.beta3, variant)  # line 15
+            X = add(X, mh_attention(X, Z, W.cross_attn, full, variant=variant))  # line 16
+            X = norm_columns(X, W.gamma4, W.beta4, variant)  # line 17
+            X = add(X, mlp(X, W.W_mlp3, W.b_mlp3, W.W_mlp4, W.b_mlp4, act))  # line 18
+            return norm_columns(X, W.gamma5, W.beta5, variant)  # line 19
+        X_tilde = norm_columns(X, W.gamma3, W.beta3, variant)
+        X = add(X, mh_attention(X_tilde, X_tilde, W.self_attn, causal, variant=variant))
+        X_tilde = norm_columns(X, W.gamma4, W.beta4, variant)
+        X = add(X, mh_attention(X_tilde, Z, W.cross_attn, full, variant=variant))
+        X_tilde = norm_columns(X, W.gamma5, W.beta5, variant)
+        return add(X, mlp(X_tilde, W.W_mlp3, W.b_mlp3, W.W_mlp4, W.b_mlp4, act))

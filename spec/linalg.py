@@ -1,0 +1,117 @@
+"""Matrices in the paper's orientation, as plain nested lists.
+
+A matrix ``A`` in R^{m x n} is a list of m rows, each a list of n numbers, so
+``A[i][t]`` is the paper's A[i, t] (0-based). A sequence of ℓ vectors of size
+d is X in R^{d x ℓ}: column t is token t. Vectors are flat lists.
+
+Every operation checks its dimensions and raises ``SpecError`` on a mismatch
+(plain ``zip`` would silently truncate). Arithmetic goes through the active
+number system (``numbers.current()``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from . import numbers
+from .errors import SpecError
+
+Vector = list
+Matrix = list  # list of rows
+
+__all__ = [
+    "add",
+    "add_bias",
+    "column",
+    "from_columns",
+    "hadamard_columns",
+    "map_matrix",
+    "matmul",
+    "matvec",
+    "shape",
+    "transpose",
+    "zeros",
+]
+
+
+def shape(A: Matrix) -> tuple[int, int]:
+    """(rows, columns) of a rectangular matrix; a 0-column matrix has rows []."""
+    rows = len(A)
+    cols = len(A[0]) if rows else 0
+    for i, row in enumerate(A):
+        if len(row) != cols:
+            raise SpecError("matrix", f"rows of equal length {cols}", f"row {i} of length {len(row)}")
+    return rows, cols
+
+
+def zeros(m: int, n: int) -> Matrix:
+    zero = numbers.current().num(0)
+    return [[zero] * n for _ in range(m)]
+
+
+def transpose(A: Matrix) -> Matrix:
+    m, n = shape(A)
+    return [[A[i][j] for i in range(m)] for j in range(n)]
+
+
+def column(A: Matrix, t: int) -> Vector:
+    """Column t of A (0-based)."""
+    return [row[t] for row in A]
+
+
+def from_columns(cols: Sequence[Vector]) -> Matrix:
+    """The matrix whose column t is cols[t]."""
+    if not cols:
+        return []
+    d = len(cols[0])
+    for t, c in enumerate(cols):
+        if len(c) != d:
+            raise SpecError("columns", f"columns of equal length {d}", f"column {t} of length {len(c)}")
+    return [[c[i] for c in cols] for i in range(d)]
+
+
+def matmul(A: Matrix, B: Matrix) -> Matrix:
+    """A B, each entry a correctly rounded dot product (one rounding per product)."""
+    N = numbers.current()
+    m, k = shape(A)
+    k2, n = shape(B)
+    if k != k2:
+        raise SpecError("matmul", f"inner dimensions to agree ({m}x{k} times {k}x?)", f"{m}x{k} times {k2}x{n}")
+    Bt = transpose(B) if k else [[] for _ in range(n)]
+    return [[N.dot(row, col) for col in Bt] for row in A]
+
+
+def matvec(A: Matrix, x: Vector) -> Vector:
+    N = numbers.current()
+    m, k = shape(A)
+    if len(x) != k:
+        raise SpecError("matvec", f"a vector of length {k}", f"length {len(x)}")
+    return [N.dot(row, x) for row in A]
+
+
+def add(A: Matrix, B: Matrix) -> Matrix:
+    if shape(A) != shape(B):
+        raise SpecError("add", f"matrices of shape {shape(A)}", f"{shape(B)}")
+    return [[a + b for a, b in zip(ra, rb)] for ra, rb in zip(A, B)]
+
+
+def add_bias(A: Matrix, b: Vector | None) -> Matrix:
+    """A + b 1^T: the bias b added to every column; ``None`` means no bias."""
+    if b is None:
+        return A
+    m, _ = shape(A)
+    if len(b) != m:
+        raise SpecError("bias", f"a vector of length {m}", f"length {len(b)}")
+    return [[a + bi for a in row] for row, bi in zip(A, b)]
+
+
+def map_matrix(f: Callable[[Any], Any], A: Matrix) -> Matrix:
+    return [[f(a) for a in row] for row in A]
+
+
+def hadamard_columns(A: Matrix, g: Vector) -> Matrix:
+    """A with row i multiplied by g[i] (g ⊙ each column)."""
+    m, _ = shape(A)
+    if len(g) != m:
+        raise SpecError("scale", f"a vector of length {m}", f"length {len(g)}")
+    return [[a * gi for a in row] for row, gi in zip(A, g)]

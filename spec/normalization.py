@@ -1,0 +1,124 @@
+"""Algorithm 6 (layer normalisation) and RMSnorm.
+
+Both act on one vector; applied to a matrix they act on each column (token)
+separately (``norm_columns``).
+
+Decision (the paper is silent): with no epsilon, a column of zero variance
+(layer norm) or a zero column (RMSnorm) divides by zero. The spec refuses it
+with ``SpecError`` rather than returning NaN or inf.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from . import numbers
+from .errors import SpecError, in_algorithm
+from .linalg import Matrix, Vector, column, from_columns, shape
+from .variants import PAPER, VariantSet
+
+__all__ = ["layer_norm", "norm_columns", "rms_norm"]
+
+
+def _sigma(v: Any, variant: VariantSet, what: str) -> Any:
+    """√v with the variant's epsilon: none, √(v + ε) or √v + ε."""
+    N = numbers.current()
+    if variant.epsilon_placement == "none":
+        if v == 0:
+            raise SpecError(
+                "e", f"a column with nonzero {what} (no epsilon: the paper divides by √v)",
+                f"{what} exactly 0",
+            )
+        return N.sqrt(v)
+    eps = N.const(repr(variant.epsilon))
+    if variant.epsilon_placement == "inside_root":
+        return N.sqrt(v + eps)
+    return N.sqrt(v) + eps  # outside_root: added to the standard deviation
+
+
+def _affine(n: list, gamma: Optional[Vector], beta: Optional[Vector], variant: VariantSet) -> list:
+    """ê ⊙ γ + β, for the parts of (γ, β) that the ``affine`` switch keeps."""
+    if variant.affine == "none":
+        return n
+    if gamma is None:
+        raise SpecError("gamma", f"a vector of length {len(n)} (affine={variant.affine!r})", "None")
+    if len(gamma) != len(n):
+        raise SpecError("gamma", f"a vector of length {len(n)}", f"length {len(gamma)}")
+    n = [ni * gi for ni, gi in zip(n, gamma)]
+    if beta is not None:
+        if len(beta) != len(n):
+            raise SpecError("beta", f"a vector of length {len(n)}", f"length {len(beta)}")
+        n = [ni + bi for ni, bi in zip(n, beta)]
+    return n
+
+
+def layer_norm(
+    e: Vector,
+    gamma: Optional[Vector],
+    beta: Optional[Vector],
+    *,
+    variant: VariantSet = PAPER,
+) -> Vector:
+    """Algorithm 6: ê ← layer_norm(e | γ, β).
+
+    1. m ← Σ_i e[i] / d_e
+    2. v ← Σ_i (e[i] − m)² / d_e   (``variance="unbiased"``: / (d_e − 1))
+    3. return ê = (e − m) / √v ⊙ γ + β
+
+    Variants: ``epsilon``/``epsilon_placement`` replace √v by √(v + ε) or
+    √v + ε; ``affine`` drops β or both γ and β.
+    """
+    N = numbers.current()
+    with in_algorithm("layer_norm"):
+        d_e = len(e)
+        if d_e == 0:
+            raise SpecError("e", "a non-empty vector", "length 0")
+        if variant.variance == "unbiased" and d_e < 2:
+            raise SpecError("e", "length d_e ≥ 2 (unbiased variance divides by d_e − 1)", f"length {d_e}")
+        m = N.fsum(e) / N.num(d_e)  # line 1
+        centred = [ei - m for ei in e]
+        n_v = d_e if variant.variance == "biased" else d_e - 1
+        v = N.dot(centred, centred) / N.num(n_v)  # line 2
+        sigma = _sigma(v, variant, "variance")  # line 3
+        return _affine([c / sigma for c in centred], gamma, beta, variant)
+
+
+def rms_norm(
+    e: Vector,
+    gamma: Optional[Vector],
+    *,
+    variant: VariantSet = PAPER,
+) -> Vector:
+    """RMSnorm (Zhang & Sennrich 2019; Gopher), the paper's layer_norm with m = 0, β = 0.
+
+    1. v ← Σ_i e[i]² / d_e
+    2. return ê = e / √v ⊙ γ
+
+    Variants: ``epsilon``/``epsilon_placement`` as for layer norm; ``affine``
+    "none" drops γ (there is never a β); ``variance`` does not apply.
+    """
+    N = numbers.current()
+    with in_algorithm("rms_norm"):
+        d_e = len(e)
+        if d_e == 0:
+            raise SpecError("e", "a non-empty vector", "length 0")
+        v = N.dot(e, e) / N.num(d_e)  # line 1
+        sigma = _sigma(v, variant, "mean square")  # line 2
+        return _affine([ei / sigma for ei in e], gamma, None, variant)
+
+
+def norm_columns(
+    X: Matrix,
+    gamma: Optional[Vector],
+    beta: Optional[Vector],
+    variant: VariantSet = PAPER,
+    kind: Optional[str] = None,
+) -> Matrix:
+    """X[:, t] ← norm(X[:, t] | γ, β) for every column t; ``kind`` overrides ``variant.norm``."""
+    kind = kind or variant.norm
+    _, ell = shape(X)
+    if kind == "layer_norm":
+        cols = [layer_norm(column(X, t), gamma, beta, variant=variant) for t in range(ell)]
+    else:
+        cols = [rms_norm(column(X, t), gamma, variant=variant) for t in range(ell)]
+    return from_columns(cols)

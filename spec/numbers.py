@@ -1,0 +1,453 @@
+"""Number systems: one code path for the spec, several kinds of arithmetic.
+
+Every spec algorithm is written once, against the small interface below
+(``num``, ``const``, ``fsum``, ``dot``, ``exp``, ...), plus Python's
+arithmetic operators. Which arithmetic it runs in is chosen by the caller:
+
+``FLOAT`` (the default)
+    Python floats (IEEE binary64). Sums and dot products are correctly
+    rounded (``math.fsum`` over the rounded products), so the only rounding in
+    a reduction is one per product plus one for the sum.
+
+``MpNumbers(dps)``
+    mpmath at ``dps`` significant decimal digits (at least 30), in a private
+    ``mpmath.MPContext`` so no global state is touched. Used for fixtures and
+    as a high-precision oracle; ``float()`` of a result rounds to nearest.
+
+``TrackedNumbers()``
+    Running error analysis (Wilkinson; Higham, *Accuracy and Stability of
+    Numerical Algorithms*, 2nd ed., sec. 3.3). Each value carries, besides its
+    binary64 value ``v``, a first-order bound on the error that *any*
+    implementation following the same mathematics incurs when every
+    elementary operation rounds with unit roundoff ``u``: the bound is
+    ``u * e + eta * a`` where ``e`` and ``a`` are carried here and ``u``,
+    ``eta`` (the underflow threshold) are supplied later for a given dtype.
+    The conformance harness turns this into a per-element tolerance (see
+    ``conformance/tolerances.py`` and ``docs/tolerances.md``); the values
+    ``v`` equal the ``FLOAT`` results bit for bit, so one evaluation gives both
+    the float64 reference and its tolerance.
+
+The active system lives in a context variable: ``with using(MpNumbers(40)):``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, Sequence
+
+import mpmath
+
+from .errors import SpecError
+
+__all__ = [
+    "FLOAT",
+    "FloatNumbers",
+    "MpNumbers",
+    "Numbers",
+    "Tracked",
+    "TrackedNumbers",
+    "current",
+    "using",
+]
+
+
+class Numbers:
+    """Interface shared by every number system (documentation only)."""
+
+    name = "abstract"
+    inf: Any
+    nan: Any
+    pi: Any
+
+    def num(self, x: float | int) -> Any:
+        """An exactly representable input (token data, parameters)."""
+        raise NotImplementedError
+
+    def const(self, text: str) -> Any:
+        """A decimal constant of the algorithm, e.g. ``"0.044715"``."""
+        raise NotImplementedError
+
+    def to_float(self, x: Any) -> float:
+        return float(x)
+
+
+class FloatNumbers(Numbers):
+    """IEEE binary64 with correctly rounded sums."""
+
+    name = "float"
+    inf = math.inf
+    nan = math.nan
+    pi = math.pi
+
+    def num(self, x: float | int) -> float:
+        return float(x)
+
+    def const(self, text: str) -> float:
+        return float(text)
+
+    def fsum(self, xs: Iterable[float]) -> float:
+        return math.fsum(xs)
+
+    def dot(self, xs: Sequence[float], ys: Sequence[float]) -> float:
+        return math.fsum([x * y for x, y in zip(xs, ys, strict=True)])
+
+    def exp(self, x: float) -> float:
+        try:
+            return math.exp(x)
+        except OverflowError:
+            raise SpecError("exp", "an argument below 709.78", repr(x)) from None
+
+    def log(self, x: float) -> float:
+        if not x > 0:
+            raise SpecError("log", "a positive argument", repr(x))
+        return math.log(x)
+
+    def sqrt(self, x: float) -> float:
+        if x < 0:
+            raise SpecError("sqrt", "a non-negative argument", repr(x))
+        return math.sqrt(x)
+
+    def tanh(self, x: float) -> float:
+        return math.tanh(x)
+
+    def erf(self, x: float) -> float:
+        return math.erf(x)
+
+    def sin(self, x: float) -> float:
+        return math.sin(x)
+
+    def cos(self, x: float) -> float:
+        return math.cos(x)
+
+    def pow(self, base: float, exponent: float) -> float:
+        return math.pow(base, exponent)
+
+    def relu(self, x: float) -> float:
+        return x if (x > 0 or x != x) else 0.0
+
+    def isfinite(self, x: float) -> bool:
+        return math.isfinite(x)
+
+    def isnan(self, x: float) -> bool:
+        return x != x
+
+
+class MpNumbers(Numbers):
+    """mpmath at a chosen precision (decimal digits, at least 30)."""
+
+    def __init__(self, dps: int = 40) -> None:
+        if dps < 30:
+            raise SpecError("dps", "at least 30 significant digits", str(dps))
+        self.dps = dps
+        self.ctx = ctx = mpmath.MPContext()
+        ctx.dps = dps
+        self.name = f"mpmath:{dps}"
+        self.inf = ctx.inf
+        self.nan = ctx.nan
+        self.pi = ctx.pi
+        self.fsum = ctx.fsum
+        self.exp = ctx.exp
+        self.tanh = ctx.tanh
+        self.erf = ctx.erf
+        self.sin = ctx.sin
+        self.cos = ctx.cos
+        self.isnan = ctx.isnan
+
+    def num(self, x: float | int) -> Any:
+        return self.ctx.mpf(x)
+
+    def const(self, text: str) -> Any:
+        return self.ctx.mpf(text)
+
+    def dot(self, xs: Sequence[Any], ys: Sequence[Any]) -> Any:
+        if len(xs) != len(ys):
+            raise SpecError("dot", f"vectors of equal length", f"{len(xs)} and {len(ys)}")
+        return self.ctx.fdot(xs, ys)
+
+    def log(self, x: Any) -> Any:
+        if not x > 0:
+            raise SpecError("log", "a positive argument", str(x))
+        return self.ctx.log(x)
+
+    def sqrt(self, x: Any) -> Any:
+        if x < 0:
+            raise SpecError("sqrt", "a non-negative argument", str(x))
+        return self.ctx.sqrt(x)
+
+    def pow(self, base: Any, exponent: Any) -> Any:
+        return self.ctx.power(base, exponent)
+
+    def relu(self, x: Any) -> Any:
+        return x if (x > 0 or self.ctx.isnan(x)) else self.ctx.zero
+
+    def isfinite(self, x: Any) -> bool:
+        return bool(self.ctx.isfinite(x))
+
+
+# --------------------------------------------------------------------------
+# Running error analysis
+# --------------------------------------------------------------------------
+
+
+class Tracked:
+    """A binary64 value ``v`` with first-order error coefficients.
+
+    ``e``: coefficient of the unit roundoff u (relative rounding errors);
+    ``a``: coefficient of eta, the absolute error one rounding can make when
+    its result underflows (flush-to-zero or gradual underflow).
+    A non-finite value carries no error (masked scores are exactly -inf).
+    """
+
+    __slots__ = ("v", "e", "a")
+
+    def __init__(self, v: float, e: float = 0.0, a: float = 0.0) -> None:
+        self.v = v
+        if v - v == 0.0:  # finite
+            self.e = e
+            self.a = a
+        else:
+            self.e = 0.0
+            self.a = 0.0
+
+    # arithmetic: every operation rounds once (|result| more units of u, one
+    # more eta), and first-order propagation of the operands' errors.
+    def __add__(self, other: Any) -> "Tracked":
+        o = _lift(other)
+        v = self.v + o.v
+        return Tracked(v, self.e + o.e + abs(v), self.a + o.a + 1.0)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> "Tracked":
+        o = _lift(other)
+        v = self.v - o.v
+        return Tracked(v, self.e + o.e + abs(v), self.a + o.a + 1.0)
+
+    def __rsub__(self, other: Any) -> "Tracked":
+        return _lift(other) - self
+
+    def __mul__(self, other: Any) -> "Tracked":
+        o = _lift(other)
+        v = self.v * o.v
+        sv, ov = abs(self.v), abs(o.v)
+        return Tracked(v, ov * self.e + sv * o.e + abs(v), ov * self.a + sv * o.a + 1.0)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other: Any) -> "Tracked":
+        o = _lift(other)
+        v = self.v / o.v
+        q = 1.0 / abs(o.v)
+        r = abs(v) * q  # |x| / y^2
+        return Tracked(v, q * self.e + r * o.e + abs(v), q * self.a + r * o.a + 1.0)
+
+    def __rtruediv__(self, other: Any) -> "Tracked":
+        return _lift(other) / self
+
+    def __neg__(self) -> "Tracked":
+        return Tracked(-self.v, self.e, self.a)
+
+    def __pos__(self) -> "Tracked":
+        return self
+
+    def __abs__(self) -> "Tracked":
+        return Tracked(abs(self.v), self.e, self.a)
+
+    # comparisons act on values: branches follow the float64 reference
+    def __lt__(self, other: Any) -> bool:
+        return self.v < _value(other)
+
+    def __le__(self, other: Any) -> bool:
+        return self.v <= _value(other)
+
+    def __gt__(self, other: Any) -> bool:
+        return self.v > _value(other)
+
+    def __ge__(self, other: Any) -> bool:
+        return self.v >= _value(other)
+
+    def __eq__(self, other: object) -> bool:  # type: ignore[override]
+        return self.v == _value(other)
+
+    def __ne__(self, other: object) -> bool:  # type: ignore[override]
+        return self.v != _value(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __float__(self) -> float:
+        return self.v
+
+    def __repr__(self) -> str:
+        return f"Tracked({self.v!r}, e={self.e:.3g}, a={self.a:.3g})"
+
+
+def _lift(x: Any) -> Tracked:
+    """Plain Python numbers in spec code are exact constants (0, 1, 2, ints)."""
+    if type(x) is Tracked:
+        return x
+    return Tracked(float(x))
+
+
+def _value(x: Any) -> float:
+    return x.v if type(x) is Tracked else float(x)
+
+
+def _exact_in_every_dtype(c: float) -> bool:
+    """True if c has at most 8 significant bits (exact even in bfloat16)."""
+    if c == 0 or not math.isfinite(c):
+        return True
+    m, _ = math.frexp(abs(c))
+    return (m * 256).is_integer()
+
+
+class TrackedNumbers(Numbers):
+    """Running error analysis; see the module docstring.
+
+    ``transcendental_units``: how many units of u a library's exp, log, sqrt,
+    tanh, erf, sin, cos and pow may be off on an exactly given argument (a
+    correctly rounded function would need 1). ``sum_units(n)``: how many
+    units of u times sum(|x_i|) an n-term sum may lose, default the
+    worst case of any summation order, n - 1 (Higham, eq. 4.4); a dot
+    product of length n gets one more unit for its products.
+    Both are set by ``conformance/tolerances.py``, which documents them.
+    """
+
+    name = "tracked"
+
+    def __init__(self, transcendental_units: float = 4.0) -> None:
+        self.t = float(transcendental_units)
+        self.inf = Tracked(math.inf)
+        self.nan = Tracked(math.nan)
+        self.pi = Tracked(math.pi, math.pi, 0.0)
+
+    @staticmethod
+    def sum_units(n: int) -> float:
+        return float(max(n - 1, 0))
+
+    def num(self, x: float | int | Tracked) -> Tracked:
+        if type(x) is Tracked:
+            return x
+        return Tracked(float(x))
+
+    def const(self, text: str) -> Tracked:
+        c = float(text)
+        # A constant the implementation must round to its dtype.
+        return Tracked(c, 0.0 if _exact_in_every_dtype(c) else abs(c), 0.0)
+
+    def to_float(self, x: Any) -> float:
+        return _value(x)
+
+    def fsum(self, xs: Iterable[Any]) -> Tracked:
+        items = [_lift(x) for x in xs]
+        n = len(items)
+        v = math.fsum([x.v for x in items])
+        if v - v != 0.0:
+            return Tracked(v)
+        mag = math.fsum([abs(x.v) for x in items])
+        e = math.fsum([x.e for x in items]) + self.sum_units(n) * mag
+        a = math.fsum([x.a for x in items]) + max(n - 1, 0)
+        return Tracked(v, e, a)
+
+    def dot(self, xs: Sequence[Any], ys: Sequence[Any]) -> Tracked:
+        if len(xs) != len(ys):
+            raise SpecError("dot", "vectors of equal length", f"{len(xs)} and {len(ys)}")
+        xs_ = [_lift(x) for x in xs]
+        ys_ = [_lift(y) for y in ys]
+        n = len(xs_)
+        v = math.fsum([x.v * y.v for x, y in zip(xs_, ys_)])
+        if v - v != 0.0:
+            return Tracked(v)
+        mag = math.fsum([abs(x.v * y.v) for x, y in zip(xs_, ys_)])
+        e = math.fsum([abs(y.v) * x.e + abs(x.v) * y.e for x, y in zip(xs_, ys_)])
+        a = math.fsum([abs(y.v) * x.a + abs(x.v) * y.a for x, y in zip(xs_, ys_)])
+        return Tracked(v, e + (self.sum_units(n) + 1.0) * mag, a + 2.0 * n)
+
+    def _unary(self, x: Any, v: float, slope: float) -> Tracked:
+        """Result v of a library function with |f'(x)| = slope."""
+        x = _lift(x)
+        return Tracked(v, slope * x.e + self.t * abs(v), slope * x.a + 1.0)
+
+    def exp(self, x: Any) -> Tracked:
+        xv = _value(x)
+        try:
+            v = math.exp(xv)
+        except OverflowError:
+            raise SpecError("exp", "an argument below 709.78", repr(xv)) from None
+        return self._unary(x, v, v)
+
+    def log(self, x: Any) -> Tracked:
+        xv = _value(x)
+        if not xv > 0:
+            raise SpecError("log", "a positive argument", repr(xv))
+        return self._unary(x, math.log(xv), 1.0 / xv)
+
+    def sqrt(self, x: Any) -> Tracked:
+        xv = _value(x)
+        if xv < 0:
+            raise SpecError("sqrt", "a non-negative argument", repr(xv))
+        v = math.sqrt(xv)
+        return self._unary(x, v, 0.5 / v if v > 0 else 0.0)
+
+    def tanh(self, x: Any) -> Tracked:
+        v = math.tanh(_value(x))
+        return self._unary(x, v, 1.0 - v * v)
+
+    def erf(self, x: Any) -> Tracked:
+        xv = _value(x)
+        return self._unary(x, math.erf(xv), 2.0 / math.sqrt(math.pi) * math.exp(-xv * xv))
+
+    def sin(self, x: Any) -> Tracked:
+        xv = _value(x)
+        return self._unary(x, math.sin(xv), abs(math.cos(xv)))
+
+    def cos(self, x: Any) -> Tracked:
+        xv = _value(x)
+        return self._unary(x, math.cos(xv), abs(math.sin(xv)))
+
+    def pow(self, base: Any, exponent: Any) -> Tracked:
+        b, y = _lift(base), _lift(exponent)
+        v = math.pow(b.v, y.v)
+        db = abs(y.v * math.pow(b.v, y.v - 1.0)) if b.v != 0 else 0.0
+        dy = abs(v * math.log(b.v)) if b.v > 0 else 0.0
+        return Tracked(
+            v,
+            db * b.e + dy * y.e + self.t * abs(v),
+            db * b.a + dy * y.a + 1.0,
+        )
+
+    def relu(self, x: Any) -> Tracked:
+        x = _lift(x)
+        # 1-Lipschitz and exact: an implementation's x-hat on either side of 0
+        # is off by at most x's own error.
+        return Tracked(x.v if (x.v > 0 or x.v != x.v) else 0.0, x.e, x.a)
+
+    def isfinite(self, x: Any) -> bool:
+        return math.isfinite(_value(x))
+
+    def isnan(self, x: Any) -> bool:
+        v = _value(x)
+        return v != v
+
+
+FLOAT = FloatNumbers()
+
+_current: contextvars.ContextVar[Numbers] = contextvars.ContextVar(
+    "ftspec_numbers", default=FLOAT
+)
+
+
+def current() -> Any:
+    """The number system the spec is evaluating in."""
+    return _current.get()
+
+
+@contextmanager
+def using(numbers: Numbers) -> Iterator[Numbers]:
+    """Evaluate the spec in ``numbers`` inside the ``with`` block."""
+    token = _current.set(numbers)
+    try:
+        yield numbers
+    finally:
+        _current.reset(token)

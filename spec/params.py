@@ -1,0 +1,315 @@
+"""Parameters θ, named after the paper's symbols, and their flat naming.
+
+Structures (frozen dataclasses) hold nested lists in the paper's orientation
+(W is out × in). Their flat form maps dotted names to nested lists, e.g.
+``layers.0.attn.heads.1.W_q``: field names join with ``.``, tuple members
+(layers, heads) are 0-based indices (the paper's layer l and head h are
+``l-1`` and ``h-1``). A parameter that a variant removes (a bias with
+``attn_bias=False``, γ with ``affine="none"``, ``W_p`` with sinusoidal
+positions, ``W_u`` when tied) is ``None`` in a structure and absent from the
+flat form.
+
+``*_schema`` functions give the flat names and symbolic shapes for given
+hyperparameters and variant; symbols are hyperparameter names, and
+``"H*d_mid"`` means a product. This module does no arithmetic, so
+implementations may share it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+from .variants import VariantSet
+
+__all__ = [
+    "AttentionParams",
+    "DecoderLayerParams",
+    "DTransformerParams",
+    "EDTransformerParams",
+    "ETransformerParams",
+    "LayerParams",
+    "MHAttentionParams",
+    "Shape",
+    "from_flat",
+    "resolve_shape",
+    "to_flat",
+]
+
+Shape = tuple  # of int | str (a hyperparameter name or "a*b")
+Matrix = list
+Vector = list
+
+
+@dataclass(frozen=True)
+class AttentionParams:
+    """W_qkv of Algorithms 3 and 4: W_q, W_k ∈ R^{d_attn×d_x|d_z}, W_v ∈ R^{d_out×d_z}."""
+
+    W_q: Matrix
+    b_q: Optional[Vector]
+    W_k: Matrix
+    b_k: Optional[Vector]
+    W_v: Matrix
+    b_v: Optional[Vector]
+
+
+@dataclass(frozen=True)
+class MHAttentionParams:
+    """W of Algorithm 5: heads h = 0..H-1 (the paper's 1..H), W_o ∈ R^{d_out×H·d_mid}, b_o."""
+
+    heads: tuple[AttentionParams, ...]
+    W_o: Matrix
+    b_o: Optional[Vector]
+
+
+@dataclass(frozen=True)
+class LayerParams:
+    """One layer of the encoder (Alg. 8 lines 5-8), BERT (Alg. 9 lines 5-8) or GPT-2 (Alg. 10 lines 5-8):
+    W_l (attention), γ^1_l, β^1_l, W^l_mlp1, b^l_mlp1, W^l_mlp2, b^l_mlp2, γ^2_l, β^2_l."""
+
+    attn: MHAttentionParams
+    gamma1: Optional[Vector]
+    beta1: Optional[Vector]
+    W_mlp1: Matrix
+    b_mlp1: Optional[Vector]
+    W_mlp2: Matrix
+    b_mlp2: Optional[Vector]
+    gamma2: Optional[Vector]
+    beta2: Optional[Vector]
+
+
+@dataclass(frozen=True)
+class DecoderLayerParams:
+    """One decoder layer of Algorithm 8 (lines 14-19): W^dec_l (self), γ^3_l, β^3_l,
+    W^{e/d}_l (cross), γ^4_l, β^4_l, W^l_mlp3, b^l_mlp3, W^l_mlp4, b^l_mlp4, γ^5_l, β^5_l."""
+
+    self_attn: MHAttentionParams
+    gamma3: Optional[Vector]
+    beta3: Optional[Vector]
+    cross_attn: MHAttentionParams
+    gamma4: Optional[Vector]
+    beta4: Optional[Vector]
+    W_mlp3: Matrix
+    b_mlp3: Optional[Vector]
+    W_mlp4: Matrix
+    b_mlp4: Optional[Vector]
+    gamma5: Optional[Vector]
+    beta5: Optional[Vector]
+
+
+@dataclass(frozen=True)
+class EDTransformerParams:
+    """θ of Algorithm 8. Beyond the paper: the variants' embedding norms
+    (``gamma_emb_enc`` ...), final norms (``gamma_enc``, ``gamma_dec``), logit bias ``b_u``."""
+
+    W_e: Matrix
+    W_p: Optional[Matrix]
+    enc_layers: tuple[LayerParams, ...]
+    dec_layers: tuple[DecoderLayerParams, ...]
+    W_u: Optional[Matrix]
+    b_u: Optional[Vector] = None
+    gamma_emb_enc: Optional[Vector] = None
+    beta_emb_enc: Optional[Vector] = None
+    gamma_emb_dec: Optional[Vector] = None
+    beta_emb_dec: Optional[Vector] = None
+    gamma_enc: Optional[Vector] = None
+    beta_enc: Optional[Vector] = None
+    gamma_dec: Optional[Vector] = None
+    beta_dec: Optional[Vector] = None
+
+
+@dataclass(frozen=True)
+class ETransformerParams:
+    """θ of Algorithm 9: W_e, W_p, layers, W_f, b_f, γ, β, W_u. Variants add
+    ``gamma_emb``/``beta_emb``, ``gamma_final``/``beta_final`` and ``b_u``."""
+
+    W_e: Matrix
+    W_p: Optional[Matrix]
+    layers: tuple[LayerParams, ...]
+    W_f: Matrix
+    b_f: Vector
+    gamma: Optional[Vector]
+    beta: Optional[Vector]
+    W_u: Optional[Matrix]
+    b_u: Optional[Vector] = None
+    gamma_emb: Optional[Vector] = None
+    beta_emb: Optional[Vector] = None
+    gamma_final: Optional[Vector] = None
+    beta_final: Optional[Vector] = None
+
+
+@dataclass(frozen=True)
+class DTransformerParams:
+    """θ of Algorithm 10: W_e, W_p, layers, γ, β (final norm), W_u. Variants add
+    ``gamma_emb``/``beta_emb`` and ``b_u``."""
+
+    W_e: Matrix
+    W_p: Optional[Matrix]
+    layers: tuple[LayerParams, ...]
+    gamma: Optional[Vector]
+    beta: Optional[Vector]
+    W_u: Optional[Matrix]
+    b_u: Optional[Vector] = None
+    gamma_emb: Optional[Vector] = None
+    beta_emb: Optional[Vector] = None
+
+
+# --------------------------------------------------------------------------
+# flat naming
+# --------------------------------------------------------------------------
+
+
+def to_flat(params: Any, prefix: str = "") -> dict[str, Any]:
+    """Structure -> {dotted name: nested list}; ``None`` fields are left out."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(params):
+        value = getattr(params, f.name)
+        key = prefix + f.name
+        if value is None:
+            continue
+        if dataclasses.is_dataclass(value):
+            out.update(to_flat(value, key + "."))
+        elif isinstance(value, tuple):
+            for i, item in enumerate(value):
+                out.update(to_flat(item, f"{key}.{i}."))
+        else:
+            out[key] = value
+    return out
+
+
+def from_flat(cls: type, flat: Mapping[str, Any], prefix: str = "") -> Any:
+    """{dotted name: nested list} -> structure of type ``cls``.
+
+    Names absent from ``flat`` become ``None``; the caller checks the key set
+    against a schema first (``spec.validation``) so nothing is silently lost.
+    """
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        key = prefix + f.name
+        origin = typing.get_origin(hint)
+        if dataclasses.is_dataclass(hint):
+            kwargs[f.name] = from_flat(hint, flat, key + ".")
+        elif origin is tuple:
+            member = typing.get_args(hint)[0]
+            items = []
+            i = 0
+            while any(k.startswith(f"{key}.{i}.") for k in flat):
+                items.append(from_flat(member, flat, f"{key}.{i}."))
+                i += 1
+            kwargs[f.name] = tuple(items)
+        else:
+            kwargs[f.name] = flat.get(key)
+    return cls(**kwargs)
+
+
+# --------------------------------------------------------------------------
+# schemas: flat name -> symbolic shape
+# --------------------------------------------------------------------------
+
+
+def resolve_shape(shape: Shape, hyper: Mapping[str, int]) -> tuple[int, ...]:
+    """Evaluate a symbolic shape; ``"H*d_mid"`` is a product of hyperparameters."""
+    dims = []
+    for d in shape:
+        if isinstance(d, int):
+            dims.append(d)
+            continue
+        value = 1
+        for factor in d.split("*"):
+            factor = factor.strip()
+            value *= int(factor) if factor.isdigit() else hyper[factor]
+        dims.append(value)
+    return tuple(dims)
+
+
+def attention_schema(bias: bool, d_x: str = "d_x", d_z: str = "d_z", d_attn: str = "d_attn",
+                     d_out: str = "d_out", prefix: str = "") -> dict[str, Shape]:
+    s: dict[str, Shape] = {prefix + "W_q": (d_attn, d_x)}
+    if bias:
+        s[prefix + "b_q"] = (d_attn,)
+    s[prefix + "W_k"] = (d_attn, d_z)
+    if bias:
+        s[prefix + "b_k"] = (d_attn,)
+    s[prefix + "W_v"] = (d_out, d_z)
+    if bias:
+        s[prefix + "b_v"] = (d_out,)
+    return s
+
+
+def mh_attention_schema(H: int, bias: bool, d_x: str = "d_x", d_z: str = "d_z",
+                        d_attn: str = "d_attn", d_mid: str = "d_mid", d_out: str = "d_out",
+                        prefix: str = "") -> dict[str, Shape]:
+    s: dict[str, Shape] = {}
+    for h in range(H):
+        s.update(attention_schema(bias, d_x, d_z, d_attn, d_mid, prefix=f"{prefix}heads.{h}."))
+    s[prefix + "W_o"] = (d_out, f"H*{d_mid}")
+    if bias:
+        s[prefix + "b_o"] = (d_out,)
+    return s
+
+
+def norm_schema(variant: VariantSet, gamma: str, beta: str, d: str = "d_e",
+                norm: str | None = None) -> dict[str, Shape]:
+    """γ/β of one norm; ``norm`` overrides ``variant.norm`` (the layer_norm/rms_norm entries)."""
+    kind = norm or variant.norm
+    s: dict[str, Shape] = {}
+    if variant.affine in ("scale_shift", "scale"):
+        s[gamma] = (d,)
+    if variant.affine == "scale_shift" and kind == "layer_norm":
+        s[beta] = (d,)
+    return s
+
+
+def mlp_schema(variant: VariantSet, first: str, second: str, prefix: str = "") -> dict[str, Shape]:
+    """W_mlp{first} ∈ R^{d_mlp×d_e}, W_mlp{second} ∈ R^{d_e×d_mlp} and their biases."""
+    s: dict[str, Shape] = {prefix + f"W_mlp{first}": ("d_mlp", "d_e")}
+    if variant.mlp_bias:
+        s[prefix + f"b_mlp{first}"] = ("d_mlp",)
+    s[prefix + f"W_mlp{second}"] = ("d_e", "d_mlp")
+    if variant.mlp_bias:
+        s[prefix + f"b_mlp{second}"] = ("d_e",)
+    return s
+
+
+def layer_schema(H: int, variant: VariantSet, prefix: str = "") -> dict[str, Shape]:
+    """LayerParams (encoder, BERT and GPT-2 layers), in the paper's order."""
+    s = mh_attention_schema(H, variant.attn_bias, "d_e", "d_e", "d_attn", "d_mid", "d_e", prefix + "attn.")
+    s.update(norm_schema(variant, prefix + "gamma1", prefix + "beta1"))
+    s.update(mlp_schema(variant, "1", "2", prefix))
+    s.update(norm_schema(variant, prefix + "gamma2", prefix + "beta2"))
+    return s
+
+
+def decoder_layer_schema(H: int, variant: VariantSet, prefix: str = "") -> dict[str, Shape]:
+    b = variant.attn_bias
+    s = mh_attention_schema(H, b, "d_e", "d_e", "d_attn", "d_mid", "d_e", prefix + "self_attn.")
+    s.update(norm_schema(variant, prefix + "gamma3", prefix + "beta3"))
+    s.update(mh_attention_schema(H, b, "d_e", "d_e", "d_attn", "d_mid", "d_e", prefix + "cross_attn."))
+    s.update(norm_schema(variant, prefix + "gamma4", prefix + "beta4"))
+    s.update(mlp_schema(variant, "3", "4", prefix))
+    s.update(norm_schema(variant, prefix + "gamma5", prefix + "beta5"))
+    return s
+
+
+def embedding_schema(variant: VariantSet, emb_norms: tuple[tuple[str, str], ...] = (("gamma_emb", "beta_emb"),)) -> dict[str, Shape]:
+    s: dict[str, Shape] = {"W_e": ("d_e", "N_V")}
+    if variant.positions == "learned":
+        s["W_p"] = ("d_e", "ell_max")
+    if variant.embedding_norm:
+        for gamma, beta in emb_norms:
+            s.update(norm_schema(variant, gamma, beta))
+    return s
+
+
+def unembedding_schema(variant: VariantSet, d: str = "d_e") -> dict[str, Shape]:
+    """W_u ∈ R^{N_V×d} (absent when tied: W_u = W_eᵀ) and b_u under ``logit_bias``."""
+    s: dict[str, Shape] = {}
+    if variant.unembedding == "separate":
+        s["W_u"] = ("N_V", d)
+    if variant.logit_bias:
+        s["b_u"] = ("N_V",)
+    return s

@@ -1,0 +1,48 @@
+"""Algorithm 7: unembedding, and its column-wise form that ends Algorithms 8-10."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from .errors import SpecError, in_algorithm
+from .functions import softmax, softmax_columns
+from .linalg import Matrix, Vector, add_bias, matmul, matvec, shape, transpose
+from .variants import PAPER, VariantSet
+
+__all__ = ["unembed", "unembedding", "unembedding_matrix"]
+
+
+def unembedding(e: Vector, W_u: Matrix, b_u: Optional[Vector] = None) -> Vector:
+    """Algorithm 7: p ← softmax(W_u e), W_u ∈ R^{N_V×d_e}.
+
+    1. return p = softmax(W_u e)
+
+    Variant ``logit_bias``: p = softmax(W_u e + b_u).
+    """
+    with in_algorithm("unembedding"):
+        logits = matvec(W_u, e)
+        if b_u is not None:
+            if len(b_u) != len(logits):
+                raise SpecError("b_u", f"a vector of length N_V={len(logits)}", f"length {len(b_u)}")
+            logits = [z + b for z, b in zip(logits, b_u)]
+        return softmax(logits)  # line 1
+
+
+def unembedding_matrix(W_u: Optional[Matrix], W_e: Optional[Matrix], variant: VariantSet = PAPER) -> Matrix:
+    """W_u itself, or W_eᵀ when ``unembedding="tied"``."""
+    if variant.unembedding == "tied":
+        if W_e is None:
+            raise SpecError("W_e", "a matrix (unembedding='tied' uses W_u = W_eᵀ)", "None")
+        return transpose(W_e)
+    if W_u is None:
+        raise SpecError("W_u", "a matrix (unembedding='separate')", "None")
+    return W_u
+
+
+def unembed(X: Matrix, W_u: Matrix, b_u: Optional[Vector] = None) -> Matrix:
+    """The last line of Algorithms 8-10: P ← softmax(W_u X) (+ b_u 1ᵀ), column-wise Algorithm 7."""
+    with in_algorithm("unembedding"):
+        n_v, d = shape(W_u)
+        if shape(X)[0] != d:
+            raise SpecError("X", f"{d} rows (W_u is {n_v}x{d})", f"{shape(X)[0]} rows")
+        return softmax_columns(add_bias(matmul(W_u, X), b_u))

@@ -1,0 +1,251 @@
+"""Checking a call against its registry entry, and evaluating it.
+
+``evaluate`` is the spec's front door: it infers the hyperparameters from
+the shapes (unifying every symbolic dimension), refuses anything that does
+not fit with a ``SpecError`` naming the argument, converts the numbers into
+the requested number system, runs the spec function and checks its output.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from numbers import Real
+from typing import Any, Mapping, Optional
+
+from . import numbers as numbers_mod
+from .errors import SpecError, in_algorithm
+from .numbers import FLOAT, Numbers
+from .params import Shape
+from .registry import Entry, entry
+from .variants import PAPER, VariantSet
+
+__all__ = ["evaluate", "resolve_hyper", "to_floats"]
+
+_STRUCTURAL = {
+    "L": re.compile(r"^layers\.(\d+)\."),
+    "L_enc": re.compile(r"^enc_layers\.(\d+)\."),
+    "L_dec": re.compile(r"^dec_layers\.(\d+)\."),
+    "H": re.compile(r"(?:^|\.)heads\.(\d+)\."),
+}
+
+
+def _nested_shape(value: Any, depth: int, argument: str) -> tuple[int, ...]:
+    """Shape of a rectangular nested list of the given depth."""
+    if depth == 0:
+        if isinstance(value, (list, tuple)):
+            raise SpecError(argument, "a scalar", f"a list of length {len(value)}")
+        return ()
+    if not isinstance(value, (list, tuple)):
+        raise SpecError(argument, f"a {depth}-dimensional nested list", f"{type(value).__name__} {value!r:.40}")
+    if depth == 1:
+        for item in value:
+            if isinstance(item, (list, tuple)):
+                raise SpecError(argument, "a 1-dimensional list", "a nested list")
+        return (len(value),)
+    inner = [_nested_shape(item, depth - 1, argument) for item in value]
+    if len(set(inner)) > 1:
+        raise SpecError(argument, "a rectangular nested list", f"rows of shapes {sorted(set(inner))}")
+    return (len(value),) + (inner[0] if inner else (0,) * (depth - 1))
+
+
+def _fmt(shape: Shape) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+class _Unifier:
+    """Binds hyperparameter names to sizes, remembering where each came from."""
+
+    def __init__(self, given: Mapping[str, int]) -> None:
+        self.bound: dict[str, int] = {}
+        self.origin: dict[str, str] = {}
+        self.given = dict(given)
+        self.deferred: list[tuple[str, Shape, tuple[int, ...]]] = []
+
+    def _expected(self, shape: Shape) -> str:
+        parts = []
+        for d in shape:
+            if isinstance(d, int):
+                parts.append(str(d))
+            elif d in self.bound:
+                parts.append(str(self.bound[d]))
+            elif "*" in d and all(f.strip() in self.bound for f in d.split("*")):
+                parts.append(str(math.prod(self.bound[f.strip()] for f in d.split("*"))))
+            else:
+                parts.append(d)
+        return f"shape {_fmt(shape)} = {_fmt(tuple(parts))}"
+
+    def unify(self, argument: str, shape: Shape, actual: tuple[int, ...]) -> None:
+        if len(shape) != len(actual):
+            raise SpecError(argument, f"{len(shape)} dimensions, {self._expected(shape)}",
+                            f"{len(actual)} dimensions, shape {_fmt(actual)}")
+        for sym, size in zip(shape, actual):
+            if isinstance(sym, int):
+                if sym != size:
+                    raise SpecError(argument, self._expected(shape), f"shape {_fmt(actual)}")
+            elif "*" in sym:
+                self.deferred.append((argument, shape, actual))
+            elif sym in self.bound and self.bound[sym] != size:
+                raise SpecError(argument, f"{self._expected(shape)} ({sym} = {self.bound[sym]} "
+                                f"from {self.origin[sym]})", f"shape {_fmt(actual)}")
+            else:
+                self.bound[sym] = size
+                self.origin[sym] = repr(argument)
+
+    def finish(self) -> None:
+        for argument, shape, actual in self.deferred:
+            for sym, size in zip(shape, actual):
+                if isinstance(sym, str) and "*" in sym:
+                    factors = [f.strip() for f in sym.split("*")]
+                    if all(f in self.bound or f.isdigit() for f in factors):
+                        want = math.prod(int(f) if f.isdigit() else self.bound[f] for f in factors)
+                        if want != size:
+                            raise SpecError(argument, self._expected(shape), f"shape {_fmt(actual)}")
+
+
+def resolve_hyper(e: Entry, inputs: Mapping[str, Any], params: Mapping[str, Any],
+                  hyper: Optional[Mapping[str, int]], variant: VariantSet) -> dict[str, int]:
+    """All hyperparameters of ``e``, from the given ones and the shapes; checks every shape."""
+    given = dict(hyper or {})
+    unknown = sorted(set(given) - set(e.hyper))
+    if unknown:
+        raise SpecError("hyper", f"hyperparameters among {list(e.hyper)}", f"unknown {unknown}")
+    for k, v in given.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < e.minimum.get(k, 1):
+            raise SpecError(k, f"an integer ≥ {e.minimum.get(k, 1)}", repr(v))
+    structural = dict(given)
+    for s in e.structural:
+        if s not in structural:
+            found = {int(m.group(1)) for k in params if (m := _STRUCTURAL[s].search(k))}
+            structural[s] = max(found) + 1 if found else 0
+            if structural[s] < 1:
+                raise SpecError(s, f"parameters for at least one {'head' if s == 'H' else 'layer'}",
+                                "none found")
+    uni = _Unifier(given)
+    for k in e.structural:
+        uni.bound[k] = structural[k]
+        uni.origin[k] = "the parameter names" if k not in given else "hyper"
+
+    names = {i.name for i in e.inputs}
+    for extra in sorted(set(inputs) - names):
+        raise SpecError(extra, f"inputs among {sorted(names)}", "an unknown input")
+    for spec in e.inputs:
+        if spec.name not in inputs:
+            raise SpecError(spec.name, f"an input of shape {_fmt(spec.shape)}", "missing")
+        uni.unify(spec.name, spec.shape, _nested_shape(inputs[spec.name], len(spec.shape), spec.name))
+
+    schema = e.param_schema(structural, variant)
+    for extra in sorted(set(params) - set(schema)):
+        raise SpecError(extra, f"no such parameter under variant {variant.describe()} "
+                        f"(expected names: {', '.join(list(schema)[:6])}{', …' if len(schema) > 6 else ''})",
+                        "a value")
+    for name, shape in schema.items():
+        if name not in params:
+            raise SpecError(name, f"a parameter of shape {_fmt(shape)} (variant {variant.describe()})", "missing")
+        uni.unify(name, shape, _nested_shape(params[name], len(shape), name))
+    uni.finish()
+
+    hp: dict[str, int] = {}
+    for name in e.hyper:
+        if name in uni.bound and name in given and uni.bound[name] != given[name]:
+            raise SpecError(name, f"{name} = {given[name]} (as given in hyper)",
+                            f"{name} = {uni.bound[name]} from {uni.origin[name]}")
+        if name in uni.bound:
+            hp[name] = uni.bound[name]
+        elif name in given:
+            hp[name] = given[name]
+        else:
+            raise SpecError(name, "a value in hyper (no input or parameter shape determines it)", "missing")
+        if hp[name] < e.minimum.get(name, 1):
+            raise SpecError(name, f"≥ {e.minimum.get(name, 1)}", f"{name} = {hp[name]}")
+    if e.check is not None:
+        e.check(hp, variant)
+    return hp
+
+
+def _check_values(e: Entry, inputs: Mapping[str, Any], params: Mapping[str, Any], hp: Mapping[str, int]) -> None:
+    for spec in e.inputs:
+        _check_kind(spec.name, inputs[spec.name], spec.kind, hp)
+    for name, value in params.items():
+        _check_kind(name, value, "real", hp)
+
+
+def _leaves(value: Any):
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _leaves(item)
+    else:
+        yield value
+
+
+def _check_kind(name: str, value: Any, kind: str, hp: Mapping[str, int]) -> None:
+    if kind == "real":
+        for x in _leaves(value):
+            if isinstance(x, bool) or not isinstance(x, Real):
+                raise SpecError(name, "real numbers", f"{type(x).__name__} {x!r:.30}")
+            if not math.isfinite(x):
+                raise SpecError(name, "finite numbers", repr(x))
+    elif kind in ("token", "position"):
+        limit = hp["N_V"] if kind == "token" else hp["ell_max"]
+        what = "token IDs in [0, N_V)" if kind == "token" else "positions in [0, ell_max)"
+        for x in _leaves(value):
+            if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < limit:
+                raise SpecError(name, f"{what} = [0, {limit})", repr(x))
+    elif kind == "mask":
+        for x in _leaves(value):
+            if x not in (0, 1) or not isinstance(x, (int, bool)):
+                raise SpecError(name, "mask entries 0 or 1 (1 = may attend)", repr(x))
+
+
+def _convert(value: Any, N: Numbers) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_convert(v, N) for v in value]
+    return N.num(value)
+
+
+def evaluate(
+    name: str,
+    inputs: Optional[Mapping[str, Any]] = None,
+    params: Optional[Mapping[str, Any]] = None,
+    *,
+    hyper: Optional[Mapping[str, int]] = None,
+    variant: VariantSet = PAPER,
+    numbers: Optional[Numbers] = None,
+) -> dict[str, Any]:
+    """Evaluate registry entry ``name`` on canonical inputs and flat parameters.
+
+    Returns ``{output name: nested list}`` in the number system ``numbers``
+    (default ``FLOAT``). Raises ``SpecError`` for anything that does not fit.
+    """
+    e = entry(name)
+    inputs = dict(inputs or {})
+    params = dict(params or {})
+    if not isinstance(variant, VariantSet):
+        raise SpecError("variant", "a VariantSet", type(variant).__name__, algorithm=name)
+    N = numbers or FLOAT
+    with in_algorithm(name):
+        hp = resolve_hyper(e, inputs, params, hyper, variant)
+        _check_values(e, inputs, params, hp)
+        with numbers_mod.using(N):
+            real_inputs = {k: (_convert(v, N) if spec.kind == "real" else v)
+                           for spec in e.inputs for k, v in [(spec.name, inputs[spec.name])]}
+            out = e.reference(real_inputs, {k: _convert(v, N) for k, v in params.items()}, hp, variant)
+        for spec in e.outputs:
+            if spec.kind != "real":
+                continue
+            for x in _leaves(out[spec.name]):
+                if N.isnan(x) and variant.empty_query == "nan" and "empty_query" in e.switches:
+                    continue
+                if not N.isfinite(x):
+                    raise SpecError(spec.name, "a finite output (inputs too large for the arithmetic?)",
+                                    f"{N.to_float(x)!r}")
+    return out
+
+
+def to_floats(value: Any, N: Numbers = FLOAT) -> Any:
+    """Nested numbers of any system -> nested Python floats (round to nearest)."""
+    if isinstance(value, (list, tuple)):
+        return [to_floats(v, N) for v in value]
+    if isinstance(value, (bool, int)) and not isinstance(value, float):
+        return value
+    return N.to_float(value)

@@ -1,0 +1,305 @@
+"""Variant sets: the conventions on which real transformer code disagrees.
+
+A ``VariantSet`` is an immutable value with one field per switch. The
+defaults are the choices of Phuong & Hutter (the preset ``phuong-hutter``).
+Switches whose paper choice differs between architectures (norm placement,
+final norm, activation) default to ``"paper"``: "as the paper states it for
+the algorithm being evaluated"; ``resolved(arch)`` gives the concrete value.
+
+Sources for every non-paper value are in ../shared/CONVENTIONS.md and
+``docs/spec.md`` (variant catalogue). This module holds definitions only (no
+arithmetic), so implementations may import it without sharing numerics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass, fields
+from typing import Any, Literal, Mapping
+
+__all__ = [
+    "PAPER",
+    "PRESETS",
+    "SWITCHES",
+    "Switch",
+    "VariantSet",
+    "preset",
+]
+
+ARCHITECTURES = ("ed_encoder", "ed_decoder", "bert", "gpt2")
+
+
+@dataclass(frozen=True)
+class VariantSet:
+    """One choice for every switch (field docs: ``SWITCHES``)."""
+
+    # --- attention -------------------------------------------------------
+    attn_scale: Literal["sqrt_d_attn", "sqrt_d_model", "none"] = "sqrt_d_attn"
+    scale_placement: Literal["scores", "query", "query_key_sqrt"] = "scores"
+    attn_bias: bool = True
+    empty_query: Literal["error", "nan", "zeros", "uniform"] = "error"
+    causal_alignment: Literal["top_left", "bottom_right"] = "top_left"
+    # --- normalisation ---------------------------------------------------
+    norm: Literal["layer_norm", "rms_norm"] = "layer_norm"
+    epsilon: float = 0.0
+    epsilon_placement: Literal["none", "inside_root", "outside_root"] = "none"
+    variance: Literal["biased", "unbiased"] = "biased"
+    affine: Literal["scale_shift", "scale", "none"] = "scale_shift"
+    # --- blocks ----------------------------------------------------------
+    norm_placement: Literal["paper", "post", "pre"] = "paper"
+    final_norm: Literal["paper", "none", "final"] = "paper"
+    embedding_norm: bool = False
+    activation: Literal["paper", "relu", "gelu_erf", "gelu_tanh"] = "paper"
+    mlp_bias: bool = True
+    # --- embeddings and output -------------------------------------------
+    positions: Literal["learned", "sinusoidal_paper", "sinusoidal_vaswani", "none"] = "learned"
+    embedding_scale: Literal["one", "sqrt_d_e"] = "one"
+    unembedding: Literal["separate", "tied"] = "separate"
+    logit_bias: bool = False
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            choices = SWITCHES[f.name].choices
+            if f.name == "epsilon":
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise ValueError(f"variant switch 'epsilon': expected a float, given {value!r}")
+                if not math.isfinite(value) or value < 0:
+                    raise ValueError(f"variant switch 'epsilon': expected a finite value >= 0, given {value!r}")
+                object.__setattr__(self, "epsilon", float(value))
+            elif value not in choices or type(value) is not type(choices[0]):
+                raise ValueError(
+                    f"variant switch {f.name!r}: expected one of {list(choices)}, given {value!r}"
+                )
+        if (self.epsilon_placement == "none") != (self.epsilon == 0.0):
+            raise ValueError(
+                "variant switches 'epsilon'/'epsilon_placement': an epsilon > 0 needs a placement "
+                f"and placement 'none' needs epsilon 0; given epsilon={self.epsilon!r}, "
+                f"placement={self.epsilon_placement!r}"
+            )
+
+    # --- forms -------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def to_json(self) -> str:
+        """Canonical JSON: every switch, keys sorted, no spaces."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | Mapping[str, Any]) -> "VariantSet":
+        data = json.loads(text) if isinstance(text, str) else dict(text)
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown variant switches: {sorted(unknown)}")
+        return cls(**data)
+
+    @property
+    def hash(self) -> str:
+        """First 16 hex digits of sha256 of the canonical JSON: stable across runs and machines."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+
+    @property
+    def name(self) -> str | None:
+        """The preset this set equals, if any."""
+        for name, v in PRESETS.items():
+            if v == self:
+                return name
+        return None
+
+    def differences(self, base: "VariantSet | None" = None) -> dict[str, Any]:
+        base = base or PAPER
+        return {k: v for k, v in self.to_dict().items() if getattr(base, k) != v}
+
+    def describe(self) -> str:
+        """Preset name, or ``phuong-hutter+switch=value,...``."""
+        name = self.name
+        if name:
+            return name
+        diff = ",".join(f"{k}={v}" for k, v in sorted(self.differences().items()))
+        return f"phuong-hutter+{diff}"
+
+    def replace(self, **changes: Any) -> "VariantSet":
+        return dataclasses.replace(self, **changes)
+
+    # --- the per-architecture switches, made concrete ----------------------
+    def resolved_norm_placement(self, arch: str) -> str:
+        _check_arch(arch)
+        if self.norm_placement != "paper":
+            return self.norm_placement
+        return "pre" if arch == "gpt2" else "post"
+
+    def resolved_activation(self, arch: str) -> str:
+        _check_arch(arch)
+        if self.activation != "paper":
+            return self.activation
+        return "relu" if arch in ("ed_encoder", "ed_decoder") else "gelu_erf"
+
+    def resolved_final_norm(self, arch: str) -> bool:
+        """Whether a norm follows the last layer of each stack of ``arch``."""
+        _check_arch(arch)
+        if self.final_norm == "paper":
+            return arch == "gpt2"
+        return self.final_norm == "final"
+
+
+def _check_arch(arch: str) -> None:
+    if arch not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture {arch!r}; expected one of {ARCHITECTURES}")
+
+
+@dataclass(frozen=True)
+class Switch:
+    name: str
+    group: str
+    choices: tuple[Any, ...]
+    paper: Any
+    meaning: str
+
+
+def _switches() -> dict[str, Switch]:
+    s = [
+        Switch("attn_scale", "attention", ("sqrt_d_attn", "sqrt_d_model", "none"), "sqrt_d_attn",
+               "score scale: 1/√d_attn (paper), 1/√d_model with d_model the width d_x of the primary "
+               "input (the fourth seed's tutorial), or none (T5 folds it into initialisation)"),
+        Switch("scale_placement", "attention", ("scores", "query", "query_key_sqrt"), "scores",
+               "where the scale is applied: to S (paper), to Q before Kᵀ Q, or its square root to both "
+               "Q and K (ONNX Attention). Same mathematics, different rounding"),
+        Switch("attn_bias", "attention", (True, False), True,
+               "biases b_q, b_k, b_v and b_o (PyTorch bias=False and equinox drop all four)"),
+        Switch("empty_query", "attention", ("error", "nan", "zeros", "uniform"), "error",
+               "a query whose Mask column is all 0: refuse (SpecError; an implementation must raise), "
+               "NaN column (fused kernels), zero attention weights so ṽ = 0 (PyTorch SDPA math path "
+               "2.5+), or uniform weights over all keys (masked logits filled with dtype min: "
+               "Hugging Face, jax.nn.dot_product_attention)"),
+        Switch("causal_alignment", "attention", ("top_left", "bottom_right"), "top_left",
+               "unidirectional mask when ℓ_z ≠ ℓ_x: Mask[t_z, t_x] = [[t_z ≤ t_x]] (top-left, "
+               "SDPA is_causal) or [[t_z ≤ t_x + ℓ_z − ℓ_x]] (bottom-right, Hugging Face)"),
+        Switch("norm", "normalisation", ("layer_norm", "rms_norm"), "layer_norm",
+               "which normalisation the layers and architectures use (RMSnorm: Gopher, T5)"),
+        Switch("epsilon", "normalisation", (0.0,), 0.0,
+               "ε ≥ 0 added for stability (PyTorch 1e-5, Flax/T5 1e-6, BERT 1e-12, the "
+               "Annotated Transformer 1e-6); 0 with placement 'none' is the paper's"),
+        Switch("epsilon_placement", "normalisation", ("none", "inside_root", "outside_root"), "none",
+               "where ε goes: nowhere, √(v + ε) (PyTorch, Flax, ONNX), or √v + ε (the Annotated "
+               "Transformer, the fourth seed)"),
+        Switch("variance", "normalisation", ("biased", "unbiased"), "biased",
+               "layer-norm variance with 1/d_e (paper) or 1/(d_e − 1) (torch.std default, the "
+               "Annotated Transformer). RMSnorm has no mean and ignores this switch"),
+        Switch("affine", "normalisation", ("scale_shift", "scale", "none"), "scale_shift",
+               "the norm's learned γ and β, γ only, or neither (the first seed). RMSnorm never "
+               "has β (the paper's 'β = 0')"),
+        Switch("norm_placement", "blocks", ("paper", "post", "pre"), "paper",
+               "post-LN (paper for encoder-decoder and BERT) or pre-LN (paper for GPT-2)"),
+        Switch("final_norm", "blocks", ("paper", "none", "final"), "paper",
+               "a norm after the last layer of each stack: paper = GPT-2 only; 'final' adds it to "
+               "every stack (nn.Transformer, the Annotated Transformer)"),
+        Switch("embedding_norm", "blocks", (False, True), False,
+               "a norm right after the embedding sum (Hugging Face BERT, BART)"),
+        Switch("activation", "blocks", ("paper", "relu", "gelu_erf", "gelu_tanh"), "paper",
+               "MLP (and BERT head) activation: paper = ReLU for encoder-decoder, exact GELU for "
+               "BERT and GPT-2; gelu_tanh is Hugging Face GPT-2's gelu_new and Flax's default"),
+        Switch("mlp_bias", "blocks", (True, False), True,
+               "MLP biases b_mlp (Thickstun's block has none)"),
+        Switch("positions", "embeddings", ("learned", "sinusoidal_paper", "sinusoidal_vaswani", "none"),
+               "learned",
+               "position embedding: learned W_p (paper), the paper's sinusoid (base ℓ_max, 1-based), "
+               "Vaswani et al.'s (base 10000, 0-based, sin on even rows), or none"),
+        Switch("embedding_scale", "embeddings", ("one", "sqrt_d_e"), "one",
+               "token embedding multiplied by √d_e before positions are added (Vaswani et al.)"),
+        Switch("unembedding", "embeddings", ("separate", "tied"), "separate",
+               "W_u a parameter of its own, or tied: W_u = W_eᵀ (GPT-2, BERT, nanoGPT)"),
+        Switch("logit_bias", "embeddings", (False, True), False,
+               "a bias b_u on the logits before the final softmax (BERT MLM head, BART)"),
+    ]
+    return {x.name: x for x in s}
+
+
+SWITCHES: dict[str, Switch] = _switches()
+
+PAPER = VariantSet()
+
+#: Named variant sets. Each comment says where it comes from and what of the
+#: original the switches cannot express (documented in docs/spec.md).
+PRESETS: dict[str, VariantSet] = {
+    # Phuong & Hutter as written.
+    "phuong-hutter": PAPER,
+    # seeds/000: post-LN without γ/β, no attention biases, ReLU MLP with biases,
+    # bidirectional; its model is the encoder stack of Algorithm 8 followed by
+    # Algorithm 7 on the last column (tests/spec/test_seeds.py).
+    "compact-000": VariantSet(attn_bias=False, affine="none", activation="relu", norm_placement="post"),
+    # seeds/002 (Thickstun): post-LN block with no attention or MLP biases,
+    # ReLU, sinusoidal positions with base 10000.
+    "thickstun-002": VariantSet(attn_bias=False, mlp_bias=False, activation="relu",
+                                norm_placement="post", positions="sinusoidal_vaswani"),
+    # seeds/003 (named tensors): pre-LN block with biases; standardize uses ε
+    # inside the root (the seed leaves ε unspecified: 1e-5, PyTorch's default).
+    "named-tensor-003": VariantSet(norm_placement="pre", activation="relu",
+                                   epsilon=1e-5, epsilon_placement="inside_root"),
+    # Hugging Face GPT-2: gelu_new, LN eps 1e-5, pre-LN + final LN, tied W_u.
+    "hf-gpt2": VariantSet(activation="gelu_tanh", epsilon=1e-5, epsilon_placement="inside_root",
+                          norm_placement="pre", final_norm="final", unembedding="tied"),
+    # Hugging Face BERT (MLM head): post-LN, LN after embeddings, eps 1e-12,
+    # erf GELU, decoder tied to embeddings with its own bias.
+    "hf-bert": VariantSet(activation="gelu_erf", epsilon=1e-12, epsilon_placement="inside_root",
+                          norm_placement="post", embedding_norm=True, unembedding="tied",
+                          logit_bias=True),
+    # Hugging Face BART: post-LN, LN after embeddings, eps 1e-5, erf GELU, tied
+    # W_u plus final_logits_bias. (Its learned positions are offset by 2: a
+    # reparametrisation, W_p = embed_positions[2:].)
+    "hf-bart": VariantSet(activation="gelu_erf", epsilon=1e-5, epsilon_placement="inside_root",
+                          norm_placement="post", embedding_norm=True, unembedding="tied",
+                          logit_bias=True),
+    # nn.TransformerEncoderLayer / DecoderLayer defaults: post-LN, ReLU, eps 1e-5.
+    "torch-encoder-layer": VariantSet(activation="relu", epsilon=1e-5, epsilon_placement="inside_root",
+                                      norm_placement="post"),
+    # nn.Transformer: as above plus a final LN on encoder and decoder.
+    "torch-transformer": VariantSet(activation="relu", epsilon=1e-5, epsilon_placement="inside_root",
+                                    norm_placement="post", final_norm="final"),
+    # The Annotated Transformer (harvardnlp): unbiased std with eps 1e-6 added
+    # to the std, pre-LN with final norms, embeddings × √d_model, Vaswani
+    # sinusoids, ReLU.
+    "annotated-transformer": VariantSet(activation="relu", epsilon=1e-6, epsilon_placement="outside_root",
+                                        variance="unbiased", norm_placement="pre", final_norm="final",
+                                        embedding_scale="sqrt_d_e", positions="sinusoidal_vaswani"),
+    # nanoGPT: pre-LN + final LN, eps 1e-5, exact GELU, tied W_u.
+    "nanogpt": VariantSet(activation="gelu_erf", epsilon=1e-5, epsilon_placement="inside_root",
+                          norm_placement="pre", final_norm="final", unembedding="tied"),
+}
+
+
+def preset(name: str) -> VariantSet:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ValueError(f"unknown variant preset {name!r}; known: {sorted(PRESETS)}") from None
+
+
+def parse(text: str) -> VariantSet:
+    """A preset name, a JSON object, or ``preset+switch=value,...``."""
+    text = text.strip()
+    if text.startswith("{"):
+        return VariantSet.from_json(text)
+    base, _, rest = text.partition("+")
+    v = preset(base)
+    if not rest:
+        return v
+    changes: dict[str, Any] = {}
+    for item in rest.split(","):
+        key, eq, raw = item.partition("=")
+        if not eq or key not in SWITCHES:
+            raise ValueError(f"cannot read variant switch {item!r}; expected switch=value with a switch in {sorted(SWITCHES)}")
+        changes[key] = _parse_value(key, raw)
+    return v.replace(**changes)
+
+
+def _parse_value(key: str, raw: str) -> Any:
+    if key == "epsilon":
+        return float(raw)
+    for choice in SWITCHES[key].choices:
+        if str(choice).lower() == raw.lower():
+            return choice
+    raise ValueError(f"variant switch {key!r}: expected one of {list(SWITCHES[key].choices)}, given {raw!r}")

@@ -1,0 +1,1 @@
+"""ftspec.tools: the ``ftspec`` command (run, certify, list, fixtures, bench)."""
