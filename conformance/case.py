@@ -1,0 +1,71 @@
+"""One drawn test case: what the strategies produce and the runner judges.
+
+A case is plain data (NumPy arrays, ints, a variant set), so it can be
+written to a replayable case file (JSON + safetensors, no pickle) and read
+back bit for bit (``conformance/casefile.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ftspec.spec.registry import REGISTRY, Entry
+from ftspec.spec.variants import VariantSet
+
+__all__ = ["Case"]
+
+
+@dataclass
+class Case:
+    """Inputs and parameters of one example, before rounding to a dtype.
+
+    ``inputs``: {input name: array} (reals float64, tokens/positions int64,
+    masks bool with True = may attend, in the canonical layout).
+    ``params``: {flat parameter name: float64 array}.
+    ``batch``: further input sets with the same hyperparameters and
+    parameters; when non-empty the runner also makes one batched call on
+    [inputs] + batch and compares it with per-example calls.
+    ``style``: which parameter/input family drew it (for reports).
+    """
+
+    algorithm: str
+    hyper: dict[str, int]
+    variant: VariantSet
+    inputs: dict[str, np.ndarray]
+    params: dict[str, np.ndarray]
+    batch: list[dict[str, np.ndarray]] = field(default_factory=list)
+    style: str = "well-scaled"
+
+    @property
+    def entry(self) -> Entry:
+        return REGISTRY[self.algorithm]
+
+    def describe(self) -> str:
+        """Shapes and settings, for failure messages."""
+        shapes = ", ".join(f"{k}{tuple(v.shape)}" for k, v in self.inputs.items())
+        hyper = ", ".join(f"{k}={v}" for k, v in self.hyper.items())
+        extra = f", batch of {1 + len(self.batch)}" if self.batch else ""
+        return (f"{self.algorithm}({shapes}) with {hyper}; variant {self.variant.describe()}; "
+                f"{len(self.params)} parameters ({self.style}{extra})")
+
+    def __repr__(self) -> str:
+        return f"Case<{self.describe()}>"
+
+    def size(self) -> int:
+        """Number of scalars in inputs and parameters (a shrinking measure)."""
+        return int(sum(v.size for v in self.inputs.values()) + sum(v.size for v in self.params.values())
+                   + sum(v.size for b in self.batch for v in b.values()))
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "algorithm": self.algorithm,
+            "hyper": dict(self.hyper),
+            "variant": self.variant.describe(),
+            "variant_hash": self.variant.hash,
+            "style": self.style,
+            "batch": 1 + len(self.batch),
+            "scalars": self.size(),
+        }

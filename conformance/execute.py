@@ -1,0 +1,206 @@
+"""Running one implementation on one device for one case, with every check.
+
+Per example: the call itself (an exception or a hang is a finding, never a
+crash of the harness), the judgement against the spec, a second call
+(results must be bit for bit identical), inputs and parameters unchanged
+after the call, and, when the case has a batch, a batched call whose
+elements equal the per-example calls and the spec.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
+
+import numpy as np
+
+from ftspec.impls.api import Context, Implementation
+from ftspec.spec.registry import Entry
+
+from .calling import native_dtype, outputs_to_numpy
+from .case import Case
+from .judge import Finding, Judgement, compare_pair, identical, judge
+from .tolerances import Reference
+
+__all__ = ["CallTimeout", "Member", "Outcome", "examine"]
+
+
+class CallTimeout(Exception):
+    pass
+
+
+@dataclass
+class Member:
+    """One implementation on one device, taking part in a search."""
+
+    label: str  # name in reports: the plugin name, or module:object
+    impl: Implementation
+    device: str
+    hung: bool = False
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.label, self.device)
+
+
+@dataclass
+class Outcome:
+    judgement: Judgement
+    outputs: Optional[dict[str, np.ndarray]] = None
+    timed_out: bool = False
+    checks: list[str] = field(default_factory=list)
+
+
+def _timed(fn: Callable[[], Any], timeout: float) -> Any:
+    """Run fn in a daemon thread; a hung plugin is abandoned, not waited for."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # the plugin's failure, reported, not propagated
+            box["error"] = exc
+            box["trace"] = traceback.format_exc(limit=6)
+
+    t = threading.Thread(target=target, daemon=True, name="ftspec-call")
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        raise CallTimeout(f"no result after {timeout:g} s")
+    if "error" in box:
+        exc = box["error"]
+        exc.__ftspec_trace__ = box["trace"]  # type: ignore[attr-defined]
+        raise exc
+    return box["value"]
+
+
+def _native(m: Member, entry: Entry, arrays: Mapping[str, np.ndarray], dtype: str, *, params: bool) -> dict:
+    kinds = {s.name: s.kind for s in entry.inputs}
+    out = {}
+    for name, value in arrays.items():
+        want = native_dtype("real" if params else kinds[name], dtype)
+        # a copy: the harness keeps the pristine array to detect mutation
+        out[name] = m.impl.from_numpy(np.array(value, copy=True), want, m.device)
+    return out
+
+
+def _mutated(m: Member, native: Mapping[str, Any], pristine: Mapping[str, np.ndarray]) -> Optional[str]:
+    for name, value in native.items():
+        after = np.asarray(m.impl.to_numpy(value))
+        before = pristine[name]
+        if after.shape != before.shape or not np.array_equal(after.astype(before.dtype), before, equal_nan=True):
+            return name
+    return None
+
+
+def _call(m: Member, entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
+          case: Case, dtype: str, timeout: float, batched: bool) -> tuple[dict[str, np.ndarray], Optional[str]]:
+    """One call; returns (NumPy outputs, name of a mutated argument or None)."""
+    fn = m.impl.algorithms[entry.name]
+    ctx = Context(entry.name, dtype, m.device, dict(case.hyper), case.variant, batched)
+
+    def run() -> tuple[dict[str, np.ndarray], Optional[str]]:
+        n_in = _native(m, entry, inputs, dtype, params=False)
+        n_par = _native(m, entry, params, dtype, params=True)
+        result = fn(n_in, n_par, ctx)
+        out = outputs_to_numpy(m.impl, entry, result)
+        return out, _mutated(m, n_in, inputs) or _mutated(m, n_par, params)
+
+    return _timed(run, timeout)
+
+
+def _describe_exception(exc: BaseException) -> str:
+    trace = getattr(exc, "__ftspec_trace__", "")
+    last = trace.strip().splitlines()[-3:] if trace else []
+    where = (" | " + " | ".join(s.strip() for s in last[:-1])) if len(last) > 1 else ""
+    return f"raised {type(exc).__name__}: {exc}{where}"
+
+
+def examine(m: Member, case: Case, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
+            ref: Reference, *, dtype: str, timeout: float,
+            batch: Optional[list[tuple[Mapping[str, np.ndarray], Reference]]] = None) -> Outcome:
+    """Every per-example check of member ``m`` on one case (inputs already rounded to ``dtype``)."""
+    entry = case.entry
+    j = Judgement()
+    outcome = Outcome(j)
+    try:
+        out, mutated = _call(m, entry, inputs, params, case, dtype, timeout, batched=False)
+    except CallTimeout as exc:
+        j.findings.append(Finding("timeout", f"call {exc}"))
+        outcome.timed_out = True
+        return outcome
+    except Exception as exc:
+        j.findings.append(Finding("exception", _describe_exception(exc)))
+        return outcome
+    outcome.outputs = out
+    j.add(judge(entry, out, ref))
+    outcome.checks.append("spec")
+    if mutated:
+        j.findings.append(Finding("mutation", f"the call changed its argument {mutated!r}"))
+    if not j.ok:
+        return outcome
+    # Same call again: a conforming implementation is deterministic.
+    try:
+        again, _ = _call(m, entry, inputs, params, case, dtype, timeout, batched=False)
+    except CallTimeout as exc:
+        j.findings.append(Finding("timeout", f"second call {exc}"))
+        outcome.timed_out = True
+        return outcome
+    except Exception as exc:
+        j.findings.append(Finding("determinism", f"second identical call {_describe_exception(exc)}"))
+        return outcome
+    differs = identical(out, again)
+    if differs:
+        j.findings.append(Finding("determinism", f"two identical calls gave different bits in output {differs!r}"))
+        return outcome
+    outcome.checks.append("determinism")
+    if batch:
+        _check_batch(m, case, inputs, params, out, ref, batch, dtype, timeout, outcome)
+    return outcome
+
+
+def _check_batch(m: Member, case: Case, inputs, params, out, ref, batch, dtype, timeout, outcome: Outcome) -> None:
+    entry = case.entry
+    j = outcome.judgement
+    members = [(inputs, ref, out)]
+    for extra_inputs, extra_ref in batch:
+        try:
+            single, _ = _call(m, entry, extra_inputs, params, case, dtype, timeout, batched=False)
+        except CallTimeout as exc:
+            j.findings.append(Finding("timeout", f"call {exc}"))
+            outcome.timed_out = True
+            return
+        except Exception as exc:
+            j.findings.append(Finding("exception", _describe_exception(exc)))
+            return
+        members.append((extra_inputs, extra_ref, single))
+    stacked = {k: np.stack([mi[0][k] for mi in members]) for k in inputs}
+    try:
+        batched, mutated = _call(m, entry, stacked, params, case, dtype, timeout, batched=True)
+    except CallTimeout as exc:
+        j.findings.append(Finding("timeout", f"batched call {exc}"))
+        outcome.timed_out = True
+        return
+    except Exception as exc:
+        j.findings.append(Finding("batch", f"batched call (batch of {len(members)}) {_describe_exception(exc)}"))
+        return
+    if mutated:
+        j.findings.append(Finding("mutation", f"the batched call changed its argument {mutated!r}"))
+    for spec in entry.outputs:
+        got = batched[spec.name]
+        want_shape = (len(members),) + members[0][1].outputs[spec.name].shape
+        if got.shape != want_shape:
+            j.findings.append(Finding("batch", f"batched output {spec.name!r} has shape {got.shape}; expected {want_shape}",
+                                      spec.name))
+            return
+    for i, (_, r, single) in enumerate(members):
+        element = {k: v[i] for k, v in batched.items()}
+        inner = judge(entry, element, r)
+        for f in inner.findings:
+            f.check, f.message = "batch", f"batch element {i}: {f.message}"
+        j.add(inner)
+        pair = compare_pair(entry, element, single, r, f"batch element {i} vs the per-example call", "batch")
+        j.add(pair)
+    outcome.checks.append("batch")

@@ -1,0 +1,36 @@
+"""Hypothesis profiles of the conformance run: ``quick`` (CI and ``make test``),
+``default`` (``make run``) and ``thorough`` (the calibration run).
+
+``examples`` is per (algorithm, dtype) search; every implementation and
+device taking part sees every example. ``budget`` bounds the sizes the
+strategies draw (conformance/strategies).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["PROFILES", "Profile", "profile"]
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    examples: int
+    budget: str
+    max_batch: int
+    call_timeout: float  # seconds a single implementation call may take
+
+
+PROFILES = {
+    "quick": Profile("quick", examples=12, budget="quick", max_batch=2, call_timeout=60.0),
+    "default": Profile("default", examples=60, budget="default", max_batch=3, call_timeout=60.0),
+    "thorough": Profile("thorough", examples=10_000, budget="thorough", max_batch=3, call_timeout=120.0),
+}
+
+
+def profile(name: str) -> Profile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)}") from None

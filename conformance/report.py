@@ -1,0 +1,116 @@
+"""Machine-readable run reports (schema ``ftspec-report/1``, docs/reports.md).
+
+The same data as the console summary: one object per cell (algorithm ×
+implementation × dtype × device), one per search (generated and refused
+examples, implementation and device agreement), fixture replays, the
+tolerance model and the environment.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import platform
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from ftspec.impls.api import Implementation
+from ftspec.spec import SPEC_VERSION
+from ftspec.spec.registry import REGISTRY
+
+from .runner import Cell, RunResult
+from .tolerances import table
+
+__all__ = ["REPORT_SCHEMA", "cell_dict", "environment", "report_dict", "write_json"]
+
+REPORT_SCHEMA = "ftspec-report/1"
+_PACKAGES = ("ftspec", "numpy", "torch", "jax", "jaxlib", "hypothesis", "mpmath", "safetensors")
+
+
+def _finite(x: float) -> Any:
+    return x if math.isfinite(x) else ("inf" if x > 0 else "-inf")
+
+
+def environment(plugins: Sequence[tuple[str, Implementation]] = ()) -> dict[str, Any]:
+    versions = {}
+    for name in _PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    impls = {}
+    for label, impl in plugins:
+        try:
+            devices = list(impl.devices())
+        except Exception as exc:
+            devices = [f"error: {exc}"]
+        impls[label] = {"version": impl.version, "devices": devices, "precision": impl.precision}
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "packages": versions,
+        "implementations": impls,
+    }
+
+
+def cell_dict(c: Cell) -> dict[str, Any]:
+    entry = REGISTRY[c.algorithm]
+    return {
+        "algorithm": c.algorithm,
+        "paper": entry.title,
+        "implementation": c.impl,
+        "dtype": c.dtype,
+        "device": c.device,
+        "status": c.status,
+        "examples": c.examples,
+        "out_of_range": c.out_of_range,
+        "worst_ratio": _finite(c.worst_ratio),
+        "checks": dict(sorted(c.checks.items())),
+        "note": c.note or None,
+        "failure": None if c.failure is None else {
+            "check": c.failure.check,
+            "message": c.failure.message,
+            "case_file": c.failure.case_file,
+            "reproducer": c.failure.reproducer,
+            "shrunk": c.failure.shrunk,
+        },
+    }
+
+
+def report_dict(result: RunResult, plugins: Sequence[tuple[str, Implementation]],
+                started: Optional[_dt.datetime] = None) -> dict[str, Any]:
+    searches = []
+    for (alg, dtype), n in sorted(result.generated.items()):
+        agreement = result.agreement.get((alg, dtype), {})
+        searches.append({
+            "algorithm": alg,
+            "dtype": dtype,
+            "generated": n,
+            "refused_by_spec": result.rejected.get((alg, dtype), 0),
+            "agreement": [{"a": a, "b": b, "worst_ratio": _finite(r)} for (a, b), r in sorted(agreement.items())],
+        })
+    return {
+        "schema": REPORT_SCHEMA,
+        "spec_version": SPEC_VERSION,
+        "profile": result.profile,
+        "seed": result.seed,
+        "started": (started or _dt.datetime.now(_dt.timezone.utc)).isoformat(timespec="seconds"),
+        "seconds": round(result.seconds, 3),
+        "ok": result.ok,
+        "tolerances": table(),
+        "environment": environment(plugins),
+        "cells": [cell_dict(c) for c in result.cells],
+        "searches": searches,
+        "fixtures": [f.to_dict() for f in result.fixtures],
+    }
+
+
+def write_json(path: Path | str, data: dict[str, Any]) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    return path

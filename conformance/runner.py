@@ -1,0 +1,380 @@
+"""The conformance search: every implementation × algorithm × dtype × device.
+
+For each (algorithm, dtype) one Hypothesis search draws cases from the
+registry-driven strategies; on every example each participating
+implementation-on-a-device ("member") is examined (conformance/execute.py)
+against one shared reference, and members are compared with each other.
+``hypothesis.target`` climbs the worst error/bound ratio. When a member
+fails, Hypothesis shrinks the case; the minimal case is written to a
+replayable case file, that member leaves the search, and the search goes on
+with the others on fresh examples. A timeout is recorded at once (shrinking a
+hang would mean waiting for it again).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+from hypothesis import HealthCheck, Phase, given, reject, seed, settings, target
+from hypothesis.errors import Flaky
+
+from ftspec.impls.api import FLOAT_DTYPES, Implementation
+from ftspec.spec import SpecError
+from ftspec.spec.registry import REGISTRY, Entry
+
+from .calling import Prepared
+from .case import Case
+from .casefile import reproducer, write_case
+from .execute import Member, examine
+from .judge import Finding, compare_pair
+from .profiles import Profile
+from .tolerances import Reference, reference
+
+__all__ = ["Cell", "Failure", "RunResult", "Runner"]
+
+
+@dataclass
+class Failure:
+    check: str
+    message: str
+    case: Case
+    case_file: Optional[str]
+    reproducer: str
+    report: str
+    shrunk: bool = True
+
+
+@dataclass
+class Cell:
+    """One row of the summary: algorithm × implementation × dtype × device."""
+
+    algorithm: str
+    impl: str
+    dtype: str
+    device: str
+    status: str = "pass"  # pass | fail | not implemented | no examples | error
+    examples: int = 0
+    out_of_range: int = 0
+    worst_ratio: float = 0.0
+    checks: Counter = field(default_factory=Counter)
+    failure: Optional[Failure] = None
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("pass", "not implemented")
+
+
+@dataclass
+class RunResult:
+    cells: list[Cell]
+    profile: str
+    seed: int
+    seconds: float = 0.0
+    generated: Counter = field(default_factory=Counter)  # (algorithm, dtype) -> examples drawn
+    rejected: Counter = field(default_factory=Counter)  # (algorithm, dtype) -> cases the spec refused
+    agreement: dict = field(default_factory=dict)  # (algorithm, dtype) -> {(a, b): worst |a-b| / (2 bound)}
+    fixtures: list = field(default_factory=list)  # fixture replay results (conformance/replay_fixtures)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.cells) and all(getattr(f, "ok", True) for f in self.fixtures)
+
+    def failures(self) -> list[Cell]:
+        return [c for c in self.cells if not c.ok]
+
+
+class _MemberFailed(Exception):
+    def __init__(self, member: Member, finding: Finding, case: Case) -> None:
+        super().__init__(f"{member.label} on {member.device}: {finding.check}: {finding.message}")
+        self.member = member
+        self.finding = finding
+        self.case = case
+
+
+def _digest(arrays: dict[str, np.ndarray]) -> bytes:
+    h = hashlib.sha256()
+    for k in sorted(arrays):
+        v = np.ascontiguousarray(arrays[k])
+        h.update(k.encode() + str(v.dtype).encode() + str(v.shape).encode() + v.tobytes())
+    return h.digest()
+
+
+class Runner:
+    """Runs the search; ``progress(event, **info)`` receives progress events."""
+
+    def __init__(self, plugins: Sequence[tuple[str, Implementation]], *, profile: Profile, seed: int = 0,
+                 case_dir: Path | str = "reports/cases", examples: Optional[int] = None,
+                 call_timeout: Optional[float] = None, devices: Optional[Sequence[str]] = None,
+                 progress: Optional[Callable[..., None]] = None) -> None:
+        self.plugins = list(plugins)
+        self.profile = profile
+        self.seed = seed
+        self.case_dir = Path(case_dir)
+        self.examples = examples or profile.examples
+        self.timeout = call_timeout or profile.call_timeout
+        self.device_filter = list(devices) if devices else None
+        self.progress = progress or (lambda event, **info: None)
+        self._refs: OrderedDict[tuple, Any] = OrderedDict()
+        self._devices: dict[str, list[str]] = {}
+        self._device_errors: dict[str, str] = {}
+        for label, impl in self.plugins:
+            try:
+                found = [str(d) for d in impl.devices()]
+            except Exception as exc:
+                self._device_errors[label] = f"devices() raised {type(exc).__name__}: {exc}"
+                found = []
+            if self.device_filter:
+                found = [d for d in found if d in self.device_filter]
+            self._devices[label] = found
+
+    # -- references, cached: every member of a search shares them -------------
+    def _reference(self, entry: Entry, prepared: Prepared, case: Case, dtype: str, precision: str) -> Reference:
+        key = (entry.name, dtype, precision, case.variant.hash, tuple(sorted(case.hyper.items())),
+               _digest(prepared.inputs), _digest(prepared.params))
+        if key in self._refs:
+            self._refs.move_to_end(key)
+            value = self._refs[key]
+        else:
+            try:
+                value = reference(entry, prepared.inputs, prepared.params, hyper=case.hyper,
+                                  variant=case.variant, dtype=dtype, precision=precision)
+            except SpecError as exc:
+                value = exc
+            self._refs[key] = value
+            if len(self._refs) > 512:
+                self._refs.popitem(last=False)
+        if isinstance(value, SpecError):
+            raise value
+        return value
+
+    # -- the run ------------------------------------------------------------------
+    def run(self, algorithms: Optional[Sequence[str]] = None, dtypes: Optional[Sequence[str]] = None) -> RunResult:
+        start = time.perf_counter()
+        names = list(algorithms) if algorithms else list(REGISTRY)
+        for n in names:
+            if n not in REGISTRY:
+                raise ValueError(f"unknown algorithm {n!r}; known: {', '.join(REGISTRY)}")
+        result = RunResult([], self.profile.name, self.seed)
+        plan = []
+        for name in names:
+            entry = REGISTRY[name]
+            for dtype in FLOAT_DTYPES:
+                if dtypes and dtype not in dtypes:
+                    continue
+                members, cells = self._members(entry, dtype, result)
+                if members:
+                    plan.append((entry, dtype, members, cells))
+        self.progress("plan", searches=len(plan), examples=self.examples)
+        for entry, dtype, members, cells in plan:
+            for group in self._variant_groups(members):
+                self._search(entry, dtype, group, cells, result)
+        result.seconds = time.perf_counter() - start
+        self.progress("done", result=result)
+        return result
+
+    def _members(self, entry: Entry, dtype: str, result: RunResult) -> tuple[list[Member], dict]:
+        members: list[Member] = []
+        cells: dict[tuple[str, str], Cell] = {}
+        for label, impl in self.plugins:
+            if dtype not in impl.dtypes:
+                continue
+            if entry.name not in impl.algorithms:
+                result.cells.append(Cell(entry.name, label, dtype, "-", status="not implemented"))
+                continue
+            if label in self._device_errors or not self._devices[label]:
+                note = self._device_errors.get(label, "no device selected")
+                result.cells.append(Cell(entry.name, label, dtype, "-", status="error", note=note))
+                continue
+            for device in self._devices[label]:
+                m = Member(label, impl, device)
+                members.append(m)
+                cell = Cell(entry.name, label, dtype, device)
+                cells[m.key] = cell
+                result.cells.append(cell)
+        return members, cells
+
+    @staticmethod
+    def _variant_groups(members: list[Member]) -> list[tuple[Any, list[Member]]]:
+        groups: dict[Any, list[Member]] = {}
+        for m in members:
+            key = "all" if m.impl.variants == "all" else tuple(v.hash for v in m.impl.variants)
+            groups.setdefault(key, []).append(m)
+        out = []
+        for key, ms in groups.items():
+            out.append(("all" if key == "all" else list(ms[0].impl.variants), ms))
+        return out
+
+    def _search(self, entry: Entry, dtype: str, group: tuple[Any, list[Member]], cells: dict, result: RunResult) -> None:
+        from .strategies import cases
+
+        variants, members = group
+        active = list(members)
+        budget = self.examples
+        round_ = 0
+        self.progress("start", algorithm=entry.name, dtype=dtype, members=[f"{m.label}@{m.device}" for m in active],
+                      examples=budget)
+        while active and budget > 0:
+            state = {"generated": 0}
+            strategy = cases(entry.name, dtype=dtype, variants=variants, max_batch=self.profile.max_batch,
+                             budget=self.profile.budget)
+
+            @settings(max_examples=budget, deadline=None, database=None, report_multiple_bugs=False,
+                      derandomize=False, print_blob=False,
+                      phases=(Phase.explicit, Phase.generate, Phase.target, Phase.shrink),
+                      suppress_health_check=list(HealthCheck))
+            @seed(self.seed * 7919 + round_)
+            @given(strategy)
+            def search(case: Case) -> None:
+                state["generated"] += 1
+                self._example(entry, dtype, case, active, cells, result)
+
+            try:
+                search()
+                break
+            except _MemberFailed as exc:
+                self._fail(cells[exc.member.key], exc.member, exc.finding, exc.case, dtype, shrunk=True)
+                active = [m for m in active if m.key != exc.member.key]
+            except Flaky as exc:  # failed, then passed when replayed: nondeterminism
+                culprit = self._culprit(exc)
+                if culprit is None:
+                    self._harness_error(active, cells, f"flaky search: {exc}")
+                    break
+                member, finding, case = culprit
+                finding.message = "failed, then passed on an identical replay (nondeterministic): " + finding.message
+                self._fail(cells[member.key], member, finding, case, dtype, shrunk=False)
+                active = [m for m in active if m.key != member.key]
+            except Exception as exc:  # a harness problem must not end the run
+                self._harness_error(active, cells, f"{type(exc).__name__}: {exc}")
+                break
+            finally:
+                budget -= state["generated"]
+                round_ += 1
+            active = [m for m in active if not m.hung]
+        for m in members:
+            cell = cells[m.key]
+            if cell.status == "pass" and cell.examples == 0:
+                cell.status = "no examples"
+                cell.note = "every drawn case was refused or out of range"
+        self.progress("end", algorithm=entry.name, dtype=dtype, cells=[cells[m.key] for m in members])
+
+    @staticmethod
+    def _culprit(exc: BaseException) -> Optional[tuple[Member, Finding, Case]]:
+        stack = [exc]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, _MemberFailed):
+                return e.member, e.finding, e.case
+            stack.extend(getattr(e, "exceptions", []) or [])
+            if e.__cause__:
+                stack.append(e.__cause__)
+            if e.__context__:
+                stack.append(e.__context__)
+        return None
+
+    def _harness_error(self, active: list[Member], cells: dict, message: str) -> None:
+        for m in active:
+            cell = cells[m.key]
+            if cell.status == "pass":
+                cell.status = "error"
+                cell.note = message
+
+    def _prepare(self, entry: Entry, case: Case, inputs: dict, dtype: str) -> Prepared:
+        return Prepared(entry, inputs, case.params, dtype)
+
+    def _example(self, entry: Entry, dtype: str, case: Case, active: list[Member], cells: dict,
+                 result: RunResult) -> None:
+        result.generated[(entry.name, dtype)] += 1
+        prepared = self._prepare(entry, case, case.inputs, dtype)
+        precisions = {m.impl.precision for m in active if not m.hung}
+        refs: dict[str, Reference] = {}
+        try:
+            for p in precisions:
+                refs[p] = self._reference(entry, prepared, case, dtype, p)
+        except SpecError:
+            result.rejected[(entry.name, dtype)] += 1
+            reject()
+        if not all(r.in_range for r in refs.values()):
+            for m in active:
+                cells[m.key].out_of_range += 1
+            reject()
+        batch: dict[str, list] = {p: [] for p in precisions}
+        for extra in case.batch:
+            extra_prep = self._prepare(entry, case, extra, dtype)
+            try:
+                extra_refs = {p: self._reference(entry, extra_prep, case, dtype, p) for p in precisions}
+            except SpecError:
+                continue
+            if all(r.in_range for r in extra_refs.values()):
+                for p in precisions:
+                    batch[p].append((extra_prep.inputs, extra_refs[p]))
+        worst = 0.0
+        outputs: dict[tuple[str, str], dict] = {}
+        failed: list[tuple[Member, Finding]] = []
+        for m in active:
+            if m.hung:
+                continue
+            ref = refs[m.impl.precision]
+            outcome = examine(m, case, prepared.inputs, prepared.params, ref, dtype=dtype,
+                              timeout=self.timeout, batch=batch[m.impl.precision])
+            cell = cells[m.key]
+            cell.examples += 1
+            cell.worst_ratio = max(cell.worst_ratio, outcome.judgement.ratio)
+            cell.checks.update(outcome.checks)
+            worst = max(worst, outcome.judgement.ratio if math.isfinite(outcome.judgement.ratio) else 1e300)
+            if outcome.timed_out:
+                m.hung = True
+                self._fail(cell, m, outcome.judgement.findings[0], case, dtype, shrunk=False)
+                continue
+            if not outcome.judgement.ok:
+                failed.append((m, outcome.judgement.findings[0]))
+            elif outcome.outputs is not None:
+                outputs[m.key] = outcome.outputs
+        self._agreement(entry, dtype, outputs, refs, active, result)
+        self.progress("example", algorithm=entry.name, dtype=dtype)
+        target(min(worst, 1e300), label="error/bound")
+        if failed:
+            member, finding = failed[0]
+            raise _MemberFailed(member, finding, case)
+
+    def _agreement(self, entry: Entry, dtype: str, outputs: dict, refs: dict, active: list[Member],
+                   result: RunResult) -> None:
+        """Implementation vs implementation and device vs device, on the same example."""
+        by_key = {m.key: m for m in active}
+        keys = sorted(outputs)
+        table = result.agreement.setdefault((entry.name, dtype), {})
+        for i, a in enumerate(keys):
+            for b in keys[i + 1:]:
+                ref = refs[by_key[a].impl.precision]
+                kind = "device" if a[0] == b[0] else "peer"
+                j = compare_pair(entry, outputs[a], outputs[b], ref, f"{a[0]}@{a[1]} vs {b[0]}@{b[1]}", kind)
+                pair = (f"{a[0]}@{a[1]}", f"{b[0]}@{b[1]}")
+                table[pair] = max(table.get(pair, 0.0), j.ratio)
+
+    def _fail(self, cell: Cell, m: Member, finding: Finding, case: Case, dtype: str, *, shrunk: bool) -> None:
+        cell.status = "fail"
+        tag = hashlib.sha256(f"{case.algorithm}{m.label}{dtype}{m.device}{case.size()}".encode()).hexdigest()[:8]
+        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in m.label)
+        path: Optional[Path] = self.case_dir / f"{case.algorithm}-{safe}-{dtype}-{m.device.replace(':', '_')}-{tag}.json"
+        try:
+            write_case(case, path, impl=m.label, impl_version=m.impl.version, dtype=dtype, device=m.device,
+                       check=finding.check, message=finding.message)
+        except Exception as exc:  # reporting must not end the run
+            path = None
+            cell.note = f"could not write the case file: {exc}"
+        command = reproducer(path, m.label, m.device, dtype) if path else "(no case file)"
+        report = (f"{case.algorithm}: implementation {m.label!r} ({m.impl.version}) at {dtype} on {m.device} "
+                  f"fails the {finding.check} check.\n"
+                  f"  {finding.message}\n"
+                  f"  case{' (shrunk)' if shrunk else ''}: {case.describe()}\n"
+                  f"  reproduce:\n    {command}")
+        cell.failure = Failure(finding.check, finding.message, case, str(path) if path else None, command, report,
+                               shrunk)
+        self.progress("failure", cell=cell)

@@ -1,0 +1,1 @@
+"""The conformance suite as pytest tests: ``pytest --pyargs ftspec.conformance.suite``."""

@@ -1,0 +1,208 @@
+"""The NumPy implementation of ftspec: the "literal" plugin.
+
+It follows Phuong & Hutter's layout as written: tokens are columns
+(X ∈ R^{d×ℓ}), weights are out × in and act as ``W @ X``, Mask is [t_z, t_x]
+with True = may attend. Every function handles a leading ``...`` batch axis by
+broadcasting, so ``ctx.batched`` needs no special path. Heads are stacked
+into one axis and run in one matmul; only layers are looped over.
+
+The mathematics is written from ALGORITHMS.md and docs/spec.md, not from the
+spec's code; only the variant set's ``resolved_*`` helpers are imported.
+
+Design choices
+  * dtype: arrays are computed in the dtype they arrive in (float64, float32
+    or float16); constants are rounded into that dtype first so NumPy never
+    promotes to float64. NumPy itself accumulates float16 sums and float16
+    matmuls in float32 internally and rounds the result back; that is NumPy's
+    arithmetic and is kept. The fixed sinusoid tables are computed in binary64
+    and rounded once to the call dtype.
+  * GELU (erf): NumPy has no erf. Φ(x) = erfc(−x/√2)/2 is evaluated per
+    element with ``math.erfc`` (the C library's, full binary64 precision)
+    through ``np.frompyfunc``, then rounded to the call dtype; x·Φ(x) is formed
+    in the call dtype. The erfc form avoids the cancellation of 1 + erf(·) for
+    negative x. No new dependency.
+  * softmax subtracts the column max; masked scores are −∞; a query column
+    with no allowed key follows ``empty_query`` (``error`` raises ValueError).
+  * Token IDs or positions out of range and sequences longer than ℓ_max
+    raise ValueError (NumPy would otherwise wrap negative indices silently).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from ftspec.impls.api import Context, Implementation
+
+from . import architectures as A
+from . import components as C
+from . import layers as Lyr
+
+__all__ = ["implementation"]
+
+_FLOATS = {"float64": np.float64, "float32": np.float32, "float16": np.float16}
+
+
+def from_numpy(array: Any, dtype: str, device: str) -> np.ndarray:
+    """A fresh NumPy array of ``dtype`` (reals are cast; int64 tokens and bool masks stay)."""
+    if device != "cpu":
+        raise ValueError(f"the NumPy implementation runs on 'cpu' only, not {device!r}")
+    if dtype in _FLOATS:
+        return np.array(array, dtype=_FLOATS[dtype], copy=True)
+    if dtype == "int64":
+        return np.array(array, dtype=np.int64, copy=True)
+    if dtype == "bool":
+        return np.array(array, dtype=np.bool_, copy=True)
+    raise ValueError(f"unsupported dtype {dtype!r}; expected one of {sorted(_FLOATS) + ['int64', 'bool']}")
+
+
+def to_numpy(array: Any) -> np.ndarray:
+    return np.array(array, copy=True)
+
+
+Inputs = Mapping[str, Any]
+Params = Mapping[str, Any]
+
+
+# --- Algorithms 1-2 and the embedding ------------------------------------
+
+
+def _token_embedding(i: Inputs, p: Params, ctx: Context):
+    """Algorithm 1 line 1: e ← W_e[:, v]."""
+    C.check_tokens(i["v"], p["W_e"].shape[1], "v")
+    return C.columns(p["W_e"], i["v"])  # (..., d_e)
+
+
+def _positional_embedding(i: Inputs, p: Params, ctx: Context):
+    """Algorithm 2 line 1: e_p ← W_p[:, t]."""
+    C.check_positions(i["t"], p["W_p"].shape[1], "t")
+    return C.columns(p["W_p"], i["t"])  # (..., d_e)
+
+
+def _sinusoidal_paper(i: Inputs, p: Params, ctx: Context):
+    return C.sinusoidal_paper(ctx.hyper["d_e"], ctx.hyper["ell_max"], np.dtype(ctx.dtype))
+
+
+def _sinusoidal_vaswani(i: Inputs, p: Params, ctx: Context):
+    return C.sinusoidal_vaswani(ctx.hyper["d_e"], ctx.hyper["ell_max"], np.dtype(ctx.dtype))
+
+
+def _embedding(i: Inputs, p: Params, ctx: Context):
+    return A.embed_tokens(i["x"], p, ctx.variant, ctx.hyper["ell_max"])  # (..., d_e, ℓ)
+
+
+# --- Algorithms 3-5 -------------------------------------------------------
+
+
+def _attn_bias(p: Params, ctx: Context, prefix: str = ""):
+    if not ctx.variant.attn_bias:
+        return None, None, None
+    return p[prefix + "b_q"], p[prefix + "b_k"], p[prefix + "b_v"]
+
+
+def _basic_single_query_attention(i: Inputs, p: Params, ctx: Context):
+    """Algorithm 3 lines 1-5: Algorithm 4 with one query column e and no mask (d_model = d_in)."""
+    b_q, b_k, b_v = _attn_bias(p, ctx)
+    e = i["e"][..., :, None]  # (..., d_in, 1)  the current token as a one-column X
+    v = C.attention_core(e, i["E"], p["W_q"], b_q, p["W_k"], b_k, p["W_v"], b_v, None, ctx.variant)
+    return v[..., :, 0]  # (..., d_out)
+
+
+def _attention(i: Inputs, p: Params, ctx: Context):
+    """Algorithm 4 lines 1-6."""
+    b_q, b_k, b_v = _attn_bias(p, ctx)
+    return C.attention_core(i["X"], i["Z"], p["W_q"], b_q, p["W_k"], b_k, p["W_v"], b_v,
+                            i["Mask"], ctx.variant)  # (..., d_out, ℓ_x)
+
+
+def _mh_attention(i: Inputs, p: Params, ctx: Context):
+    """Algorithm 5 lines 1-4."""
+    W = Lyr.gather_mha(p, "", ctx.hyper["H"], ctx.variant.attn_bias)
+    return Lyr.mh_attention(i["X"], i["Z"], W, i["Mask"], ctx.variant)  # (..., d_out, ℓ_x)
+
+
+def _unidirectional_mask(i: Inputs, p: Params, ctx: Context):
+    return C.unidirectional_mask(ctx.hyper["ell_z"], ctx.hyper["ell_x"], ctx.variant.causal_alignment)
+
+
+# --- Algorithms 6-7 -------------------------------------------------------
+
+
+def _layer_norm(i: Inputs, p: Params, ctx: Context):
+    return Lyr.norm(i["X"], p, "gamma", "beta", ctx.variant, "layer_norm")  # ignores variant.norm
+
+
+def _rms_norm(i: Inputs, p: Params, ctx: Context):
+    return Lyr.norm(i["X"], p, "gamma", "beta", ctx.variant, "rms_norm")
+
+
+def _unembedding(i: Inputs, p: Params, ctx: Context):
+    return A.unembed_columns(i["X"], p, ctx.variant)  # (..., N_V, ℓ)
+
+
+# --- layers and architectures ----------------------------------------------
+
+
+def _encoder_layer(i: Inputs, p: Params, ctx: Context):
+    return {"Z": Lyr.stack_layer(i["Z"], p, "", ctx.variant, ctx.hyper["H"], "ed_encoder")}
+
+
+def _decoder_layer(i: Inputs, p: Params, ctx: Context):
+    return {"X": Lyr.decoder_layer(i["X"], i["Z"], p, "", ctx.variant, ctx.hyper["H"])}
+
+
+def _bert_layer(i: Inputs, p: Params, ctx: Context):
+    return {"X": Lyr.stack_layer(i["X"], p, "", ctx.variant, ctx.hyper["H"], "bert")}
+
+
+def _gpt2_layer(i: Inputs, p: Params, ctx: Context):
+    return {"X": Lyr.stack_layer(i["X"], p, "", ctx.variant, ctx.hyper["H"], "gpt2")}
+
+
+def _ed_transformer(i: Inputs, p: Params, ctx: Context):
+    return A.ed_transformer(i["z"], i["x"], p, ctx.variant, ctx.hyper)
+
+
+def _e_transformer(i: Inputs, p: Params, ctx: Context):
+    return A.e_transformer(i["x"], p, ctx.variant, ctx.hyper)
+
+
+def _d_transformer(i: Inputs, p: Params, ctx: Context):
+    return A.d_transformer(i["x"], p, ctx.variant, ctx.hyper)
+
+
+ALGORITHMS = {
+    "token_embedding": _token_embedding,
+    "positional_embedding": _positional_embedding,
+    "sinusoidal_paper": _sinusoidal_paper,
+    "sinusoidal_vaswani": _sinusoidal_vaswani,
+    "embedding": _embedding,
+    "basic_single_query_attention": _basic_single_query_attention,
+    "attention": _attention,
+    "mh_attention": _mh_attention,
+    "unidirectional_mask": _unidirectional_mask,
+    "layer_norm": _layer_norm,
+    "rms_norm": _rms_norm,
+    "unembedding": _unembedding,
+    "encoder_layer": _encoder_layer,
+    "decoder_layer": _decoder_layer,
+    "bert_layer": _bert_layer,
+    "gpt2_layer": _gpt2_layer,
+    "ed_transformer": _ed_transformer,
+    "e_transformer": _e_transformer,
+    "d_transformer": _d_transformer,
+}
+
+implementation = Implementation(
+    name="numpy",
+    version=f"0.1.0+numpy{np.__version__}",
+    algorithms=ALGORITHMS,
+    dtypes=("float64", "float32", "float16"),
+    devices=lambda: ["cpu"],
+    from_numpy=from_numpy,
+    to_numpy=to_numpy,
+    variants="all",
+    precision="highest",
+    description="NumPy, the paper's column layout literally (heads stacked, batch by broadcasting)",
+)

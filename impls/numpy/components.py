@@ -1,0 +1,332 @@
+"""Algorithms 1-7 of Phuong & Hutter (2022) in NumPy, in the paper's layout.
+
+Layout: a sequence is X ∈ R^{d×ℓ} (tokens are columns), weights are out × in
+and act as ``W @ X``, biases broadcast over columns (``b[:, None]`` is the
+paper's ``b 1ᵀ``), and Mask is indexed [t_z, t_x] with True = may attend.
+Every function accepts any number of leading batch axis ``...`` in front of
+that layout; parameters never carry one.
+
+Line numbers cite the restatement in ALGORITHMS.md.
+
+Dtypes: arrays stay in the dtype they arrive in. Constants (√d, ε, 1/ℓ_z, the
+GELU coefficients) are rounded once into that dtype with ``_const`` so that
+NumPy 2's promotion rules never lift a float16/float32 computation to
+float64. The sinusoid tables are the exception: they are data-independent
+tables, computed in binary64 and rounded once to the call dtype (as libraries
+precompute such buffers).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = [
+    "activation",
+    "attention_core",
+    "check_positions",
+    "check_tokens",
+    "embed",
+    "gelu_erf",
+    "gelu_tanh",
+    "norm_columns",
+    "relu",
+    "sinusoidal_paper",
+    "sinusoidal_vaswani",
+    "softmax_columns",
+    "unembed",
+    "unidirectional_mask",
+]
+
+
+def _const(value: float, like: np.ndarray) -> np.generic:
+    """``value`` rounded once to the dtype of ``like`` (keeps float16/32 from being upcast)."""
+    return np.asarray(like).dtype.type(value)
+
+
+# --------------------------------------------------------------------------
+# input checks (a silently wrong answer is worse than an error)
+# --------------------------------------------------------------------------
+
+
+def check_tokens(x: np.ndarray, N_V: int, name: str = "x") -> None:
+    """Token IDs are 0-based in [0, N_V); NumPy would wrap a negative index silently."""
+    x = np.asarray(x)
+    if x.size and (x.min() < 0 or x.max() >= N_V):
+        raise ValueError(f"{name}: token IDs must lie in [0, {N_V}); given range [{x.min()}, {x.max()}]")
+
+
+def check_positions(t: np.ndarray, ell_max: int, name: str = "t") -> None:
+    t = np.asarray(t)
+    if t.size and (t.min() < 0 or t.max() >= ell_max):
+        raise ValueError(f"{name}: positions must lie in [0, {ell_max}); given range [{t.min()}, {t.max()}]")
+
+
+# --------------------------------------------------------------------------
+# Algorithms 1, 2 and the initial embedding of Algorithms 8-10 (lines 1-3)
+# --------------------------------------------------------------------------
+
+
+def columns(W: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """W[:, idx] with the gathered axis moved last-but-zero: (d, N) × (...) -> (..., d).
+
+    Algorithm 1 line 1 (W_e[:, v]) and Algorithm 2 line 1 (W_p[:, t]); with a
+    batch of indices the result has one row per index, so callers transpose.
+    """
+    return W.T[idx]  # (..., d)
+
+
+def sinusoidal_paper(d_e: int, ell_max: int, dtype: np.dtype) -> np.ndarray:
+    """Algorithm 2, fixed alternative, as the paper writes it (1-based rows and t, base ℓ_max).
+
+    For 0-based row r and column c: i = r // 2 + 1, t = c + 1,
+    W_p[r, c] = sin(t / ℓ_max^{2i/d_e}) for even r (the paper's row 2i−1),
+    cos(…) for odd r (row 2i). Odd d_e: the last row is the sine of
+    i = (d_e + 1)/2, which the same formula gives.
+    """
+    r = np.arange(d_e)[:, None]  # (d_e, 1)
+    t = np.arange(1, ell_max + 1, dtype=np.float64)[None, :]  # (1, ell_max)
+    i = r // 2 + 1  # (d_e, 1)
+    angle = t / float(ell_max) ** (2.0 * i / d_e)  # (d_e, ell_max)
+    table = np.where(r % 2 == 0, np.sin(angle), np.cos(angle))  # (d_e, ell_max)
+    return table.astype(dtype)
+
+
+def sinusoidal_vaswani(d_e: int, ell_max: int, dtype: np.dtype) -> np.ndarray:
+    """Vaswani et al. §3.5 (0-based, base 10000, sin on even rows).
+
+    For 0-based row r and position c: i = r // 2,
+    W_p[r, c] = sin(c / 10000^{2i/d_e}) for even r, cos(…) for odd r.
+    Odd d_e: the last row is the sine of i = (d_e − 1)/2.
+    """
+    r = np.arange(d_e)[:, None]  # (d_e, 1)
+    c = np.arange(ell_max, dtype=np.float64)[None, :]  # (1, ell_max)
+    i = r // 2  # (d_e, 1)
+    angle = c / 10000.0 ** (2.0 * i / d_e)  # (d_e, ell_max)
+    table = np.where(r % 2 == 0, np.sin(angle), np.cos(angle))  # (d_e, ell_max)
+    return table.astype(dtype)
+
+
+def position_table(positions: str, W_p, d_e: int, ell_max: int, dtype) -> np.ndarray | None:
+    """The W_p of lines 1-3 under the ``positions`` switch (None: no positions)."""
+    if positions == "learned":
+        return W_p
+    if positions == "sinusoidal_paper":
+        return sinusoidal_paper(d_e, ell_max, dtype)
+    if positions == "sinusoidal_vaswani":
+        return sinusoidal_vaswani(d_e, ell_max, dtype)
+    if positions == "none":
+        return None
+    raise ValueError(f"unknown positions variant {positions!r}")
+
+
+def embed(x: np.ndarray, W_e: np.ndarray, W_p: np.ndarray | None, variant, *,
+          ell_max: int, gamma=None, beta=None) -> np.ndarray:
+    """Algorithms 8-10, lines 1-3: X ← [W_e[:, x[t]] + W_p[:, t]]_t, plus the variants.
+
+    x: (..., ℓ) int64. ``embedding_scale='sqrt_d_e'`` multiplies the token
+    embedding by √d_e before positions are added; ``embedding_norm`` applies
+    the layers' norm to every column of the sum (γ_emb, β_emb).
+    """
+    d_e, N_V = W_e.shape
+    ell = x.shape[-1]
+    check_tokens(x, N_V)
+    if ell > ell_max:
+        raise ValueError(f"x: sequence length {ell} exceeds ell_max = {ell_max}")
+    X = np.swapaxes(columns(W_e, x), -1, -2)  # (..., d_e, ℓ)  W_e[:, x[t]] as column t
+    if variant.embedding_scale == "sqrt_d_e":
+        X = X * _const(math.sqrt(d_e), X)  # (..., d_e, ℓ)
+    table = position_table(variant.positions, W_p, d_e, ell_max, W_e.dtype)
+    if table is not None:
+        X = X + table[:, :ell]  # (..., d_e, ℓ)  W_p[:, t] for t = 0..ℓ-1
+    if variant.embedding_norm:
+        X = norm_columns(X, gamma, beta, variant, variant.norm)
+    return X
+
+
+# --------------------------------------------------------------------------
+# Algorithm 6: layer_norm and RMSnorm, per column
+# --------------------------------------------------------------------------
+
+
+def norm_columns(X: np.ndarray, gamma, beta, variant, kind: str) -> np.ndarray:
+    """Algorithm 6 applied to every column of X (..., d, ℓ): reductions run over axis −2.
+
+    layer_norm: line 1 m = Σ_i e[i]/d; line 2 v = Σ_i (e[i] − m)²/d (1/(d−1)
+    under ``variance='unbiased'``); line 3 ê = (e − m)/σ ⊙ γ + β.
+    rms_norm: v = Σ_i e[i]²/d (no mean, variance switch ignored), ê = e/σ ⊙ γ.
+    σ = √v, √(v + ε) or √v + ε by ``epsilon_placement``. ``gamma``/``beta``
+    are None where the ``affine`` switch (or RMSnorm) removes them.
+    """
+    d = X.shape[-2]
+    if kind == "layer_norm":
+        m = np.sum(X, axis=-2, keepdims=True) / _const(d, X)  # (..., 1, ℓ)  line 1
+        centred = X - m  # (..., d, ℓ)
+        denom = d - 1 if variant.variance == "unbiased" else d
+        v = np.sum(centred * centred, axis=-2, keepdims=True) / _const(denom, X)  # (..., 1, ℓ)  line 2
+    elif kind == "rms_norm":
+        centred = X  # m = 0
+        v = np.sum(X * X, axis=-2, keepdims=True) / _const(d, X)  # (..., 1, ℓ)
+    else:
+        raise ValueError(f"unknown norm {kind!r}")
+    eps = _const(variant.epsilon, X)
+    if variant.epsilon_placement == "none":
+        sigma = np.sqrt(v)
+    elif variant.epsilon_placement == "inside_root":
+        sigma = np.sqrt(v + eps)
+    elif variant.epsilon_placement == "outside_root":
+        sigma = np.sqrt(v) + eps
+    else:
+        raise ValueError(f"unknown epsilon_placement {variant.epsilon_placement!r}")
+    out = centred / sigma  # (..., d, ℓ)  line 3, before the affine map
+    if gamma is not None:
+        out = out * gamma[:, None]  # ⊙ γ on every column
+    if beta is not None:
+        out = out + beta[:, None]  # + β 1ᵀ
+    return out
+
+
+# --------------------------------------------------------------------------
+# activations
+# --------------------------------------------------------------------------
+
+#: Φ(s) = erfc(−s/√2)/2, evaluated per element by the C library through
+#: ``math.erfc`` (NumPy has no erf). The erfc form keeps full relative
+#: precision for negative s, where 1 + erf(s/√2) would cancel.
+_PHI = np.frompyfunc(lambda s: 0.5 * math.erfc(-s / math.sqrt(2.0)), 1, 1)
+
+
+def relu(X: np.ndarray) -> np.ndarray:
+    return np.maximum(X, _const(0.0, X))
+
+
+def gelu_erf(X: np.ndarray) -> np.ndarray:
+    """GELU(x) = x·Φ(x) (exact). Φ is computed in binary64 per element and
+    rounded once to X's dtype; the product is in X's dtype."""
+    phi = _PHI(X.astype(np.float64)).astype(X.dtype) if X.size else np.zeros_like(X)
+    return X * phi
+
+
+def gelu_tanh(X: np.ndarray) -> np.ndarray:
+    """x (1 + tanh(√(2/π)(x + 0.044715 x³)))/2, in X's dtype."""
+    inner = _const(math.sqrt(2.0 / math.pi), X) * (X + _const(0.044715, X) * X * X * X)
+    return _const(0.5, X) * X * (_const(1.0, X) + np.tanh(inner))
+
+
+def activation(name: str):
+    try:
+        return {"relu": relu, "gelu_erf": gelu_erf, "gelu_tanh": gelu_tanh}[name]
+    except KeyError:
+        raise ValueError(f"unknown activation {name!r}") from None
+
+
+# --------------------------------------------------------------------------
+# softmax (Algorithm 4 line 6, Algorithm 7) and Algorithm 7
+# --------------------------------------------------------------------------
+
+
+def softmax_columns(S: np.ndarray) -> np.ndarray:
+    """softmax(S)[t1, t2] = exp(S[t1, t2]) / Σ_t exp(S[t, t2]): over axis −2, column max subtracted."""
+    E = np.exp(S - np.max(S, axis=-2, keepdims=True))  # (..., n, ℓ)
+    return E / np.sum(E, axis=-2, keepdims=True)
+
+
+def unembed(X: np.ndarray, W_u: np.ndarray, b_u=None) -> np.ndarray:
+    """Algorithm 7 line 1 per column: P = softmax(W_u X [+ b_u 1ᵀ])."""
+    logits = W_u @ X  # (..., N_V, ℓ)
+    if b_u is not None:
+        logits = logits + b_u[:, None]
+    return softmax_columns(logits)
+
+
+# --------------------------------------------------------------------------
+# Algorithm 4: the unidirectional mask and the attention core
+# --------------------------------------------------------------------------
+
+
+def unidirectional_mask(ell_z: int, ell_x: int, alignment: str = "top_left") -> np.ndarray:
+    """Mask[t_z, t_x] = [[t_z ≤ t_x]] (top_left, the paper) or [[t_z ≤ t_x + ℓ_z − ℓ_x]] (bottom_right)."""
+    t_z = np.arange(ell_z)[:, None]  # (ℓ_z, 1)
+    t_x = np.arange(ell_x)[None, :]  # (1, ℓ_x)
+    if alignment == "top_left":
+        return t_z <= t_x  # (ℓ_z, ℓ_x) bool
+    if alignment == "bottom_right":
+        return t_z <= t_x + (ell_z - ell_x)  # (ℓ_z, ℓ_x) bool
+    raise ValueError(f"unknown causal_alignment {alignment!r}")
+
+
+def _divisor(variant, d_attn: int, d_model: int) -> float | None:
+    if variant.attn_scale == "sqrt_d_attn":
+        return float(d_attn)
+    if variant.attn_scale == "sqrt_d_model":
+        return float(d_model)
+    if variant.attn_scale == "none":
+        return None
+    raise ValueError(f"unknown attn_scale {variant.attn_scale!r}")
+
+
+def attention_core(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant) -> np.ndarray:
+    """Algorithm 4, lines 1-6, for one head or a stack of heads at once.
+
+    X: (..., d_x, ℓ_x), Z: (..., d_z, ℓ_z). W_q: ([H,] d_attn, d_x),
+    W_k: ([H,] d_attn, d_z), W_v: ([H,] d_out, d_z), biases ([H,] d) or None.
+    The caller inserts the head axis into X, Z and Mask so they broadcast
+    against the stacked weights. Mask: (..., ℓ_z, ℓ_x) bool or None (≡ 1).
+    Returns Ṽ: (..., [H,] d_out, ℓ_x).
+
+    d_model of ``attn_scale='sqrt_d_model'`` is d_x, the width of X.
+    """
+    d_attn, d_x = W_q.shape[-2], W_q.shape[-1]
+    Q = W_q @ X  # (..., d_attn, ℓ_x)  line 1
+    K = W_k @ Z  # (..., d_attn, ℓ_z)  line 2
+    V = W_v @ Z  # (..., d_out, ℓ_z)   line 3
+    if b_q is not None:
+        Q = Q + b_q[..., None]  # + b_q 1ᵀ
+    if b_k is not None:
+        K = K + b_k[..., None]  # + b_k 1ᵀ
+    if b_v is not None:
+        V = V + b_v[..., None]  # + b_v 1ᵀ
+    divisor = _divisor(variant, d_attn, d_x)
+    placement = variant.scale_placement
+    if divisor is not None and placement == "query":
+        Q = Q / _const(math.sqrt(divisor), Q)  # scale moved before line 4
+    elif divisor is not None and placement == "query_key_sqrt":
+        root4 = _const(math.sqrt(math.sqrt(divisor)), Q)  # d^{1/4}: (Q/d^¼)ᵀ... = KᵀQ/√d
+        Q = Q / root4
+        K = K / root4
+    elif placement not in ("scores", "query", "query_key_sqrt"):
+        raise ValueError(f"unknown scale_placement {placement!r}")
+    S = np.swapaxes(K, -1, -2) @ Q  # (..., ℓ_z, ℓ_x)  line 4: S = KᵀQ
+
+    empty = None
+    if Mask is not None:
+        S = np.where(Mask, S, _const(-np.inf, S))  # line 5: masked scores are −∞
+        empty = ~np.any(Mask, axis=-2, keepdims=True)  # (..., 1, ℓ_x): queries with no key
+        if variant.empty_query == "error" and np.any(empty):
+            raise ValueError("attention: a query column of Mask is all False (nothing to attend to); "
+                             "empty_query='error' refuses it")
+    if divisor is not None and placement == "scores":
+        S = S / _const(math.sqrt(divisor), S)  # line 6: S / √d
+
+    # line 6, softmax over t_z with the column max subtracted; an empty
+    # column's max is −∞, so it is shifted by 0 instead and handled below.
+    col_max = np.max(S, axis=-2, keepdims=True)  # (..., 1, ℓ_x)
+    if empty is not None:
+        col_max = np.where(empty, _const(0.0, S), col_max)
+    E = np.exp(S - col_max)  # (..., ℓ_z, ℓ_x)
+    total = np.sum(E, axis=-2, keepdims=True)  # (..., 1, ℓ_x)
+    if empty is not None:
+        total = np.where(empty, _const(1.0, S), total)  # avoid 0/0; replaced below
+    A = E / total  # (..., ℓ_z, ℓ_x)  attention weights
+    if empty is not None and variant.empty_query != "error":
+        if variant.empty_query == "nan":
+            fill = _const(np.nan, S)  # the whole output column becomes NaN
+        elif variant.empty_query == "zeros":
+            fill = _const(0.0, S)  # weights 0, so Ṽ[:, t_x] = 0
+        elif variant.empty_query == "uniform":
+            fill = _const(1.0, S) / _const(S.shape[-2], S)  # weight 1/ℓ_z on every key
+        else:
+            raise ValueError(f"unknown empty_query {variant.empty_query!r}")
+        A = np.where(empty, fill, A)  # (..., ℓ_z, ℓ_x)
+    return V @ A  # (..., d_out, ℓ_x)  line 6: Ṽ = V·softmax(…)

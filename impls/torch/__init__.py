@@ -1,0 +1,97 @@
+"""The PyTorch implementation of the formal algorithms (plugin ``torch``).
+
+Written the way PyTorch code is written: sequences in PyTorch's native row
+layout (batch, seq, features), ``F.linear`` with out × in weights (the
+paper's orientation), ``F.layer_norm``/``F.rms_norm``, ``F.gelu``,
+``torch.softmax``, heads packed into one projection and batched over, and
+``F.scaled_dot_product_attention`` where its definition is the variant's.
+The conversion to and from the spec's canonical layout (tokens are columns,
+Mask indexed [t_z, t_x]) lives in one module, ``adapter``.
+
+Modules: ``adapter`` (layouts and parameter packing), ``components``
+(Alg. 1-7), ``layers`` (Alg. 8-10 layers), ``architectures`` (Alg. 8-10),
+``entries`` (the registry calling convention).
+
+Precision: importing this plugin sets ``torch.set_float32_matmul_precision(
+"highest")`` and turns TF32 off for CUDA matmuls and cuDNN, so float32
+matrix products are full float32 (``precision="highest"``). TF32 would be a
+separate, named precision tier with its own tolerances, not this plugin.
+These are process-wide PyTorch settings.
+
+Dtypes: float64, float32, bfloat16 and float16 are computed in that dtype,
+with whatever internal accumulation PyTorch's kernels use (e.g. float32
+opmath for half types). The fixed sinusoid tables are built in float64 and
+rounded once to the call's dtype.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ftspec.impls.api import FLOAT_DTYPES, Implementation
+
+from .entries import ALGORITHMS
+
+__all__ = ["devices", "from_numpy", "implementation", "to_numpy"]
+
+torch.set_float32_matmul_precision("highest")
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+
+_DTYPES = {
+    "float64": torch.float64,
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "int64": torch.int64,
+    "bool": torch.bool,
+}
+
+
+def devices() -> list[str]:
+    """The devices this process can use: cpu, each CUDA device, and mps."""
+    out = ["cpu"]
+    if torch.cuda.is_available():
+        out += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        out.append("mps")
+    return out
+
+
+def from_numpy(array, dtype: str, device: str) -> torch.Tensor:
+    """A NumPy array → a tensor of ``dtype`` on ``device``.
+
+    Converted on the CPU first: MPS has no float64, and the values are
+    exactly representable in ``dtype`` anyway, so the cast is exact. The
+    array is copied (C order; 0-d stays 0-d), so the tensor never aliases
+    the caller's buffer."""
+    if dtype not in _DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; expected one of {sorted(_DTYPES)}")
+    t = torch.from_numpy(np.array(array, copy=True, order="C")).to(dtype=_DTYPES[dtype])
+    return t.to(device=device)
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    """A tensor → a NumPy array, value for value (bfloat16 upcast to float32)."""
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        t = t.float()
+    return t.numpy()
+
+
+implementation = Implementation(
+    name="torch",
+    version=f"0.1.0+torch{torch.__version__}",
+    algorithms=ALGORITHMS,
+    dtypes=FLOAT_DTYPES,
+    devices=devices,
+    from_numpy=from_numpy,
+    to_numpy=to_numpy,
+    variants="all",
+    precision="highest",
+    description="PyTorch: native (batch, seq, features) layout behind a tested adapter; F.linear, "
+                "F.layer_norm, SDPA",
+    extra={"torch": torch.__version__},
+)

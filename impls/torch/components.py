@@ -1,0 +1,235 @@
+"""Algorithms 1-7 in native PyTorch layout: sequences are (…, ℓ, d), tokens rows.
+
+Line numbers cite /work/shared/ALGORITHMS.md. Every function takes any number
+of leading batch axes and is differentiable (no in-place updates of inputs,
+no NaN in gradients of the finite variants).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ftspec.spec.variants import VariantSet
+
+from .adapter import Attn, MLP, Norm
+
+__all__ = [
+    "activation", "attention_heads", "causal_mask", "embed", "lookup", "mh_attention", "mlp", "norm",
+    "sinusoid_table", "unembed",
+]
+
+# --------------------------------------------------------------------------
+# Algorithms 1-2 and the initial embedding (Alg. 8-10, lines 1-3)
+# --------------------------------------------------------------------------
+
+
+def lookup(index: Tensor, table: Tensor, what: str) -> Tensor:
+    """Alg. 1 / Alg. 2 line 1: row ``index`` of an (n, d) table → (…, d).
+
+    Checked first: ``F.embedding`` on CUDA would hit a device-side assert."""
+    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= table.shape[0]):
+        raise ValueError(f"{what} outside [0, {table.shape[0]}): min {int(index.min())}, max {int(index.max())}")
+    return F.embedding(index, table)  # (…, d)
+
+
+def sinusoid_table(d_e: int, ell_max: int, form: str, dtype: torch.dtype, device) -> Tensor:
+    """Fixed positions of Alg. 2 as an (ℓ_max, d_e) table (row t = position t).
+
+    paper:   W_p[2i−1, t] = sin(t / ℓ_max^{2i/d_e}), W_p[2i, t] = cos(…), 1-based i and t;
+             in 0-based row r and column c: i = r // 2 + 1, t = c + 1.
+    vaswani: PE[t, 2i] = sin(t / 10000^{2i/d_e}), PE[t, 2i+1] = cos(…), 0-based.
+    Odd d_e: the last row is the sine the same formula gives. Built once in
+    float64 on the CPU and rounded once to ``dtype`` (like a registered
+    buffer), so every dtype and device gets the correctly rounded table.
+    """
+    r = torch.arange(d_e, dtype=torch.float64)  # (d_e,)
+    c = torch.arange(ell_max, dtype=torch.float64)  # (ℓ_max,)
+    if form == "sinusoidal_paper":
+        i, t, base = torch.div(r, 2, rounding_mode="floor") + 1, c + 1, float(ell_max)
+    elif form == "sinusoidal_vaswani":
+        i, t, base = torch.div(r, 2, rounding_mode="floor"), c, 10000.0
+    else:
+        raise ValueError(f"unknown sinusoid {form!r}")
+    angle = t[:, None] / torch.pow(base, 2 * i / d_e)[None, :]  # (ℓ_max, d_e)
+    even = (torch.arange(d_e) % 2 == 0)[None, :]  # (1, d_e)
+    table = torch.where(even, torch.sin(angle), torch.cos(angle))  # (ℓ_max, d_e)
+    return table.to(device=device, dtype=dtype)
+
+
+def embed(x: Tensor, table: Tensor, positions: Optional[Tensor], v: VariantSet, ell_max: int,
+          emb_norm: Optional[Norm] = None) -> Tensor:
+    """Alg. 8-10 lines 1-3: e_t = W_e[:, x[t]] (× √d_e) + W_p[:, t], then the
+    optional embedding norm. x: (…, ℓ) tokens; table: (N_V, d_e); positions:
+    (ℓ_max, d_e) learned table or None (a sinusoid is built from ``v``)."""
+    ell, d_e = x.shape[-1], table.shape[1]
+    if ell > ell_max:
+        raise ValueError(f"sequence of length {ell} exceeds ell_max = {ell_max}")
+    X = lookup(x, table, "token IDs")  # (…, ℓ, d_e)
+    if v.embedding_scale == "sqrt_d_e":
+        X = X * math.sqrt(d_e)  # Vaswani et al.: scale before adding positions
+    if v.positions == "learned":
+        X = X + positions[:ell]  # (…, ℓ, d_e); broadcasts over the batch
+    elif v.positions != "none":
+        X = X + sinusoid_table(d_e, ell_max, v.positions, X.dtype, X.device)[:ell]
+    if v.embedding_norm:
+        X = norm(X, emb_norm, v)
+    return X
+
+
+# --------------------------------------------------------------------------
+# Algorithm 6: layer norm and RMSnorm over the feature (last) axis
+# --------------------------------------------------------------------------
+
+
+def norm(X: Tensor, p: Norm, v: VariantSet, kind: Optional[str] = None) -> Tensor:
+    """Alg. 6 applied to every token (row) of X (…, ℓ, d).
+
+    ``kind`` overrides ``v.norm`` (the layer_norm and rms_norm entries). The
+    library kernels are used where their definition is the variant's:
+    ``F.layer_norm`` computes (e − m)/√(v + ε) with biased v (ε = 0 is the
+    paper's line 3), ``F.rms_norm`` computes e/√(Σe²/d + ε). Unbiased
+    variance and ε outside the root are not expressible there, so those are
+    written out."""
+    kind = kind or v.norm
+    d = X.shape[-1]
+    eps = v.epsilon if v.epsilon_placement == "inside_root" else 0.0
+    if kind == "layer_norm":
+        if v.variance == "biased" and v.epsilon_placement != "outside_root":
+            return F.layer_norm(X, (d,), p.gamma, p.beta, eps)  # (…, ℓ, d)
+        var, mean = torch.var_mean(X, dim=-1, correction=1 if v.variance == "unbiased" else 0,
+                                   keepdim=True)  # lines 1-2: (…, ℓ, 1) each
+        Y = (X - mean) / _sigma(var, v)  # line 3
+    elif kind == "rms_norm":
+        if v.epsilon_placement != "outside_root":
+            return F.rms_norm(X, (d,), p.gamma, eps)  # eps=0.0 explicitly: None means finfo.eps
+        Y = X / _sigma(X.square().mean(dim=-1, keepdim=True), v)  # m = 0; variance switch ignored
+    else:
+        raise ValueError(f"unknown norm {kind!r}")
+    if p.gamma is not None:
+        Y = Y * p.gamma
+    if p.beta is not None:
+        Y = Y + p.beta
+    return Y
+
+
+def _sigma(var: Tensor, v: VariantSet) -> Tensor:
+    """σ = √v, √(v + ε) or √v + ε (epsilon_placement)."""
+    if v.epsilon_placement == "outside_root":
+        return torch.sqrt(var) + v.epsilon  # the Annotated Transformer's std + ε
+    if v.epsilon_placement == "inside_root":
+        return torch.sqrt(var + v.epsilon)
+    return torch.sqrt(var)
+
+
+# --------------------------------------------------------------------------
+# Algorithms 3-5: attention
+# --------------------------------------------------------------------------
+
+
+def causal_mask(ell_x: int, ell_z: int, alignment: str, device) -> Tensor:
+    """Alg. 4 unidirectional mask, native [t_x, t_z], True = may attend.
+
+    top_left [[t_z ≤ t_x]]; bottom_right [[t_z ≤ t_x + ℓ_z − ℓ_x]]: ``tril``
+    with that diagonal offset keeps exactly key j ≤ query i + offset."""
+    offset = 0 if alignment == "top_left" else ell_z - ell_x
+    return torch.ones(ell_x, ell_z, dtype=torch.bool, device=device).tril(offset)  # (ℓ_x, ℓ_z)
+
+
+def _split_heads(Y: Tensor, H: int) -> Tensor:
+    """(…, ℓ, H·d) → (…, H, ℓ, d): head h is columns h·d … (h+1)·d − 1."""
+    return Y.unflatten(-1, (H, -1)).transpose(-3, -2)
+
+
+def attention_heads(X: Tensor, Z: Tensor, p: Attn, v: VariantSet, mask: Optional[Tensor] = None,
+                    causal: bool = False) -> Tensor:
+    """Alg. 4 lines 1-6 for all H heads at once (Alg. 5 lines 1-2).
+
+    X: (…, ℓ_x, d_x) primary, Z: (…, ℓ_z, d_z) context, mask: native
+    (…, ℓ_x, ℓ_z) True = may attend, or None (Mask ≡ 1); ``causal`` builds the
+    square top-left mask. Returns Y: (…, H, ℓ_x, d_mid).
+    """
+    H, ell_x, ell_z = p.heads, X.shape[-2], Z.shape[-2]
+    Q = _split_heads(F.linear(X, p.W_q, p.b_q), H)  # line 1: (…, H, ℓ_x, d_attn)
+    K = _split_heads(F.linear(Z, p.W_k, p.b_k), H)  # line 2: (…, H, ℓ_z, d_attn)
+    V = _split_heads(F.linear(Z, p.W_v, p.b_v), H)  # line 3: (…, H, ℓ_z, d_mid)
+    d = {"sqrt_d_attn": Q.shape[-1], "sqrt_d_model": X.shape[-1], "none": 1}[v.attn_scale]
+    if causal:
+        mask = causal_mask(ell_x, ell_z, "top_left", X.device)  # (ℓ_x, ℓ_z)
+    empty = None
+    if mask is not None:
+        empty = ~mask.any(dim=-1, keepdim=True)  # (…, ℓ_x, 1): queries with no key
+        if not causal and bool(empty.any()):
+            if v.empty_query == "error":
+                raise ValueError("attention: a query (a column of Mask) has no key it may attend to "
+                                 "(empty_query='error')")
+        else:
+            empty = None
+        mask = mask.unsqueeze(-3)  # (…, 1, ℓ_x, ℓ_z): the same mask for every head
+    # Where the scale is applied (scale_placement) changes rounding only.
+    if d != 1 and v.scale_placement == "query":
+        Q = Q / math.sqrt(d)
+    elif d != 1 and v.scale_placement == "query_key_sqrt":
+        Q, K = Q / d ** 0.25, K / d ** 0.25  # √(√d) on each side: ONNX Attention
+    if (d == 1 or v.scale_placement != "scores") and empty is None:
+        # The scale is already applied (or 1), nothing is empty: SDPA's
+        # definition is exactly lines 4-6. scale=1.0 keeps it from scaling again.
+        if causal:
+            return F.scaled_dot_product_attention(Q, K, V, is_causal=True, scale=1.0)  # (…, H, ℓ_x, d_mid)
+        return F.scaled_dot_product_attention(Q, K, V, attn_mask=mask, scale=1.0)  # (…, H, ℓ_x, d_mid)
+    S = Q @ K.transpose(-1, -2)  # line 4, native Sᵀ: (…, H, ℓ_x, ℓ_z)
+    if d != 1 and v.scale_placement == "scores":
+        S = S / math.sqrt(d)  # line 6's S / √d_attn, applied to the scores as written
+    if mask is not None:
+        if empty is not None:
+            # Let empty queries see every key with equal scores, so softmax stays
+            # finite (and differentiable); their weights are replaced below.
+            mask = mask | empty.unsqueeze(-3)
+            S = S.masked_fill(empty.unsqueeze(-3), 0.0)
+        S = S.masked_fill(~mask, float("-inf"))  # line 5
+    A = torch.softmax(S, dim=-1)  # line 6: softmax over the context index
+    if empty is not None:
+        e = empty.unsqueeze(-3)  # (…, 1, ℓ_x, 1)
+        if v.empty_query == "zeros":
+            A = A.masked_fill(e, 0.0)  # ṽ = 0 for that query
+        elif v.empty_query == "nan":
+            A = A.masked_fill(e, float("nan"))  # the output column is NaN
+        # "uniform": equal scores above already give weight 1/ℓ_z on every key
+    return A @ V  # line 6: Ṽᵀ = αᵀ Vᵀ, (…, H, ℓ_x, d_mid)
+
+
+def mh_attention(X: Tensor, Z: Tensor, p: Attn, v: VariantSet, mask: Optional[Tensor] = None,
+                 causal: bool = False) -> Tensor:
+    """Alg. 5: Ṽ = W_o [Y^1; …; Y^H] + b_o 1ᵀ. Native: (…, ℓ_x, d_out)."""
+    Y = attention_heads(X, Z, p, v, mask, causal)  # lines 1-2: (…, H, ℓ_x, d_mid)
+    Y = Y.transpose(-3, -2).flatten(-2)  # line 3, head 0 first: (…, ℓ_x, H·d_mid)
+    return F.linear(Y, p.W_o, p.b_o)  # line 4: (…, ℓ_x, d_out)
+
+
+# --------------------------------------------------------------------------
+# MLP, activation, Algorithm 7
+# --------------------------------------------------------------------------
+
+
+def activation(X: Tensor, kind: str) -> Tensor:
+    if kind == "relu":
+        return F.relu(X)
+    if kind == "gelu_erf":
+        return F.gelu(X, approximate="none")  # x Φ(x)
+    if kind == "gelu_tanh":
+        return F.gelu(X, approximate="tanh")
+    raise ValueError(f"unknown activation {kind!r}")
+
+
+def mlp(X: Tensor, p: MLP, kind: str) -> Tensor:
+    """W_mlp2 act(W_mlp1 X + b_mlp1 1ᵀ) + b_mlp2 1ᵀ (Alg. 8 l. 7, 18; Alg. 9, 10 l. 7-8)."""
+    return F.linear(activation(F.linear(X, p.W1, p.b1), kind), p.W2, p.b2)  # (…, ℓ, d_e)
+
+
+def unembed(X: Tensor, W_u: Tensor, b_u: Optional[Tensor] = None) -> Tensor:
+    """Alg. 7 per token: softmax(W_u e + b_u). X (…, ℓ, d) → P (…, ℓ, N_V)."""
+    return torch.softmax(F.linear(X, W_u, b_u), dim=-1)

@@ -1,0 +1,166 @@
+"""The 19 registry entries: canonical in, native compute, canonical out.
+
+Each function has the plugin calling convention ``fn(inputs, params, ctx)``
+(impls/api.py). It converts with ``adapter`` only, calls the native code, and
+converts back; nothing else here touches layout. With ``ctx.batched`` every
+input has one leading batch axis; the native code broadcasts over any
+leading axes, so no entry needs to look at the flag.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import torch
+
+from ftspec.impls.api import Context
+
+from . import adapter as A
+from . import architectures, components as C, layers
+
+__all__ = ["ALGORITHMS"]
+
+In = Mapping[str, torch.Tensor]
+
+
+def _dtype(ctx: Context) -> torch.dtype:
+    return getattr(torch, ctx.dtype)
+
+
+def token_embedding(i: In, p: In, ctx: Context) -> Any:
+    """Alg. 1: e = W_e[:, v]; a vector is the same in both layouts."""
+    return C.lookup(i["v"], A.table_to_native(p["W_e"]), "token ID")  # (…, d_e)
+
+
+def positional_embedding(i: In, p: In, ctx: Context) -> Any:
+    """Alg. 2 line 1: e = W_p[:, t]."""
+    return C.lookup(i["t"], A.table_to_native(p["W_p"]), "position")  # (…, d_e)
+
+
+def _sinusoid(form: str):
+    def fn(i: In, p: In, ctx: Context) -> Any:
+        h = ctx.hyper
+        return A.table_to_canonical(C.sinusoid_table(h["d_e"], h["ell_max"], form, _dtype(ctx), ctx.device))
+    fn.__doc__ = f"Alg. 2, fixed alternative ({form}): W_p (d_e, ℓ_max)."
+    return fn
+
+
+def embedding(i: In, p: In, ctx: Context) -> Any:
+    """Alg. 8-10 lines 1-3 → X (…, d_e, ℓ)."""
+    e = A.embedding_params(p)
+    X = C.embed(i["x"], e.table, e.positions, ctx.variant, ctx.hyper["ell_max"], e.norm)  # (…, ℓ, d_e)
+    return A.rows_to_cols(X)
+
+
+def basic_single_query_attention(i: In, p: In, ctx: Context) -> Any:
+    """Alg. 3: one query e (…, d_in) over the columns of E (…, d_in, T)."""
+    e = i["e"].unsqueeze(-2)  # (…, 1, d_in): a sequence of one token
+    Y = C.attention_heads(e, A.cols_to_rows(i["E"]), A.attn_params(p, multi_head=False), ctx.variant)
+    return Y.squeeze(-3).squeeze(-2)  # (…, 1 head, 1, d_out) → (…, d_out)
+
+
+def attention(i: In, p: In, ctx: Context) -> Any:
+    """Alg. 4 → Ṽ (…, d_out, ℓ_x)."""
+    Y = C.attention_heads(A.cols_to_rows(i["X"]), A.cols_to_rows(i["Z"]), A.attn_params(p, multi_head=False),
+                          ctx.variant, mask=A.mask_to_native(i["Mask"]))  # (…, 1, ℓ_x, d_out)
+    return A.rows_to_cols(Y.squeeze(-3))
+
+
+def mh_attention(i: In, p: In, ctx: Context) -> Any:
+    """Alg. 5 → Ṽ (…, d_out, ℓ_x)."""
+    Y = C.mh_attention(A.cols_to_rows(i["X"]), A.cols_to_rows(i["Z"]), A.attn_params(p), ctx.variant,
+                       mask=A.mask_to_native(i["Mask"]))  # (…, ℓ_x, d_out)
+    return A.rows_to_cols(Y)
+
+
+def unidirectional_mask(i: In, p: In, ctx: Context) -> Any:
+    """Alg. 4's causal Mask, canonical [t_z, t_x] (ℓ_z, ℓ_x), True = may attend."""
+    h = ctx.hyper
+    return A.mask_to_canonical(C.causal_mask(h["ell_x"], h["ell_z"], ctx.variant.causal_alignment, ctx.device))
+
+
+def _norm_entry(kind: str):
+    def fn(i: In, p: In, ctx: Context) -> Any:
+        n = A.norm_params(p, "gamma", "beta")
+        return A.rows_to_cols(C.norm(A.cols_to_rows(i["X"]), n, ctx.variant, kind))  # (…, d_e, ℓ)
+    fn.__doc__ = f"Alg. 6 ({kind}) on every column of X; the variant's ``norm`` switch is ignored."
+    return fn
+
+
+def unembedding(i: In, p: In, ctx: Context) -> Any:
+    """Alg. 7 per column → P (…, N_V, ℓ)."""
+    u = A.unembedding_params(p, ctx.variant.unembedding == "tied")
+    return A.rows_to_cols(C.unembed(A.cols_to_rows(i["X"]), u.W_u, u.b_u))
+
+
+def _block_entry(arch: str, name: str):
+    def fn(i: In, p: In, ctx: Context) -> Any:
+        X = layers.block(A.cols_to_rows(i[name]), A.block_params(p), ctx.variant, arch)  # (…, ℓ, d_e)
+        return A.rows_to_cols(X)
+    fn.__doc__ = f"The {arch} layer: {name} (…, d_e, ℓ) → (…, d_e, ℓ)."
+    return fn
+
+
+def decoder_layer(i: In, p: In, ctx: Context) -> Any:
+    """Alg. 8 lines 14-19: X (…, d_e, ℓ_x), Z (…, d_e, ℓ_z) → X."""
+    X = layers.decoder_block(A.cols_to_rows(i["X"]), A.cols_to_rows(i["Z"]), A.dec_block_params(p), ctx.variant)
+    return A.rows_to_cols(X)
+
+
+def _layers(p: In, prefix: str, build) -> list:
+    return [build(p, f"{prefix}{l}.") for l in range(A.count(p, prefix))]
+
+
+def ed_transformer(i: In, p: In, ctx: Context) -> Any:
+    """Alg. 8 → P (…, N_V, ℓ_x)."""
+    v = ctx.variant
+    P = architectures.ed_transformer(
+        i["z"], i["x"],
+        A.embedding_params(p, "gamma_emb_enc", "beta_emb_enc"),
+        A.embedding_params(p, "gamma_emb_dec", "beta_emb_dec"),
+        _layers(p, "enc_layers.", A.block_params), _layers(p, "dec_layers.", A.dec_block_params),
+        A.norm_params(p, "gamma_enc", "beta_enc"), A.norm_params(p, "gamma_dec", "beta_dec"),
+        A.unembedding_params(p, v.unembedding == "tied"), v, ctx.hyper["ell_max"])  # (…, ℓ_x, N_V)
+    return A.rows_to_cols(P)
+
+
+def e_transformer(i: In, p: In, ctx: Context) -> Any:
+    """Alg. 9 → P (…, N_V, ℓ)."""
+    v = ctx.variant
+    P = architectures.e_transformer(
+        i["x"], A.embedding_params(p), _layers(p, "layers.", A.block_params),
+        A.norm_params(p, "gamma_final", "beta_final"), p["W_f"], p["b_f"], A.norm_params(p, "gamma", "beta"),
+        A.unembedding_params(p, v.unembedding == "tied"), v, ctx.hyper["ell_max"])  # (…, ℓ, N_V)
+    return A.rows_to_cols(P)
+
+
+def d_transformer(i: In, p: In, ctx: Context) -> Any:
+    """Alg. 10 → P (…, N_V, ℓ)."""
+    v = ctx.variant
+    P = architectures.d_transformer(
+        i["x"], A.embedding_params(p), _layers(p, "layers.", A.block_params), A.norm_params(p, "gamma", "beta"),
+        A.unembedding_params(p, v.unembedding == "tied"), v, ctx.hyper["ell_max"])  # (…, ℓ, N_V)
+    return A.rows_to_cols(P)
+
+
+ALGORITHMS = {
+    "token_embedding": token_embedding,
+    "positional_embedding": positional_embedding,
+    "sinusoidal_paper": _sinusoid("sinusoidal_paper"),
+    "sinusoidal_vaswani": _sinusoid("sinusoidal_vaswani"),
+    "embedding": embedding,
+    "basic_single_query_attention": basic_single_query_attention,
+    "attention": attention,
+    "mh_attention": mh_attention,
+    "unidirectional_mask": unidirectional_mask,
+    "layer_norm": _norm_entry("layer_norm"),
+    "rms_norm": _norm_entry("rms_norm"),
+    "unembedding": unembedding,
+    "encoder_layer": _block_entry("ed_encoder", "Z"),
+    "decoder_layer": decoder_layer,
+    "bert_layer": _block_entry("bert", "X"),
+    "gpt2_layer": _block_entry("gpt2", "X"),
+    "ed_transformer": ed_transformer,
+    "e_transformer": e_transformer,
+    "d_transformer": d_transformer,
+}

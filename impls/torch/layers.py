@@ -1,0 +1,51 @@
+"""Transformer layers (Alg. 8 lines 5-8 and 14-19, Alg. 9 lines 5-8, Alg. 10
+lines 5-8) in native layout (…, ℓ, d_e).
+
+One block function serves the encoder, BERT and GPT-2 layers: they differ
+only in the mask (GPT-2 is causal) and in what the ``paper`` variant values
+resolve to for the architecture (norm placement, activation).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from torch import Tensor
+
+from ftspec.spec.variants import VariantSet
+
+from .adapter import Block, DecBlock, Norm
+from .components import mh_attention, mlp, norm
+
+__all__ = ["block", "decoder_block"]
+
+
+def _sublayer(X: Tensor, f: Callable[[Tensor], Tensor], n: Norm, v: VariantSet, placement: str) -> Tensor:
+    """One residual sublayer.
+
+    post: X ← norm(X + f(X))       (Alg. 8 l. 5-6, Alg. 9 l. 5-6)
+    pre:  X ← X + f(norm(X))       (Alg. 10 l. 5-6): the residual adds the
+          un-normalised X, so the norm must not overwrite X."""
+    if placement == "post":
+        return norm(X + f(X), n, v)
+    return X + f(norm(X, n, v))
+
+
+def block(X: Tensor, p: Block, v: VariantSet, arch: str) -> Tensor:
+    """Encoder layer (arch "ed_encoder"), BERT layer ("bert") or GPT-2 layer
+    ("gpt2", causal self-attention). X: (…, ℓ, d_e) → (…, ℓ, d_e)."""
+    placement = v.resolved_norm_placement(arch)
+    act = v.resolved_activation(arch)
+    causal = arch == "gpt2"  # Alg. 10 l. 6: Mask[t, t'] = [[t ≤ t']]; the others Mask ≡ 1
+    X = _sublayer(X, lambda Y: mh_attention(Y, Y, p.attn, v, causal=causal), p.norm1, v, placement)
+    return _sublayer(X, lambda Y: mlp(Y, p.mlp, act), p.norm2, v, placement)  # lines 7-8
+
+
+def decoder_block(X: Tensor, Z: Tensor, p: DecBlock, v: VariantSet) -> Tensor:
+    """Alg. 8 lines 14-19. X: (…, ℓ_x, d_e) decoder stream, Z: (…, ℓ_z, d_e)
+    encoder output, used as given (it is never normalised here, even pre-LN)."""
+    placement = v.resolved_norm_placement("ed_decoder")
+    act = v.resolved_activation("ed_decoder")
+    X = _sublayer(X, lambda Y: mh_attention(Y, Y, p.self_attn, v, causal=True), p.norm3, v, placement)  # 14-15
+    X = _sublayer(X, lambda Y: mh_attention(Y, Z, p.cross_attn, v), p.norm4, v, placement)  # 16-17
+    return _sublayer(X, lambda Y: mlp(Y, p.mlp, act), p.norm5, v, placement)  # 18-19

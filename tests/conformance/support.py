@@ -1,0 +1,29 @@
+"""Running the harness on a few implementations, for the conformance tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from ftspec.conformance.profiles import profile
+from ftspec.conformance.runner import RunResult, Runner
+from ftspec.impls.api import Implementation
+from ftspec.tools.zoo import build, mutant
+
+
+def run(plugins: Sequence[tuple[str, Implementation]], algorithms: Sequence[str], dtypes: Sequence[str],
+        tmp_path: Path, *, examples: int = 60, seed: int = 0, timeout: float | None = None) -> RunResult:
+    runner = Runner(plugins, profile=profile("default"), seed=seed, case_dir=tmp_path / "cases",
+                    examples=examples, call_timeout=timeout)
+    return runner.run(algorithms, dtypes)
+
+
+def run_mutant(mutant_id: str, algorithms: Sequence[str], dtypes: Sequence[str], tmp_path: Path,
+               **kw) -> RunResult:
+    m = mutant(mutant_id)
+    return run([(f"mutant:{m.id}", build(m))], algorithms, dtypes, tmp_path, **kw)
+
+
+def failed(result: RunResult) -> dict[str, str]:
+    """{algorithm: failed check} for the cells that failed."""
+    return {c.algorithm: c.failure.check for c in result.cells if c.status == "fail" and c.failure}

@@ -1,0 +1,160 @@
+"""Checks particular to the NumPy implementation (ftspec.impls.numpy).
+
+The shared float64 comparison lives in test_bundled.py; here: float32 and
+float16 run on every case without promotion to float64 and without floating
+point warnings, batching in float16, the exact GELU's accuracy, odd-width
+sinusoids, and the errors NumPy would otherwise swallow.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+from ftspec.conformance.calling import call, prepare
+from ftspec.spec import PAPER, evaluate
+from ftspec.spec.registry import REGISTRY
+
+from .cases import all_cases, make_case
+
+CASES = list(all_cases())
+#: Loose agreement with the spec relative to the output's largest entry; the
+#: conformance harness owns the real per-dtype tolerances.
+LOOSE = {"float32": 1e-4, "float16": 5e-2}
+
+
+def _impl():
+    from ftspec.impls.numpy import implementation
+    return implementation
+
+
+def _raw_call(name, inputs, params, hyper, variant, dtype, batched=False):
+    """Call the algorithm directly so the native result's dtype can be inspected."""
+    from ftspec.impls.api import Context
+    impl = _impl()
+    entry = REGISTRY[name]
+    kinds = {s.name: s.kind for s in entry.inputs}
+    native = {k: impl.from_numpy(np.asarray(v), {"token": "int64", "position": "int64", "mask": "bool"}
+                                 .get(kinds[k], dtype), "cpu") for k, v in inputs.items()}
+    nparams = {k: impl.from_numpy(np.asarray(v), dtype, "cpu") for k, v in params.items()}
+    out = impl.algorithms[name](native, nparams, Context(name, dtype, "cpu", dict(hyper), variant, batched))
+    return out if isinstance(out, dict) else {entry.outputs[0].name: out}
+
+
+def test_declaration():
+    impl = _impl()
+    assert impl.problems() == []
+    assert impl.name == "numpy" and impl.version.startswith("0.1.0+numpy")
+    assert list(impl.devices()) == ["cpu"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_low_precision_keeps_dtype(dtype, case):
+    prep = prepare(case.entry, case.inputs, case.params, dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow, invalid or divide-by-zero on well-scaled cases
+        got = _raw_call(case.entry.name, prep.inputs, prep.params, case.hyper, case.variant, dtype)
+    want = evaluate(case.entry.name, prep.spec_inputs(), prep.spec_params(), hyper=case.hyper,
+                    variant=case.variant)
+    for name, w in want.items():
+        w = np.asarray(w)
+        g = got[name]
+        assert g.shape == w.shape
+        if case.entry.name == "unidirectional_mask":
+            assert g.dtype == np.bool_ and (g == w).all()
+            continue
+        assert g.dtype == np.dtype(dtype), f"{case.id}: {name} came back as {g.dtype}"
+        w = w.astype(np.float64)
+        assert (np.isnan(g) == np.isnan(w)).all()
+        fin = np.isfinite(w)
+        scale = max(float(np.abs(w[fin]).max(initial=0.0)), 1e-30)
+        err = float(np.abs(g.astype(np.float64)[fin] - w[fin]).max(initial=0.0)) / scale
+        assert err < LOOSE[dtype], f"{case.id}: {name} relative error {err:.2e}"
+
+
+@pytest.mark.parametrize("name", [n for n, e in REGISTRY.items() if e.inputs])
+def test_batched_float16(name):
+    entry = REGISTRY[name]
+    a, b = make_case(entry, PAPER), make_case(entry, PAPER, seed=7)
+    pa, pb = prepare(entry, a.inputs, a.params, "float16"), prepare(entry, b.inputs, a.params, "float16")
+    batch = {k: np.stack([pa.inputs[k], pb.inputs[k]]) for k in pa.inputs}
+    got = call(_impl(), entry, batch, pa.params, hyper=a.hyper, variant=PAPER, dtype="float16",
+               device="cpu", batched=True)
+    for i, p in enumerate((pa, pb)):
+        single = call(_impl(), entry, p.inputs, pa.params, hyper=a.hyper, variant=PAPER, dtype="float16",
+                      device="cpu")
+        for out in single:
+            # the same float16 operations per example; matmul blocking may differ by an ulp
+            np.testing.assert_allclose(got[out][i], single[out], rtol=2e-3, atol=2e-3)
+
+
+def test_gelu_erf_full_precision():
+    from ftspec.impls.numpy.components import gelu_erf
+    x = np.linspace(-12.0, 12.0, 2001)
+    want = np.array([t * 0.5 * math.erfc(-t / math.sqrt(2.0)) for t in x])
+    np.testing.assert_allclose(gelu_erf(x), want, rtol=4e-16, atol=0)
+    assert gelu_erf(x.astype(np.float16)).dtype == np.float16
+    assert gelu_erf(np.zeros((0, 3))).shape == (0, 3)
+
+
+@pytest.mark.parametrize("name", ["sinusoidal_paper", "sinusoidal_vaswani"])
+@pytest.mark.parametrize("d_e", [1, 3, 5])
+def test_odd_width_sinusoids(name, d_e):
+    hyper = {"d_e": d_e, "ell_max": 6}
+    got = _raw_call(name, {}, {}, hyper, PAPER, "float64")["W_p"]
+    want = np.asarray(evaluate(name, {}, {}, hyper=hyper)["W_p"])
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+    # the last row is a sine: paper i = (d_e+1)/2 with t = c+1; Vaswani i = (d_e-1)/2 with c
+    c = np.arange(6)
+    if name == "sinusoidal_paper":
+        last = np.sin((c + 1) / 6.0 ** ((d_e + 1) / d_e))
+    else:
+        last = np.sin(c / 10000.0 ** ((d_e - 1) / d_e))
+    np.testing.assert_allclose(got[-1], last, rtol=1e-14)
+
+
+@pytest.mark.parametrize("name", ["attention", "mh_attention"])
+def test_empty_query_error_is_value_error_also_batched(name):
+    entry = REGISTRY[name]
+    full = make_case(entry, PAPER)
+    empty = make_case(entry, PAPER, empty_query=True)
+    batch = {k: np.stack([full.inputs[k], empty.inputs[k]]) for k in full.inputs}
+    with pytest.raises(ValueError, match="empty_query"):
+        call(_impl(), entry, batch, full.params, hyper=full.hyper, variant=PAPER, dtype="float64",
+             device="cpu", batched=True)
+
+
+@pytest.mark.parametrize("mode", ["nan", "zeros", "uniform"])
+def test_empty_query_modes_only_touch_the_empty_column(mode):
+    entry = REGISTRY["attention"]
+    v = PAPER.replace(empty_query=mode)
+    case = make_case(entry, v, empty_query=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = call(_impl(), entry, case.inputs, case.params, hyper=case.hyper, variant=v, dtype="float64",
+                   device="cpu")["V_tilde"]
+    assert np.isfinite(out[:, :-1]).all()
+    if mode == "nan":
+        assert np.isnan(out[:, -1]).all()
+    elif mode == "zeros":
+        assert (out[:, -1] == 0).all()
+    else:
+        V = case.params["W_v"] @ case.inputs["Z"] + case.params["b_v"][:, None]
+        np.testing.assert_allclose(out[:, -1], V.mean(axis=1), rtol=1e-13)
+
+
+def test_bad_tokens_and_long_sequences_raise():
+    entry = REGISTRY["d_transformer"]
+    case = make_case(entry, PAPER)
+    for bad in (np.array([0, -1, 2]), np.array([0, case.hyper["N_V"]])):
+        with pytest.raises(ValueError):
+            call(_impl(), entry, {"x": bad}, case.params, hyper=case.hyper, variant=PAPER, dtype="float64",
+                 device="cpu")
+    too_long = np.zeros(case.hyper["ell_max"] + 1, dtype=np.int64)
+    with pytest.raises(ValueError):
+        call(_impl(), entry, {"x": too_long}, case.params, hyper=case.hyper, variant=PAPER, dtype="float64",
+             device="cpu")

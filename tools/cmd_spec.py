@@ -1,0 +1,110 @@
+"""``ftspec spec``: browse the spec's registry, parameter names and variants."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("spec", help="browse the spec: algorithms, parameter names, variants",
+                       description="Show the registry of algorithms, the flat parameter names and shapes of an "
+                                   "algorithm for given hyperparameters and variant, or the variant catalogue.")
+    s = p.add_subparsers(dest="what", metavar="WHAT", required=True)
+    a = s.add_parser("algorithms", help="every registry entry with its paper number, inputs and outputs")
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(func=_algorithms)
+    q = s.add_parser("params", help="flat parameter names and shapes of one algorithm")
+    q.add_argument("algorithm")
+    q.add_argument("--variant", default="phuong-hutter",
+                   help="preset name, JSON, or preset+switch=value,... (default: %(default)s)")
+    q.add_argument("--hyper", default="", metavar="K=V,...",
+                   help="hyperparameters, e.g. L=2,H=4,d_e=16 (unknown ones are left symbolic)")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=_params)
+    v = s.add_parser("variants", help="the variant switches and presets")
+    v.add_argument("--json", action="store_true")
+    v.set_defaults(func=_variants)
+
+
+def _algorithms(args: argparse.Namespace) -> int:
+    from ftspec.spec.registry import REGISTRY
+
+    rows = [{"name": e.name, "paper": e.title, "family": e.family, "summary": e.summary,
+             "hyper": list(e.hyper), "inputs": {i.name: [list(i.shape), i.kind] for i in e.inputs},
+             "outputs": {o.name: [list(o.shape), o.kind] for o in e.outputs}, "switches": sorted(e.switches)}
+            for e in REGISTRY.values()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    from rich.table import Table
+
+    from .console import console
+
+    t = Table(title="ftspec spec registry")
+    for col in ("name", "paper", "inputs", "output"):
+        t.add_column(col)
+    for e in REGISTRY.values():
+        inputs = ", ".join(f"{i.name}{tuple(i.shape)}" for i in e.inputs) or "-"
+        t.add_row(e.name, e.title, inputs, ", ".join(f"{o.name}{tuple(o.shape)}" for o in e.outputs))
+    console.print(t)
+    return 0
+
+
+def _params(args: argparse.Namespace) -> int:
+    from ftspec.spec.registry import REGISTRY
+    from ftspec.spec.variants import parse
+
+    if args.algorithm not in REGISTRY:
+        print(f"error: unknown algorithm {args.algorithm!r}; known: {', '.join(REGISTRY)}")
+        return 2
+    e = REGISTRY[args.algorithm]
+    try:
+        variant = parse(args.variant)
+        hyper = {k: int(v) for k, v in (item.split("=", 1) for item in args.hyper.split(",") if item)}
+    except ValueError as exc:
+        print(f"error: {exc}")
+        return 2
+    for s in e.structural:
+        hyper.setdefault(s, 1)
+    schema = e.param_schema(hyper, variant)
+    rows = []
+    for name, shape in schema.items():
+        resolved = []
+        for d in shape:
+            try:
+                from ftspec.spec.params import resolve_shape
+
+                resolved.append(resolve_shape((d,), hyper)[0])
+            except KeyError:
+                resolved.append(d)
+        rows.append({"name": name, "shape": resolved, "symbolic": list(shape)})
+    if args.json:
+        print(json.dumps({"algorithm": e.name, "variant": variant.describe(), "hyper": hyper, "params": rows},
+                         indent=2))
+        return 0
+    print(f"{e.title}: parameters under {variant.describe()} with {hyper or 'symbolic sizes'}")
+    for r in rows:
+        print(f"  {r['name']:40s} {tuple(r['shape'])}")
+    return 0
+
+
+def _variants(args: argparse.Namespace) -> int:
+    from ftspec.spec.variants import PRESETS, SWITCHES
+
+    if args.json:
+        print(json.dumps({"switches": {k: {"group": s.group, "choices": list(s.choices), "paper": s.paper,
+                                           "meaning": s.meaning} for k, s in SWITCHES.items()},
+                          "presets": {k: {"json": json.loads(v.to_json()), "hash": v.hash,
+                                          "differences": v.differences()} for k, v in PRESETS.items()}},
+                         indent=2))
+        return 0
+    for k, s in SWITCHES.items():
+        print(f"{s.group:14s} {k:18s} {' | '.join(map(str, s.choices))}\n{'':33s}{s.meaning}")
+    print()
+    for k, v in PRESETS.items():
+        diff = ", ".join(f"{a}={b}" for a, b in v.differences().items()) or "(the paper's choices)"
+        print(f"{k:22s} {v.hash}  {diff}")
+    return 0

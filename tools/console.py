@@ -1,0 +1,98 @@
+"""Console output: progress while a run goes, and the summary table."""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any, Optional
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ftspec.conformance.runner import RunResult
+
+__all__ = ["RunProgress", "console", "summary_table"]
+
+console = Console(stderr=False, highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+_STYLE = {"pass": "green", "fail": "bold red", "error": "bold red", "no examples": "yellow",
+          "not implemented": "dim"}
+
+
+def ratio_text(r: float) -> str:
+    if not math.isfinite(r):
+        return "inf"
+    return f"{r:.3g}" if r else "0 (exact)"
+
+
+class RunProgress:
+    """Receives runner events; shows a bar per search (a line per search when not a terminal)."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.live = sys.stderr.isatty() and not quiet
+        self.progress: Optional[Progress] = None
+        self.task: Any = None
+        self.total_searches = 0
+        self.done = 0
+
+    def __call__(self, event: str, **info: Any) -> None:
+        getattr(self, f"on_{event}", lambda **_: None)(**info)
+
+    def on_plan(self, searches: int, examples: int) -> None:
+        self.total_searches = searches
+        if self.quiet:
+            return
+        err_console.print(f"[bold]ftspec[/]: {searches} searches (algorithm × dtype), up to {examples} examples each")
+        if self.live:
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), console=err_console, transient=True)
+            self.progress.start()
+
+    def on_start(self, algorithm: str, dtype: str, members: list[str], examples: int) -> None:
+        if self.progress is not None:
+            label = f"[{self.done + 1}/{self.total_searches}] {algorithm} {dtype} ({len(members)} impl×device)"
+            self.task = self.progress.add_task(label, total=examples)
+
+    def on_example(self, algorithm: str, dtype: str) -> None:
+        if self.progress is not None and self.task is not None:
+            self.progress.advance(self.task)
+
+    def on_failure(self, cell: Any) -> None:
+        if self.quiet:
+            return
+        err_console.print(f"[bold red]FAIL[/] {cell.failure.report}")
+
+    def on_end(self, algorithm: str, dtype: str, cells: list) -> None:
+        self.done += 1
+        if self.progress is not None and self.task is not None:
+            self.progress.remove_task(self.task)
+            self.task = None
+        if not self.quiet and not self.live:
+            status = ", ".join(f"{c.impl}@{c.device}: {c.status} ({c.examples})" for c in cells)
+            err_console.print(f"[{self.done}/{self.total_searches}] {algorithm} {dtype}: {status}")
+
+    def on_done(self, result: RunResult) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def summary_table(result: RunResult, title: str = "Conformance") -> Table:
+    t = Table(title=f"{title}: profile {result.profile}, seed {result.seed}, {result.seconds:.1f} s")
+    for col in ("algorithm", "implementation", "dtype", "device", "examples", "verdict", "worst error/bound"):
+        t.add_column(col, justify="right" if col in ("examples", "worst error/bound") else "left")
+    missing: dict[str, list[str]] = {}
+    for c in result.cells:
+        if c.status == "not implemented":
+            if c.algorithm not in missing.setdefault(c.impl, []):
+                missing[c.impl].append(c.algorithm)
+            continue
+        verdict = c.status if c.status != "fail" else f"fail ({c.failure.check})" if c.failure else "fail"
+        extra = f" +{c.out_of_range} out of range" if c.out_of_range else ""
+        t.add_row(c.algorithm, c.impl, c.dtype, c.device, f"{c.examples}{extra}",
+                  f"[{_STYLE.get(c.status, '')}]{verdict}[/]", ratio_text(c.worst_ratio) if c.examples else "-")
+    if missing:
+        t.caption = "; ".join(f"{impl} does not implement {', '.join(algs)}" for impl, algs in missing.items())
+    return t
