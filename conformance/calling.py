@@ -19,9 +19,17 @@ from .dtypes import round_to
 __all__ = ["Prepared", "call", "native_dtype", "prepare"]
 
 
+_INTEGER_KINDS = frozenset({"token", "position", "length"})
+_BOOLEAN_KINDS = frozenset({"mask", "flag"})
+
+
 def native_dtype(kind: str, dtype: str) -> str:
-    """The ``from_numpy`` dtype name for an input of ``kind``."""
-    return {"token": "int64", "position": "int64", "mask": "bool"}.get(kind, dtype)
+    """The ``from_numpy`` dtype name for an input of ``kind`` (reals go in the call's dtype)."""
+    if kind in _INTEGER_KINDS:
+        return "int64"
+    if kind in _BOOLEAN_KINDS:
+        return "bool"
+    return dtype
 
 
 class Prepared:
@@ -29,11 +37,10 @@ class Prepared:
 
     def __init__(self, entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
                  dtype: str) -> None:
-        kinds = {s.name: s.kind for s in entry.inputs}
+        real = {s.name: s.is_real for s in entry.inputs}
         self.entry = entry
         self.dtype = dtype
-        self.inputs = {k: (round_to(v, dtype) if kinds[k] == "real" else np.array(v, copy=True))
-                       for k, v in inputs.items()}
+        self.inputs = {k: (round_to(v, dtype) if real[k] else np.array(v, copy=True)) for k, v in inputs.items()}
         self.params = {k: round_to(v, dtype) for k, v in params.items()}
 
     def spec_inputs(self) -> dict[str, Any]:
@@ -60,9 +67,10 @@ def to_native(impl: Implementation, entry: Entry, arrays: Mapping[str, np.ndarra
     return out
 
 
-def outputs_to_numpy(impl: Implementation, entry: Entry, result: Any) -> dict[str, np.ndarray]:
+def outputs_to_numpy(impl: Implementation, entry: Entry, result: Any, hyper: Mapping[str, int],
+                     variant: Any) -> dict[str, np.ndarray]:
     """Normalise a plugin's result to {output name: NumPy array}."""
-    names = [o.name for o in entry.outputs]
+    names = [o.name for o in entry.output_specs(hyper, variant)]
     if isinstance(result, Mapping):
         missing = [n for n in names if n not in result]
         if missing:
@@ -83,4 +91,4 @@ def call(impl: Implementation, entry: Entry, inputs: Mapping[str, np.ndarray],
     ctx = Context(entry.name, dtype, device, dict(hyper), variant, batched)
     native_inputs = to_native(impl, entry, inputs, dtype, device)
     native_params = to_native(impl, entry, params, dtype, device, params=True)
-    return outputs_to_numpy(impl, entry, fn(native_inputs, native_params, ctx))
+    return outputs_to_numpy(impl, entry, fn(native_inputs, native_params, ctx), hyper, variant)

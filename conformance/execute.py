@@ -96,16 +96,18 @@ def _mutated(m: Member, native: Mapping[str, Any], pristine: Mapping[str, np.nda
 
 
 def _call(m: Member, entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
-          case: Case, dtype: str, timeout: float, batched: bool) -> tuple[dict[str, np.ndarray], Optional[str]]:
+          case: Case, dtype: str, timeout: float, batched: bool,
+          hyper: Optional[Mapping[str, int]] = None) -> tuple[dict[str, np.ndarray], Optional[str]]:
     """One call; returns (NumPy outputs, name of a mutated argument or None)."""
     fn = m.impl.algorithms[entry.name]
-    ctx = Context(entry.name, dtype, m.device, dict(case.hyper), case.variant, batched)
+    hyper = dict(case.hyper if hyper is None else hyper)
+    ctx = Context(entry.name, dtype, m.device, hyper, case.variant, batched)
 
     def run() -> tuple[dict[str, np.ndarray], Optional[str]]:
         n_in = _native(m, entry, inputs, dtype, params=False)
         n_par = _native(m, entry, params, dtype, params=True)
         result = fn(n_in, n_par, ctx)
-        out = outputs_to_numpy(m.impl, entry, result)
+        out = outputs_to_numpy(m.impl, entry, result, hyper, case.variant)
         return out, _mutated(m, n_in, inputs) or _mutated(m, n_par, params)
 
     return _timed(run, timeout)
@@ -156,9 +158,38 @@ def examine(m: Member, case: Case, inputs: Mapping[str, np.ndarray], params: Map
         j.findings.append(Finding("determinism", f"two identical calls gave different bits in output {differs!r}"))
         return outcome
     outcome.checks.append("determinism")
+    _check_metamorphic(m, case, inputs, params, out, ref, dtype, timeout, outcome)
+    if not j.ok:
+        return outcome
     if batch:
         _check_batch(m, case, inputs, params, out, ref, batch, dtype, timeout, outcome)
     return outcome
+
+
+def _check_metamorphic(m: Member, case: Case, inputs, params, out, ref: Reference, dtype: str, timeout: float,
+                       outcome: Outcome) -> None:
+    from ftspec.spec.registry import entry as registry_entry
+
+    from .metamorphic import metamorphic
+
+    def call(name: str, sub_inputs, sub_params) -> dict[str, np.ndarray]:
+        sub = registry_entry(name)
+        hyper = {k: case.hyper[k] for k in sub.hyper if k in case.hyper}
+        result, _ = _call(m, sub, sub_inputs, sub_params, case, dtype, timeout, batched=False, hyper=hyper)
+        return result
+
+    try:
+        j, ran = metamorphic(case, inputs, params, out, ref, call, lambda name: name in m.impl.algorithms)
+    except CallTimeout as exc:
+        outcome.judgement.findings.append(Finding("timeout", f"metamorphic check call {exc}"))
+        outcome.timed_out = True
+        return
+    except Exception as exc:
+        outcome.judgement.findings.append(Finding("metamorphic", f"a metamorphic check's call "
+                                                  f"{_describe_exception(exc)}"))
+        return
+    outcome.judgement.add(j)
+    outcome.checks.extend(ran)
 
 
 def _check_batch(m: Member, case: Case, inputs, params, out, ref, batch, dtype, timeout, outcome: Outcome) -> None:
@@ -188,7 +219,7 @@ def _check_batch(m: Member, case: Case, inputs, params, out, ref, batch, dtype, 
         return
     if mutated:
         j.findings.append(Finding("mutation", f"the batched call changed its argument {mutated!r}"))
-    for spec in entry.outputs:
+    for spec in entry.output_specs(case.hyper, case.variant):
         got = batched[spec.name]
         want_shape = (len(members),) + members[0][1].outputs[spec.name].shape
         if got.shape != want_shape:

@@ -70,6 +70,7 @@ def cell_dict(c: Cell) -> dict[str, Any]:
         "out_of_range": c.out_of_range,
         "worst_ratio": _finite(c.worst_ratio),
         "checks": dict(sorted(c.checks.items())),
+        "ambiguous_samples": c.ambiguous,
         "note": c.note or None,
         "failure": None if c.failure is None else {
             "check": c.failure.check,

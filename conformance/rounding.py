@@ -162,6 +162,8 @@ class MonteCarloNumbers:
         self.zone = 64.0 * self.eta / self.u
         #: largest finite |value| of any intermediate result (lane 0)
         self.max_abs = 0.0
+        #: the binary64 reference refuses underflowing variances first; lanes need not
+        self.tiny = 0.0
         self.inf = Lanes(np.full(self.k + 1, math.inf), self)
         self.nan = Lanes(np.full(self.k + 1, math.nan), self)
         self.pi = self.const(repr(math.pi))
@@ -207,6 +209,9 @@ class MonteCarloNumbers:
 
     def to_float(self, x: Any) -> float:
         return _first(x)
+
+    def detach(self, x: Any) -> Any:
+        return x
 
     def isfinite(self, x: Any) -> bool:
         return math.isfinite(_first(x))

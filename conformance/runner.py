@@ -27,7 +27,7 @@ from hypothesis.errors import Flaky
 
 from ftspec.impls.api import FLOAT_DTYPES, Implementation
 from ftspec.spec import SpecError
-from ftspec.spec.registry import REGISTRY, Entry
+from ftspec.spec.registry import REGISTRY, STAGED, Entry
 
 from .calling import Prepared
 from .case import Case
@@ -66,6 +66,7 @@ class Cell:
     checks: Counter = field(default_factory=Counter)
     failure: Optional[Failure] = None
     note: str = ""
+    ambiguous: int = 0  # sampled tokens accepted because u lay within rounding of a CDF boundary
 
     @property
     def ok(self) -> bool:
@@ -160,12 +161,12 @@ class Runner:
         start = time.perf_counter()
         names = list(algorithms) if algorithms else list(REGISTRY)
         for n in names:
-            if n not in REGISTRY:
+            if n not in REGISTRY and n not in STAGED:
                 raise ValueError(f"unknown algorithm {n!r}; known: {', '.join(REGISTRY)}")
         result = RunResult([], self.profile.name, self.seed)
         plan = []
         for name in names:
-            entry = REGISTRY[name]
+            entry = REGISTRY[name] if name in REGISTRY else STAGED[name]
             for dtype in FLOAT_DTYPES:
                 if dtypes and dtype not in dtypes:
                     continue
@@ -306,7 +307,7 @@ class Runner:
                 cells[m.key].out_of_range += 1
             reject()
         batch: dict[str, list] = {p: [] for p in precisions}
-        for extra in case.batch:
+        for extra in (case.batch if entry.batchable else []):
             extra_prep = self._prepare(entry, case, extra, dtype)
             try:
                 extra_refs = {p: self._reference(entry, extra_prep, case, dtype, p) for p in precisions}
@@ -328,6 +329,7 @@ class Runner:
             cell.examples += 1
             cell.worst_ratio = max(cell.worst_ratio, outcome.judgement.ratio)
             cell.checks.update(outcome.checks)
+            cell.ambiguous += outcome.judgement.ambiguous
             worst = max(worst, outcome.judgement.ratio if math.isfinite(outcome.judgement.ratio) else 1e300)
             if outcome.timed_out:
                 m.hung = True

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
@@ -61,6 +61,11 @@ TRANSCENDENTAL_UNITS = 2.0
 #: implementations that sum in another order or use 2-4 ulp libraries.
 SAFETY = {"float64": 8.0, "float32": 8.0, "bfloat16": 8.0, "float16": 8.0}
 
+#: The same factor for what is differentiated or trained (gradients, SGD
+#: steps, training loops): its own table, calibrated separately, because a
+#: backward pass reorders its sums more than a forward pass does.
+GRADIENT_SAFETY = {"float64": 8.0, "float32": 8.0, "bfloat16": 8.0, "float16": 8.0}
+
 #: Absolute error one operation may make when its result underflows: the
 #: smallest normal number where hardware may flush subnormals to zero
 #: (float32/bfloat16 on GPUs); float16 keeps gradual underflow (half the
@@ -89,15 +94,22 @@ class ToleranceModelError(RuntimeError):
 
 @dataclass
 class Reference:
-    """The spec's answer for one case at one dtype, with its tolerances."""
+    """The spec's answer for one case at one dtype, with its tolerances.
 
-    outputs: dict[str, np.ndarray]  # float64 (bool for masks)
+    ``sampled``: for entries with sampled outputs, a function judging an
+    implementation's produced outputs against the spec's distributions
+    (conformance/sampling.py); those outputs are not compared exactly.
+    """
+
+    outputs: dict[str, np.ndarray]  # float64 (bool/int64 for exact outputs)
     bound: dict[str, np.ndarray]  # allowed |got - ref| per element
     spread: dict[str, np.ndarray]
     max_intermediate: float
     in_range: bool
     dtype: str
     precision: str
+    specs: tuple = ()
+    sampled: Optional[Callable[[Mapping[str, np.ndarray]], Any]] = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -132,10 +144,12 @@ def reference(entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[st
                            matmul_u=max(mu, fmt.u) if mu else None, mantissa_bits=fmt.mantissa_bits)
     with np.errstate(all="ignore"):
         lanes = evaluate(entry.name, spec_in, spec_par, hyper=hyper, variant=variant, numbers=mc)
+    specs = entry.output_specs(hyper, variant)
+    safety = (GRADIENT_SAFETY if entry.family == "training" and not entry.name.endswith("_loss") else SAFETY)[dtype]
     outputs, bound, spread = {}, {}, {}
-    for spec in entry.outputs:
-        if spec.kind == "mask":
-            outputs[spec.name] = np.asarray(ref[spec.name], dtype=bool)
+    for spec in specs:
+        if spec.kind != "real":  # masks, tokens, lengths, flags: exact
+            outputs[spec.name] = np.asarray(ref[spec.name], dtype=bool if spec.kind in ("mask", "bool") else np.int64)
             bound[spec.name] = np.zeros(outputs[spec.name].shape)
             spread[spec.name] = bound[spec.name]
             continue
@@ -151,9 +165,15 @@ def reference(entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[st
         s = np.where(np.isnan(s), 0.0, s)  # NaN in lane 0 too: the spec's own NaN, matched exactly
         outputs[spec.name] = value
         spread[spec.name] = s
-        bound[spec.name] = SAFETY[dtype] * s
+        bound[spec.name] = safety * s
     in_range = mc.max_abs <= RANGE_MARGIN * fmt.max
-    return Reference(outputs, bound, spread, mc.max_abs, in_range, dtype, precision)
+    sampled = None
+    if entry.trace is not None:
+        from .sampling import sampled_judge
+
+        sampled = sampled_judge(entry, spec_in, spec_par, hyper=hyper, variant=variant, dtype=dtype,
+                                seed=_seed(entry, inputs, params, variant, dtype))
+    return Reference(outputs, bound, spread, mc.max_abs, in_range, dtype, precision, specs, sampled)
 
 
 def table() -> dict[str, Any]:
@@ -162,6 +182,7 @@ def table() -> dict[str, Any]:
         "model": "monte-carlo-arithmetic",
         "lanes": LANES,
         "safety": dict(SAFETY),
+        "gradient_safety": dict(GRADIENT_SAFETY),
         "transcendental_units": TRANSCENDENTAL_UNITS,
         "underflow": dict(UNDERFLOW),
         "unit_roundoff": {d: FORMATS[d].u for d in FORMATS},

@@ -14,10 +14,12 @@ from .layers import bert_layer, decoder_layer, encoder_layer, gpt2_layer
 from .linalg import Matrix, add_bias, matmul
 from .normalization import norm_columns
 from .params import DTransformerParams, EDTransformerParams, ETransformerParams
-from .unembedding import unembed, unembedding_matrix
+from .functions import softmax_columns
+from .unembedding import logits, unembedding_matrix
 from .variants import PAPER, VariantSet
 
-__all__ = ["d_transformer", "e_transformer", "ed_transformer"]
+__all__ = ["d_transformer", "d_transformer_logits", "e_transformer", "e_transformer_logits",
+           "ed_transformer", "ed_transformer_logits"]
 
 
 def ed_transformer(z: Sequence[int], x: Sequence[int], theta: EDTransformerParams, *,
@@ -36,6 +38,13 @@ def ed_transformer(z: Sequence[int], x: Sequence[int], theta: EDTransformerParam
     when W_p is not learned.
     """
     with in_algorithm("ed_transformer"):
+        return softmax_columns(ed_transformer_logits(z, x, theta, ell_max=ell_max, variant=variant))  # line 21
+
+
+def ed_transformer_logits(z: Sequence[int], x: Sequence[int], theta: EDTransformerParams, *,
+                          ell_max: Optional[int] = None, variant: VariantSet = PAPER) -> Matrix:
+    """Algorithm 8 up to the final softmax: lines 1-20 and W_u X of line 21."""
+    with in_algorithm("ed_transformer"):
         Z = embed(z, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
                   gamma=theta.gamma_emb_enc, beta=theta.beta_emb_enc)  # lines 1-3
         for layer in theta.enc_layers:  # line 4
@@ -49,7 +58,7 @@ def ed_transformer(z: Sequence[int], x: Sequence[int], theta: EDTransformerParam
         if variant.resolved_final_norm("ed_decoder"):
             X = norm_columns(X, theta.gamma_dec, theta.beta_dec, variant)
         W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)
-        return unembed(X, W_u, theta.b_u)  # line 21
+        return logits(X, W_u, theta.b_u)  # line 21, before the softmax
 
 
 def e_transformer(x: Sequence[int], theta: ETransformerParams, *,
@@ -67,6 +76,13 @@ def e_transformer(x: Sequence[int], theta: ETransformerParams, *,
     10), ``unembedding`` (tied needs d_f = d_e), ``logit_bias``.
     """
     with in_algorithm("e_transformer"):
+        return softmax_columns(e_transformer_logits(x, theta, ell_max=ell_max, variant=variant))  # line 12
+
+
+def e_transformer_logits(x: Sequence[int], theta: ETransformerParams, *,
+                         ell_max: Optional[int] = None, variant: VariantSet = PAPER) -> Matrix:
+    """Algorithm 9 up to the final softmax: lines 1-11 and W_u X of line 12."""
+    with in_algorithm("e_transformer"):
         X = embed(x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
                   gamma=theta.gamma_emb, beta=theta.beta_emb)  # lines 1-3
         for layer in theta.layers:  # line 4
@@ -76,7 +92,7 @@ def e_transformer(x: Sequence[int], theta: ETransformerParams, *,
         X = apply(variant.resolved_activation("bert"), add_bias(matmul(theta.W_f, X), theta.b_f))  # line 10
         X = norm_columns(X, theta.gamma, theta.beta, variant)  # line 11
         W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)
-        return unembed(X, W_u, theta.b_u)  # line 12
+        return logits(X, W_u, theta.b_u)  # line 12, before the softmax
 
 
 def d_transformer(x: Sequence[int], theta: DTransformerParams, *,
@@ -92,6 +108,13 @@ def d_transformer(x: Sequence[int], theta: DTransformerParams, *,
     "none"`` (drops line 10), ``unembedding``, ``logit_bias``.
     """
     with in_algorithm("d_transformer"):
+        return softmax_columns(d_transformer_logits(x, theta, ell_max=ell_max, variant=variant))  # line 11
+
+
+def d_transformer_logits(x: Sequence[int], theta: DTransformerParams, *,
+                         ell_max: Optional[int] = None, variant: VariantSet = PAPER) -> Matrix:
+    """Algorithm 10 up to the final softmax: lines 1-10 and W_u X of line 11."""
+    with in_algorithm("d_transformer"):
         X = embed(x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
                   gamma=theta.gamma_emb, beta=theta.beta_emb)  # lines 1-3
         for layer in theta.layers:  # line 4
@@ -99,4 +122,4 @@ def d_transformer(x: Sequence[int], theta: DTransformerParams, *,
         if variant.resolved_final_norm("gpt2"):
             X = norm_columns(X, theta.gamma, theta.beta, variant)  # line 10
         W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)
-        return unembed(X, W_u, theta.b_u)  # line 11
+        return logits(X, W_u, theta.b_u)  # line 11, before the softmax

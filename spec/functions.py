@@ -23,7 +23,7 @@ def softmax(z: Vector) -> Vector:
     exact arithmetic and cannot overflow.
     """
     N = numbers.current()
-    m = max(z)
+    m = N.detach(max(z))  # a constant shift: same softmax, and no gradient through the max
     if not N.isfinite(m):
         raise SpecError("softmax", "at least one finite entry", f"max entry {N.to_float(m)!r}")
     ex = [N.exp(x - m) for x in z]

@@ -20,9 +20,20 @@ from .variants import PAPER, VariantSet
 __all__ = ["layer_norm", "norm_columns", "rms_norm"]
 
 
-def _sigma(v: Any, variant: VariantSet, what: str) -> Any:
-    """√v with the variant's epsilon: none, √(v + ε) or √v + ε."""
+def _sigma(v: Any, variant: VariantSet, what: str, nonzero: bool) -> Any:
+    """√v with the variant's epsilon: none, √(v + ε) or √v + ε.
+
+    ``nonzero``: whether the terms of v are not all zero. A v that overflows,
+    or underflows below the arithmetic's smallest normal number, is refused
+    rather than answered wrongly (binary64 cannot represent it; mpmath can).
+    """
     N = numbers.current()
+    if not N.isfinite(v):
+        raise SpecError("e", f"a column whose {what} is representable (it overflows; inputs too large)",
+                        f"{what} {N.to_float(v)!r}")
+    if nonzero and v < N.tiny:
+        raise SpecError("e", f"a column whose {what} is representable (it underflows: entries too small "
+                        f"for {N.name} arithmetic)", f"{what} {N.to_float(v)!r}")
     if variant.epsilon_placement == "none":
         if v == 0:
             raise SpecError(
@@ -79,7 +90,7 @@ def layer_norm(
         centred = [ei - m for ei in e]
         n_v = d_e if variant.variance == "biased" else d_e - 1
         v = N.dot(centred, centred) / N.num(n_v)  # line 2
-        sigma = _sigma(v, variant, "variance")  # line 3
+        sigma = _sigma(v, variant, "variance", any(c != 0 for c in centred))  # line 3
         return _affine([c / sigma for c in centred], gamma, beta, variant)
 
 
@@ -103,7 +114,7 @@ def rms_norm(
         if d_e == 0:
             raise SpecError("e", "a non-empty vector", "length 0")
         v = N.dot(e, e) / N.num(d_e)  # line 1
-        sigma = _sigma(v, variant, "mean square")  # line 2
+        sigma = _sigma(v, variant, "mean square", any(ei != 0 for ei in e))  # line 2
         return _affine([ei / sigma for ei in e], gamma, None, variant)
 
 

@@ -60,6 +60,8 @@ class Numbers:
     inf: Any
     nan: Any
     pi: Any
+    #: smallest positive normal number (0 where the exponent range is unbounded)
+    tiny: float = 0.0
 
     def num(self, x: float | int) -> Any:
         """An exactly representable input (token data, parameters)."""
@@ -72,6 +74,10 @@ class Numbers:
     def to_float(self, x: Any) -> float:
         return float(x)
 
+    def detach(self, x: Any) -> Any:
+        """x as a constant: differentiation does not flow through it (identity here)."""
+        return x
+
 
 class FloatNumbers(Numbers):
     """IEEE binary64 with correctly rounded sums."""
@@ -80,6 +86,7 @@ class FloatNumbers(Numbers):
     inf = math.inf
     nan = math.nan
     pi = math.pi
+    tiny = 2.2250738585072014e-308
 
     def num(self, x: float | int) -> float:
         return float(x)
@@ -88,10 +95,14 @@ class FloatNumbers(Numbers):
         return float(text)
 
     def fsum(self, xs: Iterable[float]) -> float:
-        return math.fsum(xs)
+        try:
+            return math.fsum(xs)
+        except (OverflowError, ValueError):  # inf - inf, or a partial sum beyond binary64
+            raise SpecError("sum", "terms whose sum is representable in binary64 (inputs too large?)",
+                            "an overflowing sum") from None
 
     def dot(self, xs: Sequence[float], ys: Sequence[float]) -> float:
-        return math.fsum([x * y for x, y in zip(xs, ys, strict=True)])
+        return self.fsum([x * y for x, y in zip(xs, ys, strict=True)])
 
     def exp(self, x: float) -> float:
         try:
@@ -315,6 +326,7 @@ class TrackedNumbers(Numbers):
     """
 
     name = "tracked"
+    tiny = 2.2250738585072014e-308
 
     def __init__(self, transcendental_units: float = 4.0) -> None:
         self.t = float(transcendental_units)

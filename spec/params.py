@@ -212,17 +212,18 @@ def from_flat(cls: type, flat: Mapping[str, Any], prefix: str = "") -> Any:
 
 
 def resolve_shape(shape: Shape, hyper: Mapping[str, int]) -> tuple[int, ...]:
-    """Evaluate a symbolic shape; ``"H*d_mid"`` is a product of hyperparameters."""
+    """Evaluate a symbolic shape: ``"H*d_mid"`` is a product, ``"ell_max-1"`` a difference."""
     dims = []
     for d in shape:
         if isinstance(d, int):
             dims.append(d)
             continue
+        product, _, minus = d.partition("-")
         value = 1
-        for factor in d.split("*"):
+        for factor in product.split("*"):
             factor = factor.strip()
             value *= int(factor) if factor.isdigit() else hyper[factor]
-        dims.append(value)
+        dims.append(value - (int(minus) if minus else 0))
     return tuple(dims)
 
 

@@ -9,7 +9,7 @@ from .functions import softmax, softmax_columns
 from .linalg import Matrix, Vector, add_bias, matmul, matvec, shape, transpose
 from .variants import PAPER, VariantSet
 
-__all__ = ["unembed", "unembedding", "unembedding_matrix"]
+__all__ = ["logits", "unembed", "unembedding", "unembedding_matrix"]
 
 
 def unembedding(e: Vector, W_u: Matrix, b_u: Optional[Vector] = None) -> Vector:
@@ -39,10 +39,15 @@ def unembedding_matrix(W_u: Optional[Matrix], W_e: Optional[Matrix], variant: Va
     return W_u
 
 
-def unembed(X: Matrix, W_u: Matrix, b_u: Optional[Vector] = None) -> Matrix:
-    """The last line of Algorithms 8-10: P ← softmax(W_u X) (+ b_u 1ᵀ), column-wise Algorithm 7."""
+def logits(X: Matrix, W_u: Matrix, b_u: Optional[Vector] = None) -> Matrix:
+    """W_u X (+ b_u 1ᵀ): the argument of the final softmax of Algorithms 7-10."""
     with in_algorithm("unembedding"):
         n_v, d = shape(W_u)
         if shape(X)[0] != d:
             raise SpecError("X", f"{d} rows (W_u is {n_v}x{d})", f"{shape(X)[0]} rows")
-        return softmax_columns(add_bias(matmul(W_u, X), b_u))
+        return add_bias(matmul(W_u, X), b_u)
+
+
+def unembed(X: Matrix, W_u: Matrix, b_u: Optional[Vector] = None) -> Matrix:
+    """The last line of Algorithms 8-10: P ← softmax(W_u X) (+ b_u 1ᵀ), column-wise Algorithm 7."""
+    return softmax_columns(logits(X, W_u, b_u))

@@ -16,11 +16,11 @@ from typing import Any, Mapping, Optional
 from . import numbers as numbers_mod
 from .errors import SpecError, in_algorithm
 from .numbers import FLOAT, Numbers
-from .params import Shape
+from .params import Shape, resolve_shape
 from .registry import Entry, entry
 from .variants import PAPER, VariantSet
 
-__all__ = ["evaluate", "resolve_hyper", "to_floats"]
+__all__ = ["evaluate", "evaluate_trace", "resolve_hyper", "to_floats"]
 
 _STRUCTURAL = {
     "L": re.compile(r"^layers\.(\d+)\."),
@@ -69,8 +69,11 @@ class _Unifier:
                 parts.append(str(d))
             elif d in self.bound:
                 parts.append(str(self.bound[d]))
-            elif "*" in d and all(f.strip() in self.bound for f in d.split("*")):
-                parts.append(str(math.prod(self.bound[f.strip()] for f in d.split("*"))))
+            elif "*" in d or "-" in d:
+                try:
+                    parts.append(str(resolve_shape((d,), self.bound)[0]))
+                except KeyError:
+                    parts.append(d)
             else:
                 parts.append(d)
         return f"shape {_fmt(shape)} = {_fmt(tuple(parts))}"
@@ -83,7 +86,7 @@ class _Unifier:
             if isinstance(sym, int):
                 if sym != size:
                     raise SpecError(argument, self._expected(shape), f"shape {_fmt(actual)}")
-            elif "*" in sym:
+            elif "*" in sym or "-" in sym:
                 self.deferred.append((argument, shape, actual))
             elif sym in self.bound and self.bound[sym] != size:
                 raise SpecError(argument, f"{self._expected(shape)} ({sym} = {self.bound[sym]} "
@@ -92,15 +95,17 @@ class _Unifier:
                 self.bound[sym] = size
                 self.origin[sym] = repr(argument)
 
-    def finish(self) -> None:
+    def finish(self, given: Mapping[str, int]) -> None:
+        known = {**given, **self.bound}
         for argument, shape, actual in self.deferred:
             for sym, size in zip(shape, actual):
-                if isinstance(sym, str) and "*" in sym:
-                    factors = [f.strip() for f in sym.split("*")]
-                    if all(f in self.bound or f.isdigit() for f in factors):
-                        want = math.prod(int(f) if f.isdigit() else self.bound[f] for f in factors)
-                        if want != size:
-                            raise SpecError(argument, self._expected(shape), f"shape {_fmt(actual)}")
+                if isinstance(sym, str) and ("*" in sym or "-" in sym):
+                    try:
+                        want = resolve_shape((sym,), known)[0]
+                    except KeyError:
+                        continue
+                    if want != size:
+                        raise SpecError(argument, self._expected(shape), f"shape {_fmt(actual)}")
 
 
 def resolve_hyper(e: Entry, inputs: Mapping[str, Any], params: Mapping[str, Any],
@@ -143,7 +148,7 @@ def resolve_hyper(e: Entry, inputs: Mapping[str, Any], params: Mapping[str, Any]
         if name not in params:
             raise SpecError(name, f"a parameter of shape {_fmt(shape)} (variant {variant.describe()})", "missing")
         uni.unify(name, shape, _nested_shape(params[name], len(shape), name))
-    uni.finish()
+    uni.finish(given)
 
     hp: dict[str, int] = {}
     for name in e.hyper:
@@ -165,7 +170,7 @@ def resolve_hyper(e: Entry, inputs: Mapping[str, Any], params: Mapping[str, Any]
 
 def _check_values(e: Entry, inputs: Mapping[str, Any], params: Mapping[str, Any], hp: Mapping[str, int]) -> None:
     for spec in e.inputs:
-        _check_kind(spec.name, inputs[spec.name], spec.kind, hp)
+        _check_kind(spec.name, inputs[spec.name], spec.kind, hp, spec.bound)
     for name, value in params.items():
         _check_kind(name, value, "real", hp)
 
@@ -178,23 +183,51 @@ def _leaves(value: Any):
         yield value
 
 
-def _check_kind(name: str, value: Any, kind: str, hp: Mapping[str, int]) -> None:
-    if kind == "real":
-        for x in _leaves(value):
+#: real kinds: (lowest, highest, closed at the top, infinity allowed, what)
+_RANGES = {
+    "real": (-math.inf, math.inf, False, False, "finite real numbers"),
+    "rate": (-math.inf, math.inf, False, False, "a finite real number"),
+    "variate": (0.0, 1.0, False, False, "uniform variates in [0, 1)"),
+    "probability": (0.0, 1.0, True, False, "a probability in [0, 1]"),
+    "distribution": (0.0, math.inf, False, False, "non-negative finite reals"),
+    "temperature": (0.0, math.inf, True, True, "a temperature τ ≥ 0 (inf allowed)"),
+}
+
+
+def _check_kind(name: str, value: Any, kind: str, hp: Mapping[str, int], bound: str = "") -> None:
+    if kind in _RANGES:
+        low, high, closed, inf_ok, what = _RANGES[kind]
+        values = list(_leaves(value))
+        for x in values:
             if isinstance(x, bool) or not isinstance(x, Real):
-                raise SpecError(name, "real numbers", f"{type(x).__name__} {x!r:.30}")
-            if not math.isfinite(x):
-                raise SpecError(name, "finite numbers", repr(x))
+                raise SpecError(name, what, f"{type(x).__name__} {x!r:.30}")
+            try:
+                x = float(x)
+            except OverflowError:  # an int beyond binary64
+                raise SpecError(name, f"{what} representable in binary64", f"{str(x)[:30]}…") from None
+            if math.isnan(x) or (math.isinf(x) and not (inf_ok and x > 0)):
+                raise SpecError(name, what, repr(x))
+            if not (low <= x and (x <= high if closed else x < high or (inf_ok and x == math.inf))):
+                raise SpecError(name, what, repr(x))
+        if kind == "distribution" and not math.fsum(values) > 0:
+            raise SpecError(name, "a vector with a positive sum", "all entries 0")
     elif kind in ("token", "position"):
         limit = hp["N_V"] if kind == "token" else hp["ell_max"]
         what = "token IDs in [0, N_V)" if kind == "token" else "positions in [0, ell_max)"
         for x in _leaves(value):
             if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < limit:
                 raise SpecError(name, f"{what} = [0, {limit})", repr(x))
-    elif kind == "mask":
+    elif kind in ("mask", "flag"):
         for x in _leaves(value):
             if x not in (0, 1) or not isinstance(x, (int, bool)):
-                raise SpecError(name, "mask entries 0 or 1 (1 = may attend)", repr(x))
+                raise SpecError(name, "entries 0 or 1" + (" (1 = may attend)" if kind == "mask" else ""), repr(x))
+    elif kind == "length":
+        top = hp[bound]
+        for x in _leaves(value):
+            if isinstance(x, bool) or not isinstance(x, int) or not 1 <= x <= top:
+                raise SpecError(name, f"lengths in [1, {bound} = {top}]", repr(x))
+    else:  # pragma: no cover - a registry mistake
+        raise AssertionError(f"unknown input kind {kind!r}")
 
 
 def _convert(value: Any, N: Numbers) -> Any:
@@ -227,10 +260,9 @@ def evaluate(
         hp = resolve_hyper(e, inputs, params, hyper, variant)
         _check_values(e, inputs, params, hp)
         with numbers_mod.using(N):
-            real_inputs = {k: (_convert(v, N) if spec.kind == "real" else v)
-                           for spec in e.inputs for k, v in [(spec.name, inputs[spec.name])]}
-            out = e.reference(real_inputs, {k: _convert(v, N) for k, v in params.items()}, hp, variant)
-        for spec in e.outputs:
+            out = e.reference(_converted_inputs(e, inputs, N), {k: _convert(v, N) for k, v in params.items()},
+                              hp, variant)
+        for spec in e.output_specs(hp, variant):
             if spec.kind != "real":
                 continue
             for x in _leaves(out[spec.name]):
@@ -240,6 +272,38 @@ def evaluate(
                     raise SpecError(spec.name, "a finite output (inputs too large for the arithmetic?)",
                                     f"{N.to_float(x)!r}")
     return out
+
+
+def _converted_inputs(e: Entry, inputs: Mapping[str, Any], N: Numbers) -> dict[str, Any]:
+    return {spec.name: (_convert(inputs[spec.name], N) if spec.is_real else inputs[spec.name]) for spec in e.inputs}
+
+
+def evaluate_trace(
+    name: str,
+    inputs: Mapping[str, Any],
+    params: Mapping[str, Any],
+    produced: Mapping[str, Any],
+    *,
+    hyper: Optional[Mapping[str, int]] = None,
+    variant: VariantSet = PAPER,
+    numbers: Optional[Numbers] = None,
+) -> list[dict[str, Any]]:
+    """The spec's sampling distribution at every step of a sampled output.
+
+    ``produced`` holds an implementation's outputs (plain Python values); the
+    trace follows the implementation's own tokens as the prefix, so each of
+    them is judged against the spec's distribution given what came before.
+    """
+    e = entry(name)
+    if e.trace is None:
+        raise SpecError("algorithm", "an entry with sampled outputs", name, algorithm=name)
+    N = numbers or FLOAT
+    with in_algorithm(name):
+        hp = resolve_hyper(e, inputs, params, hyper, variant)
+        _check_values(e, inputs, params, hp)
+        with numbers_mod.using(N):
+            return e.trace(_converted_inputs(e, inputs, N), {k: _convert(v, N) for k, v in params.items()},
+                           hp, variant, produced)
 
 
 def to_floats(value: Any, N: Numbers = FLOAT) -> Any:

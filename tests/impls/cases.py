@@ -14,11 +14,16 @@ import numpy as np
 
 from ftspec.spec import PAPER, PRESETS, SWITCHES, VariantSet
 from ftspec.spec.params import resolve_shape
-from ftspec.spec.registry import REGISTRY, Entry
+from ftspec.spec.registry import REGISTRY, STAGED, Entry
 
-#: Small hyperparameters; tied unembedding needs d_f = d_e.
+#: Small hyperparameters; tied unembedding needs d_f = d_e; a prompt of
+#: ell tokens plus ell_gen - 1 generated ones fits in ell_max.
 HYPER = dict(N_V=11, d_e=6, ell=5, ell_max=7, d_in=5, d_attn=3, d_out=4, T=4, d_x=5, d_z=4,
-             ell_x=3, ell_z=4, H=2, d_mid=3, d_mlp=8, L=2, L_enc=2, L_dec=2, d_f=6)
+             ell_x=3, ell_z=4, H=2, d_mid=3, d_mlp=8, L=2, L_enc=2, L_dec=2, d_f=6,
+             N=3, N_epochs=2, ell_gen=3)
+#: training and inference run a whole model per step: smaller still
+TRAINING_HYPER = dict(HYPER, d_e=4, d_f=4, d_mlp=6, d_attn=2, d_mid=2, L=1, L_enc=1, L_dec=1, ell=4, ell_x=3,
+                      ell_z=3, ell_max=6, N_V=7)
 
 
 @dataclasses.dataclass
@@ -41,11 +46,19 @@ class Case:
 
 
 def hyper_for(entry: Entry) -> dict[str, int]:
-    return {k: HYPER[k] for k in entry.hyper}
+    table = TRAINING_HYPER if entry.family in ("training", "inference") else HYPER
+    return {k: table[k] for k in entry.hyper}
 
 
 def variants_for(entry: Entry) -> list[VariantSet]:
-    """The paper's set, each relevant switch moved to each other value, and the presets."""
+    """The paper's set, each relevant switch moved to each other value, and the presets.
+
+    Entries that only compose others (SGD steps, training loops, inference)
+    get the paper's set and the presets: their per-switch behaviour is that
+    of the loss, gradient and forward entries, which get every switch.
+    """
+    if entry.family in ("training", "inference") and not entry.name.endswith(("_loss", "_gradient")):
+        return [PAPER] + [v for v in PRESETS.values() if v != PAPER and any(k in entry.switches for k in v.differences())]
     out = [PAPER]
     for name in sorted(entry.switches):
         sw = SWITCHES[name]
@@ -86,8 +99,28 @@ def make_case(entry: Entry, variant: VariantSet, seed: int = 0, hyper: dict[str,
             if empty_query:
                 m[:, -1] = False
             inputs[spec.name] = m
+        elif spec.kind == "flag":
+            inputs[spec.name] = rng.random(shape) < 0.5
+        elif spec.kind == "length":
+            inputs[spec.name] = rng.integers(1, hp[spec.bound] + 1, size=shape).astype(np.int64)
+        elif spec.kind == "variate":
+            inputs[spec.name] = rng.random(shape)
+        elif spec.kind == "probability":
+            inputs[spec.name] = np.asarray(0.4)
+        elif spec.kind == "rate":
+            inputs[spec.name] = np.asarray(0.05)
+        elif spec.kind == "temperature":
+            inputs[spec.name] = np.asarray(rng.choice([0.0, 0.7, 1.0, 2.5, np.inf]))
+        elif spec.kind == "distribution":
+            p = rng.random(shape)
+            inputs[spec.name] = p / p.sum()
         else:
             inputs[spec.name] = rng.normal(size=shape)
+    if entry.family == "training":  # padding beyond each length: token 0
+        for name, lengths in (("x", "x_len"), ("z", "z_len")):
+            if lengths in inputs:
+                for n, length in enumerate(inputs[lengths]):
+                    inputs[name][n, length:] = 0
     params: dict[str, np.ndarray] = {}
     for name, shape in entry.param_shapes(hp, variant).items():
         leaf = name.rsplit(".", 1)[-1]
@@ -95,6 +128,8 @@ def make_case(entry: Entry, variant: VariantSet, seed: int = 0, hyper: dict[str,
             params[name] = 1.0 + 0.2 * rng.normal(size=shape)
         elif len(shape) == 1:
             params[name] = 0.2 * rng.normal(size=shape)
+        elif entry.family == "inference" and name == "W_u":  # peaked distributions: varied tokens
+            params[name] = 3.0 * rng.normal(size=shape) / np.sqrt(shape[1])
         elif name in ("W_e", "W_p"):
             params[name] = rng.normal(size=shape)
         else:
@@ -102,9 +137,24 @@ def make_case(entry: Entry, variant: VariantSet, seed: int = 0, hyper: dict[str,
     return Case(entry, hp, variant, inputs, params)
 
 
-def all_cases() -> Iterator[Case]:
-    for entry in REGISTRY.values():
+def accepted_case(entry: Entry, variant: VariantSet, seed: int = 0, **kw: Any) -> Case:
+    """A case the spec accepts: the next seed when it refuses one (e.g. a ReLU
+    column that is all zeros before an ε-free layer norm)."""
+    from ftspec.spec import SpecError, evaluate
+
+    for attempt in range(20):
+        case = make_case(entry, variant, seed=seed + 1000 * attempt, **kw)
+        try:
+            evaluate(entry.name, case.spec_inputs(), case.spec_params(), hyper=case.hyper, variant=variant)
+        except SpecError:
+            continue
+        return case
+    raise AssertionError(f"no accepted case for {entry.name} under {variant.describe()}")
+
+
+def all_cases(registry: dict[str, Entry] = REGISTRY) -> Iterator[Case]:
+    for entry in registry.values():
         for variant in variants_for(entry):
-            yield make_case(entry, variant)
+            yield accepted_case(entry, variant)
             if "empty_query" in entry.switches and variant.empty_query != "error":
-                yield make_case(entry, variant, seed=1, empty_query=True)
+                yield accepted_case(entry, variant, seed=1, empty_query=True)

@@ -1,0 +1,216 @@
+"""Replaying the golden fixtures against implementations.
+
+Every fixture case is run on every implementation that covers its algorithm,
+supports its variant set and dtype (float64 and float32: fixture inputs are
+float32 values, so they are exact at both), on each of its devices. Each call
+goes through ``execute.examine``, so the same checks as the search apply
+(shape, dtype, NaN, mutation of arguments, determinism), against a
+``Reference`` whose outputs are the fixture's stored expected values
+(correctly rounded from 50-digit mpmath) and whose per-element bound is the
+harness's derived tolerance for that dtype (``tolerances.reference``).
+
+Nothing stops the replay: an unreadable case, a harness error or a plugin
+that raises, hangs or lists no devices becomes a failed ``FixtureResult``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from ftspec.impls.api import Implementation
+
+__all__ = ["DTYPES", "FixtureResult", "replay_fixtures"]
+
+#: the dtypes fixtures are replayed at (their inputs are exact in both)
+DTYPES = ("float64", "float32")
+DEFAULT_TIMEOUT = 60.0
+
+
+@dataclass
+class FixtureResult:
+    """One fixture case on one implementation, dtype and device."""
+
+    case: str
+    algorithm: str
+    impl: str
+    dtype: str
+    device: str
+    ok: bool
+    ratio: float = 0.0  # worst |got − expected| / bound (0: exact; inf: a check other than tolerance failed)
+    message: str = ""
+    variant: str = ""
+    checks: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.ratio
+        return {
+            "case": self.case,
+            "algorithm": self.algorithm,
+            "variant": self.variant,
+            "implementation": self.impl,
+            "dtype": self.dtype,
+            "device": self.device,
+            "ok": bool(self.ok),
+            "ratio": float(r) if math.isfinite(r) else ("inf" if r > 0 else "-inf" if r < 0 else "nan"),
+            "message": self.message,
+            "checks": list(self.checks),
+            "seconds": round(float(self.seconds), 6),
+        }
+
+
+@dataclass
+class _Target:
+    label: str
+    impl: Implementation
+    devices: list[str]
+    error: Optional[str] = None
+    hung: set = field(default_factory=set)  # devices whose calls hung
+
+
+def _targets(plugins: Sequence[tuple[str, Implementation]], devices: Optional[Sequence[str]]) -> list[_Target]:
+    out = []
+    for label, impl in plugins:
+        try:
+            found = [str(d) for d in impl.devices()]
+        except Exception as exc:  # the plugin's failure, reported per case below
+            out.append(_Target(label, impl, [], f"devices() raised {type(exc).__name__}: {exc}"))
+            continue
+        if devices:
+            found = [d for d in found if d in devices]
+        out.append(_Target(label, impl, found))
+    return out
+
+
+def _covers(t: _Target, algorithm: str, dtype: str, variant) -> bool:
+    try:
+        return (algorithm in t.impl.algorithms and dtype in tuple(t.impl.dtypes) and t.impl.supports(variant))
+    except Exception:
+        return False
+
+
+def replay_fixtures(plugins: Sequence[tuple[str, Implementation]], *, algorithms: Optional[Sequence[str]] = None,
+                    dtypes: Optional[Sequence[str]] = None, devices: Optional[Sequence[str]] = None,
+                    directory: Optional[Path | str] = None, timeout: float = DEFAULT_TIMEOUT,
+                    progress: Optional[Callable[[FixtureResult], None]] = None) -> list[FixtureResult]:
+    """Replay every fixture case (filtered) on every plugin; one result per case × plugin × dtype × device."""
+    from ftspec.fixtures import FixtureError, load_case, load_manifest
+
+    results: list[FixtureResult] = []
+
+    def emit(r: FixtureResult) -> None:
+        results.append(r)
+        if progress is not None:
+            try:
+                progress(r)
+            except Exception:
+                pass
+
+    wanted_dtypes = [d for d in DTYPES if not dtypes or d in dtypes]
+    wanted_algorithms = set(algorithms) if algorithms else None
+    targets = _targets(plugins, devices)
+    try:
+        manifest = load_manifest(directory)
+    except FixtureError as exc:
+        for t in targets:
+            emit(FixtureResult("(manifest)", "-", t.label, "-", "-", False, math.inf,
+                               f"fixtures unavailable: {exc}"))
+        return results
+    for t in targets:
+        if t.error:
+            emit(FixtureResult("(all)", "-", t.label, "-", "-", False, math.inf, t.error))
+    for record in manifest.get("cases", []):
+        algorithm = str(record.get("algorithm", "?"))
+        if wanted_algorithms is not None and algorithm not in wanted_algorithms:
+            continue
+        case_id = str(record.get("id", "?"))
+        try:
+            fx = load_case(record, directory)
+        except Exception as exc:  # noqa: BLE001 - a bad case must not stop the replay
+            message = f"fixture unreadable: {exc}"
+            for t in targets:
+                if t.error is None and algorithm in t.impl.algorithms:
+                    for dtype in wanted_dtypes:
+                        for device in t.devices:
+                            emit(FixtureResult(case_id, algorithm, t.label, dtype, device, False, math.inf, message))
+            continue
+        for dtype in wanted_dtypes:
+            _replay_case(fx, dtype, [t for t in targets if t.error is None and _covers(t, algorithm, dtype, fx.variant)],
+                         timeout, emit)
+    return results
+
+
+def _replay_case(fx, dtype: str, targets: list[_Target], timeout: float, emit) -> None:
+    from ftspec.spec.registry import REGISTRY
+
+    from .calling import Prepared
+    from .case import Case
+    from .execute import Member, examine
+    from .tolerances import Reference, reference
+
+    if not targets:
+        return
+    label = fx.variant_label
+    refs: dict[str, Any] = {}
+    try:
+        entry = REGISTRY[fx.algorithm]
+        prepared = Prepared(entry, fx.inputs, fx.params, dtype)
+        for given, rounded in ((fx.inputs, prepared.inputs), (fx.params, prepared.params)):
+            for k, v in rounded.items():
+                if not np.array_equal(v, given[k]):
+                    raise ValueError(f"{k} is not exactly representable in {dtype}")
+        case = Case(fx.algorithm, dict(fx.hyper), fx.variant, prepared.inputs, prepared.params, style="fixture")
+    except Exception as exc:  # noqa: BLE001
+        for t in targets:
+            for device in t.devices:
+                emit(FixtureResult(fx.id, fx.algorithm, t.label, dtype, device, False, math.inf,
+                                   f"harness error preparing the case: {type(exc).__name__}: {exc}", label))
+        return
+    for t in targets:
+        precision = getattr(t.impl, "precision", "highest")
+        if precision not in refs:
+            try:
+                live = reference(entry, prepared.inputs, prepared.params, hyper=dict(fx.hyper), variant=fx.variant,
+                                 dtype=dtype, precision=precision)
+                missing = [k for k in live.bound if k not in fx.expected]
+                if missing:
+                    raise ValueError(f"the fixture lacks expected outputs {missing}")
+                refs[precision] = Reference(
+                    outputs={k: np.array(fx.expected[k]) for k in live.outputs},
+                    bound=live.bound, spread=live.spread, max_intermediate=live.max_intermediate,
+                    in_range=live.in_range, dtype=dtype, precision=precision,
+                    extra={"fixture": fx.id})
+            except Exception as exc:  # noqa: BLE001
+                refs[precision] = exc
+        ref = refs[precision]
+        for device in t.devices:
+            if isinstance(ref, Exception):
+                emit(FixtureResult(fx.id, fx.algorithm, t.label, dtype, device, False, math.inf,
+                                   f"harness error computing the tolerance: {type(ref).__name__}: {ref}", label))
+                continue
+            if device in t.hung:
+                emit(FixtureResult(fx.id, fx.algorithm, t.label, dtype, device, False, math.inf,
+                                   "skipped: an earlier call on this device hung", label))
+                continue
+            started = time.perf_counter()
+            try:
+                outcome = examine(Member(t.label, t.impl, device), case, prepared.inputs, prepared.params, ref,
+                                  dtype=dtype, timeout=timeout)
+            except Exception as exc:  # noqa: BLE001 - examine reports plugin errors; anything else is ours
+                emit(FixtureResult(fx.id, fx.algorithm, t.label, dtype, device, False, math.inf,
+                                   f"harness error: {type(exc).__name__}: {exc}", label,
+                                   seconds=time.perf_counter() - started))
+                continue
+            j = outcome.judgement
+            if outcome.timed_out:
+                t.hung.add(device)
+            message = "; ".join(f"{f.check}: {f.message}" for f in j.findings)
+            ratio = j.ratio if j.ok else max(j.ratio, max((f.ratio for f in j.findings), default=math.inf))
+            emit(FixtureResult(fx.id, fx.algorithm, t.label, dtype, device, j.ok, float(ratio), message, label,
+                               list(outcome.checks), time.perf_counter() - started))

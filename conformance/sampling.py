@@ -1,0 +1,108 @@
+"""Judging sampled tokens: exact, except within rounding of a CDF boundary.
+
+Sampling is deterministic given the variates, but a variate u that lies
+within rounding error of a CDF boundary c_v makes two tokens equally correct:
+an implementation in float32 may compute c_v on the other side of u. So for
+every step the harness evaluates the spec's distribution *given the
+implementation's own prefix* (the entry's ``trace``) in Monte Carlo
+arithmetic at the implementation's dtype, widens each token's CDF interval
+[c_{v-1}, c_v) by the tolerance of its end points (SAFETY × spread), and
+accepts the produced token if u falls in its widened interval. Steps where
+more than one token is acceptable are counted as ambiguous.
+
+For τ = 0 (argmax) a token is acceptable if its probability is within
+tolerance of the largest; for τ = ∞ (uniform, ⌊u·N_V⌋) if u is within the
+dtype's rounding of its interval [v/N_V, (v+1)/N_V).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from ftspec.spec.validation import evaluate_trace
+from ftspec.spec.registry import Entry
+from ftspec.spec.variants import VariantSet
+
+from .dtypes import FORMATS
+from .judge import Finding, Judgement
+from .rounding import MonteCarloNumbers, lanes_array
+
+__all__ = ["sampled_judge"]
+
+
+def _lanes(values: list, k: int) -> tuple[np.ndarray, np.ndarray]:
+    arr = lanes_array(values, k)
+    with np.errstate(invalid="ignore"):
+        spread = np.max(np.abs(arr[..., 1:] - arr[..., :1]), axis=-1)
+    return arr[..., 0], np.where(np.isnan(spread), 0.0, spread)
+
+
+def _acceptable(record: Mapping[str, Any], k: int, safety: float, u_dtype: float) -> tuple[list[int], str]:
+    """Tokens the step accepts, and a description of the spec's distribution there."""
+    u = float(record["u"].x[0]) if hasattr(record["u"], "x") else float(record["u"])
+    kind = record["kind"]
+    if kind == "uniform":
+        n = int(record["values"][0])
+        m = 4.0 * u_dtype
+        ok = [v for v in range(n) if v / n - m <= u < (v + 1) / n + m]
+        return ok, f"uniform over {n} tokens, u = {u!r}"
+    values, spread = _lanes(record["values"], k)
+    margin = safety * spread
+    if kind == "argmax":
+        top = float(np.max(values - margin))
+        ok = [v for v in range(len(values)) if values[v] + margin[v] >= top]
+        return ok, f"argmax of p = {np.array2string(values, precision=6)}"
+    c, n = values, len(values)
+    ok = []
+    for v in range(n):
+        low = c[v - 1] - margin[v - 1] if v > 0 else -np.inf
+        high = c[v] + margin[v] if v < n - 1 else np.inf
+        if low <= u < high:
+            ok.append(v)
+    return ok, f"CDF c = {np.array2string(c, precision=6)} (margins up to {margin.max():.2g}), u = {u!r}"
+
+
+def sampled_judge(entry: Entry, inputs: Mapping[str, Any], params: Mapping[str, Any], *,
+                  hyper: Mapping[str, int], variant: VariantSet, dtype: str,
+                  seed: int) -> Callable[[Mapping[str, np.ndarray]], Judgement]:
+    """A function judging an implementation's produced outputs for this case."""
+    from .tolerances import LANES, SAFETY, TRANSCENDENTAL_UNITS, UNDERFLOW
+
+    fmt = FORMATS[dtype]
+    cache: dict[bytes, Judgement] = {}
+
+    def judge_produced(produced: Mapping[str, np.ndarray]) -> Judgement:
+        key = b"".join(np.ascontiguousarray(produced[k]).tobytes() for k in sorted(produced))
+        if key in cache:
+            return cache[key]
+        j = Judgement()
+        plain = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in produced.items()}
+        mc = MonteCarloNumbers(u=fmt.u, eta=UNDERFLOW[dtype], lanes=LANES,
+                               transcendental_units=TRANSCENDENTAL_UNITS, seed=seed,
+                               mantissa_bits=fmt.mantissa_bits)
+        try:
+            with np.errstate(all="ignore"):
+                steps = evaluate_trace(entry.name, inputs, params, plain, hyper=hyper, variant=variant, numbers=mc)
+        except (IndexError, ValueError, TypeError) as exc:  # tokens out of range, wrong lengths...
+            j.findings.append(Finding("sampling", f"sampled outputs cannot be followed: {type(exc).__name__}: {exc}"))
+            cache[key] = j
+            return j
+        for i, record in enumerate(steps):
+            if record["kind"] == "structure":
+                j.findings.append(Finding("sampling", record["message"]))
+                break
+            ok, where = _acceptable(record, LANES, SAFETY[dtype], fmt.u)
+            token = int(record["token"])
+            if token not in ok:
+                j.findings.append(Finding(
+                    "sampling", f"step {i}: produced token {token}, but the spec's distribution given the same "
+                                f"prefix accepts only {ok}: {where}"))
+                break
+            if len(ok) > 1:
+                j.ambiguous += 1
+        cache[key] = j
+        return j
+
+    return judge_produced

@@ -1,0 +1,74 @@
+"""Whole cases: variant, hyperparameters, style, inputs, parameters, batch."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence, Union
+
+from hypothesis import assume
+from hypothesis import strategies as st
+
+from ftspec.spec.registry import Entry
+from ftspec.spec.variants import VariantSet
+
+from ..case import Case
+from ._hyper import hyperparameters
+from ._inputs import inputs
+from ._options import Budget, check_int, resolve_budget, resolve_dtype, resolve_entry
+from ._params import parameters
+from ._styles import STYLES, available_styles
+from ._variants import variant_sets
+
+__all__ = ["cases"]
+
+
+def cases(entry_name: Union[str, Entry], *, dtype: str = "float64",
+          variants: Union[str, Sequence[VariantSet]] = "all", max_batch: int = 3, budget: str = "default",
+          styles: Union[str, Sequence[str]] = "all") -> st.SearchStrategy[Case]:
+    """Cases of one registry entry, everything drawn from its registry fields.
+
+    ``dtype``: the format the case is meant for (the harness rounds to it
+    later); it bounds magnitudes. ``variants``: "all" (switches of
+    ``entry.switches`` vary, see ``variant_sets``) or a sequence of variant
+    sets to sample. ``max_batch``: at most ``max_batch - 1`` further input sets
+    in ``Case.batch`` (none for entries without inputs). ``budget``: "quick",
+    "default" or "thorough" (``BUDGETS``). ``styles``: "all" or the styles to
+    draw from (each case takes one that the entry shows under its variant).
+    """
+    e = resolve_entry(entry_name)
+    dtype = resolve_dtype(dtype)
+    b = resolve_budget(budget)
+    max_batch = check_int("max_batch", max_batch)
+    if isinstance(variants, str):
+        if variants != "all":
+            raise ValueError(f"variants: expected 'all' or a sequence of VariantSet, given {variants!r}")
+        variant_strategy = variant_sets(e)
+    else:
+        chosen = list(variants)
+        if not chosen or not all(isinstance(v, VariantSet) for v in chosen):
+            raise ValueError(f"variants: expected 'all' or a non-empty sequence of VariantSet, given {variants!r}")
+        variant_strategy = st.sampled_from(chosen)
+    if isinstance(styles, str):
+        if styles != "all":
+            raise ValueError(f"styles: expected 'all' or a sequence drawn from {list(STYLES)}, given {styles!r}")
+        wanted = STYLES
+    else:
+        wanted = tuple(styles)
+        if not wanted or not set(wanted) <= set(STYLES):
+            raise ValueError(f"styles: expected 'all' or a non-empty sequence drawn from {list(STYLES)}, "
+                             f"given {styles!r}")
+    return _cases(e, dtype, variant_strategy, max_batch, b, wanted)
+
+
+@st.composite
+def _cases(draw: st.DrawFn, e: Entry, dtype: str, variant_strategy: st.SearchStrategy[VariantSet],
+           max_batch: int, budget: Budget, wanted: tuple[str, ...]) -> Case:
+    variant = draw(variant_strategy)
+    hyper = draw(hyperparameters(e, variant=variant, budget=budget))
+    options = [s for s in available_styles(e, variant, hyper) if s in wanted]
+    assume(options)  # only when ``styles`` excludes every style the entry shows here
+    style = draw(st.sampled_from(options))
+    extra = draw(st.integers(0, max_batch - 1)) if e.inputs else 0
+    first = draw(inputs(e, hyper, variant, dtype=dtype, style=style))
+    params = draw(parameters(e, hyper, variant, dtype=dtype, style=style, inputs=first))
+    batch = [draw(inputs(e, hyper, variant, dtype=dtype, style=style)) for _ in range(extra)]
+    return Case(e.name, dict(hyper), variant, first, params, batch, style)

@@ -1,0 +1,50 @@
+"""The value styles, and which of them an entry can show under a variant.
+
+- "well-scaled": weights N(0, 1/fan_in), γ ≈ 1, small biases and β,
+  embeddings and real inputs N(0, 1).
+- "large-logits": as well-scaled, then each head's W_q, b_q, W_k, b_k scaled
+  so the largest |score| (after the variant's scale, over unmasked entries)
+  is a drawn target, and W_u, b_u (or the tied W_e) so the largest |logit|
+  is; targets are log-uniform in ``MAGNITUDES[dtype].scores`` (past exp's
+  overflow in float16/float32, finite in the dtype).
+- "near-constant": columns c + small deviations in inputs and embedding
+  tables that reach a norm (relative spread 10^U(log10 s_min, −1), s_min
+  per dtype so the spread survives rounding).
+- "wide-range": values ±10^U(lo, hi) across several orders of magnitude;
+  weights N(0, 1/fan_in) times 10^U; γ, β and biases ±10^U.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from ftspec.spec.registry import Entry
+from ftspec.spec.variants import VariantSet
+
+from ._anatomy import logit_site, norms, real_inputs, score_sites, symbolic_schema, tables
+
+__all__ = ["STYLES", "available_styles", "check_style"]
+
+STYLES = ("well-scaled", "large-logits", "near-constant", "wide-range")
+
+
+def check_style(style: str) -> str:
+    if style not in STYLES:
+        raise ValueError(f"style: expected one of {list(STYLES)}, given {style!r}")
+    return style
+
+
+def available_styles(entry: Entry, variant: VariantSet, hyper: Mapping[str, int]) -> tuple[str, ...]:
+    """The styles that change something for ``entry`` under ``variant``, in ``STYLES`` order."""
+    schema = symbolic_schema(entry, variant, hyper)
+    reals = real_inputs(entry)
+    if not schema and not reals:
+        return ("well-scaled",)
+    out = ["well-scaled"]
+    if score_sites(entry, variant, hyper) or logit_site(entry, variant, hyper):
+        out.append("large-logits")
+    widths = {n.width for n in norms(entry, variant, hyper)}
+    if any(s.shape and s.shape[0] in widths for s in reals) or any(schema[t][0] in widths for t in tables(schema)):
+        out.append("near-constant")
+    out.append("wide-range")
+    return tuple(out)

@@ -1,0 +1,279 @@
+"""Registry entries of training and inference: Algorithms 11-15 and the
+pieces they are made of (each model's loss for one sequence, its gradient
+with respect to every parameter, one SGD step), plus one sampling step."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from . import numbers
+from .architectures import d_transformer, ed_transformer
+from .entry import (
+    ARCHITECTURE,
+    D_HYPER,
+    E_HYPER,
+    ED_HYPER,
+    Entry,
+    Hyper,
+    TensorSpec,
+    all_of,
+    d_schema,
+    e_schema,
+    ed_schema,
+    norm_dims,
+    sequences_fit,
+    tied_needs,
+)
+from .errors import SpecError
+from .inference import cdf, d_inference, ed_inference, sample
+from .linalg import column
+from .params import DTransformerParams, EDTransformerParams, ETransformerParams, from_flat
+from .training import (
+    d_loss,
+    d_training,
+    e_loss,
+    e_training,
+    ed_loss,
+    ed_training,
+    loss_and_gradient,
+    sgd_step,
+)
+from .variants import VariantSet
+
+__all__ = ["ENTRIES"]
+
+_X = TensorSpec
+_SCHEMA = {"ed": ed_schema, "e": e_schema, "d": d_schema}
+_CLASS = {"ed": EDTransformerParams, "e": ETransformerParams, "d": DTransformerParams}
+_HYPER = {"ed": ED_HYPER + ("ell_z", "ell_x"), "e": E_HYPER + ("ell",), "d": D_HYPER + ("ell",)}
+_STRUCTURAL = {"ed": ("L_enc", "L_dec", "H"), "e": ("L", "H"), "d": ("L", "H")}
+_PAPER = {"ed": ("EDTraining", 11), "e": ("ETraining", 12), "d": ("DTraining", 13)}
+_CHECK = {
+    "ed": all_of(sequences_fit("ell_z", "ell_x"), norm_dims("d_e")),
+    "e": all_of(sequences_fit("ell"), tied_needs("d_f"), norm_dims("d_e", "d_f")),
+    "d": all_of(sequences_fit("ell"), norm_dims("d_e")),
+}
+#: one training example: the inputs of the loss
+_EXAMPLE = {
+    "ed": (_X("z", ("ell_z",), "token", "source sequence"), _X("x", ("ell_x",), "token", "target sequence")),
+    "e": (_X("x", ("ell",), "token", "token sequence"),
+          _X("masked", ("ell",), "flag", "positions replaced by mask_token (line 4's draws)"),
+          _X("mask_token", (), "token", "the mask token's ID")),
+    "d": (_X("x", ("ell",), "token", "token sequence"),),
+}
+_ETA = _X("eta", (), "rate", "learning rate η")
+
+
+def _data(model: str, i: Mapping[str, Any]) -> tuple:
+    return tuple(i[spec.name] for spec in _EXAMPLE[model])
+
+
+def _grads(model: str):
+    def outputs(hyper: Hyper, variant: VariantSet) -> tuple[TensorSpec, ...]:
+        return tuple(_X(f"grad.{k}", s) for k, s in _SCHEMA[model](hyper, variant).items())
+    return outputs
+
+
+def _thetas(model: str):
+    def outputs(hyper: Hyper, variant: VariantSet) -> tuple[TensorSpec, ...]:
+        return tuple(_X(f"theta.{k}", s) for k, s in _SCHEMA[model](hyper, variant).items())
+    return outputs
+
+
+def _loss_entry(model: str, fn) -> Entry:
+    name, number = _PAPER[model]
+    return Entry(
+        f"{model}_loss", f"{name} loss", number, "loss(θ) of one sequence", "training",
+        "The log loss of one training example (the sum over next-token or masked positions).",
+        _HYPER[model], _EXAMPLE[model], (_X("loss", ()),), _SCHEMA[model], ARCHITECTURE,
+        lambda i, p, h, v: {"loss": fn(*_data(model, i), from_flat(_CLASS[model], p), ell_max=h["ell_max"],
+                                       variant=v)},
+        structural=_STRUCTURAL[model], check=_CHECK[model],
+    )
+
+
+def _gradient_entry(model: str) -> Entry:
+    name, number = _PAPER[model]
+    return Entry(
+        f"{model}_gradient", f"{name} gradient", number, "∇loss(θ) of one sequence", "training",
+        "The exact gradient of the loss of one example with respect to every parameter.",
+        _HYPER[model], _EXAMPLE[model], (_X("grad.*", ("as params",)),), _SCHEMA[model], ARCHITECTURE,
+        lambda i, p, h, v: {f"grad.{k}": g for k, g in loss_and_gradient(
+            model, _data(model, i), dict(p), ell_max=h["ell_max"], variant=v)[1].items()},
+        structural=_STRUCTURAL[model], check=_CHECK[model], output_schema=_grads(model),
+    )
+
+
+def _step_entry(model: str) -> Entry:
+    name, number = _PAPER[model]
+
+    def reference(i, p, h, v):
+        _, grads = loss_and_gradient(model, _data(model, i), dict(p), ell_max=h["ell_max"], variant=v)
+        return {f"theta.{k}": x for k, x in sgd_step(dict(p), grads, i["eta"]).items()}
+
+    return Entry(
+        f"{model}_sgd_step", f"{name} step", number, "θ ← θ − η·∇loss(θ)", "training",
+        "One SGD step on one example.",
+        _HYPER[model], _EXAMPLE[model] + (_ETA,), (_X("theta.*", ("as params",)),), _SCHEMA[model],
+        ARCHITECTURE, reference, structural=_STRUCTURAL[model], check=_CHECK[model],
+        output_schema=_thetas(model), batchable=False,
+    )
+
+
+def _dataset_inputs(model: str) -> tuple[TensorSpec, ...]:
+    if model == "ed":
+        return (_X("z", ("N", "ell_z"), "token", "source sequences, padded"),
+                _X("z_len", ("N",), "length", "their lengths (≤ ell_z)", bound="ell_z"),
+                _X("x", ("N", "ell_x"), "token", "target sequences, padded"),
+                _X("x_len", ("N",), "length", "their lengths (≤ ell_x)", bound="ell_x"), _ETA)
+    base = (_X("x", ("N", "ell"), "token", "sequences, padded"),
+            _X("x_len", ("N",), "length", "their lengths (≤ ell)", bound="ell"))
+    if model == "d":
+        return base + (_ETA,)
+    return base + (_X("u", ("N_epochs", "N", "ell"), "variate", "line 4's variates: masked iff u < p_mask"),
+                   _X("p_mask", (), "probability", "masking probability"),
+                   _X("mask_token", (), "token", "the mask token's ID"), _ETA)
+
+
+def _training_entry(model: str) -> Entry:
+    name, number = _PAPER[model]
+    lines = {"ed": "lines 1-7", "e": "lines 1-9", "d": "lines 1-7"}[model]
+
+    def reference(i, p, h, v):
+        common = dict(n_epochs=h["N_epochs"], ell_max=h["ell_max"], variant=v)
+        if model == "ed":
+            theta = ed_training(i["z"], i["z_len"], i["x"], i["x_len"], dict(p), i["eta"], **common)
+        elif model == "d":
+            theta = d_training(i["x"], i["x_len"], dict(p), i["eta"], **common)
+        else:
+            theta = e_training(i["x"], i["x_len"], i["u"], i["p_mask"], i["mask_token"], dict(p), i["eta"],
+                               **common)
+        return {f"theta.{k}": x for k, x in theta.items()}
+
+    return Entry(
+        f"{model}_training", name, number, lines, "training",
+        "N_epochs passes of SGD over N sequences of different lengths, one sequence per step.",
+        _HYPER[model] + ("N", "N_epochs"), _dataset_inputs(model), (_X("theta.*", ("as params",)),),
+        _SCHEMA[model], ARCHITECTURE, reference, structural=_STRUCTURAL[model], check=_CHECK[model],
+        output_schema=_thetas(model), batchable=False,
+    )
+
+
+# --------------------------------------------------------------------------
+# inference, and the trace the harness judges sampled tokens with
+# --------------------------------------------------------------------------
+
+def _step(p: list, u: Any, tau: Any, token: int) -> dict[str, Any]:
+    """The spec's distribution for one draw, for judging a produced token."""
+    t = numbers.current().to_float(tau)
+    if t == 0:
+        return {"kind": "argmax", "values": list(p), "u": u, "token": token}
+    if math.isinf(t):
+        return {"kind": "uniform", "values": [len(p)], "u": u, "token": token}
+    return {"kind": "cdf", "values": cdf(p, tau), "u": u, "token": token}
+
+
+def _sample_trace(i, p, h, v, produced) -> list[dict[str, Any]]:
+    return [_step(list(i["p"]), i["u"], i["tau"], int(produced["y"]))]
+
+
+def _d_inference_trace(i, p, h, v, produced) -> list[dict[str, Any]]:
+    theta = from_flat(DTransformerParams, p)
+    x, y = list(i["x"]), [int(t) for t in produced["y"]]
+    steps = []
+    for k in range(h["ell_gen"]):  # the spec's p at step k, given the produced prefix
+        P = d_transformer(x + y[:k], theta, ell_max=h["ell_max"], variant=v)
+        steps.append(_step(column(P, len(x) + k - 1), i["u"][k], i["tau"], y[k]))
+    return steps
+
+
+def _ed_inference_trace(i, p, h, v, produced) -> list[dict[str, Any]]:
+    theta = from_flat(EDTransformerParams, p)
+    length, tokens, eos = int(produced["length"]), [int(t) for t in produced["x_hat"]], bool(produced["eos"])
+    problems = _ed_structure(tokens, length, eos, i["bos_token"], i["eos_token"], h["ell_max"])
+    if problems:
+        return [{"kind": "structure", "message": problems}]
+    steps = []
+    for k in range(length - 1):
+        P = ed_transformer(i["z"], tokens[: k + 1], theta, ell_max=h["ell_max"], variant=v)
+        steps.append(_step(column(P, k), i["u"][k], i["tau"], tokens[k + 1]))
+    return steps
+
+
+def _ed_structure(tokens: list[int], length: int, eos: bool, bos: int, eos_token: int, ell_max: int) -> str:
+    """What EDInference's output must satisfy whatever was sampled ('' if it does)."""
+    if not 1 <= length <= ell_max:
+        return f"length {length} outside [1, ell_max = {ell_max}]"
+    if tokens[0] != bos:
+        return f"x_hat[0] = {tokens[0]}, expected bos_token {bos}"
+    if any(t != -1 for t in tokens[length:]):
+        return f"x_hat beyond length {length} must be -1 (padding), got {tokens[length:]}"
+    body = tokens[1:length]
+    if eos_token in body[:-1]:
+        return f"eos_token {eos_token} appears before the last token: generation did not stop"
+    if eos != (bool(body) and body[-1] == eos_token):
+        return f"eos flag {eos} but the last token is {body[-1] if body else 'bos'}"
+    if not eos and length != ell_max:
+        return f"stopped after {length} tokens without eos and before ell_max = {ell_max}"
+    return ""
+
+
+def _ed_inference_reference(i, p, h, v):
+    x_hat, eos = ed_inference(i["z"], from_flat(EDTransformerParams, p), i["u"], i["tau"], i["bos_token"],
+                              i["eos_token"], ell_max=h["ell_max"], variant=v)
+    return {"x_hat": x_hat + [-1] * (h["ell_max"] - len(x_hat)), "length": len(x_hat), "eos": eos}
+
+
+def _d_inference_fits(hyper: Hyper, variant: VariantSet) -> None:
+    if hyper["ell"] + hyper["ell_gen"] - 1 > hyper["ell_max"]:
+        raise SpecError("ell_gen", f"ell + ell_gen − 1 ≤ ell_max = {hyper['ell_max']} (the last step reads "
+                        f"ell + ell_gen − 1 tokens)", f"ell = {hyper['ell']}, ell_gen = {hyper['ell_gen']}")
+
+
+def _tau() -> TensorSpec:
+    return _X("tau", (), "temperature", "τ ≥ 0; 0 is argmax (ties to the lowest ID), inf is uniform")
+
+
+ENTRIES: list[Entry] = [
+    *(_loss_entry(m, fn) for m, fn in (("ed", ed_loss), ("e", e_loss), ("d", d_loss))),
+    *(_gradient_entry(m) for m in ("ed", "e", "d")),
+    *(_step_entry(m) for m in ("ed", "e", "d")),
+    *(_training_entry(m) for m in ("ed", "e", "d")),
+    Entry(
+        "sample", "Temperature sampling", 14, "line 5: y ~ q ∝ p^{1/τ}", "inference",
+        "One draw by inverse CDF over token IDs in increasing order, with an explicit variate.",
+        ("N_V",),
+        (_X("p", ("N_V",), "distribution", "p (non-negative, positive sum)"), _X("u", (), "variate"), _tau()),
+        (_X("y", (), "token"),),
+        lambda h, v: {}, frozenset(),
+        lambda i, p, h, v: {"y": sample(i["p"], i["u"], i["tau"])},
+        batchable=False, trace=_sample_trace,
+    ),
+    Entry(
+        "d_inference", "DInference", 14, "lines 1-7", "inference",
+        "ℓ_gen tokens sampled from DTransformer one at a time, variate u[i] for step i.",
+        D_HYPER + ("ell", "ell_gen"),
+        (_X("x", ("ell",), "token", "prompt"), _X("u", ("ell_gen",), "variate", "one variate per step"), _tau()),
+        (_X("y", ("ell_gen",), "token"),),
+        d_schema, ARCHITECTURE,
+        lambda i, p, h, v: {"y": d_inference(i["x"], from_flat(DTransformerParams, p), i["u"], i["tau"],
+                                             ell_gen=h["ell_gen"], ell_max=h["ell_max"], variant=v)},
+        structural=("L", "H"), check=all_of(_d_inference_fits, norm_dims("d_e")),
+        batchable=False, trace=_d_inference_trace,
+    ),
+    Entry(
+        "ed_inference", "EDInference", 15, "lines 1-8", "inference",
+        "Decoding from bos until eos or ℓ_max tokens, variate u[i] for step i; says which stopped it.",
+        ED_HYPER + ("ell_z",),
+        (_X("z", ("ell_z",), "token", "source sequence"),
+         _X("u", ("ell_max-1",), "variate", "one variate per step"), _tau(),
+         _X("bos_token", (), "token"), _X("eos_token", (), "token")),
+        (_X("x_hat", ("ell_max",), "token", "bos, the sampled tokens, then -1 padding"),
+         _X("length", (), "int", "tokens in x_hat, bos included"),
+         _X("eos", (), "bool", "stopped because eos was sampled (else ℓ_max was reached)")),
+        ed_schema, ARCHITECTURE, _ed_inference_reference,
+        structural=("L_enc", "L_dec", "H"), check=all_of(sequences_fit("ell_z"), norm_dims("d_e")),
+        minimum={"ell_max": 2}, batchable=False, trace=_ed_inference_trace,
+    ),
+]

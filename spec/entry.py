@@ -1,0 +1,201 @@
+"""What a registry entry declares (``Entry``, ``TensorSpec``) and the helpers
+the entry lists share (switch groups, hyperparameter checks, model schemas).
+
+Symbolic shapes use hyperparameter names; ``"H*d_mid"`` is a product and
+``"ell_max-1"`` a difference with an integer. Input kinds:
+
+- ``real``: floats (activations, parameters-like inputs);
+- ``token``: an ID in [0, N_V); ``position``: in [0, ell_max);
+- ``mask``: boolean, True = may attend, indexed [t_z, t_x];
+- ``flag``: boolean per position (ETraining's masked positions);
+- ``length``: a sequence length in [1, the padded width];
+- ``variate``: a uniform variate in [0, 1);
+- ``probability``: a real in [0, 1]; ``distribution``: a vector of reals ≥ 0
+  with a positive sum;
+- ``rate``: a finite real (SGD's η); ``temperature``: a real τ ≥ 0, inf allowed.
+
+Output kinds: ``real`` (judged with a tolerance), ``mask`` and ``bool`` and
+``int`` (exact), ``token`` (sampled: exact up to CDF boundaries, see the
+``trace`` hook).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
+
+from . import params as P
+from .errors import SpecError
+from .params import Shape
+from .variants import SWITCHES, VariantSet
+
+__all__ = ["Entry", "Hyper", "TensorSpec"]
+
+Hyper = Mapping[str, int]
+REAL_KINDS = frozenset({"real", "variate", "probability", "distribution", "rate", "temperature"})
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    shape: Shape
+    kind: str = "real"
+    doc: str = ""
+    #: for ``length`` inputs: the hyperparameter (padded width) bounding them
+    bound: str = ""
+
+    @property
+    def is_real(self) -> bool:
+        return self.kind in REAL_KINDS
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One algorithm of the registry (see the module docstring for kinds)."""
+
+    name: str
+    paper_name: str
+    number: Optional[int]
+    lines: str
+    family: str  # component | layer | architecture | training | inference
+    summary: str
+    hyper: tuple[str, ...]
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    param_schema: Callable[[Hyper, VariantSet], dict[str, Shape]]
+    switches: frozenset[str]
+    reference: Callable[[Mapping[str, Any], Mapping[str, Any], Hyper, VariantSet], dict[str, Any]]
+    #: hyperparameters read from parameter names (layer and head counts)
+    structural: tuple[str, ...] = ()
+    #: extra conditions on hyperparameters and variant (raise SpecError)
+    check: Optional[Callable[[Hyper, VariantSet], None]] = None
+    #: hyperparameters with a lower bound other than 1
+    minimum: Mapping[str, int] = field(default_factory=dict)
+    #: outputs that depend on the configuration (gradients: one per parameter)
+    output_schema: Optional[Callable[[Hyper, VariantSet], tuple[TensorSpec, ...]]] = None
+    #: whether a leading batch axis on the inputs is part of the contract
+    batchable: bool = True
+    #: for sampled outputs: (inputs, params, hyper, variant, produced outputs) ->
+    #: one record per sampling step, {"kind": "cdf"|"argmax"|"uniform",
+    #: "values": [...], "u": variate, "token": the produced token}; the
+    #: harness checks each produced token against the spec's distribution
+    #: given the same prefix
+    trace: Optional[Callable[..., list[dict[str, Any]]]] = None
+
+    @property
+    def title(self) -> str:
+        num = f"Algorithm {self.number}" if self.number else "Supplement"
+        return f"{num}: {self.paper_name} ({self.lines})"
+
+    def output_specs(self, hyper: Hyper, variant: VariantSet) -> tuple[TensorSpec, ...]:
+        return self.output_schema(hyper, variant) if self.output_schema else self.outputs
+
+    def output_shapes(self, hyper: Hyper, variant: Optional[VariantSet] = None) -> dict[str, tuple[int, ...]]:
+        specs = self.output_specs(hyper, variant) if variant is not None else self.outputs
+        return {o.name: P.resolve_shape(o.shape, hyper) for o in specs}
+
+    def input_shapes(self, hyper: Hyper) -> dict[str, tuple[int, ...]]:
+        return {i.name: P.resolve_shape(i.shape, hyper) for i in self.inputs}
+
+    def param_shapes(self, hyper: Hyper, variant: VariantSet) -> dict[str, tuple[int, ...]]:
+        return {k: P.resolve_shape(s, hyper) for k, s in self.param_schema(hyper, variant).items()}
+
+
+# --------------------------------------------------------------------------
+# switch groups
+# --------------------------------------------------------------------------
+
+ATTENTION = frozenset({"attn_scale", "scale_placement", "attn_bias"})
+NORM_LN = frozenset({"epsilon", "epsilon_placement", "variance", "affine"})
+NORM_ANY = NORM_LN | {"norm"}
+LAYER = ATTENTION | NORM_ANY | {"norm_placement", "activation", "mlp_bias"}
+EMBEDDING = frozenset({"positions", "embedding_scale", "embedding_norm"}) | NORM_ANY
+ARCHITECTURE = LAYER | EMBEDDING | {"final_norm", "unembedding", "logit_bias"}
+assert ARCHITECTURE | {"empty_query", "causal_alignment"} == set(SWITCHES)
+
+
+# --------------------------------------------------------------------------
+# hyperparameter checks
+# --------------------------------------------------------------------------
+
+def no_params(hyper: Hyper, variant: VariantSet) -> dict[str, Shape]:
+    return {}
+
+
+def tied_needs(d: str) -> Callable[[Hyper, VariantSet], None]:
+    def check(hyper: Hyper, variant: VariantSet) -> None:
+        if variant.unembedding == "tied" and hyper[d] != hyper["d_e"]:
+            raise SpecError(d, f"{d} = d_e = {hyper['d_e']} (unembedding='tied' uses W_u = W_eᵀ)",
+                            f"{d} = {hyper[d]}")
+    return check
+
+
+def sequences_fit(*names: str) -> Callable[[Hyper, VariantSet], None]:
+    def check(hyper: Hyper, variant: VariantSet) -> None:
+        for n in names:
+            if hyper[n] > hyper["ell_max"]:
+                raise SpecError(n, f"a sequence length at most ell_max = {hyper['ell_max']}",
+                                f"{n} = {hyper[n]}")
+    return check
+
+
+def all_of(*checks: Callable[[Hyper, VariantSet], None]) -> Callable[[Hyper, VariantSet], None]:
+    def check(hyper: Hyper, variant: VariantSet) -> None:
+        for c in checks:
+            c(hyper, variant)
+    return check
+
+
+def norm_dims(*dims: str, layer_norm_only: bool = False) -> Callable[[Hyper, VariantSet], None]:
+    """Unbiased variance divides by d - 1: every normalised width needs d ≥ 2."""
+    def check(hyper: Hyper, variant: VariantSet) -> None:
+        if variant.variance == "unbiased" and (layer_norm_only or variant.norm == "layer_norm"):
+            for d in dims:
+                if hyper[d] < 2:
+                    raise SpecError(d, f"{d} ≥ 2 (unbiased variance divides by {d} − 1)", f"{d} = {hyper[d]}")
+    return check
+
+
+# --------------------------------------------------------------------------
+# parameter schemas of the architectures
+# --------------------------------------------------------------------------
+
+def ed_schema(hyper: Hyper, v: VariantSet) -> dict[str, Shape]:
+    s = P.embedding_schema(v, (("gamma_emb_enc", "beta_emb_enc"), ("gamma_emb_dec", "beta_emb_dec")))
+    for l in range(hyper["L_enc"]):
+        s.update(P.layer_schema(hyper["H"], v, f"enc_layers.{l}."))
+    for l in range(hyper["L_dec"]):
+        s.update(P.decoder_layer_schema(hyper["H"], v, f"dec_layers.{l}."))
+    if v.resolved_final_norm("ed_encoder"):
+        s.update(P.norm_schema(v, "gamma_enc", "beta_enc"))
+        s.update(P.norm_schema(v, "gamma_dec", "beta_dec"))
+    s.update(P.unembedding_schema(v))
+    return s
+
+
+def e_schema(hyper: Hyper, v: VariantSet) -> dict[str, Shape]:
+    s = P.embedding_schema(v)
+    for l in range(hyper["L"]):
+        s.update(P.layer_schema(hyper["H"], v, f"layers.{l}."))
+    if v.resolved_final_norm("bert"):
+        s.update(P.norm_schema(v, "gamma_final", "beta_final"))
+    s["W_f"] = ("d_f", "d_e")
+    s["b_f"] = ("d_f",)
+    s.update(P.norm_schema(v, "gamma", "beta", d="d_f"))
+    s.update(P.unembedding_schema(v, d="d_f"))
+    return s
+
+
+def d_schema(hyper: Hyper, v: VariantSet) -> dict[str, Shape]:
+    s = P.embedding_schema(v)
+    for l in range(hyper["L"]):
+        s.update(P.layer_schema(hyper["H"], v, f"layers.{l}."))
+    if v.resolved_final_norm("gpt2"):
+        s.update(P.norm_schema(v, "gamma", "beta"))
+    s.update(P.unembedding_schema(v))
+    return s
+
+
+ED_HYPER = ("N_V", "ell_max", "L_enc", "L_dec", "H", "d_e", "d_attn", "d_mid", "d_mlp")
+E_HYPER = ("N_V", "ell_max", "L", "H", "d_e", "d_attn", "d_mid", "d_mlp", "d_f")
+D_HYPER = ("N_V", "ell_max", "L", "H", "d_e", "d_attn", "d_mid", "d_mlp")
