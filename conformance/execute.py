@@ -10,6 +10,7 @@ elements equal the per-example calls and the spec.
 from __future__ import annotations
 
 import threading
+import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
@@ -39,6 +40,7 @@ class Member:
     impl: Implementation
     device: str
     hung: bool = False
+    seconds: float = 0.0  # time spent in this member's calls (conversions included)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -110,7 +112,11 @@ def _call(m: Member, entry: Entry, inputs: Mapping[str, np.ndarray], params: Map
         out = outputs_to_numpy(m.impl, entry, result, hyper, case.variant)
         return out, _mutated(m, n_in, inputs) or _mutated(m, n_par, params)
 
-    return _timed(run, timeout)
+    started = time.perf_counter()
+    try:
+        return _timed(run, timeout)
+    finally:
+        m.seconds += time.perf_counter() - started
 
 
 def _describe_exception(exc: BaseException) -> str:

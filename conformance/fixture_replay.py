@@ -136,7 +136,7 @@ def replay_fixtures(plugins: Sequence[tuple[str, Implementation]], *, algorithms
             message = f"fixture unreadable: {exc}"
             for t in targets:
                 if t.error is None and algorithm in t.impl.algorithms:
-                    for dtype in wanted_dtypes:
+                    for dtype in (d for d in wanted_dtypes if d in tuple(t.impl.dtypes)):
                         for device in t.devices:
                             emit(FixtureResult(case_id, algorithm, t.label, dtype, device, False, math.inf, message))
             continue

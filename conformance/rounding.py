@@ -115,8 +115,9 @@ class Lanes:
 def _underflow(rel: np.ndarray, absolute: np.ndarray) -> np.ndarray:
     """Add the absolute (underflow) error without what rounding cannot do:
     an exact zero stays zero and no result changes sign."""
-    out = rel + absolute
-    return np.where((rel == 0) | (rel * out < 0), 0.0 * rel, out)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf lanes (masked scores) pass through
+        out = rel + absolute
+        return np.where((rel == 0) | (rel * out < 0), 0.0 * rel, out)
 
 
 def _lane(o: Any) -> Any:

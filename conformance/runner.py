@@ -67,6 +67,10 @@ class Cell:
     failure: Optional[Failure] = None
     note: str = ""
     ambiguous: int = 0  # sampled tokens accepted because u lay within rounding of a CDF boundary
+    #: seconds from the start of this cell's search to its first failing example (before shrinking),
+    #: and how many examples the member had run by then (the failing one included)
+    first_failure_s: Optional[float] = None
+    first_failure_examples: Optional[int] = None
 
     @property
     def ok(self) -> bool:
@@ -83,6 +87,10 @@ class RunResult:
     rejected: Counter = field(default_factory=Counter)  # (algorithm, dtype) -> cases the spec refused
     agreement: dict = field(default_factory=dict)  # (algorithm, dtype) -> {(a, b): worst |a-b| / (2 bound)}
     fixtures: list = field(default_factory=list)  # fixture replay results (conformance/replay_fixtures)
+    #: seconds spent computing spec references (binary64 + Monte Carlo tolerances, cache misses only)
+    reference_seconds: float = 0.0
+    #: seconds spent in implementation calls (conversions included), per implementation label
+    implementation_seconds: Counter = field(default_factory=Counter)
 
     @property
     def ok(self) -> bool:
@@ -126,6 +134,8 @@ class Runner:
         self._refs: OrderedDict[tuple, Any] = OrderedDict()
         self._devices: dict[str, list[str]] = {}
         self._device_errors: dict[str, str] = {}
+        self._reference_seconds = 0.0
+        self._search_started = 0.0
         for label, impl in self.plugins:
             try:
                 found = [str(d) for d in impl.devices()]
@@ -144,11 +154,14 @@ class Runner:
             self._refs.move_to_end(key)
             value = self._refs[key]
         else:
+            started = time.perf_counter()
             try:
                 value = reference(entry, prepared.inputs, prepared.params, hyper=case.hyper,
                                   variant=case.variant, dtype=dtype, precision=precision)
             except SpecError as exc:
                 value = exc
+            finally:
+                self._reference_seconds += time.perf_counter() - started
             self._refs[key] = value
             if len(self._refs) > 512:
                 self._refs.popitem(last=False)
@@ -178,6 +191,7 @@ class Runner:
             for group in self._variant_groups(members):
                 self._search(entry, dtype, group, cells, result)
         result.seconds = time.perf_counter() - start
+        result.reference_seconds = self._reference_seconds
         self.progress("done", result=result)
         return result
 
@@ -220,6 +234,7 @@ class Runner:
         active = list(members)
         budget = self.examples
         round_ = 0
+        self._search_started = time.perf_counter()
         self.progress("start", algorithm=entry.name, dtype=dtype, members=[f"{m.label}@{m.device}" for m in active],
                       examples=budget)
         while active and budget > 0:
@@ -260,6 +275,7 @@ class Runner:
                 round_ += 1
             active = [m for m in active if not m.hung]
         for m in members:
+            result.implementation_seconds[m.label] += m.seconds
             cell = cells[m.key]
             if cell.status == "pass" and cell.examples == 0:
                 cell.status = "no examples"
@@ -331,6 +347,9 @@ class Runner:
             cell.checks.update(outcome.checks)
             cell.ambiguous += outcome.judgement.ambiguous
             worst = max(worst, outcome.judgement.ratio if math.isfinite(outcome.judgement.ratio) else 1e300)
+            if not outcome.judgement.ok and cell.first_failure_s is None:
+                cell.first_failure_s = time.perf_counter() - self._search_started
+                cell.first_failure_examples = cell.examples
             if outcome.timed_out:
                 m.hung = True
                 self._fail(cell, m, outcome.judgement.findings[0], case, dtype, shrunk=False)

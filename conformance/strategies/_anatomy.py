@@ -11,7 +11,11 @@ named. The strategies use it to know
   would have must be W_e's);
 - where attention scores and output logits are formed (each ``W_q``/``W_k``
   pair, ``W_u`` or the tied ``W_e``), and which input feeds them;
-- which inputs and embedding tables reach a norm.
+- which inputs and embedding tables reach a norm;
+- for training and inference entries: which token input each ``length``
+  input measures (``padded``: the token input shaped like the lengths plus
+  the length's ``bound``), and whether the entry updates parameters (a
+  ``rate`` input) or samples (a ``trace``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, TypeVar
 
-from ftspec.spec.registry import REGISTRY, Entry, TensorSpec
+from ftspec.spec.registry import REGISTRY, STAGED, Entry, TensorSpec
 from ftspec.spec.variants import VariantSet
 
 __all__ = [
@@ -33,10 +37,13 @@ __all__ = [
     "leaf",
     "logit_site",
     "norms",
+    "padded",
     "real_inputs",
+    "registered",
     "score_sites",
     "symbolic_schema",
     "tables",
+    "updates",
     "width_minimum",
 ]
 
@@ -47,17 +54,23 @@ INDEX_LIMITS = {"token": "N_V", "position": "ell_max"}
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def registered(entry: Entry) -> bool:
+    """Whether ``entry`` is the registry's (REGISTRY or STAGED) entry of its name."""
+    return (REGISTRY.get(entry.name) or STAGED.get(entry.name)) is entry
+
+
 def _memo(fn: F) -> F:
     """Cache ``fn(entry, variant, hyper=None)`` for registry entries (drawing
-    calls these for every example). Results are shared: callers must not
-    mutate them."""
+    calls these for every example). The answers are symbolic, so they depend
+    on ``hyper`` only through the structural counts (layers, heads). Results
+    are shared: callers must not mutate them."""
     cache: dict[tuple, Any] = {}
 
     @functools.wraps(fn)
     def wrapper(entry: Entry, variant: VariantSet, hyper: Optional[Mapping[str, int]] = None) -> Any:
-        if REGISTRY.get(entry.name) is not entry:
+        if not registered(entry):
             return fn(entry, variant, hyper)
-        key = (entry.name, variant, None if hyper is None else tuple(sorted(hyper.items())))
+        key = (entry.name, variant, None if hyper is None else tuple(hyper[k] for k in entry.structural))
         if key not in cache:
             if len(cache) > 4096:
                 cache.clear()
@@ -108,7 +121,8 @@ def norms(entry: Entry, variant: VariantSet, hyper: Optional[Mapping[str, int]] 
 
 
 @_memo
-def width_minimum(entry: Entry, variant: VariantSet, hyper: Optional[Mapping[str, int]] = None) -> dict[str, int]:
+def width_minimum(entry: Entry, variant: VariantSet,
+                  hyper: Optional[Mapping[str, int]] = None) -> dict[str, int]:
     """Normalised widths that must be ≥ 2: a layer norm without ε sees zero
     variance in a single entry; unbiased variance divides by d − 1; a head
     (``heads``) without ε needs two rows to keep its columns apart."""
@@ -121,7 +135,8 @@ def width_minimum(entry: Entry, variant: VariantSet, hyper: Optional[Mapping[str
 
 
 @_memo
-def heads(entry: Entry, variant: VariantSet, hyper: Optional[Mapping[str, int]] = None) -> list[tuple[str, Optional[str]]]:
+def heads(entry: Entry, variant: VariantSet,
+          hyper: Optional[Mapping[str, int]] = None) -> list[tuple[str, Optional[str]]]:
     """(weight, bias) pairs mapping one normalised width into another: a head
     whose output goes through an activation into a norm (BERT's W_f, b_f).
     After a ReLU, or a GELU of a very negative argument, a whole column can be
@@ -139,7 +154,8 @@ def heads(entry: Entry, variant: VariantSet, hyper: Optional[Mapping[str, int]] 
 
 
 @_memo
-def equal_widths(entry: Entry, variant: VariantSet, hyper: Optional[Mapping[str, int]] = None) -> list[tuple[str, str]]:
+def equal_widths(entry: Entry, variant: VariantSet,
+                 hyper: Optional[Mapping[str, int]] = None) -> list[tuple[str, str]]:
     """(follower, leader) widths a tied unembedding forces equal."""
     schema = symbolic_schema(entry, variant)
     separate = symbolic_schema(entry, variant.replace(unembedding="separate"))
@@ -176,7 +192,8 @@ class ScoreSite:
 
 
 @_memo
-def score_sites(entry: Entry, variant: VariantSet, hyper: Optional[Mapping[str, int]] = None) -> list[ScoreSite]:
+def score_sites(entry: Entry, variant: VariantSet,
+                hyper: Optional[Mapping[str, int]] = None) -> list[ScoreSite]:
     schema = symbolic_schema(entry, variant, hyper)
     sites = []
     for name, shape in schema.items():
@@ -200,7 +217,8 @@ class LogitSite:
 
 
 @_memo
-def logit_site(entry: Entry, variant: VariantSet, hyper: Optional[Mapping[str, int]] = None) -> Optional[LogitSite]:
+def logit_site(entry: Entry, variant: VariantSet,
+               hyper: Optional[Mapping[str, int]] = None) -> Optional[LogitSite]:
     schema = symbolic_schema(entry, variant, hyper)
     bias = "b_u" if "b_u" in schema else None
     if "W_u" in schema:
@@ -211,3 +229,22 @@ def logit_site(entry: Entry, variant: VariantSet, hyper: Optional[Mapping[str, i
         w = schema["W_e"][0]
         return LogitSite("W_e", True, bias, _feeding(entry, w, last=False), w)
     return None
+
+
+def padded(entry: Entry) -> dict[str, str]:
+    """{token input: length input}: a token input shaped like a ``length``
+    input plus that length's ``bound`` holds padded sequences (row n is
+    valid up to the length n)."""
+    out = {}
+    for length in entry.inputs:
+        if length.kind != "length":
+            continue
+        for spec in entry.inputs:
+            if spec.kind == "token" and tuple(spec.shape) == tuple(length.shape) + (length.bound,):
+                out[spec.name] = length.name
+    return out
+
+
+def updates(entry: Entry) -> bool:
+    """Whether the entry changes parameters by a learning rate (SGD steps, training loops)."""
+    return any(s.kind == "rate" for s in entry.inputs)

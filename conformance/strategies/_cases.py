@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence, Union
+from typing import Sequence, Union
 
 from hypothesis import assume
 from hypothesis import strategies as st
@@ -15,6 +15,7 @@ from ._hyper import hyperparameters
 from ._inputs import inputs
 from ._options import Budget, check_int, resolve_budget, resolve_dtype, resolve_entry
 from ._params import parameters
+from ._sampling import aimed
 from ._styles import STYLES, available_styles
 from ._variants import variant_sets
 
@@ -30,13 +31,16 @@ def cases(entry_name: Union[str, Entry], *, dtype: str = "float64",
     later); it bounds magnitudes. ``variants``: "all" (switches of
     ``entry.switches`` vary, see ``variant_sets``) or a sequence of variant
     sets to sample. ``max_batch``: at most ``max_batch - 1`` further input sets
-    in ``Case.batch`` (none for entries without inputs). ``budget``: "quick",
-    "default" or "thorough" (``BUDGETS``). ``styles``: "all" or the styles to
+    in ``Case.batch`` (only for entries with inputs whose ``batchable`` is
+    set). ``budget``: "quick", "default" or "thorough" (``BUDGETS``; for
+    training and inference entries ``MODEL_BUDGETS``). Entries with sampled
+    outputs get their variates and scalar tokens aimed at what the spec
+    does with the drawn model (``aimed``). ``styles``: "all" or the styles to
     draw from (each case takes one that the entry shows under its variant).
     """
     e = resolve_entry(entry_name)
     dtype = resolve_dtype(dtype)
-    b = resolve_budget(budget)
+    b = resolve_budget(budget, e)
     max_batch = check_int("max_batch", max_batch)
     if isinstance(variants, str):
         if variants != "all":
@@ -63,12 +67,14 @@ def cases(entry_name: Union[str, Entry], *, dtype: str = "float64",
 def _cases(draw: st.DrawFn, e: Entry, dtype: str, variant_strategy: st.SearchStrategy[VariantSet],
            max_batch: int, budget: Budget, wanted: tuple[str, ...]) -> Case:
     variant = draw(variant_strategy)
-    hyper = draw(hyperparameters(e, variant=variant, budget=budget))
+    hyper = draw(hyperparameters(e, variant=variant, budget=budget, dtype=dtype))
     options = [s for s in available_styles(e, variant, hyper) if s in wanted]
     assume(options)  # only when ``styles`` excludes every style the entry shows here
     style = draw(st.sampled_from(options))
-    extra = draw(st.integers(0, max_batch - 1)) if e.inputs else 0
+    extra = draw(st.integers(0, max_batch - 1)) if e.inputs and e.batchable else 0
     first = draw(inputs(e, hyper, variant, dtype=dtype, style=style))
     params = draw(parameters(e, hyper, variant, dtype=dtype, style=style, inputs=first))
+    if e.trace is not None:
+        first = draw(aimed(e, hyper, variant, first, params, dtype))
     batch = [draw(inputs(e, hyper, variant, dtype=dtype, style=style)) for _ in range(extra)]
     return Case(e.name, dict(hyper), variant, first, params, batch, style)

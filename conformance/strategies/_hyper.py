@@ -3,20 +3,30 @@
 Constraints come from the entry's fields and the variant, so every draw
 passes ``entry.check``:
 
-- normalised widths are ≥ 2 where a layer norm needs it (``width_minimum``);
+- normalised widths are ≥ 2 where a layer norm needs it (``width_minimum``;
+  with ``dtype`` given, an ε that rounds to 0 there counts as no ε: a
+  one-row layer norm would divide 0 by √0 in that dtype);
 - a tied unembedding copies the width it forces equal (``equal_widths``);
 - with ``ell_max`` among the names, every sequence length is ≤ ``ell_max``:
-  lengths are drawn first and ``ell_max`` adds room to the longest (none in
-  about a third of draws, so ℓ = ℓ_max is common);
+  lengths are drawn first and ``ell_max`` adds room to the smallest value
+  the entry's check accepts (the longest length, or more where the check
+  asks for it, e.g. DInference's ℓ + ℓ_gen − 1; no room in about a third of
+  draws, so the tightest ℓ_max is common);
 - with two sequence lengths (ℓ_x, ℓ_z) the second equals the first unless a
   coin says otherwise (cross-attention shapes with ℓ_z ≠ ℓ_x).
 
 Each size is ``st.integers(low, bound)``: it shrinks to its smallest value.
+Where the budget's ``often`` bounds a kind (layer counts of the training and
+inference budgets), the bound is the usual one except in one draw of
+``RARE``; kinds in the budget's ``uniform`` (a dataset's shape) are drawn
+uniformly (``uniform_integer``, shrinking to the smallest).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
+
+import numpy as np
 
 from hypothesis import assume
 from hypothesis import strategies as st
@@ -25,23 +35,29 @@ from ftspec.spec.errors import SpecError
 from ftspec.spec.variants import PAPER, VariantSet
 
 from ._anatomy import equal_widths, width_minimum
-from ._options import hyper_kind, resolve_budget, resolve_entry
+from ..dtypes import round_to
+from ._options import RARE, hyper_kind, resolve_budget, resolve_dtype, resolve_entry
+from ._values import uniform_integer
 
 __all__ = ["hyperparameters"]
 
 
 @st.composite
 def hyperparameters(draw: st.DrawFn, entry: Any, *, variant: VariantSet = PAPER,
-                    budget: Any = "default") -> dict[str, int]:
+                    budget: Any = "default", dtype: Optional[str] = None) -> dict[str, int]:
     """{hyperparameter: int} for ``entry`` (Entry or name) under ``variant``, in ``entry.hyper`` order."""
     e = resolve_entry(entry)
-    b = resolve_budget(budget)
+    b = resolve_budget(budget, e)
     if not isinstance(variant, VariantSet):
         raise ValueError(f"variant: expected a VariantSet, given {variant!r}")
     for name in e.hyper:
         hyper_kind(name)  # unknown names fail here, before any draw
     low = {n: e.minimum.get(n, 1) for n in e.hyper}
-    for n, m in width_minimum(e, variant).items():
+    effective = variant
+    if dtype is not None and variant.epsilon_placement != "none" and \
+            round_to(np.array(variant.epsilon), resolve_dtype(dtype)) == 0:
+        effective = variant.replace(epsilon_placement="none", epsilon=0.0)
+    for n, m in width_minimum(e, effective).items():
         if n in low:
             low[n] = max(low[n], m)
     followers = dict(equal_widths(e, variant))
@@ -52,19 +68,25 @@ def hyperparameters(draw: st.DrawFn, entry: Any, *, variant: VariantSet = PAPER,
         if name == "ell_max" or name in followers:
             continue
         bound = b.bound(name)
+        if b.usual(name) < bound and uniform_integer(draw, "rare " + name, 1, RARE) < RARE:
+            bound = b.usual(name)
         if name in lengths[1:] and not draw(st.booleans()):
             hyper[name] = hyper[lengths[0]]  # the same length as the first sequence
             continue
-        hyper[name] = draw(st.integers(low[name], max(low[name], bound)))
+        if hyper_kind(name) in b.uniform:
+            hyper[name] = uniform_integer(draw, name, low[name], max(low[name], bound))
+        else:
+            hyper[name] = draw(st.integers(low[name], max(low[name], bound)))
     for name, leader in followers.items():
         hyper[name] = max(hyper[leader], low[name])
         hyper[leader] = hyper[name]
     if "ell_max" in e.hyper:
         longest = max((hyper[n] for n in lengths), default=low["ell_max"])
+        tightest = _tightest_context(e, hyper, variant, max(longest, low["ell_max"]))
         room = 0
-        if draw(st.integers(0, 2)) and longest < b.context:
-            room = draw(st.integers(0, b.context - longest))
-        hyper["ell_max"] = max(longest + room, low["ell_max"])
+        if draw(st.integers(0, 2)) and tightest < b.context:
+            room = draw(st.integers(0, b.context - tightest))
+        hyper["ell_max"] = tightest + room
     hyper = {n: int(hyper[n]) for n in e.hyper}
     if e.check is not None:
         try:
@@ -72,3 +94,18 @@ def hyperparameters(draw: st.DrawFn, entry: Any, *, variant: VariantSet = PAPER,
         except SpecError:  # a constraint this module does not know: discard (tests count these)
             assume(False)
     return hyper
+
+
+def _tightest_context(e: Any, hyper: dict[str, int], variant: VariantSet, start: int) -> int:
+    """The smallest ℓ_max ≥ ``start`` that the entry's check accepts with the
+    other sizes (``start`` itself when none within reach: the caller's final
+    check then discards the draw)."""
+    if e.check is None:
+        return start
+    for ell_max in range(start, start + sum(hyper.values()) + 1):
+        try:
+            e.check({**hyper, "ell_max": ell_max}, variant)
+        except SpecError:
+            continue
+        return ell_max
+    return start

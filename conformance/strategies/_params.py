@@ -4,8 +4,9 @@ A parameter's role is read from its flat name and symbolic shape: γ
 (``gamma*``), β (``beta*``), a bias (``b_*``), a table indexed by a token or a
 position (2-D ``W_*`` whose columns run over N_V or ℓ_max), or a weight
 (other 2-D ``W_*``, fan-in = its column count). Values per style: see
-``_styles``. Each array comes from its own generator (seed, name), so a
-parameter keeps its values when the variant changes elsewhere.
+``_styles`` (including the unembedding scale of sampling entries). Each
+array comes from its own generator (seed, name), so a parameter keeps its
+values when the variant changes elsewhere.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ftspec.spec.variants import PAPER, VariantSet
 
 from ._anatomy import INDEX_LIMITS, heads, leaf, logit_site, norms, score_sites, symbolic_schema
 from ._options import resolve_dtype, resolve_entry
-from ._styles import check_style
+from ._styles import SAMPLING_LOGITS, check_style
 from ._values import (
     MAGNITUDES,
     Magnitudes,
@@ -33,7 +34,7 @@ from ._values import (
     standardised,
 )
 
-__all__ = ["parameter_role", "parameters"]
+__all__ = ["parameter_role", "parameter_values", "parameters"]
 
 
 def parameter_role(name: str, shape: tuple) -> str:
@@ -93,8 +94,8 @@ def _sources(inputs: Optional[Mapping[str, np.ndarray]], name: Optional[str], wi
     return out
 
 
-def _target(rng: np.random.Generator, m: Magnitudes) -> float:
-    lo, hi = m.scores
+def _target(rng: np.random.Generator, m: Magnitudes, scores: Optional[tuple[float, float]] = None) -> float:
+    lo, hi = scores or m.scores
     return float(10.0 ** rng.uniform(math.log10(lo), math.log10(hi)))
 
 
@@ -102,21 +103,28 @@ def _largest(values: list[np.ndarray]) -> float:
     return max(max((float(np.max(np.abs(v))) for v in values if v.size), default=0.0), 1e-300)
 
 
-def _large_logits(entry: Entry, hyper: Mapping[str, int], variant: VariantSet, params: dict[str, np.ndarray],
-                  table_names: Sequence[str], inputs: Optional[Mapping[str, np.ndarray]], seed: int,
-                  m: Magnitudes) -> None:
-    """Scale the unembedding, then each head's W_q, b_q, W_k, b_k, so that the
-    largest |logit| and each head's largest |score| equal drawn targets."""
+def _scale_logits(entry: Entry, hyper: Mapping[str, int], variant: VariantSet, params: dict[str, np.ndarray],
+                  inputs: Optional[Mapping[str, np.ndarray]], seed: int, m: Magnitudes,
+                  scores: Optional[tuple[float, float]] = None) -> None:
+    """Scale W_u and b_u (or the tied W_e) so that the largest |logit| is a drawn target."""
     site = logit_site(entry, variant, hyper)
     if site is not None:
         rng = generator(seed, "logits")
         M = params[site.matrix].T if site.transposed else params[site.matrix]  # (N_V, d)
         b = params[site.bias][:, None] if site.bias is not None else 0.0
         logits = [M @ x + b for x in _sources(inputs, site.source, M.shape[1], [], variant, rng)]
-        f = _target(rng, m) / _largest(logits)
+        f = _target(rng, m, scores) / _largest(logits)
         params[site.matrix] = params[site.matrix] * f
         if site.bias is not None:
             params[site.bias] = params[site.bias] * f
+
+
+def _large_logits(entry: Entry, hyper: Mapping[str, int], variant: VariantSet, params: dict[str, np.ndarray],
+                  table_names: Sequence[str], inputs: Optional[Mapping[str, np.ndarray]], seed: int,
+                  m: Magnitudes) -> None:
+    """Scale the unembedding, then each head's W_q, b_q, W_k, b_k, so that the
+    largest |logit| and each head's largest |score| equal drawn targets."""
+    _scale_logits(entry, hyper, variant, params, inputs, seed, m)
     tables = [params[t] for t in table_names]
     mask = None
     if inputs is not None:
@@ -143,26 +151,19 @@ def _large_logits(entry: Entry, hyper: Mapping[str, int], variant: VariantSet, p
                 params[p + name] = params[p + name] * f
 
 
-@st.composite
-def parameters(draw: st.DrawFn, entry: Any, hyper: Mapping[str, int], variant: VariantSet = PAPER, *,
-               dtype: str = "float64", style: str = "well-scaled",
-               inputs: Optional[Mapping[str, np.ndarray]] = None) -> dict[str, np.ndarray]:
-    """{flat name: float64 array} for ``entry`` under ``variant`` with sizes ``hyper``.
-
-    ``inputs``: the case's inputs, at which large-logits aims its scores and
-    logits (without them, stand-ins).
-    """
+def parameter_values(entry: Any, hyper: Mapping[str, int], variant: VariantSet = PAPER, *, seed: int,
+                     dtype: str = "float64", style: str = "well-scaled",
+                     inputs: Optional[Mapping[str, np.ndarray]] = None) -> dict[str, np.ndarray]:
+    """The parameters ``parameters`` draws for ``seed`` (deterministic; see there)."""
     e = resolve_entry(entry)
     m = MAGNITUDES[resolve_dtype(dtype)]
     check_style(style)
     schema = symbolic_schema(e, variant, hyper)
-    if not schema:
-        return {}
-    seed = draw(seeds)
     widths = {n.width for n in norms(e, variant, hyper)}
+    patterns = {w: standardised(generator(seed, "pattern " + w).standard_normal(resolve_shape((w,), hyper)))
+                for w in widths}  # near-constant tables of one width share a deviation pattern
     params: dict[str, np.ndarray] = {}
     table_names = []
-    patterns = {w: standardised(generator(seed, "pattern " + w).standard_normal(resolve_shape((w,), hyper))) for w in widths}
     for name, sym in schema.items():
         role = parameter_role(name, sym)
         if role == "table":
@@ -171,9 +172,30 @@ def parameters(draw: st.DrawFn, entry: Any, hyper: Mapping[str, int], variant: V
                               near=patterns.get(sym[0]) if role == "table" else None)
     if style == "large-logits":
         _large_logits(e, hyper, variant, params, table_names, inputs, seed, m)
+    elif style == "well-scaled" and e.trace is not None:
+        _scale_logits(e, hyper, variant, params, inputs, seed, m, SAMPLING_LOGITS)
     for weight, bias in heads(e, variant):
         if params[weight].shape[0] >= 2:  # output row 1 = −(row 0): never an all-zero column
             params[weight][1] = -params[weight][0]
             if bias is not None:
                 params[bias][1] = -params[bias][0]
     return params
+
+
+@st.composite
+def parameters(draw: st.DrawFn, entry: Any, hyper: Mapping[str, int], variant: VariantSet = PAPER, *,
+               dtype: str = "float64", style: str = "well-scaled",
+               inputs: Optional[Mapping[str, np.ndarray]] = None) -> dict[str, np.ndarray]:
+    """{flat name: float64 array} for ``entry`` under ``variant`` with sizes ``hyper``.
+
+    Hypothesis draws the seed; a parameter's values depend only on the seed,
+    its name, its shape and the style (not on the variant), except where
+    large-logits aims them. ``inputs``: the case's inputs, at which
+    large-logits aims its scores and logits (without them, stand-ins).
+    """
+    e = resolve_entry(entry)
+    resolve_dtype(dtype)
+    check_style(style)
+    if not symbolic_schema(e, variant, hyper):
+        return {}
+    return parameter_values(e, hyper, variant, seed=draw(seeds), dtype=dtype, style=style, inputs=inputs)

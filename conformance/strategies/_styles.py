@@ -12,6 +12,15 @@
   per dtype so the spread survives rounding).
 - "wide-range": values ±10^U(lo, hi) across several orders of magnitude;
   weights N(0, 1/fan_in) times 10^U; γ, β and biases ±10^U.
+
+Entries that update parameters (a ``rate`` input: SGD steps, training
+loops) are drawn well-scaled only: a step amplifies a large gradient into
+large weights that the next forward pass carries out of a small dtype's
+range. Their loss and gradient entries show every style the model shows.
+Entries with sampled outputs (``Entry.trace``) get, under "well-scaled",
+an unembedding scaled so the largest |logit| is 10^U(log10 2, log10 8)
+(``SAMPLING_LOGITS``): distributions that depend on the context, neither
+flat nor one-hot.
 """
 
 from __future__ import annotations
@@ -21,11 +30,14 @@ from typing import Mapping
 from ftspec.spec.registry import Entry
 from ftspec.spec.variants import VariantSet
 
-from ._anatomy import logit_site, norms, real_inputs, score_sites, symbolic_schema, tables
+from ._anatomy import logit_site, norms, real_inputs, score_sites, symbolic_schema, tables, updates
 
-__all__ = ["STYLES", "available_styles", "check_style"]
+__all__ = ["SAMPLING_LOGITS", "STYLES", "available_styles", "check_style"]
 
 STYLES = ("well-scaled", "large-logits", "near-constant", "wide-range")
+
+#: well-scaled models of sampling entries: the largest |logit|, log-uniform in this range
+SAMPLING_LOGITS = (2.0, 8.0)
 
 
 def check_style(style: str) -> str:
@@ -38,7 +50,7 @@ def available_styles(entry: Entry, variant: VariantSet, hyper: Mapping[str, int]
     """The styles that change something for ``entry`` under ``variant``, in ``STYLES`` order."""
     schema = symbolic_schema(entry, variant, hyper)
     reals = real_inputs(entry)
-    if not schema and not reals:
+    if (not schema and not reals) or updates(entry):
         return ("well-scaled",)
     out = ["well-scaled"]
     if score_sites(entry, variant, hyper) or logit_site(entry, variant, hyper):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+from typing import Mapping
 
 import numpy as np
 from hypothesis import strategies as st
@@ -24,12 +25,14 @@ from ..dtypes import FORMATS, round_to
 __all__ = [
     "MAGNITUDES",
     "Magnitudes",
+    "choose",
     "generator",
     "near_constant_columns",
     "seeds",
     "separate_columns",
     "signed_log_uniform",
     "standardised",
+    "uniform_integer",
 ]
 
 #: A Hypothesis-drawn seed: shrinks to 0.
@@ -53,6 +56,7 @@ class Magnitudes:
     scores: tuple[float, float]  # large-logits: largest |score| / |logit|, log-uniform
     spread: float  # near-constant: smallest relative spread (must survive rounding)
     level: tuple[float, float]  # near-constant: |c| of the columns c + deviations
+    rate: float = 2.0  # the largest SGD learning rate η (training steps compound it)
 
 
 MAGNITUDES = {
@@ -60,10 +64,35 @@ MAGNITUDES = {
     "float32": Magnitudes((-3, 2), (-2, 0.5), (-2, 0.5), (50, 500), 1e-4, (0.25, 3.0)),
     # range of float32, 8 significant bits: scores past ~100 would be all rounding
     "bfloat16": Magnitudes((-3, 2), (-2, 0.5), (-2, 0.5), (12, 100), 3e-2, (0.5, 3.0)),
-    # max 65504: data ≤ 10 keeps Σ x² and Kᵀ Q small; exp overflows past 11.09
-    "float16": Magnitudes((-3, 1), (-2, 0.0), (-2, 0.3), (12, 60), 1e-2, (1.0, 4.0)),
+    # max 65504: data ≤ 5 keeps Σ x² and Kᵀ Q small; exp overflows past 11.09
+    # η up to 2 lets a few SGD steps grow the weights past what float16 holds
+    "float16": Magnitudes((-3, 0.7), (-2, 0.0), (-2, 0.3), (12, 60), 1e-2, (1.0, 4.0), rate=1.0),
 }
 assert set(MAGNITUDES) == set(FORMATS)
+
+
+def choose(draw: st.DrawFn, name: str, weights: Mapping[str, float]) -> str:
+    """One key of ``weights``, with those weights, from a seeded generator.
+
+    Hypothesis's own small integers favour their ends (and 0 most), which
+    would skew the shares of families; a drawn seed keeps the weights, except
+    that seed 0 (the shrink target, drawn more often than others) gives the
+    first key."""
+    keys = list(weights)
+    seed = draw(seeds)
+    if seed == 0:
+        return keys[0]
+    p = np.array([float(weights[k]) for k in keys])
+    return keys[int(generator(seed, name).choice(len(keys), p=p / p.sum()))]
+
+
+def uniform_integer(draw: st.DrawFn, name: str, low: int, high: int) -> int:
+    """An integer in [low, high], uniform from a seeded generator (seed 0:
+    ``low``); see ``choose`` for why not Hypothesis's own integers."""
+    seed = draw(seeds)
+    if seed == 0 or high <= low:
+        return int(low)
+    return int(generator(seed, name).integers(low, high + 1))
 
 
 def signed_log_uniform(rng: np.random.Generator, shape: tuple[int, ...], lo: float, hi: float) -> np.ndarray:

@@ -15,6 +15,7 @@ is drawn with ε from ``EPSILONS``.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from hypothesis import strategies as st
@@ -49,16 +50,21 @@ def _groups(entry: Entry) -> list[str]:
 def preset_projections(entry: Entry) -> list[VariantSet]:
     """Each preset restricted to the entry's switches (the rest at the paper's
     value), without repeats and without the paper's own set."""
+    return list(_projections(entry.switches))
+
+
+@functools.lru_cache(maxsize=None)
+def _projections(switches: frozenset[str]) -> tuple[VariantSet, ...]:
     out: list[VariantSet] = []
     for v in PRESETS.values():
-        changes = {k: getattr(v, k) for k in entry.switches if getattr(v, k) != getattr(PAPER, k)}
+        changes = {k: getattr(v, k) for k in switches if getattr(v, k) != getattr(PAPER, k)}
         try:
             projected = PAPER.replace(**changes)
         except ValueError:  # ε without its placement: the entry lacks one of the pair
             continue
         if projected != PAPER and projected not in out:
             out.append(projected)
-    return out
+    return tuple(out)
 
 
 def _changed(group: str) -> st.SearchStrategy[dict[str, Any]]:

@@ -25,6 +25,19 @@ Design choices
     with no allowed key follows ``empty_query`` (``error`` raises ValueError).
   * Token IDs or positions out of range and sequences longer than ℓ_max
     raise ValueError (NumPy would otherwise wrap negative indices silently).
+
+Training and inference (Algorithms 11-15)
+  * Gradients are hand-written backward passes, no autodiff library: the
+    forward functions ``*_fwd`` (components.py, layers.py, architectures.py)
+    return their output and a cache, and each has a matching ``*_bwd``
+    (grad_components.py: linear maps, attention, norms, activations,
+    embedding, log-softmax loss; grad_layers.py: MHAttention, MLP, residual
+    blocks, layers; grad_architectures.py: Algorithms 8-10 from the logits
+    back). training.py has the losses, gradients, SGD steps and loops;
+    inference.py the sampling rule, DInference and EDInference.
+  * Loss and gradient entries broadcast over a leading batch axis and never
+    sum over it: per-example losses (B,) and gradients (B, *shape).
+  * The losses take log P from the logits (z[y] − max z − log Σ exp(z − max z)).
 """
 
 from __future__ import annotations
@@ -37,7 +50,9 @@ from ftspec.impls.api import Context, Implementation
 
 from . import architectures as A
 from . import components as C
+from . import inference as Inf
 from . import layers as Lyr
+from . import training as Tr
 
 __all__ = ["implementation"]
 
@@ -192,6 +207,10 @@ ALGORITHMS = {
     "ed_transformer": _ed_transformer,
     "e_transformer": _e_transformer,
     "d_transformer": _d_transformer,
+    # Algorithms 11-15 (training.py, inference.py; gradients by the
+    # hand-written backward passes of grad_*.py)
+    **Tr.ALGORITHMS,
+    **Inf.ALGORITHMS,
 }
 
 implementation = Implementation(

@@ -5,21 +5,43 @@ tokens have one): column t is a distribution over the next token. Layers are
 looped over in Python (there are L of them, each a different parameter set);
 tokens and heads are never looped over.
 
+The ``*_logits_fwd`` functions stop before the final softmax (the losses of
+Algorithms 11-13 take log P from the logits) and return a cache for the
+hand-written backward passes of ``grad_architectures.py``; the forward
+entries are the softmax of the same logits.
+
 Line numbers cite the restatement in ALGORITHMS.md.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple, Optional
 
 import numpy as np
 
-from .components import activation, embed, unembed
-from .layers import decoder_layer, norm, stack_layer
+from .components import EmbedCache, activation, embed_fwd, logits, softmax_columns
+from .layers import NamedNormCache, ResidualCache, decoder_layer_fwd, norm_fwd, stack_layer_fwd
 
-__all__ = ["d_transformer", "e_transformer", "ed_transformer", "embed_tokens", "unembed_columns", "unembedding_matrix"]
+__all__ = [
+    "DCache",
+    "ECache",
+    "EDCache",
+    "EmbedTokensCache",
+    "UnembedCache",
+    "d_logits_fwd",
+    "d_transformer",
+    "e_logits_fwd",
+    "e_transformer",
+    "ed_logits_fwd",
+    "ed_transformer",
+    "embed_tokens",
+    "embed_tokens_fwd",
+    "unembed_columns",
+    "unembedding_matrix",
+]
 
 Params = Mapping[str, Any]
+Layers = tuple[tuple[ResidualCache, ...], ...]
 
 
 def unembedding_matrix(params: Params, variant) -> np.ndarray:
@@ -27,69 +49,166 @@ def unembedding_matrix(params: Params, variant) -> np.ndarray:
     return params["W_e"].T if variant.unembedding == "tied" else params["W_u"]
 
 
+class UnembedCache(NamedTuple):
+    X: np.ndarray  # (..., d, ℓ)  the input of Algorithm 7
+    W_u: np.ndarray  # (N_V, d)  W_u, or W_eᵀ when tied
+    tied: bool
+    has_b_u: bool
+
+
+def unembed_logits_fwd(X: np.ndarray, params: Params, variant) -> tuple[np.ndarray, UnembedCache]:
+    """W_u X + b_u 1ᵀ (Algorithm 7 before the softmax), with the ``unembedding`` and ``logit_bias`` switches."""
+    W_u = unembedding_matrix(params, variant)
+    b_u = params["b_u"] if variant.logit_bias else None
+    return logits(X, W_u, b_u), UnembedCache(X, W_u, variant.unembedding == "tied", b_u is not None)
+
+
 def unembed_columns(X: np.ndarray, params: Params, variant) -> np.ndarray:
     """Algorithm 7 per column, with the ``unembedding`` and ``logit_bias`` switches."""
-    b_u = params["b_u"] if variant.logit_bias else None
-    return unembed(X, unembedding_matrix(params, variant), b_u)
+    return softmax_columns(unembed_logits_fwd(X, params, variant)[0])
 
 
-def embed_tokens(x: np.ndarray, params: Params, variant, ell_max: int, emb: str = "emb") -> np.ndarray:
+class EmbedTokensCache(NamedTuple):
+    gamma: Optional[str]  # flat names of the embedding norm's γ and β (None when absent)
+    beta: Optional[str]
+    cache: EmbedCache
+
+
+def embed_tokens_fwd(x: np.ndarray, params: Params, variant, ell_max: int,
+                     emb: str = "emb") -> tuple[np.ndarray, EmbedTokensCache]:
     """Lines 1-3 with the embedding norm's parameters ``gamma_{emb}``/``beta_{emb}``."""
     has_gamma = variant.embedding_norm and variant.affine in ("scale_shift", "scale")
     has_beta = variant.embedding_norm and variant.affine == "scale_shift" and variant.norm == "layer_norm"
-    return embed(x, params["W_e"], params["W_p"] if variant.positions == "learned" else None, variant,
-                 ell_max=ell_max,
-                 gamma=params[f"gamma_{emb}"] if has_gamma else None,
-                 beta=params[f"beta_{emb}"] if has_beta else None)
+    g_name = f"gamma_{emb}" if has_gamma else None
+    b_name = f"beta_{emb}" if has_beta else None
+    X, cache = embed_fwd(x, params["W_e"], params["W_p"] if variant.positions == "learned" else None, variant,
+                         ell_max=ell_max,
+                         gamma=params[g_name] if g_name else None,
+                         beta=params[b_name] if b_name else None)
+    return X, EmbedTokensCache(g_name, b_name, cache)
 
 
-def ed_transformer(z: np.ndarray, x: np.ndarray, params: Params, variant, hyper: Mapping[str, int]) -> np.ndarray:
-    """Algorithm 8, lines 1-21: encoder over z, decoder over x with cross-attention to Z.
+def embed_tokens(x: np.ndarray, params: Params, variant, ell_max: int, emb: str = "emb") -> np.ndarray:
+    return embed_tokens_fwd(x, params, variant, ell_max, emb)[0]
 
-    z: (..., ℓ_z), x: (..., ℓ_x) int64 -> P: (..., N_V, ℓ_x).
+
+def _final_norm(X: np.ndarray, params: Params, variant, arch: str, gamma: str,
+                beta: str) -> tuple[np.ndarray, Optional[NamedNormCache]]:
+    if not variant.resolved_final_norm(arch):
+        return X, None
+    return norm_fwd(X, params, gamma, beta, variant)
+
+
+# --------------------------------------------------------------------------
+# Algorithm 8
+# --------------------------------------------------------------------------
+
+
+class EDCache(NamedTuple):
+    enc_embed: EmbedTokensCache
+    enc_layers: Layers
+    enc_final: Optional[NamedNormCache]
+    dec_embed: EmbedTokensCache
+    dec_layers: Layers
+    dec_final: Optional[NamedNormCache]
+    unembed: UnembedCache
+
+
+def ed_logits_fwd(z: np.ndarray, x: np.ndarray, params: Params, variant,
+                  hyper: Mapping[str, int]) -> tuple[np.ndarray, EDCache]:
+    """Algorithm 8, lines 1-21 up to the softmax: encoder over z, decoder over x with cross-attention to Z.
+
+    z: (..., ℓ_z), x: (..., ℓ_x) int64 -> logits: (..., N_V, ℓ_x).
     ``final_norm='final'`` adds a norm after each stack (γ_enc/β_enc, γ_dec/β_dec).
     """
     H, ell_max = hyper["H"], hyper["ell_max"]
-    final = variant.resolved_final_norm("ed_encoder")
-    Z = embed_tokens(z, params, variant, ell_max, "emb_enc")  # (..., d_e, ℓ_z)  lines 1-3
+    Z, enc_embed = embed_tokens_fwd(z, params, variant, ell_max, "emb_enc")  # (..., d_e, ℓ_z)  lines 1-3
+    enc_layers = []
     for l in range(hyper["L_enc"]):  # line 4
-        Z = stack_layer(Z, params, f"enc_layers.{l}.", variant, H, "ed_encoder")  # lines 5-8
-    if final:
-        Z = norm(Z, params, "gamma_enc", "beta_enc", variant)
-    X = embed_tokens(x, params, variant, ell_max, "emb_dec")  # (..., d_e, ℓ_x)  lines 10-12
+        Z, c = stack_layer_fwd(Z, params, f"enc_layers.{l}.", variant, H, "ed_encoder")  # lines 5-8
+        enc_layers.append(c)
+    Z, enc_final = _final_norm(Z, params, variant, "ed_encoder", "gamma_enc", "beta_enc")
+    X, dec_embed = embed_tokens_fwd(x, params, variant, ell_max, "emb_dec")  # (..., d_e, ℓ_x)  lines 10-12
+    dec_layers = []
     for l in range(hyper["L_dec"]):  # line 13
-        X = decoder_layer(X, Z, params, f"dec_layers.{l}.", variant, H)  # lines 14-19
-    if final:
-        X = norm(X, params, "gamma_dec", "beta_dec", variant)
-    return unembed_columns(X, params, variant)  # (..., N_V, ℓ_x)  line 21
+        X, c = decoder_layer_fwd(X, Z, params, f"dec_layers.{l}.", variant, H)  # lines 14-19
+        dec_layers.append(c)
+    X, dec_final = _final_norm(X, params, variant, "ed_decoder", "gamma_dec", "beta_dec")
+    out, unembed = unembed_logits_fwd(X, params, variant)  # (..., N_V, ℓ_x)  line 21
+    return out, EDCache(enc_embed, tuple(enc_layers), enc_final, dec_embed, tuple(dec_layers), dec_final, unembed)
 
 
-def e_transformer(x: np.ndarray, params: Params, variant, hyper: Mapping[str, int]) -> np.ndarray:
-    """Algorithm 9, lines 1-12 (BERT): layers, then the head X ← norm(act(W_f X + b_f 1ᵀ)).
+def ed_transformer(z: np.ndarray, x: np.ndarray, params: Params, variant, hyper: Mapping[str, int]) -> np.ndarray:
+    return softmax_columns(ed_logits_fwd(z, x, params, variant, hyper)[0])
 
-    x: (..., ℓ) -> P: (..., N_V, ℓ). ``final_norm='final'`` adds a norm
+
+# --------------------------------------------------------------------------
+# Algorithm 9
+# --------------------------------------------------------------------------
+
+
+class ECache(NamedTuple):
+    embed: EmbedTokensCache
+    layers: Layers
+    final: Optional[NamedNormCache]
+    head_in: np.ndarray  # (..., d_e, ℓ)  X before line 10
+    W_f: np.ndarray  # (d_f, d_e)
+    head_pre: np.ndarray  # (..., d_f, ℓ)  W_f X + b_f 1ᵀ
+    act: str
+    head_norm: NamedNormCache  # line 11
+    unembed: UnembedCache
+
+
+def e_logits_fwd(x: np.ndarray, params: Params, variant, hyper: Mapping[str, int]) -> tuple[np.ndarray, ECache]:
+    """Algorithm 9, lines 1-12 up to the softmax (BERT): layers, then the head X ← norm(act(W_f X + b_f 1ᵀ)).
+
+    x: (..., ℓ) -> logits: (..., N_V, ℓ). ``final_norm='final'`` adds a norm
     (γ_final, β_final) after the last layer, before line 10. The head's
     activation follows the ``activation`` switch (paper: GELU).
     """
-    X = embed_tokens(x, params, variant, hyper["ell_max"])  # (..., d_e, ℓ)  lines 1-3
+    X, emb = embed_tokens_fwd(x, params, variant, hyper["ell_max"])  # (..., d_e, ℓ)  lines 1-3
+    layers = []
     for l in range(hyper["L"]):  # line 4
-        X = stack_layer(X, params, f"layers.{l}.", variant, hyper["H"], "bert")  # lines 5-8
-    if variant.resolved_final_norm("bert"):
-        X = norm(X, params, "gamma_final", "beta_final", variant)
-    act = activation(variant.resolved_activation("bert"))
-    X = act(params["W_f"] @ X + params["b_f"][:, None])  # (..., d_f, ℓ)  line 10
-    X = norm(X, params, "gamma", "beta", variant)  # line 11
-    return unembed_columns(X, params, variant)  # (..., N_V, ℓ)  line 12
+        X, c = stack_layer_fwd(X, params, f"layers.{l}.", variant, hyper["H"], "bert")  # lines 5-8
+        layers.append(c)
+    X, final = _final_norm(X, params, variant, "bert", "gamma_final", "beta_final")
+    act = variant.resolved_activation("bert")
+    pre = params["W_f"] @ X + params["b_f"][:, None]  # (..., d_f, ℓ)  line 10
+    Xf, head_norm = norm_fwd(activation(act)(pre), params, "gamma", "beta", variant)  # line 11
+    out, unembed = unembed_logits_fwd(Xf, params, variant)  # (..., N_V, ℓ)  line 12
+    return out, ECache(emb, tuple(layers), final, X, params["W_f"], pre, act, head_norm, unembed)
+
+
+def e_transformer(x: np.ndarray, params: Params, variant, hyper: Mapping[str, int]) -> np.ndarray:
+    return softmax_columns(e_logits_fwd(x, params, variant, hyper)[0])
+
+
+# --------------------------------------------------------------------------
+# Algorithm 10
+# --------------------------------------------------------------------------
+
+
+class DCache(NamedTuple):
+    embed: EmbedTokensCache
+    layers: Layers
+    final: Optional[NamedNormCache]
+    unembed: UnembedCache
+
+
+def d_logits_fwd(x: np.ndarray, params: Params, variant, hyper: Mapping[str, int]) -> tuple[np.ndarray, DCache]:
+    """Algorithm 10, lines 1-11 up to the softmax (GPT-2): pre-LN causal layers, final norm (line 10).
+
+    x: (..., ℓ) -> logits: (..., N_V, ℓ). ``final_norm='none'`` drops line 10.
+    """
+    X, emb = embed_tokens_fwd(x, params, variant, hyper["ell_max"])  # (..., d_e, ℓ)  lines 1-3
+    layers = []
+    for l in range(hyper["L"]):  # line 4
+        X, c = stack_layer_fwd(X, params, f"layers.{l}.", variant, hyper["H"], "gpt2")  # lines 5-8
+        layers.append(c)
+    X, final = _final_norm(X, params, variant, "gpt2", "gamma", "beta")  # line 10
+    out, unembed = unembed_logits_fwd(X, params, variant)  # (..., N_V, ℓ)  line 11
+    return out, DCache(emb, tuple(layers), final, unembed)
 
 
 def d_transformer(x: np.ndarray, params: Params, variant, hyper: Mapping[str, int]) -> np.ndarray:
-    """Algorithm 10, lines 1-11 (GPT-2): pre-LN causal layers, final norm (line 10), unembedding.
-
-    x: (..., ℓ) -> P: (..., N_V, ℓ). ``final_norm='none'`` drops line 10.
-    """
-    X = embed_tokens(x, params, variant, hyper["ell_max"])  # (..., d_e, ℓ)  lines 1-3
-    for l in range(hyper["L"]):  # line 4
-        X = stack_layer(X, params, f"layers.{l}.", variant, hyper["H"], "gpt2")  # lines 5-8
-    if variant.resolved_final_norm("gpt2"):
-        X = norm(X, params, "gamma", "beta", variant)  # line 10
-    return unembed_columns(X, params, variant)  # (..., N_V, ℓ)  line 11
+    return softmax_columns(d_logits_fwd(x, params, variant, hyper)[0])

@@ -14,23 +14,36 @@ NumPy 2's promotion rules never lift a float16/float32 computation to
 float64. The sinusoid tables are the exception: they are data-independent
 tables, computed in binary64 and rounded once to the call dtype (as libraries
 precompute such buffers).
+
+Backward passes: ``norm_fwd``, ``embed_fwd`` and ``attention_fwd`` also
+return a cache (a NamedTuple of the intermediates); the matching hand-written
+``*_bwd`` functions are in ``grad_components.py``. The cache-less functions
+(``norm_columns``, ``embed``, ``attention_core``) are the same computation.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple, Optional
 
 import numpy as np
 
 __all__ = [
+    "AttentionCache",
+    "EmbedCache",
+    "NormCache",
     "activation",
     "attention_core",
+    "attention_fwd",
     "check_positions",
     "check_tokens",
     "embed",
+    "embed_fwd",
     "gelu_erf",
+    "logits",
     "gelu_tanh",
     "norm_columns",
+    "norm_fwd",
     "relu",
     "sinusoidal_paper",
     "sinusoidal_vaswani",
@@ -121,13 +134,25 @@ def position_table(positions: str, W_p, d_e: int, ell_max: int, dtype) -> np.nda
     raise ValueError(f"unknown positions variant {positions!r}")
 
 
-def embed(x: np.ndarray, W_e: np.ndarray, W_p: np.ndarray | None, variant, *,
-          ell_max: int, gamma=None, beta=None) -> np.ndarray:
+class EmbedCache(NamedTuple):
+    """What the backward of lines 1-3 needs (``grad_components.embed_bwd``)."""
+
+    x: np.ndarray  # (..., ℓ) token IDs
+    N_V: int
+    ell_max: int
+    scale: Optional[float]  # √d_e under embedding_scale='sqrt_d_e', else None
+    learned: bool  # whether W_p is a parameter (positions='learned')
+    norm: Optional[NormCache]  # the embedding norm's cache, if any
+
+
+def embed_fwd(x: np.ndarray, W_e: np.ndarray, W_p: np.ndarray | None, variant, *,
+              ell_max: int, gamma=None, beta=None) -> tuple[np.ndarray, EmbedCache]:
     """Algorithms 8-10, lines 1-3: X ← [W_e[:, x[t]] + W_p[:, t]]_t, plus the variants.
 
     x: (..., ℓ) int64. ``embedding_scale='sqrt_d_e'`` multiplies the token
     embedding by √d_e before positions are added; ``embedding_norm`` applies
     the layers' norm to every column of the sum (γ_emb, β_emb).
+    Returns X and the cache of the backward pass.
     """
     d_e, N_V = W_e.shape
     ell = x.shape[-1]
@@ -135,14 +160,23 @@ def embed(x: np.ndarray, W_e: np.ndarray, W_p: np.ndarray | None, variant, *,
     if ell > ell_max:
         raise ValueError(f"x: sequence length {ell} exceeds ell_max = {ell_max}")
     X = np.swapaxes(columns(W_e, x), -1, -2)  # (..., d_e, ℓ)  W_e[:, x[t]] as column t
+    scale = None
     if variant.embedding_scale == "sqrt_d_e":
-        X = X * _const(math.sqrt(d_e), X)  # (..., d_e, ℓ)
+        scale = math.sqrt(d_e)
+        X = X * _const(scale, X)  # (..., d_e, ℓ)
     table = position_table(variant.positions, W_p, d_e, ell_max, W_e.dtype)
     if table is not None:
         X = X + table[:, :ell]  # (..., d_e, ℓ)  W_p[:, t] for t = 0..ℓ-1
+    norm_cache = None
     if variant.embedding_norm:
-        X = norm_columns(X, gamma, beta, variant, variant.norm)
-    return X
+        X, norm_cache = norm_fwd(X, gamma, beta, variant, variant.norm)
+    return X, EmbedCache(x, N_V, ell_max, scale, variant.positions == "learned", norm_cache)
+
+
+def embed(x: np.ndarray, W_e: np.ndarray, W_p: np.ndarray | None, variant, *,
+          ell_max: int, gamma=None, beta=None) -> np.ndarray:
+    """Lines 1-3 (see ``embed_fwd``), without the cache."""
+    return embed_fwd(x, W_e, W_p, variant, ell_max=ell_max, gamma=gamma, beta=beta)[0]
 
 
 # --------------------------------------------------------------------------
@@ -150,7 +184,20 @@ def embed(x: np.ndarray, W_e: np.ndarray, W_p: np.ndarray | None, variant, *,
 # --------------------------------------------------------------------------
 
 
-def norm_columns(X: np.ndarray, gamma, beta, variant, kind: str) -> np.ndarray:
+class NormCache(NamedTuple):
+    """What the backward of Algorithm 6 needs (``grad_components.norm_bwd``)."""
+
+    kind: str  # "layer_norm" or "rms_norm"
+    centred: np.ndarray  # (..., d, ℓ)  e − m (e itself for RMSnorm)
+    root: np.ndarray  # (..., 1, ℓ)  √v (none, outside_root) or √(v + ε) (inside_root)
+    sigma: np.ndarray  # (..., 1, ℓ)  the divisor σ
+    normalised: np.ndarray  # (..., d, ℓ)  (e − m)/σ, before γ and β
+    denom: int  # d or d − 1: v = Σ centred² / denom
+    gamma: Optional[np.ndarray]
+    has_beta: bool
+
+
+def norm_fwd(X: np.ndarray, gamma, beta, variant, kind: str) -> tuple[np.ndarray, NormCache]:
     """Algorithm 6 applied to every column of X (..., d, ℓ): reductions run over axis −2.
 
     layer_norm: line 1 m = Σ_i e[i]/d; line 2 v = Σ_i (e[i] − m)²/d (1/(d−1)
@@ -158,6 +205,7 @@ def norm_columns(X: np.ndarray, gamma, beta, variant, kind: str) -> np.ndarray:
     rms_norm: v = Σ_i e[i]²/d (no mean, variance switch ignored), ê = e/σ ⊙ γ.
     σ = √v, √(v + ε) or √v + ε by ``epsilon_placement``. ``gamma``/``beta``
     are None where the ``affine`` switch (or RMSnorm) removes them.
+    Returns ê and the cache of the backward pass.
     """
     d = X.shape[-2]
     if kind == "layer_norm":
@@ -167,24 +215,32 @@ def norm_columns(X: np.ndarray, gamma, beta, variant, kind: str) -> np.ndarray:
         v = np.sum(centred * centred, axis=-2, keepdims=True) / _const(denom, X)  # (..., 1, ℓ)  line 2
     elif kind == "rms_norm":
         centred = X  # m = 0
+        denom = d
         v = np.sum(X * X, axis=-2, keepdims=True) / _const(d, X)  # (..., 1, ℓ)
     else:
         raise ValueError(f"unknown norm {kind!r}")
     eps = _const(variant.epsilon, X)
     if variant.epsilon_placement == "none":
-        sigma = np.sqrt(v)
+        root = sigma = np.sqrt(v)
     elif variant.epsilon_placement == "inside_root":
-        sigma = np.sqrt(v + eps)
+        root = sigma = np.sqrt(v + eps)
     elif variant.epsilon_placement == "outside_root":
-        sigma = np.sqrt(v) + eps
+        root = np.sqrt(v)
+        sigma = root + eps
     else:
         raise ValueError(f"unknown epsilon_placement {variant.epsilon_placement!r}")
-    out = centred / sigma  # (..., d, ℓ)  line 3, before the affine map
+    normalised = centred / sigma  # (..., d, ℓ)  line 3, before the affine map
+    out = normalised
     if gamma is not None:
         out = out * gamma[:, None]  # ⊙ γ on every column
     if beta is not None:
         out = out + beta[:, None]  # + β 1ᵀ
-    return out
+    return out, NormCache(kind, centred, root, sigma, normalised, denom, gamma, beta is not None)
+
+
+def norm_columns(X: np.ndarray, gamma, beta, variant, kind: str) -> np.ndarray:
+    """Algorithm 6 per column of X (see ``norm_fwd``), without the cache."""
+    return norm_fwd(X, gamma, beta, variant, kind)[0]
 
 
 # --------------------------------------------------------------------------
@@ -232,12 +288,17 @@ def softmax_columns(S: np.ndarray) -> np.ndarray:
     return E / np.sum(E, axis=-2, keepdims=True)
 
 
+def logits(X: np.ndarray, W_u: np.ndarray, b_u=None) -> np.ndarray:
+    """The argument of Algorithm 7's softmax, per column: W_u X [+ b_u 1ᵀ] (..., N_V, ℓ)."""
+    out = W_u @ X  # (..., N_V, ℓ)
+    if b_u is not None:
+        out = out + b_u[:, None]
+    return out
+
+
 def unembed(X: np.ndarray, W_u: np.ndarray, b_u=None) -> np.ndarray:
     """Algorithm 7 line 1 per column: P = softmax(W_u X [+ b_u 1ᵀ])."""
-    logits = W_u @ X  # (..., N_V, ℓ)
-    if b_u is not None:
-        logits = logits + b_u[:, None]
-    return softmax_columns(logits)
+    return softmax_columns(logits(X, W_u, b_u))
 
 
 # --------------------------------------------------------------------------
@@ -266,14 +327,32 @@ def _divisor(variant, d_attn: int, d_model: int) -> float | None:
     raise ValueError(f"unknown attn_scale {variant.attn_scale!r}")
 
 
-def attention_core(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant) -> np.ndarray:
+class AttentionCache(NamedTuple):
+    """What the backward of Algorithm 4 needs (``grad_components.attention_bwd``)."""
+
+    X: np.ndarray  # (..., d_x, ℓ_x)
+    Z: np.ndarray  # (..., d_z, ℓ_z)
+    W_q: np.ndarray
+    W_k: np.ndarray
+    W_v: np.ndarray
+    has_bias: tuple[bool, bool, bool]  # b_q, b_k, b_v present
+    Q: np.ndarray  # (..., d_attn, ℓ_x)  the query as it enters S (scaled by ``placement``)
+    K: np.ndarray  # (..., d_attn, ℓ_z)  the key as it enters S
+    V: np.ndarray  # (..., d_out, ℓ_z)
+    A: np.ndarray  # (..., ℓ_z, ℓ_x)  the attention weights softmax(…)
+    empty: Optional[np.ndarray]  # (..., 1, ℓ_x): query columns with no key (their weights are constants)
+    divisor: Optional[float]  # d of the √d scale, None for attn_scale='none'
+    placement: str
+
+
+def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant) -> tuple[np.ndarray, AttentionCache]:
     """Algorithm 4, lines 1-6, for one head or a stack of heads at once.
 
     X: (..., d_x, ℓ_x), Z: (..., d_z, ℓ_z). W_q: ([H,] d_attn, d_x),
     W_k: ([H,] d_attn, d_z), W_v: ([H,] d_out, d_z), biases ([H,] d) or None.
     The caller inserts the head axis into X, Z and Mask so they broadcast
     against the stacked weights. Mask: (..., ℓ_z, ℓ_x) bool or None (≡ 1).
-    Returns Ṽ: (..., [H,] d_out, ℓ_x).
+    Returns Ṽ: (..., [H,] d_out, ℓ_x) and the cache of the backward pass.
 
     d_model of ``attn_scale='sqrt_d_model'`` is d_x, the width of X.
     """
@@ -329,4 +408,12 @@ def attention_core(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant) -> np.ndar
         else:
             raise ValueError(f"unknown empty_query {variant.empty_query!r}")
         A = np.where(empty, fill, A)  # (..., ℓ_z, ℓ_x)
-    return V @ A  # (..., d_out, ℓ_x)  line 6: Ṽ = V·softmax(…)
+    out = V @ A  # (..., d_out, ℓ_x)  line 6: Ṽ = V·softmax(…)
+    cache = AttentionCache(X, Z, W_q, W_k, W_v, (b_q is not None, b_k is not None, b_v is not None),
+                           Q, K, V, A, empty, divisor, placement)
+    return out, cache
+
+
+def attention_core(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant) -> np.ndarray:
+    """Algorithm 4, lines 1-6 (see ``attention_fwd``), without the cache."""
+    return attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant)[0]

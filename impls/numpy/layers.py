@@ -6,24 +6,47 @@ run in one batched matmul (no Python loop over heads or tokens). Which
 parameters exist is decided from the variant set, not from what happens to be
 present, so a missing parameter is a KeyError rather than a silent default.
 
+A layer is a list of residual blocks (attention, cross-attention, MLP), each
+post-LN, X ← norm(X + f(X)), or pre-LN, X ← X + f(norm(X)). The ``*_fwd``
+functions return the output and a cache (NamedTuples that also record the
+flat parameter names involved); the hand-written backward passes that read
+those caches are in ``grad_layers.py``. The cache-less functions are the
+same computation.
+
 Line numbers cite the restatement in ALGORITHMS.md. X is (..., d_e, ℓ).
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 import numpy as np
 
-from .components import activation, attention_core, norm_columns, unidirectional_mask
+from .components import (
+    AttentionCache,
+    NormCache,
+    activation,
+    attention_fwd,
+    norm_fwd as _norm_columns_fwd,
+    unidirectional_mask,
+)
 
 __all__ = [
     "MHA",
+    "MHACache",
+    "MLPCache",
+    "NamedNormCache",
+    "ResidualCache",
     "decoder_layer",
+    "decoder_layer_fwd",
     "gather_mha",
     "mh_attention",
+    "mh_attention_fwd",
+    "mlp_fwd",
     "norm",
+    "norm_fwd",
     "stack_layer",
+    "stack_layer_fwd",
 ]
 
 Params = Mapping[str, Any]
@@ -54,7 +77,20 @@ def gather_mha(params: Params, prefix: str, H: int, bias: bool) -> MHA:
     )
 
 
-def mh_attention(X: np.ndarray, Z: np.ndarray, W: MHA, Mask: Optional[np.ndarray], variant) -> np.ndarray:
+# --------------------------------------------------------------------------
+# Algorithm 5
+# --------------------------------------------------------------------------
+
+
+class MHACache(NamedTuple):
+    prefix: str  # flat-name prefix of this MHAttention's parameters
+    W: MHA
+    Y: np.ndarray  # (..., H*d_mid, ℓ_x)  the stacked head outputs (line 3)
+    heads: AttentionCache  # the H heads' Algorithm 4 caches, heads on axis −3
+
+
+def mh_attention_fwd(X: np.ndarray, Z: np.ndarray, W: MHA, Mask: Optional[np.ndarray], variant,
+                     prefix: str = "") -> tuple[np.ndarray, MHACache]:
     """Algorithm 5: Ṽ ← W_o [Y^1; …; Y^H] + b_o 1ᵀ with Y^h = Attention(X, Z | W^h_qkv, Mask).
 
     X: (..., d_x, ℓ_x), Z: (..., d_z, ℓ_z), Mask: (..., ℓ_z, ℓ_x) or None (≡ 1).
@@ -62,32 +98,97 @@ def mh_attention(X: np.ndarray, Z: np.ndarray, W: MHA, Mask: Optional[np.ndarray
     Xh = X[..., None, :, :]  # (..., 1, d_x, ℓ_x)  broadcast against the head axis
     Zh = Z[..., None, :, :]  # (..., 1, d_z, ℓ_z)
     Mh = None if Mask is None else Mask[..., None, :, :]  # (..., 1, ℓ_z, ℓ_x)
-    Y = attention_core(Xh, Zh, W.W_q, W.b_q, W.W_k, W.b_k, W.W_v, W.b_v, Mh, variant)  # lines 1-2: (..., H, d_mid, ℓ_x)
+    # lines 1-2, every head at once: Y (..., H, d_mid, ℓ_x)
+    Y, heads = attention_fwd(Xh, Zh, W.W_q, W.b_q, W.W_k, W.b_k, W.W_v, W.b_v, Mh, variant)
     H, d_mid, ell_x = Y.shape[-3:]
     Y = Y.reshape(Y.shape[:-3] + (H * d_mid, ell_x))  # (..., H*d_mid, ℓ_x)  line 3: heads stacked, head 1 on top
     out = W.W_o @ Y  # (..., d_out, ℓ_x)  line 4
     if W.b_o is not None:
         out = out + W.b_o[:, None]  # + b_o 1ᵀ
-    return out
+    return out, MHACache(prefix, W, Y, heads)
+
+
+def mh_attention(X: np.ndarray, Z: np.ndarray, W: MHA, Mask: Optional[np.ndarray], variant) -> np.ndarray:
+    return mh_attention_fwd(X, Z, W, Mask, variant)[0]
+
+
+# --------------------------------------------------------------------------
+# norms and the MLP
+# --------------------------------------------------------------------------
+
+
+class NamedNormCache(NamedTuple):
+    gamma: Optional[str]  # flat name of γ, None when the variant has none
+    beta: Optional[str]  # flat name of β, None when the variant has none
+    cache: NormCache
+
+
+def norm_fwd(X: np.ndarray, params: Params, gamma: str, beta: str, variant,
+             kind: Optional[str] = None) -> tuple[np.ndarray, NamedNormCache]:
+    """The norm named by ``kind`` (default ``variant.norm``) per column, with γ/β by the affine switch."""
+    kind = kind or variant.norm
+    g_name = gamma if variant.affine in ("scale_shift", "scale") else None
+    b_name = beta if variant.affine == "scale_shift" and kind == "layer_norm" else None
+    out, cache = _norm_columns_fwd(X, params[g_name] if g_name else None, params[b_name] if b_name else None,
+                                   variant, kind)
+    return out, NamedNormCache(g_name, b_name, cache)
 
 
 def norm(X: np.ndarray, params: Params, gamma: str, beta: str, variant, kind: Optional[str] = None) -> np.ndarray:
-    """Apply the norm named by ``kind`` (default ``variant.norm``) per column, with γ/β by the affine switch."""
-    kind = kind or variant.norm
-    g = params[gamma] if variant.affine in ("scale_shift", "scale") else None
-    b = params[beta] if variant.affine == "scale_shift" and kind == "layer_norm" else None
-    return norm_columns(X, g, b, variant, kind)
+    return norm_fwd(X, params, gamma, beta, variant, kind)[0]
 
 
-def _mlp(X: np.ndarray, params: Params, prefix: str, first: str, second: str, variant, act) -> np.ndarray:
+class MLPCache(NamedTuple):
+    names: tuple[str, Optional[str], str, Optional[str]]  # W_mlp{first}, b_mlp{first}, W_mlp{second}, b_mlp{second}
+    act: str  # activation name
+    X: np.ndarray  # (..., d_e, ℓ)  input
+    H1: np.ndarray  # (..., d_mlp, ℓ)  pre-activation
+    A1: np.ndarray  # (..., d_mlp, ℓ)  act(H1)
+    W1: np.ndarray
+    W2: np.ndarray
+
+
+def mlp_fwd(X: np.ndarray, params: Params, prefix: str, first: str, second: str, variant,
+            act_name: str) -> tuple[np.ndarray, MLPCache]:
     """W_mlp{second} act(W_mlp{first} X + b 1ᵀ) + b 1ᵀ (Alg. 8 lines 7, 18; Alg. 9 line 7; Alg. 10 line 8)."""
-    H1 = params[f"{prefix}W_mlp{first}"] @ X  # (..., d_mlp, ℓ)
-    if variant.mlp_bias:
-        H1 = H1 + params[f"{prefix}b_mlp{first}"][:, None]
-    out = params[f"{prefix}W_mlp{second}"] @ act(H1)  # (..., d_e, ℓ)
-    if variant.mlp_bias:
-        out = out + params[f"{prefix}b_mlp{second}"][:, None]
-    return out
+    w1, w2 = f"{prefix}W_mlp{first}", f"{prefix}W_mlp{second}"
+    b1 = f"{prefix}b_mlp{first}" if variant.mlp_bias else None
+    b2 = f"{prefix}b_mlp{second}" if variant.mlp_bias else None
+    H1 = params[w1] @ X  # (..., d_mlp, ℓ)
+    if b1:
+        H1 = H1 + params[b1][:, None]
+    A1 = activation(act_name)(H1)
+    out = params[w2] @ A1  # (..., d_e, ℓ)
+    if b2:
+        out = out + params[b2][:, None]
+    return out, MLPCache((w1, b1, w2, b2), act_name, X, H1, A1, params[w1], params[w2])
+
+
+# --------------------------------------------------------------------------
+# residual blocks and layers
+# --------------------------------------------------------------------------
+
+
+class ResidualCache(NamedTuple):
+    placement: str  # "post" or "pre"
+    kind: str  # "self" (f(Y) = MHA(Y, Y)), "cross" (f(Y) = MHA(Y, Z)) or "mlp"
+    f: Any  # MHACache or MLPCache
+    norm: NamedNormCache
+
+
+def _residual_fwd(X: np.ndarray, f: Callable[[np.ndarray], tuple[np.ndarray, Any]], kind: str,
+                  placement: str, params: Params, gamma: str, beta: str, variant) -> tuple[np.ndarray, ResidualCache]:
+    """post: X ← norm(X + f(X)); pre: X ← X + f(norm(X)) (the residual adds the un-normalised X)."""
+    if placement == "post":
+        y, f_cache = f(X)
+        out, n_cache = norm_fwd(X + y, params, gamma, beta, variant)
+    elif placement == "pre":
+        Y, n_cache = norm_fwd(X, params, gamma, beta, variant)
+        y, f_cache = f(Y)
+        out = X + y
+    else:
+        raise ValueError(f"unknown norm placement {placement!r}")
+    return out, ResidualCache(placement, kind, f_cache, n_cache)
 
 
 def _causal(ell: int, variant) -> np.ndarray:
@@ -95,7 +196,8 @@ def _causal(ell: int, variant) -> np.ndarray:
     return unidirectional_mask(ell, ell, variant.causal_alignment)
 
 
-def stack_layer(X: np.ndarray, params: Params, prefix: str, variant, H: int, arch: str) -> np.ndarray:
+def stack_layer_fwd(X: np.ndarray, params: Params, prefix: str, variant, H: int,
+                    arch: str) -> tuple[np.ndarray, tuple[ResidualCache, ...]]:
     """One encoder (Alg. 8 lines 5-8), BERT (Alg. 9 lines 5-8) or GPT-2 (Alg. 10 lines 5-8) layer.
 
     arch ∈ {"ed_encoder", "bert", "gpt2"} picks the paper's norm placement and
@@ -106,28 +208,27 @@ def stack_layer(X: np.ndarray, params: Params, prefix: str, variant, H: int, arc
     un-normalised X).
     """
     placement = variant.resolved_norm_placement(arch)
-    act = activation(variant.resolved_activation(arch))
+    act = variant.resolved_activation(arch)
     Mask = _causal(X.shape[-1], variant) if arch == "gpt2" else None
     W = gather_mha(params, prefix + "attn.", H, variant.attn_bias)
 
-    def attn(Y: np.ndarray) -> np.ndarray:
-        return mh_attention(Y, Y, W, Mask, variant)
+    def attn(Y: np.ndarray):
+        return mh_attention_fwd(Y, Y, W, Mask, variant, prefix + "attn.")
 
-    def mlp(Y: np.ndarray) -> np.ndarray:
-        return _mlp(Y, params, prefix, "1", "2", variant, act)
+    def mlp(Y: np.ndarray):
+        return mlp_fwd(Y, params, prefix, "1", "2", variant, act)
 
-    if placement == "post":
-        X = norm(X + attn(X), params, prefix + "gamma1", prefix + "beta1", variant)  # lines 5-6
-        X = norm(X + mlp(X), params, prefix + "gamma2", prefix + "beta2", variant)  # lines 7-8
-    elif placement == "pre":
-        X = X + attn(norm(X, params, prefix + "gamma1", prefix + "beta1", variant))  # lines 5-6 (Alg. 10)
-        X = X + mlp(norm(X, params, prefix + "gamma2", prefix + "beta2", variant))  # lines 7-8 (Alg. 10)
-    else:
-        raise ValueError(f"unknown norm placement {placement!r}")
-    return X
+    X, c1 = _residual_fwd(X, attn, "self", placement, params, prefix + "gamma1", prefix + "beta1", variant)  # lines 5-6
+    X, c2 = _residual_fwd(X, mlp, "mlp", placement, params, prefix + "gamma2", prefix + "beta2", variant)  # lines 7-8
+    return X, (c1, c2)
 
 
-def decoder_layer(X: np.ndarray, Z: np.ndarray, params: Params, prefix: str, variant, H: int) -> np.ndarray:
+def stack_layer(X: np.ndarray, params: Params, prefix: str, variant, H: int, arch: str) -> np.ndarray:
+    return stack_layer_fwd(X, params, prefix, variant, H, arch)[0]
+
+
+def decoder_layer_fwd(X: np.ndarray, Z: np.ndarray, params: Params, prefix: str, variant,
+                      H: int) -> tuple[np.ndarray, tuple[ResidualCache, ...]]:
     """Algorithm 8 lines 14-19: causal self-attention, cross-attention to Z (Mask ≡ 1), MLP.
 
     X: (..., d_e, ℓ_x) decoder stream, Z: (..., d_e, ℓ_z) encoder output.
@@ -136,26 +237,28 @@ def decoder_layer(X: np.ndarray, Z: np.ndarray, params: Params, prefix: str, var
     with Z used as given (a pre-LN encoder ends in its own final norm).
     """
     placement = variant.resolved_norm_placement("ed_decoder")
-    act = activation(variant.resolved_activation("ed_decoder"))
+    act = variant.resolved_activation("ed_decoder")
     Mask = _causal(X.shape[-1], variant)  # (ℓ_x, ℓ_x)  line 14
     W_self = gather_mha(params, prefix + "self_attn.", H, variant.attn_bias)
     W_cross = gather_mha(params, prefix + "cross_attn.", H, variant.attn_bias)
 
-    def n(Y: np.ndarray, k: int) -> np.ndarray:
-        return norm(Y, params, f"{prefix}gamma{k}", f"{prefix}beta{k}", variant)
+    def self_attn(Y: np.ndarray):
+        return mh_attention_fwd(Y, Y, W_self, Mask, variant, prefix + "self_attn.")
 
-    def mlp(Y: np.ndarray) -> np.ndarray:
-        return _mlp(Y, params, prefix, "3", "4", variant, act)
+    def cross_attn(Y: np.ndarray):
+        return mh_attention_fwd(Y, Z, W_cross, None, variant, prefix + "cross_attn.")
 
-    if placement == "post":
-        X = n(X + mh_attention(X, X, W_self, Mask, variant), 3)  # lines 14-15
-        X = n(X + mh_attention(X, Z, W_cross, None, variant), 4)  # lines 16-17
-        X = n(X + mlp(X), 5)  # lines 18-19
-    elif placement == "pre":
-        Y = n(X, 3)
-        X = X + mh_attention(Y, Y, W_self, Mask, variant)  # line 14, pre-LN
-        X = X + mh_attention(n(X, 4), Z, W_cross, None, variant)  # line 16, pre-LN
-        X = X + mlp(n(X, 5))  # line 18, pre-LN
-    else:
-        raise ValueError(f"unknown norm placement {placement!r}")
-    return X
+    def mlp(Y: np.ndarray):
+        return mlp_fwd(Y, params, prefix, "3", "4", variant, act)
+
+    def names(k: int) -> tuple[str, str]:
+        return f"{prefix}gamma{k}", f"{prefix}beta{k}"
+
+    X, c3 = _residual_fwd(X, self_attn, "self", placement, params, *names(3), variant)  # lines 14-15
+    X, c4 = _residual_fwd(X, cross_attn, "cross", placement, params, *names(4), variant)  # lines 16-17
+    X, c5 = _residual_fwd(X, mlp, "mlp", placement, params, *names(5), variant)  # lines 18-19
+    return X, (c3, c4, c5)
+
+
+def decoder_layer(X: np.ndarray, Z: np.ndarray, params: Params, prefix: str, variant, H: int) -> np.ndarray:
+    return decoder_layer_fwd(X, Z, params, prefix, variant, H)[0]

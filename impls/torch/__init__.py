@@ -9,7 +9,11 @@ The conversion to and from the spec's canonical layout (tokens are columns,
 Mask indexed [t_z, t_x]) lives in one module, ``adapter``.
 
 Modules: ``adapter`` (layouts and parameter packing), ``components``
-(Alg. 1-7), ``layers`` (Alg. 8-10 layers), ``architectures`` (Alg. 8-10),
+(Alg. 1-7), ``layers`` (Alg. 8-10 layers), ``architectures`` (Alg. 8-10,
+up to the logits), ``models`` (flat parameters → architectures),
+``training`` (Alg. 11-13: ``F.cross_entropy`` losses summed over
+positions, ``torch.autograd.grad`` gradients, SGD loops), ``inference``
+(Alg. 14-15: inverse-CDF sampling with ``cumsum`` + ``searchsorted``),
 ``entries`` (the registry calling convention).
 
 Precision: importing this plugin sets ``torch.set_float32_matmul_precision(
@@ -18,6 +22,12 @@ matrix products are full float32 (``precision="highest"``). TF32 would be a
 separate, named precision tier with its own tolerances, not this plugin.
 These are process-wide PyTorch settings.
 
+Threads: importing this plugin sets ``torch.set_num_threads`` to
+``FTSPEC_TORCH_THREADS`` (default 1). Conformance cases are tiny tensors, for
+which waking an intra-op thread pool costs far more than the arithmetic:
+measured on a loaded 2-core machine, one DTransformer call took 253 ms with
+PyTorch's default 2 threads and 2 ms with 1.
+
 Dtypes: float64, float32, bfloat16 and float16 are computed in that dtype,
 with whatever internal accumulation PyTorch's kernels use (e.g. float32
 opmath for half types). The fixed sinusoid tables are built in float64 and
@@ -25,6 +35,8 @@ rounded once to the call's dtype.
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import torch
@@ -36,6 +48,7 @@ from .entries import ALGORITHMS
 __all__ = ["devices", "from_numpy", "implementation", "to_numpy"]
 
 torch.set_float32_matmul_precision("highest")
+torch.set_num_threads(int(os.environ.get("FTSPEC_TORCH_THREADS", "1")))
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 

@@ -3,49 +3,80 @@
 Tokens are (…, ℓ) integer tensors; every hidden state is (…, ℓ, d); the
 result P is (…, ℓ, N_V), row t a distribution over the next token (the
 adapter transposes it to the canonical (N_V, ℓ)).
+
+Each architecture is written once up to its logits (``*_logits``: Alg. 7
+before the softmax), which is what the losses of Algorithms 11-13 consume;
+``*_transformer`` is the softmax of those. Alg. 8 is also split into its
+encoder (lines 1-9) and decoder (lines 10-21) so that EDInference (Alg. 15)
+encodes z once and re-runs only the decoder per generated token.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from ftspec.spec.variants import VariantSet
 
 from .adapter import Block, DecBlock, Embedding, Norm, Unembedding
-from .components import activation, embed, norm, unembed
+from .components import activation, embed, logits, norm
 from .layers import block, decoder_block
 
-__all__ = ["d_transformer", "e_transformer", "ed_transformer"]
+__all__ = [
+    "d_logits", "d_transformer", "e_logits", "e_transformer", "ed_decode_logits", "ed_encode", "ed_logits",
+    "ed_transformer",
+]
 
 
-def ed_transformer(z: Tensor, x: Tensor, emb_enc: Embedding, emb_dec: Embedding, enc: Sequence[Block],
-                   dec: Sequence[DecBlock], final_enc: Norm, final_dec: Norm, head: Unembedding,
-                   v: VariantSet, ell_max: int) -> Tensor:
-    """Alg. 8. z: (…, ℓ_z) source, x: (…, ℓ_x) target → P: (…, ℓ_x, N_V).
-
-    ``emb_enc``/``emb_dec`` share W_e and W_p and differ only in their
-    embedding norms (γ_emb_enc, γ_emb_dec); ``final_enc``/``final_dec`` are
-    used when the variant resolves to a final norm (γ_enc, γ_dec)."""
+def ed_encode(z: Tensor, emb_enc: Embedding, enc: Sequence[Block], final_enc: Norm, v: VariantSet,
+              ell_max: int) -> Tensor:
+    """Alg. 8 lines 1-9 (plus the encoder's final norm under final_norm="final").
+    z: (…, ℓ_z) source → Z: (…, ℓ_z, d_e)."""
     Z = embed(z, emb_enc.table, emb_enc.positions, v, ell_max, emb_enc.norm)  # lines 1-3: (…, ℓ_z, d_e)
     for p in enc:  # line 4
         Z = block(Z, p, v, "ed_encoder")  # lines 5-8
     if v.resolved_final_norm("ed_encoder"):
         Z = norm(Z, final_enc, v)
+    return Z
+
+
+def ed_decode_logits(x: Tensor, Z: Tensor, emb_dec: Embedding, dec: Sequence[DecBlock], final_dec: Norm,
+                     head: Unembedding, v: VariantSet, ell_max: int) -> Tensor:
+    """Alg. 8 lines 10-21 before the softmax. x: (…, ℓ_x) target, Z: (…, ℓ_z,
+    d_e) encoder output → logits (…, ℓ_x, N_V)."""
     X = embed(x, emb_dec.table, emb_dec.positions, v, ell_max, emb_dec.norm)  # lines 10-12: (…, ℓ_x, d_e)
     for p in dec:  # line 13
         X = decoder_block(X, Z, p, v)  # lines 14-19
     if v.resolved_final_norm("ed_decoder"):
         X = norm(X, final_dec, v)
-    return unembed(X, head.W_u, head.b_u)  # line 21: (…, ℓ_x, N_V)
+    return logits(X, head.W_u, head.b_u)  # line 21 before softmax: (…, ℓ_x, N_V)
 
 
-def e_transformer(x: Tensor, emb: Embedding, layers: Sequence[Block], final: Norm, W_f: Tensor, b_f: Tensor,
-                  head_norm: Norm, head: Unembedding, v: VariantSet, ell_max: int) -> Tensor:
-    """Alg. 9. x: (…, ℓ) → P: (…, ℓ, N_V). ``final`` (γ_final) only under
-    final_norm="final"; the head's norm (γ, β over d_f) is line 11 and always there."""
+def ed_logits(z: Tensor, x: Tensor, emb_enc: Embedding, emb_dec: Embedding, enc: Sequence[Block],
+              dec: Sequence[DecBlock], final_enc: Norm, final_dec: Norm, head: Unembedding,
+              v: VariantSet, ell_max: int) -> Tensor:
+    """Alg. 8 up to the logits. z: (…, ℓ_z), x: (…, ℓ_x) → (…, ℓ_x, N_V).
+
+    ``emb_enc``/``emb_dec`` share W_e and W_p and differ only in their
+    embedding norms (γ_emb_enc, γ_emb_dec); ``final_enc``/``final_dec`` are
+    used when the variant resolves to a final norm (γ_enc, γ_dec)."""
+    Z = ed_encode(z, emb_enc, enc, final_enc, v, ell_max)
+    return ed_decode_logits(x, Z, emb_dec, dec, final_dec, head, v, ell_max)
+
+
+def ed_transformer(*args, **kwargs) -> Tensor:
+    """Alg. 8 (arguments as ``ed_logits``) → P: (…, ℓ_x, N_V)."""
+    return torch.softmax(ed_logits(*args, **kwargs), dim=-1)
+
+
+def e_logits(x: Tensor, emb: Embedding, layers: Sequence[Block], final: Norm, W_f: Tensor, b_f: Tensor,
+             head_norm: Norm, head: Unembedding, v: VariantSet, ell_max: int) -> Tensor:
+    """Alg. 9 up to the logits. x: (…, ℓ) → (…, ℓ, N_V). ``final`` (γ_final)
+    only under final_norm="final"; the head's norm (γ, β over d_f) is line 11
+    and always there."""
     X = embed(x, emb.table, emb.positions, v, ell_max, emb.norm)  # lines 1-3: (…, ℓ, d_e)
     for p in layers:  # line 4
         X = block(X, p, v, "bert")  # lines 5-8
@@ -53,15 +84,25 @@ def e_transformer(x: Tensor, emb: Embedding, layers: Sequence[Block], final: Nor
         X = norm(X, final, v)
     X = activation(F.linear(X, W_f, b_f), v.resolved_activation("bert"))  # line 10: (…, ℓ, d_f)
     X = norm(X, head_norm, v)  # line 11
-    return unembed(X, head.W_u, head.b_u)  # line 12: (…, ℓ, N_V)
+    return logits(X, head.W_u, head.b_u)  # line 12 before softmax: (…, ℓ, N_V)
 
 
-def d_transformer(x: Tensor, emb: Embedding, layers: Sequence[Block], final: Norm, head: Unembedding,
-                  v: VariantSet, ell_max: int) -> Tensor:
-    """Alg. 10. x: (…, ℓ) → P: (…, ℓ, N_V)."""
+def e_transformer(*args, **kwargs) -> Tensor:
+    """Alg. 9 (arguments as ``e_logits``) → P: (…, ℓ, N_V)."""
+    return torch.softmax(e_logits(*args, **kwargs), dim=-1)
+
+
+def d_logits(x: Tensor, emb: Embedding, layers: Sequence[Block], final: Norm, head: Unembedding,
+             v: VariantSet, ell_max: int) -> Tensor:
+    """Alg. 10 up to the logits. x: (…, ℓ) → (…, ℓ, N_V)."""
     X = embed(x, emb.table, emb.positions, v, ell_max, emb.norm)  # lines 1-3: (…, ℓ, d_e)
     for p in layers:  # line 4
         X = block(X, p, v, "gpt2")  # lines 5-8
     if v.resolved_final_norm("gpt2"):
         X = norm(X, final, v)  # line 10
-    return unembed(X, head.W_u, head.b_u)  # line 11: (…, ℓ, N_V)
+    return logits(X, head.W_u, head.b_u)  # line 11 before softmax: (…, ℓ, N_V)
+
+
+def d_transformer(*args, **kwargs) -> Tensor:
+    """Alg. 10 (arguments as ``d_logits``) → P: (…, ℓ, N_V)."""
+    return torch.softmax(d_logits(*args, **kwargs), dim=-1)

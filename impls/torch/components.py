@@ -19,7 +19,7 @@ from ftspec.spec.variants import VariantSet
 from .adapter import Attn, MLP, Norm
 
 __all__ = [
-    "activation", "attention_heads", "causal_mask", "embed", "lookup", "mh_attention", "mlp", "norm",
+    "activation", "attention_heads", "causal_mask", "embed", "logits", "lookup", "mh_attention", "mlp", "norm",
     "sinusoid_table", "unembed",
 ]
 
@@ -230,6 +230,14 @@ def mlp(X: Tensor, p: MLP, kind: str) -> Tensor:
     return F.linear(activation(F.linear(X, p.W1, p.b1), kind), p.W2, p.b2)  # (…, ℓ, d_e)
 
 
+def logits(X: Tensor, W_u: Tensor, b_u: Optional[Tensor] = None) -> Tensor:
+    """Alg. 7 before its softmax: W_u e + b_u per token. X (…, ℓ, d) → (…, ℓ, N_V).
+
+    The losses of Alg. 11-13 take log-probabilities from these with
+    ``log_softmax``/``cross_entropy`` rather than the log of P."""
+    return F.linear(X, W_u, b_u)
+
+
 def unembed(X: Tensor, W_u: Tensor, b_u: Optional[Tensor] = None) -> Tensor:
     """Alg. 7 per token: softmax(W_u e + b_u). X (…, ℓ, d) → P (…, ℓ, N_V)."""
-    return torch.softmax(F.linear(X, W_u, b_u), dim=-1)
+    return torch.softmax(logits(X, W_u, b_u), dim=-1)

@@ -1,4 +1,7 @@
-"""The 19 registry entries: canonical in, native compute, canonical out.
+"""The registry entries: canonical in, native compute, canonical out.
+
+The 19 forward entries (Alg. 1-10) are here; training (Alg. 11-13) is in
+``training`` and inference (Alg. 14-15) in ``inference``, merged below.
 
 Each function has the plugin calling convention ``fn(inputs, params, ctx)``
 (impls/api.py). It converts with ``adapter`` only, calls the native code, and
@@ -16,7 +19,9 @@ import torch
 from ftspec.impls.api import Context
 
 from . import adapter as A
-from . import architectures, components as C, layers
+from . import components as C, layers, models
+from .inference import INFERENCE
+from .training import TRAINING
 
 __all__ = ["ALGORITHMS"]
 
@@ -107,40 +112,19 @@ def decoder_layer(i: In, p: In, ctx: Context) -> Any:
     return A.rows_to_cols(X)
 
 
-def _layers(p: In, prefix: str, build) -> list:
-    return [build(p, f"{prefix}{l}.") for l in range(A.count(p, prefix))]
-
-
 def ed_transformer(i: In, p: In, ctx: Context) -> Any:
     """Alg. 8 → P (…, N_V, ℓ_x)."""
-    v = ctx.variant
-    P = architectures.ed_transformer(
-        i["z"], i["x"],
-        A.embedding_params(p, "gamma_emb_enc", "beta_emb_enc"),
-        A.embedding_params(p, "gamma_emb_dec", "beta_emb_dec"),
-        _layers(p, "enc_layers.", A.block_params), _layers(p, "dec_layers.", A.dec_block_params),
-        A.norm_params(p, "gamma_enc", "beta_enc"), A.norm_params(p, "gamma_dec", "beta_dec"),
-        A.unembedding_params(p, v.unembedding == "tied"), v, ctx.hyper["ell_max"])  # (…, ℓ_x, N_V)
-    return A.rows_to_cols(P)
+    return A.rows_to_cols(torch.softmax(models.ed_logits(i["z"], i["x"], p, ctx), dim=-1))  # line 21
 
 
 def e_transformer(i: In, p: In, ctx: Context) -> Any:
     """Alg. 9 → P (…, N_V, ℓ)."""
-    v = ctx.variant
-    P = architectures.e_transformer(
-        i["x"], A.embedding_params(p), _layers(p, "layers.", A.block_params),
-        A.norm_params(p, "gamma_final", "beta_final"), p["W_f"], p["b_f"], A.norm_params(p, "gamma", "beta"),
-        A.unembedding_params(p, v.unembedding == "tied"), v, ctx.hyper["ell_max"])  # (…, ℓ, N_V)
-    return A.rows_to_cols(P)
+    return A.rows_to_cols(torch.softmax(models.e_logits(i["x"], p, ctx), dim=-1))  # line 12
 
 
 def d_transformer(i: In, p: In, ctx: Context) -> Any:
     """Alg. 10 → P (…, N_V, ℓ)."""
-    v = ctx.variant
-    P = architectures.d_transformer(
-        i["x"], A.embedding_params(p), _layers(p, "layers.", A.block_params), A.norm_params(p, "gamma", "beta"),
-        A.unembedding_params(p, v.unembedding == "tied"), v, ctx.hyper["ell_max"])  # (…, ℓ, N_V)
-    return A.rows_to_cols(P)
+    return A.rows_to_cols(torch.softmax(models.d_logits(i["x"], p, ctx), dim=-1))  # line 11
 
 
 ALGORITHMS = {
@@ -163,4 +147,6 @@ ALGORITHMS = {
     "ed_transformer": ed_transformer,
     "e_transformer": e_transformer,
     "d_transformer": d_transformer,
+    **TRAINING,  # Alg. 11-13 and their pieces (training.py)
+    **INFERENCE,  # Alg. 14-15 (inference.py)
 }

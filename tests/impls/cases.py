@@ -81,8 +81,12 @@ def variants_for(entry: Entry) -> list[VariantSet]:
     return out
 
 
+#: every temperature regime: the argmax limit, below and above 1, 1, the uniform limit
+TAUS = (0.0, 0.7, 1.0, 2.5, float("inf"))
+
+
 def make_case(entry: Entry, variant: VariantSet, seed: int = 0, hyper: dict[str, int] | None = None,
-              empty_query: bool = False) -> Case:
+              empty_query: bool = False, tau: float | None = None) -> Case:
     """Well-scaled random inputs and parameters for ``entry`` under ``variant``."""
     hp = dict(hyper or hyper_for(entry))
     rng = np.random.default_rng([seed, sum(map(ord, entry.name)), int(variant.hash, 16) % 2**32])
@@ -110,7 +114,7 @@ def make_case(entry: Entry, variant: VariantSet, seed: int = 0, hyper: dict[str,
         elif spec.kind == "rate":
             inputs[spec.name] = np.asarray(0.05)
         elif spec.kind == "temperature":
-            inputs[spec.name] = np.asarray(rng.choice([0.0, 0.7, 1.0, 2.5, np.inf]))
+            inputs[spec.name] = np.asarray(TAUS[seed % len(TAUS)] if tau is None else tau)
         elif spec.kind == "distribution":
             p = rng.random(shape)
             inputs[spec.name] = p / p.sum()
@@ -154,7 +158,12 @@ def accepted_case(entry: Entry, variant: VariantSet, seed: int = 0, **kw: Any) -
 
 def all_cases(registry: dict[str, Entry] = REGISTRY) -> Iterator[Case]:
     for entry in registry.values():
+        sampled = any(spec.kind == "temperature" for spec in entry.inputs)
         for variant in variants_for(entry):
+            if sampled:  # every τ regime, for the paper's set at least
+                for tau in (TAUS if variant == PAPER else TAUS[1:2]):
+                    yield accepted_case(entry, variant, tau=tau)
+                continue
             yield accepted_case(entry, variant)
             if "empty_query" in entry.switches and variant.empty_query != "error":
                 yield accepted_case(entry, variant, seed=1, empty_query=True)

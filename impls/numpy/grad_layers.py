@@ -1,0 +1,119 @@
+"""Hand-written backward passes of Algorithm 5 and the layers of Algorithms 8-10.
+
+Each ``*_bwd`` reads the cache of the matching ``*_fwd`` in ``layers.py``,
+returns the gradient with respect to the layer's inputs and adds the
+gradients of the parameters it used into a ``Grads`` accumulator under their
+flat names (``layers.0.attn.heads.1.W_q``). Parameters used twice (tied
+unembedding) simply receive two contributions.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Optional
+
+import numpy as np
+
+from .grad_components import activation_bwd, attention_bwd, linear_bwd, norm_bwd
+from .layers import MHACache, MLPCache, NamedNormCache, ResidualCache
+
+__all__ = ["Grads", "decoder_layer_bwd", "mh_attention_bwd", "mlp_bwd", "named_norm_bwd", "stack_layer_bwd"]
+
+
+class Grads:
+    """{flat parameter name: gradient}, zeros to start, shapes batch_shape + the parameter's shape."""
+
+    def __init__(self, params: Mapping[str, np.ndarray], batch_shape: tuple[int, ...], dtype) -> None:
+        self.batch_shape = tuple(batch_shape)
+        self.values = {k: np.zeros(self.batch_shape + np.shape(v), dtype=dtype) for k, v in params.items()}
+
+    def add(self, name: Optional[str], g: Optional[np.ndarray]) -> None:
+        if name is None or g is None:
+            return
+        cur = self.values[name]
+        if g.shape != cur.shape:
+            raise AssertionError(f"gradient of {name}: shape {g.shape}, expected {cur.shape}")
+        self.values[name] = cur + g
+
+
+def mh_attention_bwd(dOut: np.ndarray, c: MHACache, grads: Grads) -> tuple[np.ndarray, np.ndarray]:
+    """Backward of Ṽ = W_o [Y^1; …; Y^H] + b_o 1ᵀ (Algorithm 5).
+
+    dW_o = dṼ Yᵀ, db_o = Σ_t dṼ, dY = W_oᵀ dṼ split back into heads; each head
+    through ``attention_bwd``; X and Z were broadcast over the head axis, so
+    their gradients sum over it. Returns (dX, dZ).
+    """
+    dY, dW_o, db_o = linear_bwd(dOut, c.Y, c.W.W_o, c.W.b_o is not None)
+    grads.add(c.prefix + "W_o", dW_o)
+    grads.add(c.prefix + "b_o", db_o)
+    H = c.W.W_q.shape[0]
+    dY = dY.reshape(dY.shape[:-2] + (H, dY.shape[-2] // H, dY.shape[-1]))  # (..., H, d_mid, ℓ_x)
+    dXh, dZh, head_grads = attention_bwd(dY, c.heads)
+    for leaf, g in head_grads.items():
+        if g is None:
+            continue
+        leaf_ndim = 1 if leaf.startswith("b_") else 2
+        per_head = np.moveaxis(g, -(leaf_ndim + 1), 0)  # (H, ..., *leaf shape)
+        for h in range(H):
+            grads.add(f"{c.prefix}heads.{h}.{leaf}", per_head[h])
+    return np.sum(dXh, axis=-3), np.sum(dZh, axis=-3)
+
+
+def named_norm_bwd(dOut: np.ndarray, c: NamedNormCache, grads: Grads) -> np.ndarray:
+    dX, dgamma, dbeta = norm_bwd(dOut, c.cache)
+    grads.add(c.gamma, dgamma)
+    grads.add(c.beta, dbeta)
+    return dX
+
+
+def mlp_bwd(dOut: np.ndarray, c: MLPCache, grads: Grads) -> np.ndarray:
+    """Backward of W2 act(W1 X + b1 1ᵀ) + b2 1ᵀ."""
+    w1, b1, w2, b2 = c.names
+    dA1, dW2, db2 = linear_bwd(dOut, c.A1, c.W2, b2 is not None)
+    grads.add(w2, dW2)
+    grads.add(b2, db2)
+    dH1 = activation_bwd(c.act, c.H1, dA1)
+    dX, dW1, db1 = linear_bwd(dH1, c.X, c.W1, b1 is not None)
+    grads.add(w1, dW1)
+    grads.add(b1, db1)
+    return dX
+
+
+def _sublayer_bwd(dOut: np.ndarray, c: ResidualCache, grads: Grads) -> tuple[np.ndarray, Optional[np.ndarray]]:
+    """Backward of f: returns (d input, dZ of a cross-attention or None)."""
+    if c.kind == "self":  # f(Y) = MHA(Y, Y): Y is both the primary input and the context
+        dX, dZ = mh_attention_bwd(dOut, c.f, grads)
+        return dX + dZ, None
+    if c.kind == "cross":  # f(Y) = MHA(Y, Z)
+        return mh_attention_bwd(dOut, c.f, grads)
+    if c.kind == "mlp":
+        return mlp_bwd(dOut, c.f, grads), None
+    raise ValueError(f"unknown sublayer {c.kind!r}")
+
+
+def residual_bwd(dOut: np.ndarray, c: ResidualCache, grads: Grads) -> tuple[np.ndarray, Optional[np.ndarray]]:
+    """post: out = norm(X + f(X)); pre: out = X + f(norm(X)). Returns (dX, dZ or None)."""
+    if c.placement == "post":
+        dT = named_norm_bwd(dOut, c.norm, grads)  # through the norm of X + f(X)
+        dF, dZ = _sublayer_bwd(dT, c, grads)
+        return dT + dF, dZ
+    if c.placement == "pre":
+        dF, dZ = _sublayer_bwd(dOut, c, grads)
+        return dOut + named_norm_bwd(dF, c.norm, grads), dZ
+    raise ValueError(f"unknown norm placement {c.placement!r}")
+
+
+def stack_layer_bwd(dX: np.ndarray, caches: Iterable[ResidualCache], grads: Grads) -> np.ndarray:
+    """Backward of an encoder, BERT or GPT-2 layer (attention block, then MLP block)."""
+    for c in reversed(tuple(caches)):
+        dX, _ = residual_bwd(dX, c, grads)
+    return dX
+
+
+def decoder_layer_bwd(dX: np.ndarray, caches: Iterable[ResidualCache], grads: Grads) -> tuple[np.ndarray, np.ndarray]:
+    """Backward of a decoder layer; returns (dX, dZ), dZ from the cross-attention to the encoder output."""
+    dZ_total = None
+    for c in reversed(tuple(caches)):
+        dX, dZ = residual_bwd(dX, c, grads)
+        if dZ is not None:
+            dZ_total = dZ if dZ_total is None else dZ_total + dZ
+    return dX, dZ_total
