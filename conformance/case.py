@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ftspec.spec.registry import REGISTRY, Entry
+from ftspec.spec.registry import Entry, entry
 from ftspec.spec.variants import VariantSet
 
 __all__ = ["Case"]
@@ -41,7 +41,7 @@ class Case:
 
     @property
     def entry(self) -> Entry:
-        return REGISTRY[self.algorithm]
+        return entry(self.algorithm)
 
     def describe(self) -> str:
         """Shapes and settings, for failure messages."""
@@ -53,6 +53,10 @@ class Case:
 
     def __repr__(self) -> str:
         return f"Case<{self.describe()}>"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        """Hypothesis's printer: the compact form, not every array."""
+        p.text(repr(self))
 
     def size(self) -> int:
         """Number of scalars in inputs and parameters (a shrinking measure)."""

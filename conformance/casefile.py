@@ -36,12 +36,12 @@ def write_case(case: Case, path: Path | str, **meta: Any) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tensors: dict[str, np.ndarray] = {}
     for k, v in case.inputs.items():
-        tensors[f"inputs.{k}"] = np.ascontiguousarray(v)
+        tensors[f"inputs.{k}"] = np.asarray(v).copy(order="C")  # keeps 0-d arrays 0-d
     for k, v in case.params.items():
-        tensors[f"params.{k}"] = np.ascontiguousarray(v)
+        tensors[f"params.{k}"] = np.asarray(v).copy(order="C")  # keeps 0-d arrays 0-d
     for i, extra in enumerate(case.batch):
         for k, v in extra.items():
-            tensors[f"batch.{i}.{k}"] = np.ascontiguousarray(v)
+            tensors[f"batch.{i}.{k}"] = np.asarray(v).copy(order="C")  # keeps 0-d arrays 0-d
     tensor_path = path.with_suffix(".safetensors")
     save_file(tensors, str(tensor_path))
     doc = {

@@ -71,6 +71,7 @@ def cell_dict(c: Cell) -> dict[str, Any]:
         "worst_ratio": _finite(c.worst_ratio),
         "checks": dict(sorted(c.checks.items())),
         "ambiguous_samples": c.ambiguous,
+        "undetermined_elements": c.undetermined,
         "note": c.note or None,
         "failure": None if c.failure is None else {
             "check": c.failure.check,
@@ -92,6 +93,7 @@ def report_dict(result: RunResult, plugins: Sequence[tuple[str, Implementation]]
             "dtype": dtype,
             "generated": n,
             "refused_by_spec": result.rejected.get((alg, dtype), 0),
+            "unmodelled": result.unmodelled.get((alg, dtype), 0),
             "agreement": [{"a": a, "b": b, "worst_ratio": _finite(r)} for (a, b), r in sorted(agreement.items())],
         })
     return {

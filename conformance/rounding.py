@@ -297,6 +297,12 @@ class MonteCarloNumbers:
             r = np.power(np.broadcast_to(_lane(base), (self.k + 1,)), _lane(exponent)).astype(np.float64)
         return self._rounded(np.array(r), self.t)
 
+    def step(self, x: Any) -> Lanes:
+        """[[x > 0]] per lane: ReLU's derivative, so a sign that rounding flips flips the branch."""
+        if type(x) is not Lanes:
+            x = self.num(x)
+        return Lanes(np.where(x.x > 0, 1.0, 0.0), self)
+
     def relu(self, x: Any) -> Lanes:
         if type(x) is not Lanes:
             x = self.num(x)

@@ -35,7 +35,7 @@ from .casefile import reproducer, write_case
 from .execute import Member, examine
 from .judge import Finding, compare_pair
 from .profiles import Profile
-from .tolerances import Reference, reference
+from .tolerances import Reference, ToleranceModelError, reference
 
 __all__ = ["Cell", "Failure", "RunResult", "Runner"]
 
@@ -67,6 +67,7 @@ class Cell:
     failure: Optional[Failure] = None
     note: str = ""
     ambiguous: int = 0  # sampled tokens accepted because u lay within rounding of a CDF boundary
+    undetermined: int = 0  # non-finite elements accepted where the dtype cannot determine the value
     #: seconds from the start of this cell's search to its first failing example (before shrinking),
     #: and how many examples the member had run by then (the failing one included)
     first_failure_s: Optional[float] = None
@@ -85,6 +86,7 @@ class RunResult:
     seconds: float = 0.0
     generated: Counter = field(default_factory=Counter)  # (algorithm, dtype) -> examples drawn
     rejected: Counter = field(default_factory=Counter)  # (algorithm, dtype) -> cases the spec refused
+    unmodelled: Counter = field(default_factory=Counter)  # (algorithm, dtype) -> no tolerance could be derived
     agreement: dict = field(default_factory=dict)  # (algorithm, dtype) -> {(a, b): worst |a-b| / (2 bound)}
     fixtures: list = field(default_factory=list)  # fixture replay results (conformance/replay_fixtures)
     #: seconds spent computing spec references (binary64 + Monte Carlo tolerances, cache misses only)
@@ -111,7 +113,7 @@ class _MemberFailed(Exception):
 def _digest(arrays: dict[str, np.ndarray]) -> bytes:
     h = hashlib.sha256()
     for k in sorted(arrays):
-        v = np.ascontiguousarray(arrays[k])
+        v = np.asarray(arrays[k]).copy(order="C")
         h.update(k.encode() + str(v.dtype).encode() + str(v.shape).encode() + v.tobytes())
     return h.digest()
 
@@ -158,14 +160,14 @@ class Runner:
             try:
                 value = reference(entry, prepared.inputs, prepared.params, hyper=case.hyper,
                                   variant=case.variant, dtype=dtype, precision=precision)
-            except SpecError as exc:
+            except (SpecError, ToleranceModelError) as exc:
                 value = exc
             finally:
                 self._reference_seconds += time.perf_counter() - started
             self._refs[key] = value
             if len(self._refs) > 512:
                 self._refs.popitem(last=False)
-        if isinstance(value, SpecError):
+        if isinstance(value, (SpecError, ToleranceModelError)):
             raise value
         return value
 
@@ -318,6 +320,9 @@ class Runner:
         except SpecError:
             result.rejected[(entry.name, dtype)] += 1
             reject()
+        except ToleranceModelError:  # counted and reported, never a silent zero tolerance
+            result.unmodelled[(entry.name, dtype)] += 1
+            reject()
         if not all(r.in_range for r in refs.values()):
             for m in active:
                 cells[m.key].out_of_range += 1
@@ -327,7 +332,7 @@ class Runner:
             extra_prep = self._prepare(entry, case, extra, dtype)
             try:
                 extra_refs = {p: self._reference(entry, extra_prep, case, dtype, p) for p in precisions}
-            except SpecError:
+            except (SpecError, ToleranceModelError):
                 continue
             if all(r.in_range for r in extra_refs.values()):
                 for p in precisions:
@@ -346,6 +351,7 @@ class Runner:
             cell.worst_ratio = max(cell.worst_ratio, outcome.judgement.ratio)
             cell.checks.update(outcome.checks)
             cell.ambiguous += outcome.judgement.ambiguous
+            cell.undetermined += outcome.judgement.undetermined
             worst = max(worst, outcome.judgement.ratio if math.isfinite(outcome.judgement.ratio) else 1e300)
             if not outcome.judgement.ok and cell.first_failure_s is None:
                 cell.first_failure_s = time.perf_counter() - self._search_started

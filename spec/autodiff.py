@@ -204,12 +204,13 @@ class GradNumbers(Numbers):
         return Var(value, self, ((b, db), (y, dy)))
 
     def relu(self, x: Any) -> Var:
+        """ReLU and its derivative [[x > 0]] (ReLU'(0) = 0, as in every framework), both taken by
+        the base system, so a base that carries several values at once (the harness's Monte
+        Carlo lanes) branches per value."""
         x = self._lift(x)
-        if x.v > 0:
-            return Var(x.v, self, ((x, self.base.num(1)),))
-        if self.base.isnan(x.v):
-            return Var(x.v, self, ((x, x.v),))
-        return Var(self.base.num(0), self)  # ReLU'(0) = 0, as in every framework
+        B = self.base
+        step = B.step(x.v) if hasattr(B, "step") else (B.num(1) if x.v > 0 else B.num(0))
+        return Var(B.relu(x.v), self, ((x, step),))
 
 
 def _adjoints(ns: GradNumbers, output: Var) -> dict[int, Any]:

@@ -32,6 +32,7 @@ __all__ = [
     "LogitSite",
     "Norm",
     "ScoreSite",
+    "differentiates",
     "equal_widths",
     "heads",
     "leaf",
@@ -125,10 +126,14 @@ def width_minimum(entry: Entry, variant: VariantSet,
                   hyper: Optional[Mapping[str, int]] = None) -> dict[str, int]:
     """Normalised widths that must be ≥ 2: a layer norm without ε sees zero
     variance in a single entry; unbiased variance divides by d − 1; a head
-    (``heads``) without ε needs two rows to keep its columns apart."""
+    (``heads``) without ε needs two rows to keep its columns apart. Entries
+    that differentiate (``differentiates``) also need it with ε outside the
+    root: at zero variance σ = √v + ε is finite but √'(0) is not, and the
+    gradient is 0 · ∞ (NaN in the spec and in every framework)."""
     no_eps = variant.epsilon_placement == "none"
+    singular = no_eps or (variant.epsilon_placement == "outside_root" and differentiates(entry))
     out = {n.width: 2 for n in norms(entry, variant)
-           if n.kind == "layer_norm" and (no_eps or variant.variance == "unbiased")}
+           if n.kind == "layer_norm" and (singular or variant.variance == "unbiased")}
     if no_eps:
         out.update({symbolic_schema(entry, variant)[w][0]: 2 for w, _ in heads(entry, variant)})
     return out
@@ -243,6 +248,12 @@ def padded(entry: Entry) -> dict[str, str]:
             if spec.kind == "token" and tuple(spec.shape) == tuple(length.shape) + (length.bound,):
                 out[spec.name] = length.name
     return out
+
+
+def differentiates(entry: Entry) -> bool:
+    """Whether the entry computes gradients: a training entry with one output
+    per parameter (gradients, SGD steps, training loops; not the losses)."""
+    return entry.family == "training" and entry.output_schema is not None
 
 
 def updates(entry: Entry) -> bool:

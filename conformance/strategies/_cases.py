@@ -68,7 +68,7 @@ def _cases(draw: st.DrawFn, e: Entry, dtype: str, variant_strategy: st.SearchStr
            max_batch: int, budget: Budget, wanted: tuple[str, ...]) -> Case:
     variant = draw(variant_strategy)
     hyper = draw(hyperparameters(e, variant=variant, budget=budget, dtype=dtype))
-    options = [s for s in available_styles(e, variant, hyper) if s in wanted]
+    options = [s for s in available_styles(e, variant, hyper, dtype) if s in wanted]
     assume(options)  # only when ``styles`` excludes every style the entry shows here
     style = draw(st.sampled_from(options))
     extra = draw(st.integers(0, max_batch - 1)) if e.inputs and e.batchable else 0

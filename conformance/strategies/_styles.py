@@ -16,7 +16,12 @@
 Entries that update parameters (a ``rate`` input: SGD steps, training
 loops) are drawn well-scaled only: a step amplifies a large gradient into
 large weights that the next forward pass carries out of a small dtype's
-range. Their loss and gradient entries show every style the model shows.
+range. Their loss and gradient entries show every style the model shows,
+except that gradients in float16 (``available_styles(..., dtype=)``) are
+not large-logits (the gradient of a saturated softmax, back through a
+narrow norm, leaves float16's range) nor wide-range (a small γ makes the
+next norm's variance tiny, and √'s derivative there leaves float16's range
+in the Monte Carlo lanes: no tolerance can be derived).
 Entries with sampled outputs (``Entry.trace``) get, under "well-scaled",
 an unembedding scaled so the largest |logit| is 10^U(log10 2, log10 8)
 (``SAMPLING_LOGITS``): distributions that depend on the context, neither
@@ -25,12 +30,12 @@ flat nor one-hot.
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Optional
 
 from ftspec.spec.registry import Entry
 from ftspec.spec.variants import VariantSet
 
-from ._anatomy import logit_site, norms, real_inputs, score_sites, symbolic_schema, tables, updates
+from ._anatomy import differentiates, logit_site, norms, real_inputs, score_sites, symbolic_schema, tables, updates
 
 __all__ = ["SAMPLING_LOGITS", "STYLES", "available_styles", "check_style"]
 
@@ -46,17 +51,21 @@ def check_style(style: str) -> str:
     return style
 
 
-def available_styles(entry: Entry, variant: VariantSet, hyper: Mapping[str, int]) -> tuple[str, ...]:
-    """The styles that change something for ``entry`` under ``variant``, in ``STYLES`` order."""
+def available_styles(entry: Entry, variant: VariantSet, hyper: Mapping[str, int],
+                     dtype: Optional[str] = None) -> tuple[str, ...]:
+    """The styles that change something for ``entry`` under ``variant``, in
+    ``STYLES`` order (``dtype``: the case's, where it matters)."""
     schema = symbolic_schema(entry, variant, hyper)
     reals = real_inputs(entry)
     if (not schema and not reals) or updates(entry):
         return ("well-scaled",)
     out = ["well-scaled"]
-    if score_sites(entry, variant, hyper) or logit_site(entry, variant, hyper):
+    fragile = dtype == "float16" and differentiates(entry)
+    if (score_sites(entry, variant, hyper) or logit_site(entry, variant, hyper)) and not fragile:
         out.append("large-logits")
     widths = {n.width for n in norms(entry, variant, hyper)}
     if any(s.shape and s.shape[0] in widths for s in reals) or any(schema[t][0] in widths for t in tables(schema)):
         out.append("near-constant")
-    out.append("wide-range")
+    if not fragile:
+        out.append("wide-range")
     return tuple(out)

@@ -1,0 +1,238 @@
+"""The one place where the spec's canonical layout meets the internal one.
+
+Canonical (the spec, ALGORITHMS.md): tokens are COLUMNS, X: (d, ℓ); Mask:
+(ℓ_z, ℓ_x) indexed [t_z, t_x]; parameters flat, e.g.
+``layers.0.attn.heads.1.W_q``. Internal (components.py): tokens are ROWS,
+X: (ℓ, d); mask [t_x, t_z]; parameters a nested tree with heads stacked on
+a leading axis and embedding tables as rows (W_eᵀ, W_pᵀ).
+
+Every canonical 2-D array (sequence, mask, position table) becomes its
+transpose; 0-D and 1-D arrays (token IDs, vectors) are unchanged. The
+conversion is applied per example, inside ``jax.vmap`` when ``ctx.batched``
+(params are never batched: ``in_axes=(0, None)``), and is itself
+differentiable, so ``jax.grad`` of a loss taken through ``run`` yields
+gradients named like the flat parameters.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ftspec.spec.variants import VariantSet
+
+from . import architectures as A
+from . import components as C
+from . import layers as Lyr
+
+Flat = Mapping[str, Any]
+
+
+def to_rows(a: Any) -> Any:
+    """Canonical ↔ internal for one example: a 2-D array is transposed (an involution)."""
+    return a.T if a.ndim == 2 else a
+
+
+# --------------------------------------------------------------------------
+# flat parameter names → nested trees
+# --------------------------------------------------------------------------
+
+
+def _count(flat: Flat, prefix: str) -> int:
+    """How many indexed members ``{prefix}{i}.…`` there are (layers, heads)."""
+    n = 0
+    while any(k.startswith(f"{prefix}{n}.") for k in flat):
+        n += 1
+    return n
+
+
+def _norm(flat: Flat, gamma: str, beta: str) -> dict:
+    return {"gamma": flat.get(gamma), "beta": flat.get(beta)}
+
+
+def _single(flat: Flat, prefix: str = "") -> dict:
+    """W_q, b_q, W_k, b_k, W_v, b_v of one head (biases None under attn_bias=False)."""
+    return {k: flat.get(prefix + k) for k in ("W_q", "b_q", "W_k", "b_k", "W_v", "b_v")}
+
+
+def _mha(flat: Flat, prefix: str = "") -> dict:
+    """Heads stacked on a leading axis: W_q (H, d_attn, d_x), …, plus W_o, b_o."""
+    heads = [_single(flat, f"{prefix}heads.{h}.") for h in range(_count(flat, prefix + "heads."))]
+    out = {k: (None if heads[0][k] is None else jnp.stack([hp[k] for hp in heads])) for k in heads[0]}
+    out["W_o"], out["b_o"] = flat[prefix + "W_o"], flat.get(prefix + "b_o")
+    return out
+
+
+def _mlp(flat: Flat, prefix: str, first: int, second: int) -> dict:
+    return {"W1": flat[f"{prefix}W_mlp{first}"], "b1": flat.get(f"{prefix}b_mlp{first}"),
+            "W2": flat[f"{prefix}W_mlp{second}"], "b2": flat.get(f"{prefix}b_mlp{second}")}
+
+
+def _layer(flat: Flat, prefix: str = "") -> dict:
+    return {"attn": _mha(flat, prefix + "attn."), "norm1": _norm(flat, prefix + "gamma1", prefix + "beta1"),
+            "mlp": _mlp(flat, prefix, 1, 2), "norm2": _norm(flat, prefix + "gamma2", prefix + "beta2")}
+
+
+def _decoder_layer(flat: Flat, prefix: str = "") -> dict:
+    return {"self_attn": _mha(flat, prefix + "self_attn."),
+            "norm3": _norm(flat, prefix + "gamma3", prefix + "beta3"),
+            "cross_attn": _mha(flat, prefix + "cross_attn."),
+            "norm4": _norm(flat, prefix + "gamma4", prefix + "beta4"),
+            "mlp": _mlp(flat, prefix, 3, 4), "norm5": _norm(flat, prefix + "gamma5", prefix + "beta5")}
+
+
+def _tables(flat: Flat) -> dict:
+    """Embedding tables as rows (Flax's nn.Embed layout), and the unembedding."""
+    t = lambda name: None if flat.get(name) is None else flat[name].T
+    return {"tok": t("W_e"), "pos": t("W_p"), "unembed": {"W_u": flat.get("W_u"), "b_u": flat.get("b_u")}}
+
+
+def _ed_theta(flat: Flat) -> dict:
+    return {**_tables(flat),
+            "norm_emb_enc": _norm(flat, "gamma_emb_enc", "beta_emb_enc"),
+            "norm_emb_dec": _norm(flat, "gamma_emb_dec", "beta_emb_dec"),
+            "enc_layers": [_layer(flat, f"enc_layers.{l}.") for l in range(_count(flat, "enc_layers."))],
+            "dec_layers": [_decoder_layer(flat, f"dec_layers.{l}.") for l in range(_count(flat, "dec_layers."))],
+            "norm_enc": _norm(flat, "gamma_enc", "beta_enc"), "norm_dec": _norm(flat, "gamma_dec", "beta_dec")}
+
+
+def _e_theta(flat: Flat) -> dict:
+    return {**_tables(flat), "norm_emb": _norm(flat, "gamma_emb", "beta_emb"),
+            "layers": [_layer(flat, f"layers.{l}.") for l in range(_count(flat, "layers."))],
+            "norm_final": _norm(flat, "gamma_final", "beta_final"),
+            "W_f": flat["W_f"], "b_f": flat["b_f"], "norm_head": _norm(flat, "gamma", "beta")}
+
+
+def _d_theta(flat: Flat) -> dict:
+    return {**_tables(flat), "norm_emb": _norm(flat, "gamma_emb", "beta_emb"),
+            "layers": [_layer(flat, f"layers.{l}.") for l in range(_count(flat, "layers."))],
+            "norm_final": _norm(flat, "gamma", "beta")}
+
+
+# --------------------------------------------------------------------------
+# the registry entries, in the internal layout (one example)
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything static about a call (hashable: a jit cache key)."""
+
+    hyper: tuple  # sorted (name, value) pairs
+    variant: VariantSet
+    dtype: str
+
+    def __getitem__(self, name: str) -> int:
+        return dict(self.hyper)[name]
+
+
+Core = Callable[[dict, dict, Config], dict]  # (internal inputs, theta, cfg) -> internal outputs
+
+
+def _tied_W_u(theta: dict, v: VariantSet) -> Any:
+    return theta["tok"] if v.unembedding == "tied" else theta["unembed"]["W_u"]
+
+
+#: name → (flat params → theta, core)
+ENTRIES: dict[str, tuple[Callable[[Flat], Any], Core]] = {
+    "token_embedding": (_tables, lambda i, th, c: {"e": th["tok"][i["v"]]}),
+    "positional_embedding": (_tables, lambda i, th, c: {"e": th["pos"][i["t"]]}),
+    "sinusoidal_paper": (lambda f: {}, lambda i, th, c: {
+        "W_p": C.sinusoid_table(c["d_e"], c["ell_max"], "sinusoidal_paper", c.dtype)}),
+    "sinusoidal_vaswani": (lambda f: {}, lambda i, th, c: {
+        "W_p": C.sinusoid_table(c["d_e"], c["ell_max"], "sinusoidal_vaswani", c.dtype)}),
+    "embedding": (lambda f: {**_tables(f), "norm_emb": _norm(f, "gamma_emb", "beta_emb")},
+                  lambda i, th, c: {"X": C.embed(i["x"], th, c["ell_max"], c.variant, th["norm_emb"])}),
+    "basic_single_query_attention": (_single, lambda i, th, c: {
+        "v_tilde": C.basic_single_query_attention(i["e"], i["E"], th, c.variant)}),
+    "attention": (_single, lambda i, th, c: {
+        "V_tilde": C.attention(i["X"], i["Z"], th, i["Mask"], c.variant)}),
+    "mh_attention": (_mha, lambda i, th, c: {
+        "V_tilde": C.mh_attention(i["X"], i["Z"], th, i["Mask"], c.variant)}),
+    "unidirectional_mask": (lambda f: {}, lambda i, th, c: {
+        "Mask": C.unidirectional_mask(c["ell_z"], c["ell_x"], c.variant)}),
+    "layer_norm": (lambda f: _norm(f, "gamma", "beta"), lambda i, th, c: {
+        "X_hat": C.norm(i["X"], th, c.variant, kind="layer_norm")}),
+    "rms_norm": (lambda f: _norm(f, "gamma", "beta"), lambda i, th, c: {
+        "X_hat": C.norm(i["X"], th, c.variant, kind="rms_norm")}),
+    "unembedding": (_tables, lambda i, th, c: {
+        "P": C.unembed(i["X"], _tied_W_u(th, c.variant), th["unembed"]["b_u"])}),
+    "encoder_layer": (_layer, lambda i, th, c: {"Z": Lyr.encoder_block(i["Z"], th, c.variant, "ed_encoder")}),
+    "decoder_layer": (_decoder_layer, lambda i, th, c: {"X": Lyr.decoder_block(i["X"], i["Z"], th, c.variant)}),
+    "bert_layer": (_layer, lambda i, th, c: {"X": Lyr.encoder_block(i["X"], th, c.variant, "bert")}),
+    "gpt2_layer": (_layer, lambda i, th, c: {"X": Lyr.encoder_block(i["X"], th, c.variant, "gpt2")}),
+    "ed_transformer": (_ed_theta, lambda i, th, c: {
+        "P": A.ed_transformer(i["z"], i["x"], th, c["ell_max"], c.variant)}),
+    "e_transformer": (_e_theta, lambda i, th, c: {"P": A.e_transformer(i["x"], th, c["ell_max"], c.variant)}),
+    "d_transformer": (_d_theta, lambda i, th, c: {"P": A.d_transformer(i["x"], th, c["ell_max"], c.variant)}),
+}
+
+
+def run(name: str, inputs: Mapping[str, Any], params: Flat, cfg: Config, batched: bool) -> dict:
+    """Canonical inputs and flat params → canonical outputs. Pure and differentiable in params."""
+    build, core = ENTRIES[name]
+    theta = build(params)
+
+    def one(example: dict, theta: Any) -> dict:
+        out = core({k: to_rows(v) for k, v in example.items()}, theta, cfg)
+        return {k: to_rows(v) for k, v in out.items()}
+
+    if batched and inputs:  # entries without inputs have nothing to batch over
+        return jax.vmap(one, in_axes=(0, None))(dict(inputs), theta)
+    return one(dict(inputs), theta)
+
+
+# --------------------------------------------------------------------------
+# eager or jit (measurements: the package docstring)
+# --------------------------------------------------------------------------
+
+#: FTSPEC_JAX_JIT=0 runs op by op (eager); the default compiles one program per call signature.
+USE_JIT = os.environ.get("FTSPEC_JAX_JIT", "1").lower() not in ("0", "false", "no")
+
+#: On CPU, compile time dominates this workload (tiny shapes, few calls per shape):
+#: LLVM optimisation level 0 cuts it by a quarter to a half. No fast-math: results
+#: move by units in the last place only, as jit's fusion already moves them
+#: against eager. Accelerators keep their defaults.
+CPU_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0}
+
+_JIT_CACHE_SIZE = 512
+_jitted: "OrderedDict[tuple, Callable]" = OrderedDict()
+
+
+def runner(name: str, cfg: Config, batched: bool, platform: str = "cpu",
+           use_jit: bool | None = None) -> Callable[[Mapping, Flat], dict]:
+    """``(inputs, params) -> outputs``, eager or jitted.
+
+    One ``jax.jit`` per (entry, static config, batched, platform), kept in a
+    bounded LRU so that a long run over random shapes does not hold every
+    executable; array shapes and dtypes are left to jit's own cache.
+    """
+    if not (USE_JIT if use_jit is None else use_jit):
+        return lambda inputs, params: run(name, inputs, params, cfg, batched)
+    key = (name, cfg, batched, platform)
+    fn = _jitted.pop(key, None)
+    if fn is None:
+        opts = CPU_COMPILER_OPTIONS if platform == "cpu" else None
+        fn = jax.jit(lambda inputs, params: run(name, inputs, params, cfg, batched), compiler_options=opts)
+    _jitted[key] = fn  # most recently used last
+    while len(_jitted) > _JIT_CACHE_SIZE:
+        _jitted.popitem(last=False)
+    return fn
+
+
+def check_empty_queries(name: str, mask: Any) -> None:
+    """``empty_query="error"``: refuse a Mask column with no True (a query t_x with no key).
+
+    Done on the concrete canonical mask, before any tracing, so it also works
+    under vmap/jit. mask: (..., ℓ_z, ℓ_x)."""
+    has_key = np.asarray(mask).any(axis=-2)  # (..., ℓ_x); NumPy: no compile for a new shape
+    if not has_key.all():
+        bad = sorted({int(t) for t in np.argwhere(~has_key)[:, -1]})
+        raise ValueError(f"{name}: Mask has no key for query position(s) t_x = {bad} "
+                         "(empty_query='error'; the paper's softmax would divide 0 by 0)")
