@@ -39,7 +39,7 @@ fixtures-check: $(STAMP)
 	$(BIN)/ftspec fixtures regenerate --check
 
 bench: $(STAMP)
-	$(BIN)/ftspec bench all
+	$(BIN)/ftspec bench all --write docs/benchmarks.md --json reports/bench.json
 
 clean:
 	rm -rf $(VENV) .hypothesis reports certificates

@@ -19,7 +19,7 @@ from typing import Any, Optional, Sequence
 
 from ftspec.impls.api import Implementation
 from ftspec.spec import SPEC_VERSION
-from ftspec.spec.registry import REGISTRY
+from ftspec.spec.registry import entry as registry_entry
 
 from .runner import Cell, RunResult
 from .tolerances import table
@@ -58,7 +58,7 @@ def environment(plugins: Sequence[tuple[str, Implementation]] = ()) -> dict[str,
 
 
 def cell_dict(c: Cell) -> dict[str, Any]:
-    entry = REGISTRY[c.algorithm]
+    entry = registry_entry(c.algorithm)
     return {
         "algorithm": c.algorithm,
         "paper": entry.title,
@@ -94,6 +94,7 @@ def report_dict(result: RunResult, plugins: Sequence[tuple[str, Implementation]]
             "generated": n,
             "refused_by_spec": result.rejected.get((alg, dtype), 0),
             "unmodelled": result.unmodelled.get((alg, dtype), 0),
+            "time_capped": bool(result.time_capped.get((alg, dtype), False)),
             "agreement": [{"a": a, "b": b, "worst_ratio": _finite(r)} for (a, b), r in sorted(agreement.items())],
         })
     return {

@@ -32,7 +32,7 @@ check) follow lane 0, and elementwise maps like ReLU act per lane.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -148,7 +148,8 @@ class MonteCarloNumbers:
     """
 
     def __init__(self, *, u: float, eta: float, lanes: int = 32, transcendental_units: float = 2.0,
-                 seed: int = 0, matmul_u: float | None = None, mantissa_bits: int = 53) -> None:
+                 seed: int = 0, matmul_u: float | None = None, mantissa_bits: int = 53,
+                 round_const: Callable[[float], float] | None = None) -> None:
         self.name = f"montecarlo(u={u:g},K={lanes})"
         self.u = float(u)
         self.eta = float(eta)
@@ -156,6 +157,9 @@ class MonteCarloNumbers:
         self.t = float(transcendental_units)
         self.mu = float(matmul_u if matmul_u is not None else u)
         self.bits = mantissa_bits
+        #: the target dtype's rounding of a constant (its actual error may exceed u·|c| when the
+        #: constant is subnormal there, e.g. ε = 1e-5 in float16)
+        self.round_const = round_const
         self.rng = np.random.default_rng(seed)
         self._buf = np.empty((0, self.k))
         self._i = 0
@@ -203,6 +207,11 @@ class MonteCarloNumbers:
         c = float(text)
         lanes = Lanes(np.full(self.k + 1, c), self)
         if c != 0 and math.isfinite(c):
+            if self.round_const is not None:
+                error = abs(self.round_const(c) - c)
+                if error:  # rounded once, by at most its actual rounding error
+                    lanes.x[1:] += max(error, self.u * abs(c)) * self._xi()
+                return lanes
             m, _ = math.frexp(abs(c))
             if not (m * 2.0**self.bits).is_integer():  # not representable: rounded once
                 lanes.x[1:] *= 1.0 + self.u * self._xi()

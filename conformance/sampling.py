@@ -10,9 +10,11 @@ arithmetic at the implementation's dtype, widens each token's CDF interval
 accepts the produced token if u falls in its widened interval. Steps where
 more than one token is acceptable are counted as ambiguous.
 
-For τ = 0 (argmax) a token is acceptable if its probability is within
-tolerance of the largest; for τ = ∞ (uniform, ⌊u·N_V⌋) if u is within the
-dtype's rounding of its interval [v/N_V, (v+1)/N_V).
+For τ = 0 (argmax, ties to the lowest ID) a token is acceptable if rounding
+within the tolerances can make it the lowest-ID maximum: an exact tie
+accepts only the lowest ID. For τ = ∞ (uniform, ⌊u·N_V⌋) a token is
+acceptable if u is within the dtype's rounding of its interval
+[v/N_V, (v+1)/N_V).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from ftspec.spec.validation import evaluate_trace
 from ftspec.spec.registry import Entry
 from ftspec.spec.variants import VariantSet
 
-from .dtypes import FORMATS
+from .dtypes import FORMATS, round_to
 from .judge import Finding, Judgement
 from .rounding import MonteCarloNumbers, lanes_array
 
@@ -51,9 +53,13 @@ def _acceptable(record: Mapping[str, Any], k: int, safety: float, u_dtype: float
     values, spread = _lanes(record["values"], k)
     margin = safety * spread
     if kind == "argmax":
-        top = float(np.max(values - margin))
-        ok = [v for v in range(len(values)) if values[v] + margin[v] >= top]
-        return ok, f"argmax of p = {np.array2string(values, precision=6)}"
+        # t is acceptable if rounding within the margins can make it the lowest-ID maximum:
+        # at least every later token, and strictly above every earlier one (ties go to the lowest ID).
+        high, low = values + margin, values - margin
+        ok = [t for t in range(len(values))
+              if all(high[t] >= low[w] for w in range(t + 1, len(values)))
+              and all(high[t] > low[w] for w in range(t))]
+        return ok, f"argmax of p = {np.array2string(values, precision=6)} (ties to the lowest ID)"
     c, n = values, len(values)
     ok = []
     for v in range(n):
@@ -81,7 +87,8 @@ def sampled_judge(entry: Entry, inputs: Mapping[str, Any], params: Mapping[str, 
         plain = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in produced.items()}
         mc = MonteCarloNumbers(u=fmt.u, eta=UNDERFLOW[dtype], lanes=LANES,
                                transcendental_units=TRANSCENDENTAL_UNITS, seed=seed,
-                               mantissa_bits=fmt.mantissa_bits)
+                               mantissa_bits=fmt.mantissa_bits,
+                           round_const=lambda c: float(round_to(np.array(c), dtype)))
         try:
             with np.errstate(all="ignore"):
                 steps = evaluate_trace(entry.name, inputs, params, plain, hyper=hyper, variant=variant, numbers=mc)

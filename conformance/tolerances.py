@@ -30,7 +30,7 @@ from ftspec.spec import evaluate
 from ftspec.spec.registry import Entry
 from ftspec.spec.variants import VariantSet
 
-from .dtypes import FORMATS
+from .dtypes import FORMATS, round_to
 from .rounding import MonteCarloNumbers, lanes_array
 
 __all__ = [
@@ -141,7 +141,8 @@ def reference(entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[st
     mu = PRECISION_TIERS[precision]
     mc = MonteCarloNumbers(u=fmt.u, eta=UNDERFLOW[dtype], lanes=LANES, transcendental_units=TRANSCENDENTAL_UNITS,
                            seed=_seed(entry, inputs, params, variant, dtype),
-                           matmul_u=max(mu, fmt.u) if mu else None, mantissa_bits=fmt.mantissa_bits)
+                           matmul_u=max(mu, fmt.u) if mu else None, mantissa_bits=fmt.mantissa_bits,
+                           round_const=lambda c: float(round_to(np.array(c), dtype)))
     with np.errstate(all="ignore"):
         lanes = evaluate(entry.name, spec_in, spec_par, hyper=hyper, variant=variant, numbers=mc)
     specs = entry.output_specs(hyper, variant)

@@ -151,6 +151,21 @@ def _large_logits(entry: Entry, hyper: Mapping[str, int], variant: VariantSet, p
                 params[p + name] = params[p + name] * f
 
 
+def _prune(params: dict[str, np.ndarray], seed: int) -> None:
+    """Zero some rows (at least one) of each MLP's first weight matrix and the matching biases."""
+    for name in list(params):
+        if not name.endswith(("W_mlp1", "W_mlp3")):
+            continue
+        rng = generator(seed, "prune " + name)
+        rows = params[name].shape[0]
+        dead = rng.random(rows) < 0.4
+        dead[rng.integers(rows)] = True
+        params[name][dead] = 0.0
+        bias = name[: -len("W_mlp1")] + "b_mlp" + name[-1]
+        if bias in params:
+            params[bias][dead] = 0.0
+
+
 def parameter_values(entry: Any, hyper: Mapping[str, int], variant: VariantSet = PAPER, *, seed: int,
                      dtype: str = "float64", style: str = "well-scaled",
                      inputs: Optional[Mapping[str, np.ndarray]] = None) -> dict[str, np.ndarray]:
@@ -172,6 +187,8 @@ def parameter_values(entry: Any, hyper: Mapping[str, int], variant: VariantSet =
                               near=patterns.get(sym[0]) if role == "table" else None)
     if style == "large-logits":
         _large_logits(e, hyper, variant, params, table_names, inputs, seed, m)
+    elif style == "sparse":
+        _prune(params, seed)
     elif style == "well-scaled" and e.trace is not None:
         _scale_logits(e, hyper, variant, params, inputs, seed, m, SAMPLING_LOGITS)
     for weight, bias in heads(e, variant):

@@ -12,6 +12,10 @@
   per dtype so the spread survives rounding).
 - "wide-range": values ±10^U(lo, hi) across several orders of magnitude;
   weights N(0, 1/fan_in) times 10^U; γ, β and biases ±10^U.
+- "sparse": as well-scaled, then some rows of each MLP's first weight matrix
+  and the matching biases are exactly 0 (a pruned model): those hidden
+  units see a pre-activation of exactly 0, where ReLU'(0) = 0 and GELU'(0) =
+  1/2 matter.
 
 Entries that update parameters (a ``rate`` input: SGD steps, training
 loops) are drawn well-scaled only: a step amplifies a large gradient into
@@ -39,7 +43,7 @@ from ._anatomy import differentiates, logit_site, norms, real_inputs, score_site
 
 __all__ = ["SAMPLING_LOGITS", "STYLES", "available_styles", "check_style"]
 
-STYLES = ("well-scaled", "large-logits", "near-constant", "wide-range")
+STYLES = ("well-scaled", "large-logits", "near-constant", "wide-range", "sparse")
 
 #: well-scaled models of sampling entries: the largest |logit|, log-uniform in this range
 SAMPLING_LOGITS = (2.0, 8.0)
@@ -57,8 +61,9 @@ def available_styles(entry: Entry, variant: VariantSet, hyper: Mapping[str, int]
     ``STYLES`` order (``dtype``: the case's, where it matters)."""
     schema = symbolic_schema(entry, variant, hyper)
     reals = real_inputs(entry)
+    sparse = ("sparse",) if any(name.endswith(("W_mlp1", "W_mlp3")) for name in schema) else ()
     if (not schema and not reals) or updates(entry):
-        return ("well-scaled",)
+        return ("well-scaled",) + (sparse if schema else ())
     out = ["well-scaled"]
     fragile = dtype == "float16" and differentiates(entry)
     if (score_sites(entry, variant, hyper) or logit_site(entry, variant, hyper)) and not fragile:
@@ -68,4 +73,5 @@ def available_styles(entry: Entry, variant: VariantSet, hyper: Mapping[str, int]
         out.append("near-constant")
     if not fragile:
         out.append("wide-range")
+    out.extend(sparse)
     return tuple(out)

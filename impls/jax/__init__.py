@@ -61,6 +61,8 @@ import numpy as np  # noqa: E402
 
 from ftspec.impls.api import Context, Implementation  # noqa: E402
 
+from . import inference as _inference  # noqa: E402
+from . import training as _training  # noqa: E402
 from .boundary import ENTRIES, Config, check_empty_queries, runner  # noqa: E402
 
 __all__ = ["implementation", "devices", "from_numpy", "to_numpy"]
@@ -117,10 +119,25 @@ def _algorithm(name: str):
     return fn
 
 
+def _staged(name: str, entry):
+    """Algorithms 11-15 (training.py, inference.py): ``entry(inputs, params, ctx, device)``."""
+    def fn(inputs: Mapping[str, Any], params: Mapping[str, Any], ctx: Context) -> Any:
+        dev = device(ctx.device)
+        with jax.default_device(dev):
+            return entry(dict(inputs), dict(params), ctx, dev)
+
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+_ALGORITHMS = {name: _algorithm(name) for name in ENTRIES}
+_ALGORITHMS.update({name: _staged(name, e) for name, e in {**_training.ENTRIES, **_inference.ENTRIES}.items()})
+
+
 implementation = Implementation(
     name="jax",
     version=f"0.1.0+jax{jax.__version__}",
-    algorithms={name: _algorithm(name) for name in ENTRIES},
+    algorithms=_ALGORITHMS,
     dtypes=("float64", "float32", "bfloat16", "float16"),
     devices=devices,
     from_numpy=from_numpy,

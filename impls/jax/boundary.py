@@ -205,25 +205,34 @@ _JIT_CACHE_SIZE = 512
 _jitted: "OrderedDict[tuple, Callable]" = OrderedDict()
 
 
-def runner(name: str, cfg: Config, batched: bool, platform: str = "cpu",
-           use_jit: bool | None = None) -> Callable[[Mapping, Flat], dict]:
-    """``(inputs, params) -> outputs``, eager or jitted.
+def jitted(key: tuple, make: Callable[[], Callable], platform: str = "cpu",
+           use_jit: bool | None = None) -> Callable:
+    """``make()`` (a pure function of arrays), eager or jitted.
 
-    One ``jax.jit`` per (entry, static config, batched, platform), kept in a
-    bounded LRU so that a long run over random shapes does not hold every
-    executable; array shapes and dtypes are left to jit's own cache.
+    The jitted function is kept under ``key`` (everything static about it) in
+    one bounded LRU shared by every entry, so that a long run over random
+    configurations does not hold every executable; array shapes and dtypes
+    are left to jit's own cache (a repeated shape reuses its executable).
     """
     if not (USE_JIT if use_jit is None else use_jit):
-        return lambda inputs, params: run(name, inputs, params, cfg, batched)
-    key = (name, cfg, batched, platform)
+        return make()
+    key = (key, platform)
     fn = _jitted.pop(key, None)
     if fn is None:
         opts = CPU_COMPILER_OPTIONS if platform == "cpu" else None
-        fn = jax.jit(lambda inputs, params: run(name, inputs, params, cfg, batched), compiler_options=opts)
+        fn = jax.jit(make(), compiler_options=opts)
     _jitted[key] = fn  # most recently used last
     while len(_jitted) > _JIT_CACHE_SIZE:
         _jitted.popitem(last=False)
     return fn
+
+
+def runner(name: str, cfg: Config, batched: bool, platform: str = "cpu",
+           use_jit: bool | None = None) -> Callable[[Mapping, Flat], dict]:
+    """``(inputs, params) -> outputs`` of a forward entry, eager or jitted: one
+    ``jax.jit`` per (entry, static config, batched, platform)."""
+    return jitted((name, cfg, batched), lambda: (lambda inputs, params: run(name, inputs, params, cfg, batched)),
+                  platform, use_jit)
 
 
 def check_empty_queries(name: str, mask: Any) -> None:

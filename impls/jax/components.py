@@ -201,16 +201,23 @@ def _add(x: Array, b: Optional[Array]) -> Array:
     return x if b is None else x + b
 
 
-def attention_heads(X: Array, Z: Array, p: Params, mask: Optional[Array], variant: VariantSet) -> Array:
+def attention_heads(X: Array, Z: Array, p: Params, mask: Optional[Array], variant: VariantSet,
+                    kv_valid: Optional[Array] = None) -> Array:
     """Alg. 4 lines 1-6 for H stacked heads at once (Alg. 5 lines 1-2).
 
     X: (ℓ_x, d_x) primary, Z: (ℓ_z, d_z) context; p["W_q"], p["W_k"]: (H, d_attn, d_·),
     p["W_v"]: (H, d_mid, d_z), biases (H, ·) or None. Returns Y: (H, ℓ_x, d_mid).
+    kv_valid: (ℓ_z,) bool or None. Context rows marked False are padding that
+    ``mask`` already hides from every query that matters (inference on a
+    fixed-size buffer); their values are set to 0 so that a non-finite padding
+    row cannot enter as 0·inf = NaN through line 6's product.
     """
     b = lambda name: None if p.get(name) is None else p[name][:, None, :]  # (H, 1, ·)
     Q = _add(einsum("xd,had->hxa", X, p["W_q"]), b("b_q"))  # (H, ℓ_x, d_attn)  line 1
     K = _add(einsum("zd,had->hza", Z, p["W_k"]), b("b_k"))  # (H, ℓ_z, d_attn)  line 2
     V = _add(einsum("zd,hmd->hzm", Z, p["W_v"]), b("b_v"))  # (H, ℓ_z, d_mid)   line 3
+    if kv_valid is not None:
+        V = jnp.where(kv_valid[None, :, None], V, jnp.zeros((), V.dtype))
     S = scaled_scores(Q, K, variant, d_model=X.shape[-1])  # (H, ℓ_x, ℓ_z)    lines 4, 6
     A = masked_softmax(S, mask, variant)  # (H, ℓ_x, ℓ_z)                     lines 5-6
     return einsum("hxz,hzm->hxm", A, V)  # (H, ℓ_x, d_mid)                   line 6: V softmax(·)
@@ -223,13 +230,14 @@ def attention(X: Array, Z: Array, p: Params, mask: Optional[Array], variant: Var
     return attention_heads(X, Z, stacked, mask, variant)[0]
 
 
-def mh_attention(X: Array, Z: Array, p: Params, mask: Optional[Array], variant: VariantSet) -> Array:
+def mh_attention(X: Array, Z: Array, p: Params, mask: Optional[Array], variant: VariantSet,
+                 kv_valid: Optional[Array] = None) -> Array:
     """Alg. 5: Y = [Y¹; …; Y^H] (line 3, head 1 first), Ṽ = W_o Y + b_o 1ᵀ (line 4).
 
     p["W_o"]: (d_out, H·d_mid) is read as (d_out, H, d_mid), which is exactly the
     vertical stacking of line 3. X: (ℓ_x, d_x), Z: (ℓ_z, d_z) → (ℓ_x, d_out).
     """
-    Y = attention_heads(X, Z, p, mask, variant)  # (H, ℓ_x, d_mid)
+    Y = attention_heads(X, Z, p, mask, variant, kv_valid)  # (H, ℓ_x, d_mid)
     H, _, d_mid = Y.shape
     W_o = p["W_o"].reshape(p["W_o"].shape[0], H, d_mid)  # (d_out, H, d_mid)
     return _add(einsum("hxm,ohm->xo", Y, W_o), p.get("b_o"))  # (ℓ_x, d_out)

@@ -27,7 +27,8 @@ MUTANTS = [
            swap_variant(epsilon_outside), source="the Annotated Transformer; the fourth seed",
            witness=Witness("layer_norm", hyper=W_LN.hyper, inputs=W_LN.inputs, variant=EPS),
            bench=("layer_norm",),
-           note='differs by about ε where ε sits inside the root in the variant asked for (presets and the ε switch): a search has to draw such a variant'),
+           note="differs by about ε where ε sits inside the root in the variant asked for (presets and the ε "
+                "switch): a search has to draw such a variant"),
     Mutant("variance-unbiased", "layer norm divides the variance by d_e − 1", NORM_USERS,
            swap_variant(unbiased), source="torch.std default; the Annotated Transformer",
            bench=("layer_norm", "bert_layer")),
@@ -57,7 +58,8 @@ MUTANTS = [
            source_edit(Edit(NP[:-1], "_positional_embedding", 'C.columns(p["W_p"], i["t"])',
                             'C.columns(p["W_p"], i["t"] - 1)')),
            source="the paper's positions 1..ℓ_max; BART's position offset"),
-    Mutant("sinusoid-positions-from-one", "Vaswani sinusoid evaluated at positions 1..ℓ_max instead of 0..ℓ_max−1",
+    Mutant("sinusoid-positions-from-one",
+           "Vaswani sinusoid evaluated at positions 1..ℓ_max instead of 0..ℓ_max−1",
            ("sinusoidal_vaswani", "embedding") + MODELS,
            source_edit(Edit(C, "sinusoidal_vaswani", "c = np.arange(ell_max, dtype=np.float64)",
                             "c = np.arange(1, ell_max + 1, dtype=np.float64)")),
@@ -139,7 +141,8 @@ MUTANTS = [
            witness=Witness("attention", inputs={"Mask": [[1, 0, 1], [0, 0, 1], [1, 0, 0], [0, 0, 1]]},
                            variant={"empty_query": "zeros"}),
            bench=("attention",),
-           note="differs only for a query with no key under empty_query='zeros': a search must draw that variant and an all-False Mask column together (the fixture attention--edge-all-empty-zeros has exactly that)"),
+           note="differs only for a query with no key under empty_query='zeros': a search must draw that variant and"
+                " an all-False Mask column together (the fixture attention--edge-all-empty-zeros has exactly that)"),
     Mutant("empty-query-nan", "a query with no key gives NaN even under empty_query='zeros'",
            ("attention", "mh_attention"),
            source_edit(Edit(C, "attention_fwd", "fill = _const(0.0, S)  # weights 0", "fill = _const(np.nan, S)  #")),
@@ -159,7 +162,8 @@ MUTANTS = [
            bench=("attention",)),
     Mutant("cross-attention-to-self", "decoder cross-attention attends to the decoder stream X instead of the "
            "encoder output Z", ("decoder_layer",) + ED,
-           source_edit(Edit(L, "decoder_layer_fwd", "mh_attention_fwd(Y, Z, W_cross,", "mh_attention_fwd(Y, Y, W_cross,")),
+           source_edit(Edit(L, "decoder_layer_fwd", "mh_attention_fwd(Y, Z, W_cross,",
+                            "mh_attention_fwd(Y, Y, W_cross,")),
            source="copy-paste of the self-attention call", bench=("decoder_layer", "ed_transformer")),
     Mutant("gpt2-mask-dropped", "GPT-2 layer self-attention without the causal mask", ("gpt2_layer",) + D,
            source_edit(Edit(L, "stack_layer_fwd", 'if arch == "gpt2" else None', 'if False else None')),
@@ -174,7 +178,9 @@ MUTANTS = [
                        "when a column's variance is below ~1e-10",
            witness=Witness("layer_norm", hyper={"d_e": 2, "ell": 1}, inputs={"X": [1.0, 1.000001]}),
            bench=("layer_norm",),
-           note="at float16 the correct NumPy and JAX plugins return NaN for a zero-variance column (d_e = 1) with ε = 1e-12 inside the root (ε underflows to 0), where the spec's value is finite and the harness's bound infinite: a kill there is that harness finding, not this bug"),
+           note="at float16 the correct NumPy and JAX plugins return NaN for a zero-variance column (d_e = 1) with ε"
+                " = 1e-12 inside the root (ε underflows to 0), where the spec's value is finite and the harness's "
+                "bound infinite: a kill there is that harness finding, not this bug"),
     Mutant("epsilon-fixed-1e-6", "ε fixed at Flax's 1e-6 whatever ε the configuration gives",
            NORM_USERS + ("rms_norm",), swap_variant(epsilon_fixed_1e6),
            source="candle PR 271 (1e-5 vs 1e-6), CTranslate2 PR 951",

@@ -110,7 +110,8 @@ class Mutant:
 
     @property
     def edit(self) -> str:
-        return getattr(self.wrap, "edit", "") or ""
+        """The injection, for reports: the source edit, or which wrapper with which change."""
+        return getattr(self.wrap, "edit", "") or getattr(self.wrap, "how", "") or ""
 
     @property
     def family(self) -> str:
@@ -139,6 +140,7 @@ def swap_variant(change: Callable[[Any, str], Any]) -> Wrapper:
         def buggy(inputs, params, ctx):
             return fn(inputs, params, dataclasses.replace(ctx, variant=change(ctx.variant, ctx.algorithm)))
         return buggy
+    wrap.how = f"swap_variant({change.__name__})"  # type: ignore[attr-defined]
     return wrap
 
 
@@ -148,6 +150,7 @@ def change_inputs(change: Callable[[dict, dict, Context, Implementation], tuple[
             i, p = change(dict(inputs), dict(params), ctx, base)
             return fn(i, p, ctx)
         return buggy
+    wrap.how = f"change_inputs({change.__name__})"  # type: ignore[attr-defined]
     return wrap
 
 
@@ -156,11 +159,15 @@ def change_outputs(change: Callable[[Any, Context, Implementation], Any]) -> Wra
         def buggy(inputs, params, ctx):
             return change(fn(inputs, params, ctx), ctx, base)
         return buggy
+    wrap.how = f"change_outputs({change.__name__})"  # type: ignore[attr-defined]
     return wrap
 
 
 def replace_function(make: Callable[[Fn, Implementation], Fn]) -> Wrapper:
-    return make
+    def wrap(fn: Fn, base: Implementation) -> Fn:
+        return make(fn, base)
+    wrap.how = f"replace_function({make.__name__})"  # type: ignore[attr-defined]
+    return wrap
 
 
 @dataclass(frozen=True)
@@ -323,8 +330,8 @@ def source_edit(*edits: Edit, package: Optional[str] = None) -> Wrapper:
                 return call(inputs, params, ctx)
         return buggy
 
-    wrap.where = ", ".join(dict.fromkeys(f"{e.module.replace('ftspec.impls.', '')}.{e.function}"  # type: ignore[attr-defined]
-                                         for e in edits))
+    places = (f"{e.module.replace('ftspec.impls.', '')}.{e.function}" for e in edits)
+    wrap.where = ", ".join(dict.fromkeys(places))  # type: ignore[attr-defined]
     wrap.edit = "; ".join(e.describe() for e in edits)  # type: ignore[attr-defined]
     return wrap
 

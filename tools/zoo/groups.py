@@ -71,6 +71,7 @@ def add_epsilon(value: float):
         if v.epsilon_placement == "none":
             return v.replace(epsilon=value, epsilon_placement="inside_root")
         return v
+    change.__name__ = f"add_epsilon({value:g})"
     return change
 
 

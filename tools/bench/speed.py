@@ -1,0 +1,142 @@
+"""``ftspec bench speed``: how fast the harness runs, and where the time goes.
+
+- ``throughput``: for each implementation alone and each algorithm, one
+  search of ``examples`` examples at one dtype; examples per second, and the
+  shares of the total spent computing the spec's reference (binary64 plus
+  the Monte Carlo tolerances), in implementation calls (conversions
+  included) and in the harness itself (drawing cases with Hypothesis,
+  rounding, judging, shrinking). Measured by ``RunResult.reference_seconds``
+  and ``RunResult.implementation_seconds``.
+- ``growth``: the spec's cost at 2× ℓ or 2× d_e over its cost at 1×, for a
+  few entries (binary64 evaluation alone, and the full reference with its
+  tolerances).
+- ``xdist``: wall time of a pytest command with and without ``-n 2``
+  (pytest-xdist), as a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Optional, Sequence
+
+__all__ = ["GROWTH_ENTRIES", "growth", "throughput", "xdist"]
+
+
+def throughput(impls: Sequence[str] = ("numpy", "torch", "jax"), *, examples: int = 8, dtype: str = "float32",
+               algorithms: Optional[Sequence[str]] = None, seed: int = 0, progress: Any = None) -> list[dict[str, Any]]:
+    from ftspec.conformance.profiles import profile
+    from ftspec.conformance.runner import Runner
+    from ftspec.impls.discovery import load
+    from ftspec.spec.registry import REGISTRY, STAGED
+
+    names = list(algorithms or (list(REGISTRY) + list(STAGED)))
+
+    from .compat import ensure_staged_entries
+
+    ensure_staged_entries()
+    rows = []
+    for impl_name in impls:
+        impl = load(impl_name)
+        for name in names:
+            if name not in impl.algorithms or dtype not in impl.dtypes:
+                continue
+            with tempfile.TemporaryDirectory(prefix="ftspec-speed-") as scratch:
+                runner = Runner([(impl_name, impl)], profile=profile("default"), seed=seed, examples=examples,
+                                case_dir=scratch, devices=list(impl.devices())[:1])
+                result = runner.run([name], [dtype])
+            cell = next(c for c in result.cells if c.algorithm == name)
+            total = result.seconds
+            ref = result.reference_seconds
+            imp = sum(result.implementation_seconds.values())
+            row = {"impl": impl_name, "algorithm": name, "dtype": dtype, "status": cell.status,
+                   "examples": cell.examples, "seconds": total,
+                   "per_second": cell.examples / total if total > 0 else None,
+                   "reference": ref / total if total else None, "implementation": imp / total if total else None,
+                   "harness": max(total - ref - imp, 0.0) / total if total else None}
+            rows.append(row)
+            if progress:
+                progress(row)
+    return rows
+
+
+#: (entry, base hyperparameters): the largest sizes the strategies draw (default budget)
+GROWTH_ENTRIES = {
+    "attention": {"d_x": 16, "d_z": 16, "d_attn": 6, "d_out": 16, "ell_x": 8, "ell_z": 8},
+    "layer_norm": {"d_e": 16, "ell": 8},
+    "gpt2_layer": {"H": 2, "d_e": 16, "d_attn": 6, "d_mid": 6, "d_mlp": 32, "ell": 8},
+    "d_transformer": {"N_V": 24, "ell_max": 16, "L": 2, "H": 2, "d_e": 16, "d_attn": 6, "d_mid": 6, "d_mlp": 32,
+                      "ell": 8},
+    "d_gradient": {"N_V": 24, "ell_max": 16, "L": 1, "H": 2, "d_e": 16, "d_attn": 6, "d_mid": 6, "d_mlp": 32,
+                   "ell": 8},
+}
+
+
+def _doubled(hyper: dict[str, int], what: str) -> dict[str, int]:
+    h = dict(hyper)
+    if what == "ell":
+        for k in h:
+            if k == "ell" or k in ("ell_x", "ell_z"):
+                h[k] *= 2
+    else:  # d_e: every model width (d_x, d_z, d_out for attention), head widths unchanged
+        for k in h:
+            if k in ("d_e", "d_x", "d_z", "d_out"):
+                h[k] *= 2
+    return h
+
+
+def _time(fn, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def growth(entries: Optional[dict[str, dict[str, int]]] = None, *, repeat: int = 3,
+           dtype: str = "float32") -> list[dict[str, Any]]:
+    """Seconds of the spec (binary64) and of the full reference at 1×, 2× ℓ and 2× d_e; best of ``repeat``."""
+    from ftspec.conformance.calling import Prepared
+    from ftspec.conformance.tolerances import reference
+    from ftspec.spec import evaluate
+    from ftspec.spec.registry import entry as registry_entry
+    from ftspec.tools.zoo.witness import fixed_case
+
+    rows = []
+    for name, base in (entries or GROWTH_ENTRIES).items():
+        e = registry_entry(name)
+        row: dict[str, Any] = {"algorithm": name, "base": base}
+        for label, hyper in (("1x", base), ("2x_ell", _doubled(base, "ell")), ("2x_d_e", _doubled(base, "d_e"))):
+            case = fixed_case(name, hyper=hyper)
+            p = Prepared(e, case.inputs, case.params, dtype)
+            spec_in = {k: v.tolist() for k, v in p.inputs.items()}
+            spec_par = {k: v.tolist() for k, v in p.params.items()}
+            row[f"spec_{label}"] = _time(lambda: evaluate(name, spec_in, spec_par, hyper=case.hyper,
+                                                          variant=case.variant), repeat)
+            row[f"reference_{label}"] = _time(lambda: reference(e, p.inputs, p.params, hyper=case.hyper,
+                                                                variant=case.variant, dtype=dtype), repeat)
+        for kind in ("spec", "reference"):
+            for what in ("ell", "d_e"):
+                row[f"{kind}_ratio_{what}"] = row[f"{kind}_2x_{what}"] / row[f"{kind}_1x"]
+        rows.append(row)
+    return rows
+
+
+def xdist(command: Sequence[str] = ("-m", "pytest", "tests", "-x", "-q"), *, workers: int = 2,
+          timeout: float = 7200.0, cwd: Optional[str] = None) -> dict[str, Any]:
+    """Wall time of ``python COMMAND`` without and with ``-n workers``; the ratio serial / parallel."""
+    out: dict[str, Any] = {"command": " ".join(["python", *command]), "workers": workers,
+                           "cpus": os.cpu_count()}
+    for label, extra in (("serial", ["-p", "no:xdist"]), ("parallel", ["-n", str(workers)])):
+        t = time.perf_counter()
+        proc = subprocess.run([sys.executable, *command, *extra], cwd=cwd, capture_output=True, text=True,
+                              timeout=timeout)
+        out[label] = {"seconds": time.perf_counter() - t, "returncode": proc.returncode,
+                      "tail": proc.stdout.strip().splitlines()[-1:] if proc.stdout.strip() else []}
+    s, p = out["serial"]["seconds"], out["parallel"]["seconds"]
+    out["speedup"] = s / p if p else None
+    return out
