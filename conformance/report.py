@@ -27,20 +27,27 @@ from .tolerances import table
 __all__ = ["REPORT_SCHEMA", "cell_dict", "environment", "report_dict", "write_json"]
 
 REPORT_SCHEMA = "ftspec-report/1"
-_PACKAGES = ("ftspec", "numpy", "torch", "jax", "jaxlib", "hypothesis", "mpmath", "safetensors")
+PACKAGES = ("ftspec", "numpy", "torch", "jax", "jaxlib", "hypothesis", "mpmath", "safetensors", "pytest",
+            "pytest-xdist")
 
 
 def _finite(x: float) -> Any:
     return x if math.isfinite(x) else ("inf" if x > 0 else "-inf")
 
 
-def environment(plugins: Sequence[tuple[str, Implementation]] = ()) -> dict[str, Any]:
-    versions = {}
-    for name in _PACKAGES:
+def package_versions(names: Sequence[str] = PACKAGES) -> dict[str, Optional[str]]:
+    """The installed version of each package (None if absent)."""
+    versions: dict[str, Optional[str]] = {}
+    for name in names:
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
+    return versions
+
+
+def environment(plugins: Sequence[tuple[str, Implementation]] = ()) -> dict[str, Any]:
+    versions = package_versions()
     impls = {}
     for label, impl in plugins:
         try:

@@ -215,10 +215,7 @@ def _budgets(args: argparse.Namespace, sections: list[str]) -> dict[str, Any]:
 def _finish(args: argparse.Namespace, results: dict[str, Any], sections: list[str]) -> int:
     from ftspec.tools.bench.report import markdown, meta
 
-    from ftspec.tools.bench.compat import ensure_staged_entries
-
     results["meta"] = meta(_budgets(args, sections))
-    results["meta"]["staged_shim"] = ensure_staged_entries()
     results["meta"]["load_before"] = results.get("load_before")
     results["meta"]["load_after"] = _load()
     clean = _clean(results)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ftspec.spec import PAPER, PRESETS, SWITCHES, VariantSet
 from ftspec.spec.params import resolve_shape
-from ftspec.spec.registry import REGISTRY, STAGED, Entry
+from ftspec.spec.registry import REGISTRY, Entry
 
 #: Small hyperparameters; tied unembedding needs d_f = d_e; a prompt of
 #: ell tokens plus ell_gen - 1 generated ones fits in ell_max.
@@ -156,8 +156,15 @@ def accepted_case(entry: Entry, variant: VariantSet, seed: int = 0, **kw: Any) -
     raise AssertionError(f"no accepted case for {entry.name} under {variant.describe()}")
 
 
-def all_cases(registry: dict[str, Entry] = REGISTRY) -> Iterator[Case]:
-    for entry in registry.values():
+FORWARD = ("component", "layer", "architecture")
+TRAINING = ("training", "inference")
+
+
+def all_cases(families: tuple[str, ...] = FORWARD) -> Iterator[Case]:
+    """Fixed cases of every registry entry of the given families."""
+    for entry in REGISTRY.values():
+        if entry.family not in families:
+            continue
         sampled = any(spec.kind == "temperature" for spec in entry.inputs)
         for variant in variants_for(entry):
             if sampled:  # every τ regime, for the paper's set at least

@@ -23,7 +23,7 @@ import pytest
 
 from ftspec.impls.api import Context
 from ftspec.spec import PAPER, PRESETS
-from ftspec.spec.registry import STAGED
+from ftspec.spec.registry import REGISTRY
 
 H_STEP = 1e-6
 RTOL = 1e-6
@@ -52,7 +52,7 @@ def _impl():
 
 
 def _params(model, variant, rng, dtype=np.float64):
-    shapes = STAGED[f"{model}_loss"].param_shapes({**HYPER}, variant)
+    shapes = REGISTRY[f"{model}_loss"].param_shapes({**HYPER}, variant)
     out = {}
     for name, shape in shapes.items():
         leaf = name.rsplit(".", 1)[-1]
@@ -82,7 +82,7 @@ def _data(model, rng, batch=None):
 
 
 def _hyper(model):
-    keys = STAGED[f"{model}_loss"].hyper
+    keys = REGISTRY[f"{model}_loss"].hyper
     return {k: HYPER[k] for k in keys}
 
 

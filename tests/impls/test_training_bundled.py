@@ -15,12 +15,10 @@ import pytest
 from ftspec.conformance.calling import call
 from ftspec.impls.discovery import load
 from ftspec.spec import evaluate
-from ftspec.spec.registry import STAGED
-
-from .cases import all_cases
+from .cases import TRAINING, all_cases
 
 BUNDLED = ("numpy", "torch", "jax")
-CASES = list(all_cases(STAGED))
+CASES = list(all_cases(TRAINING))
 
 
 @pytest.mark.parametrize("impl_name", BUNDLED)

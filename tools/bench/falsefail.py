@@ -36,9 +36,7 @@ def _run(args: tuple) -> dict[str, Any]:
     from ftspec.impls.discovery import load
 
     from .baselines import AssertCloseRunner
-    from .compat import ensure_staged_entries
 
-    ensure_staged_entries()
 
     warnings.filterwarnings("ignore")
     impls, examples, seed, algorithms, dtypes, judge, profile_name = args

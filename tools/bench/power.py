@@ -68,9 +68,7 @@ def run_mutant(mutant_id: str, options: PowerOptions, case_dir: Optional[str] = 
     from ftspec.tools.zoo.framework import active_patches
 
     from .baselines import AssertCloseRunner, fixture_replay
-    from .compat import ensure_staged_entries
 
-    shim = ensure_staged_entries()
 
     m = mutant(mutant_id)
     impl = build(m)
@@ -79,7 +77,7 @@ def run_mutant(mutant_id: str, options: PowerOptions, case_dir: Optional[str] = 
     record: dict[str, Any] = {"id": m.id, "description": m.description, "breaks": list(m.breaks),
                               "targets": list(m.targets), "dtypes": dtypes, "equivalent": list(m.equivalent),
                               "equivalence": m.equivalence, "kind": m.kind, "base": m.base, "source": m.source,
-                              "where": m.where, "edit": m.edit, "staged_shim": shim}
+                              "where": m.where, "edit": m.edit}
     scratch = None if case_dir else tempfile.TemporaryDirectory(prefix="ftspec-bench-")
     tmp = Path(case_dir) if case_dir else Path(scratch.name)
     prof = profile(options.profile)

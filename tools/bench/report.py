@@ -12,22 +12,15 @@ import datetime as dt
 import os
 import platform
 import sys
-from importlib import metadata
 from typing import Any, Optional
 
 __all__ = ["markdown", "meta"]
 
-_PACKAGES = ("ftspec", "numpy", "torch", "jax", "jaxlib", "hypothesis", "mpmath", "pytest", "pytest-xdist")
-
-
 def meta(budgets: dict[str, Any]) -> dict[str, Any]:
-    versions = {}
-    for name in _PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
+    from ftspec.conformance.report import package_versions
     from ftspec.spec import SPEC_VERSION
+
+    versions = package_versions()
 
     return {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "platform": platform.platform(), "machine": platform.machine(), "processor": platform.processor(),
@@ -356,10 +349,6 @@ def markdown(results: dict[str, Any]) -> str:
            f"spec {m['spec_version']}; " + ", ".join(f"{k} {v}" for k, v in m["versions"].items() if v) + ".", "",
            f"Load average (1, 5, 15 min) before the run: {m.get('load_before')}, after: {m.get('load_after')} "
            "(the machine may be shared; timings are wall-clock).", "",
-           *([("**Shim in effect**: `conformance.case.Case.entry` looks names up in `REGISTRY` only, so the "
-                "harness cannot search the staged training and inference entries; this run resolved them with "
-                "`ftspec.spec.registry.entry` (tools/bench/compat.py). The shim disappears by itself once the "
-                "harness resolves staged names."), ""] if m.get("staged_shim") else []),
            "What this measures: a **bug zoo** of mutant implementations (`tools/zoo`), each a correct bundled "
            "plugin with one realistic bug injected, run through the same `Runner` as `ftspec certify`; two "
            "baselines on the same zoo; the correct implementations at the thorough profile (false failures); "

@@ -35,9 +35,7 @@ def throughput(impls: Sequence[str] = ("numpy", "torch", "jax"), *, examples: in
 
     names = list(algorithms or (list(REGISTRY) + list(STAGED)))
 
-    from .compat import ensure_staged_entries
 
-    ensure_staged_entries()
     rows = []
     for impl_name in impls:
         impl = load(impl_name)
