@@ -55,6 +55,14 @@ class Outcome:
     checks: list[str] = field(default_factory=list)
 
 
+#: The stack of the thread a plugin runs in. A new thread's default is
+#: RLIMIT_STACK, or 2 MiB where that limit is "unlimited" (glibc), which is
+#: too little for XLA compiling a gradient program: jax segfaulted there on
+#: a CI machine. Address space only; pages are committed as they are used.
+CALL_STACK_BYTES = 256 * 2**20
+_STACK_LOCK = threading.Lock()
+
+
 def _timed(fn: Callable[[], Any], timeout: float) -> Any:
     """Run fn in a daemon thread; a hung plugin is abandoned, not waited for."""
     box: dict[str, Any] = {}
@@ -67,7 +75,12 @@ def _timed(fn: Callable[[], Any], timeout: float) -> Any:
             box["trace"] = traceback.format_exc(limit=6)
 
     t = threading.Thread(target=target, daemon=True, name="ftspec-call")
-    t.start()
+    with _STACK_LOCK:  # threading.stack_size is process-wide: set it for this thread only
+        previous = threading.stack_size(CALL_STACK_BYTES)
+        try:
+            t.start()
+        finally:
+            threading.stack_size(previous)
     t.join(timeout)
     if t.is_alive():
         raise CallTimeout(f"no result after {timeout:g} s")

@@ -87,10 +87,10 @@ def judge(entry: Entry, got: Mapping[str, np.ndarray], ref: Reference) -> Judgem
                 continue
             if ref.sampled is not None:  # sampled: judged against the spec's distributions below
                 continue
-            bad = np.argwhere(g != want)
-            if bad.size:
-                at = tuple(bad[0])
-                j.findings.append(Finding("spec", f"output {name!r} differs at {len(bad)} of {g.size} entries; "
+            differ = np.asarray(g != want)
+            if differ.any():  # not np.argwhere(...).size: that is 0 for a differing 0-d output
+                at = tuple(np.argwhere(differ)[0])
+                j.findings.append(Finding("spec", f"output {name!r} differs at {int(differ.sum())} of {g.size} entries; "
                                           f"first at {_at(at)}: got {g[at]!r}, spec {want[at]!r}", name))
             continue
         allowed = _NUMPY_DTYPES[ref.dtype]

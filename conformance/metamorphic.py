@@ -1,7 +1,10 @@
 """Metamorphic checks: properties that relate an implementation to itself.
 
 - SGD with η = 0 leaves every parameter unchanged, bit for bit (SGD steps and
-  training loops).
+  training loops), where the spec defines that case: η = 0 changes the
+  training trajectory, and at the unchanged θ a later step's gradient may be
+  undefined (an ε-free norm of a zero-variance column), where θ − 0·∇ is
+  no number at all.
 - The gradient of a parameter the loss cannot reach is exactly zero: the
   columns of W_e of tokens absent from the example (when W_u is not tied to
   W_e) and the columns of a learned W_p beyond the sequence lengths.
@@ -16,6 +19,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ftspec.spec import SpecError, evaluate
 from ftspec.spec.registry import entry as registry_entry
 
 from .case import Case
@@ -25,6 +29,16 @@ from .tolerances import Reference
 __all__ = ["metamorphic"]
 
 Call = Callable[[str, Mapping[str, np.ndarray], Mapping[str, np.ndarray]], dict[str, np.ndarray]]
+
+
+def _defined(case: Case, inputs, params) -> bool:
+    """Whether the spec (binary64) accepts ``case`` with these inputs."""
+    try:
+        evaluate(case.algorithm, {k: v.tolist() for k, v in inputs.items()},
+                 {k: v.tolist() for k, v in params.items()}, hyper=dict(case.hyper), variant=case.variant)
+    except SpecError:
+        return False
+    return True
 
 
 def _eta_zero(case: Case, inputs, params, call: Call) -> Judgement:
@@ -87,7 +101,8 @@ def metamorphic(case: Case, inputs: Mapping[str, np.ndarray], params: Mapping[st
     """The metamorphic checks that apply to ``case``; returns (judgement, names of checks run)."""
     j, ran = Judgement(), []
     name = case.algorithm
-    if name.endswith(("_sgd_step", "_training")):
+    if name.endswith(("_sgd_step", "_training")) and _defined(case, {**inputs, "eta": np.zeros_like(inputs["eta"])},
+                                                              params):
         j.add(_eta_zero(case, inputs, params, call))
         ran.append("eta-zero")
     if name.endswith("_gradient"):

@@ -27,7 +27,7 @@ from hypothesis.errors import Flaky
 
 from ftspec.impls.api import FLOAT_DTYPES, Implementation
 from ftspec.spec import SpecError
-from ftspec.spec.registry import REGISTRY, STAGED, Entry
+from ftspec.spec.registry import REGISTRY, Entry
 
 from .calling import Prepared
 from .case import Case
@@ -189,12 +189,12 @@ class Runner:
         start = time.perf_counter()
         names = list(algorithms) if algorithms else list(REGISTRY)
         for n in names:
-            if n not in REGISTRY and n not in STAGED:
+            if n not in REGISTRY:
                 raise ValueError(f"unknown algorithm {n!r}; known: {', '.join(REGISTRY)}")
         result = RunResult([], self.profile.name, self.seed)
         plan = []
         for name in names:
-            entry = REGISTRY[name] if name in REGISTRY else STAGED[name]
+            entry = REGISTRY[name]
             for dtype in FLOAT_DTYPES:
                 if dtypes and dtype not in dtypes:
                     continue

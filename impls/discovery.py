@@ -17,7 +17,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ftspec.spec.registry import REGISTRY, STAGED
+from ftspec.spec.registry import REGISTRY
 
 from .api import Implementation
 
@@ -127,7 +127,7 @@ def _materialise(obj: Any, where: str) -> Implementation:
         raise PluginError(f"{where}: expected an ftspec.impls.api.Implementation (or a callable returning one), "
                           f"got {type(obj).__name__}")
     problems = obj.problems()
-    unknown = sorted(set(obj.algorithms) - set(REGISTRY) - set(STAGED))
+    unknown = sorted(set(obj.algorithms) - set(REGISTRY))
     if unknown:
         problems.append(f"algorithms not in the spec registry: {unknown}")
     if problems:

@@ -18,12 +18,10 @@ __all__ = ["Entry", "REGISTRY", "TensorSpec", "entry"]
 
 REGISTRY: dict[str, Entry] = {e.name: e for e in [*FORWARD, *TRAINING]}
 assert len(REGISTRY) == len(FORWARD) + len(TRAINING), "duplicate registry names"
-#: entries not yet merged into REGISTRY (none: Algorithms 11-15 are in)
-STAGED: dict[str, Entry] = {}
 
 
 def entry(name: str) -> Entry:
     try:
-        return REGISTRY[name] if name in REGISTRY else STAGED[name]
+        return REGISTRY[name]
     except KeyError:
         raise SpecError("algorithm", f"one of {sorted(REGISTRY)}", repr(name), algorithm="registry") from None

@@ -103,9 +103,10 @@ def regenerate(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - started
     notes = summary["disagreements"]
     undecided = sum(1 for n in notes if not n["decided"])
+    zeros = sum(1 for n in notes if n.get("resolved") == "exact zero")
     print(f"wrote {summary['cases']} cases ({summary['bytes'] / 1e6:.2f} MB) to {summary['directory']} in "
-          f"{seconds:.1f} s; {len(notes)} value(s) rounded differently at 50 and 80 digits, "
-          f"{undecided} undecided")
+          f"{seconds:.1f} s; {len(notes)} value(s) rounded differently at 50 and 80 digits "
+          f"({zeros} of them exact zeros), {undecided} undecided")
     return 0
 
 

@@ -24,7 +24,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, TypeVar
 
-from ftspec.spec.registry import REGISTRY, STAGED, Entry, TensorSpec
+from ftspec.spec.registry import REGISTRY, Entry, TensorSpec
 from ftspec.spec.variants import VariantSet
 
 __all__ = [
@@ -56,8 +56,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def registered(entry: Entry) -> bool:
-    """Whether ``entry`` is the registry's (REGISTRY or STAGED) entry of its name."""
-    return (REGISTRY.get(entry.name) or STAGED.get(entry.name)) is entry
+    """Whether ``entry`` is the registry's entry of its name."""
+    return REGISTRY.get(entry.name) is entry
 
 
 def _memo(fn: F) -> F:

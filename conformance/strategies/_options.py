@@ -22,7 +22,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from ftspec.spec.registry import REGISTRY, STAGED, Entry
+from ftspec.spec.registry import REGISTRY, Entry
 
 from ..dtypes import FORMATS
 
@@ -147,12 +147,12 @@ def hyper_kind(name: str) -> str:
 
 
 def resolve_entry(entry: Any) -> Entry:
-    """An Entry, or the entry of that name in REGISTRY or STAGED."""
+    """An Entry, or the entry of that name in REGISTRY."""
     if isinstance(entry, Entry):
         return entry
-    if isinstance(entry, str) and (entry in REGISTRY or entry in STAGED):
-        return REGISTRY[entry] if entry in REGISTRY else STAGED[entry]
-    raise ValueError(f"entry: expected a registry entry or one of {sorted(REGISTRY) + sorted(STAGED)}, "
+    if isinstance(entry, str) and entry in REGISTRY:
+        return REGISTRY[entry]
+    raise ValueError(f"entry: expected a registry entry or one of {sorted(REGISTRY)}, "
                      f"given {entry!r}")
 
 

@@ -18,7 +18,7 @@
   1/2 matter.
 
 Entries that update parameters (a ``rate`` input: SGD steps, training
-loops) are drawn well-scaled only: a step amplifies a large gradient into
+loops) are drawn well-scaled (or sparse, which only zeroes weights): a step amplifies a large gradient into
 large weights that the next forward pass carries out of a small dtype's
 range. Their loss and gradient entries show every style the model shows,
 except that gradients in float16 (``available_styles(..., dtype=)``) are

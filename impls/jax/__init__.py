@@ -119,7 +119,7 @@ def _algorithm(name: str):
     return fn
 
 
-def _staged(name: str, entry):
+def _training_or_inference(name: str, entry):
     """Algorithms 11-15 (training.py, inference.py): ``entry(inputs, params, ctx, device)``."""
     def fn(inputs: Mapping[str, Any], params: Mapping[str, Any], ctx: Context) -> Any:
         dev = device(ctx.device)
@@ -131,7 +131,7 @@ def _staged(name: str, entry):
 
 
 _ALGORITHMS = {name: _algorithm(name) for name in ENTRIES}
-_ALGORITHMS.update({name: _staged(name, e) for name, e in {**_training.ENTRIES, **_inference.ENTRIES}.items()})
+_ALGORITHMS.update({name: _training_or_inference(name, e) for name, e in {**_training.ENTRIES, **_inference.ENTRIES}.items()})
 
 
 implementation = Implementation(

@@ -16,6 +16,7 @@ gradients named like the flat parameters.
 
 from __future__ import annotations
 
+import gc
 import os
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -202,7 +203,49 @@ USE_JIT = os.environ.get("FTSPEC_JAX_JIT", "1").lower() not in ("0", "false", "n
 CPU_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0}
 
 _JIT_CACHE_SIZE = 512
+#: Linux gives a process at most vm.max_map_count (65530) memory mappings, and
+#: every XLA CPU executable holds its own: measured, ~6 for an elementwise
+#: program and ~200 for a small model's gradient. Past the limit, mmap fails
+#: inside the next compile and the process aborts (it did, after 103 of the
+#: conformance tests' 136 cases, with only the function count bounded). So the
+#: cache also watches the mappings themselves (every ``_MAPPING_CHECK_EVERY``
+#: calls, where /proc/self/maps exists) and drops its oldest half while they
+#: exceed ``MAX_MAPPINGS``; elsewhere it bounds the executables it holds.
+MAX_MAPPINGS = 30_000
+MAX_EXECUTABLES = 256
+_MAPPING_CHECK_EVERY = 8
 _jitted: "OrderedDict[tuple, Callable]" = OrderedDict()
+_calls = 0
+
+
+def live_executables() -> int:
+    """Compiled executables held by the cached jitted functions."""
+    return sum(f._cache_size() for f in _jitted.values())
+
+
+def memory_mappings() -> int | None:
+    """This process's memory mappings (None where /proc/self/maps does not exist)."""
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            return f.read().count(b"\n")
+    except OSError:
+        return None
+
+
+def _shrink() -> None:
+    """Drop the oldest cached functions while the process holds too many mappings
+    (dropping a jitted function frees its executables: nothing else in JAX holds them)."""
+    mappings = memory_mappings()
+    if mappings is None:
+        live = live_executables()
+        while _jitted and live >= MAX_EXECUTABLES:
+            live -= _jitted.popitem(last=False)[1]._cache_size()
+        return
+    while _jitted and mappings > MAX_MAPPINGS:
+        for _ in range(max(1, len(_jitted) // 2)):
+            _jitted.popitem(last=False)
+        gc.collect()
+        mappings = memory_mappings() or 0
 
 
 def jitted(key: tuple, make: Callable[[], Callable], platform: str = "cpu",
@@ -214,6 +257,7 @@ def jitted(key: tuple, make: Callable[[], Callable], platform: str = "cpu",
     configurations does not hold every executable; array shapes and dtypes
     are left to jit's own cache (a repeated shape reuses its executable).
     """
+    global _calls
     if not (USE_JIT if use_jit is None else use_jit):
         return make()
     key = (key, platform)
@@ -221,9 +265,12 @@ def jitted(key: tuple, make: Callable[[], Callable], platform: str = "cpu",
     if fn is None:
         opts = CPU_COMPILER_OPTIONS if platform == "cpu" else None
         fn = jax.jit(make(), compiler_options=opts)
-    _jitted[key] = fn  # most recently used last
-    while len(_jitted) > _JIT_CACHE_SIZE:
+    _calls += 1
+    if _calls % _MAPPING_CHECK_EVERY == 0:
+        _shrink()
+    while len(_jitted) >= _JIT_CACHE_SIZE:
         _jitted.popitem(last=False)
+    _jitted[key] = fn  # most recently used last
     return fn
 
 

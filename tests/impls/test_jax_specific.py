@@ -148,3 +148,37 @@ def test_gradients_are_finite(name, variant):
 
 def case_inputs(entry):
     return {s.name for s in entry.inputs}
+
+
+_MAPPING_BUDGET = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {root!r})
+    import jax.numpy as jnp
+    from ftspec.impls.jax import boundary
+
+    before = boundary.memory_mappings()
+    boundary.MAX_MAPPINGS = before + 300
+    peak = 0
+    for i in range(60):  # 60 functions, 4 shapes each: ~1,500 mappings held without a budget
+        fn = boundary.jitted(("budget-test", i), lambda: (lambda x: jnp.tanh(x @ x.T)))
+        for n in range(1, 5):
+            fn(jnp.ones((2, n))).block_until_ready()
+        peak = max(peak, boundary.memory_mappings())
+    print("before", before, "peak", peak, "cached", len(boundary._jitted))
+    # between checks (every 8 calls) at most 8 functions' executables are added
+    assert peak - before < 300 + 8 * 4 * 12, (before, peak)
+    assert len(boundary._jitted) < 60
+    """
+)
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="counts memory mappings in /proc (Linux)")
+def test_memory_mappings_are_bounded():
+    """The jit cache drops its oldest functions while the process holds more than MAX_MAPPINGS
+    memory mappings, and their executables' mappings go with them (past vm.max_map_count,
+    XLA's next compile aborts the process)."""
+    code = _MAPPING_BUDGET.format(root=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "FTSPEC_JAX_JIT": "1"})
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -64,7 +64,7 @@ def _run(name, case, dtype="float64", *, inputs=None, params=None, batched=False
 # --------------------------------------------------------------------------
 
 
-def test_every_staged_entry_is_implemented():
+def test_every_training_and_inference_entry_is_implemented():
     assert set([n for n, e in REGISTRY.items() if e.family in ("training", "inference")]) <= set(impl.algorithms)
     assert impl.problems() == []
 

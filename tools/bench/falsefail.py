@@ -3,7 +3,7 @@
 A correct implementation must never fail. This runs numpy, torch and jax
 together (as ``ftspec run --profile thorough`` does: one search per
 algorithm × dtype, every implementation on every example) over every entry
-of the registry and the staged training and inference entries, optionally
+of the registry (training and inference included), optionally
 capped at ``examples`` per search, then replays the golden fixtures on them.
 With ``judge="assert_close"`` it runs the assert_close baseline's judgement
 instead, which says where that baseline would fail correct code.
@@ -22,9 +22,9 @@ IMPLS = ("numpy", "torch", "jax")
 
 
 def _algorithms() -> list[str]:
-    from ftspec.spec.registry import REGISTRY, STAGED
+    from ftspec.spec.registry import REGISTRY
 
-    return list(REGISTRY) + list(STAGED)
+    return list(REGISTRY)
 
 
 def _run(args: tuple) -> dict[str, Any]:

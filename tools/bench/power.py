@@ -223,7 +223,7 @@ def summarise(records: list[dict[str, Any]], calibration: Optional[dict[str, Any
 
     With ``calibration`` (``calibrate``), a baseline's kill counts only where that baseline passes
     the correct base implementation; ``raw_killed`` counts every kill."""
-    from ftspec.spec.registry import REGISTRY, STAGED
+    from ftspec.spec.registry import REGISTRY
 
     rows = []
     for rec in records:
@@ -260,7 +260,7 @@ def summarise(records: list[dict[str, Any]], calibration: Optional[dict[str, Any
         pool = [r for r in ok_rows if d in r["dtypes"] and d not in r["equivalent"]]
         by_dtype[d] = {"killed": sum(r["harness"]["by_dtype"][d] for r in pool), "mutants": len(pool)}
     by_algorithm = {}
-    for name in list(REGISTRY) + list(STAGED):
+    for name in REGISTRY:
         pool = [r for r in counted if name in r["targets"]]
         recs = {rec["id"]: rec for rec in records if "error" not in rec}
         k = sum(_killed(recs[r["id"]]["harness"]["cells"], algorithm=name) for r in pool)

@@ -235,7 +235,7 @@ def _family(name: str) -> str:
 def _false_failures(out: list[str], ff: dict[str, Any], cal: Optional[dict[str, Any]] = None) -> None:
     out += ["## False failures", "",
             f"The three correct implementations together, `{ff['profile']}` profile capped at "
-            f"**{ff['examples_cap']} examples per search** (seed {ff['seed']}), every registry and staged entry at "
+            f"**{ff['examples_cap']} examples per search** (seed {ff['seed']}), every registry entry at "
             f"every dtype each supports: **{ff['examples']} implementation-examples ran, "
             f"{len(ff['failed_cells'])} searches failed** ({_s(ff['seconds'], 0)} s)"
             + (f"; {len(ff['error_cells'])} searches did not run (below)" if ff["error_cells"] else "") + ".", ""]

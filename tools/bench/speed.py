@@ -31,9 +31,9 @@ def throughput(impls: Sequence[str] = ("numpy", "torch", "jax"), *, examples: in
     from ftspec.conformance.profiles import profile
     from ftspec.conformance.runner import Runner
     from ftspec.impls.discovery import load
-    from ftspec.spec.registry import REGISTRY, STAGED
+    from ftspec.spec.registry import REGISTRY
 
-    names = list(algorithms or (list(REGISTRY) + list(STAGED)))
+    names = list(algorithms or REGISTRY)
 
 
     rows = []
