@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.ftspec-installed
 PROFILE ?= default
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= -n auto
 
 .PHONY: run test env fixtures fixtures-check bench clean help
 

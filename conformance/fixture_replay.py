@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from ftspec.impls.api import Implementation
+from ftspec.impls.api import Implementation, select_devices
 
 __all__ = ["DTYPES", "FixtureResult", "replay_fixtures"]
 
@@ -82,9 +82,7 @@ def _targets(plugins: Sequence[tuple[str, Implementation]], devices: Optional[Se
         except Exception as exc:  # the plugin's failure, reported per case below
             out.append(_Target(label, impl, [], f"devices() raised {type(exc).__name__}: {exc}"))
             continue
-        if devices:
-            found = [d for d in found if d in devices]
-        out.append(_Target(label, impl, found))
+        out.append(_Target(label, impl, select_devices(found, devices)))
     return out
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from hypothesis import HealthCheck, Phase, given, reject, seed, settings, target
 from hypothesis.errors import Flaky
 
-from ftspec.impls.api import FLOAT_DTYPES, Implementation
+from ftspec.impls.api import FLOAT_DTYPES, Implementation, select_devices
 from ftspec.spec import SpecError
 from ftspec.spec.registry import REGISTRY, Entry
 
@@ -157,9 +157,7 @@ class Runner:
             except Exception as exc:
                 self._device_errors[label] = f"devices() raised {type(exc).__name__}: {exc}"
                 found = []
-            if self.device_filter:
-                found = [d for d in found if d in self.device_filter]
-            self._devices[label] = found
+            self._devices[label] = select_devices(found, self.device_filter)
 
     # -- references, cached: every member of a search shares them -------------
     def _reference(self, entry: Entry, prepared: Prepared, case: Case, dtype: str, precision: str) -> Reference:

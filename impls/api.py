@@ -31,7 +31,7 @@ definition of a variant set.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping, Sequence, Union
+from typing import Any, Callable, Literal, Mapping, Optional, Sequence, Union
 
 from ftspec.spec.variants import VariantSet
 
@@ -41,12 +41,24 @@ __all__ = [
     "Context",
     "FLOAT_DTYPES",
     "Implementation",
+    "select_devices",
 ]
 
 #: Real dtypes a plugin may declare, highest precision first.
 FLOAT_DTYPES = ("float64", "float32", "bfloat16", "float16")
 #: Dtype names ``from_numpy`` may receive: the above plus tokens and masks.
 ALL_DTYPES = FLOAT_DTYPES + ("int64", "bool")
+
+
+def select_devices(found: Sequence[str], wanted: Optional[Sequence[str]]) -> list[str]:
+    """The devices of ``found`` that ``wanted`` names (all of them if ``wanted`` is empty).
+
+    A bare platform name selects every device of that platform, so ``cpu``
+    picks a plugin's ``cpu`` as well as ``cpu:0`` (JAX names devices
+    ``platform:id``)."""
+    if not wanted:
+        return list(found)
+    return [d for d in found if d in wanted or d.partition(":")[0] in wanted]
 
 ALL_VARIANTS = "all"
 
