@@ -29,3 +29,38 @@ def test_a_scalar_loss_is_judged_against_its_bound():
     assert judge(entry, {"loss": np.array(3.0 + 5e-13)}, ref).ok
     j = judge(entry, {"loss": np.array(3.0 + 5e-12)}, ref)
     assert not j.ok and j.findings[0].check == "spec" and j.ratio > 1
+
+
+def test_the_eta_zero_check_runs_only_where_the_spec_defines_eta_zero(monkeypatch):
+    """η = 0 changes a training loop's trajectory; where the spec refuses that case (a gradient
+    0/0 at the unchanged θ), θ − 0·∇ is no number and the check must not run."""
+    import ftspec.conformance.metamorphic as M
+    from ftspec.spec import PAPER, SpecError
+    from ftspec.impls.discovery import load
+
+    from tests.impls.cases import make_case
+
+    impl = load("numpy")
+    from ftspec.conformance.case import Case
+
+    entry = REGISTRY["d_sgd_step"]
+    fixed = make_case(entry, PAPER)
+    case = Case("d_sgd_step", fixed.hyper, PAPER, fixed.inputs, fixed.params)
+    calls = []
+
+    def call(name, inputs, params):
+        calls.append(float(inputs["eta"]))
+        from ftspec.conformance.calling import call as run
+        return run(impl, REGISTRY[name], inputs, params, hyper=case.hyper, variant=PAPER, dtype="float64",
+                   device="cpu")
+
+    _, ran = M.metamorphic(case, case.inputs, case.params, {}, None, call, lambda n: True)
+    assert ran == ["eta-zero"] and calls == [0.0]
+
+    def refuses(*args, **kwargs):
+        raise SpecError("X", "a column with nonzero variance", "variance 0", algorithm="layer_norm")
+
+    monkeypatch.setattr(M, "evaluate", refuses)
+    calls.clear()
+    _, ran = M.metamorphic(case, case.inputs, case.params, {}, None, call, lambda n: True)
+    assert ran == [] and calls == []
