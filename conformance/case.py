@@ -1,8 +1,8 @@
 """One drawn test case: what the strategies produce and the runner judges.
 
 A case is plain data (NumPy arrays, ints, a variant set), so it can be
-written to a replayable case file (JSON + safetensors, no pickle) and read
-back bit for bit (``conformance/casefile.py``).
+written to a replayable case file (JSON + safetensors only, no serialised
+Python objects) and read back bit for bit (``conformance/casefile.py``).
 """
 
 from __future__ import annotations

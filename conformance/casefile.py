@@ -1,10 +1,11 @@
 """Replayable case files: a JSON description plus a safetensors file of arrays.
 
-No pickle, no eval: the JSON holds the algorithm, hyperparameters, variant
-set (canonical JSON), style, dtype, device, the implementation that failed
-and why; the arrays (inputs, parameters, further batch inputs) are plain
-tensors named ``inputs.X``, ``params.layers.0.W_mlp1``, ``batch.0.x``, and
-the JSON records the safetensors file's sha256.
+Plain data only (no serialised Python objects, nothing executed): the JSON
+holds the algorithm, hyperparameters, variant set (canonical JSON), style,
+dtype, device, the implementation that failed and why; the arrays (inputs,
+parameters, further batch inputs) are plain tensors named ``inputs.X``,
+``params.layers.0.W_mlp1``, ``batch.0.x``, and the JSON records the
+safetensors file's sha256.
 """
 
 from __future__ import annotations
