@@ -15,21 +15,24 @@ that raises, hangs or lists no devices becomes a failed ``FixtureResult``.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Collection, Mapping, Optional, Sequence
 
 import numpy as np
 
 from ftspec.impls.api import Implementation, select_devices
 
-__all__ = ["DTYPES", "FixtureResult", "replay_fixtures"]
+__all__ = ["DTYPES", "FixtureResult", "replay_fixtures", "sample_cases"]
 
 #: the dtypes fixtures are replayed at (their inputs are exact in both)
 DTYPES = ("float64", "float32")
 DEFAULT_TIMEOUT = 60.0
+#: ``sample_cases`` keeps about one case in this many (plus every algorithm's paper case)
+SAMPLE_EVERY = 4
 
 
 @dataclass
@@ -93,11 +96,24 @@ def _covers(t: _Target, algorithm: str, dtype: str, variant) -> bool:
         return False
 
 
+def sample_cases(records: Sequence[Mapping[str, Any]], every: int = SAMPLE_EVERY) -> list[str]:
+    """A fixed sample of the manifest's case ids: each algorithm's paper case, and about one case
+    in ``every`` of the rest, chosen by a hash of the id (the same on every machine and run)."""
+    out = []
+    for r in records:
+        cid = str(r["id"])
+        if cid.endswith("--paper") or hashlib.sha256(cid.encode()).digest()[0] % every == 0:
+            out.append(cid)
+    return out
+
+
 def replay_fixtures(plugins: Sequence[tuple[str, Implementation]], *, algorithms: Optional[Sequence[str]] = None,
                     dtypes: Optional[Sequence[str]] = None, devices: Optional[Sequence[str]] = None,
                     directory: Optional[Path | str] = None, timeout: float = DEFAULT_TIMEOUT,
+                    cases: Optional[Collection[str]] = None,
                     progress: Optional[Callable[[FixtureResult], None]] = None) -> list[FixtureResult]:
-    """Replay every fixture case (filtered) on every plugin; one result per case × plugin × dtype × device."""
+    """Replay every fixture case (filtered by algorithm and, with ``cases``, by id) on every plugin;
+    one result per case × plugin × dtype × device."""
     from ftspec.fixtures import FixtureError, load_case, load_manifest
 
     results: list[FixtureResult] = []
@@ -128,8 +144,10 @@ def replay_fixtures(plugins: Sequence[tuple[str, Implementation]], *, algorithms
         if wanted_algorithms is not None and algorithm not in wanted_algorithms:
             continue
         case_id = str(record.get("id", "?"))
+        if cases is not None and case_id not in cases:
+            continue
         try:
-            fx = load_case(record, directory)
+            fx = load_case(record, directory, variants=manifest.get("variants", {}))
         except Exception as exc:  # noqa: BLE001 - a bad case must not stop the replay
             message = f"fixture unreadable: {exc}"
             for t in targets:

@@ -24,11 +24,16 @@ class Profile:
     max_batch: int
     call_timeout: float  # seconds a single implementation call may take
     seconds: Optional[float] = None  # wall-time cap per search
+    #: golden fixtures ``ftspec run`` replays: "all", or "sample" (``fixture_replay.sample_cases``);
+    #: ``ftspec certify`` always replays all of them
+    fixtures: str = "all"
 
 
 PROFILES = {
-    "quick": Profile("quick", examples=10, budget="quick", max_batch=2, call_timeout=60.0, seconds=6.0),
-    "default": Profile("default", examples=60, budget="default", max_batch=3, call_timeout=60.0, seconds=8.0),
+    "quick": Profile("quick", examples=10, budget="quick", max_batch=2, call_timeout=60.0, seconds=6.0,
+                     fixtures="sample"),
+    "default": Profile("default", examples=60, budget="default", max_batch=3, call_timeout=60.0, seconds=8.0,
+                       fixtures="sample"),
     "thorough": Profile("thorough", examples=10_000, budget="thorough", max_batch=3, call_timeout=120.0),
 }
 

@@ -111,6 +111,8 @@ def report_dict(result: RunResult, plugins: Sequence[tuple[str, Implementation]]
         "seed": result.seed,
         "started": (started or _dt.datetime.now(_dt.timezone.utc)).isoformat(timespec="seconds"),
         "seconds": round(result.seconds, 3),
+        "jobs": result.jobs,
+        "fixture_selection": result.fixture_selection,
         "ok": result.ok,
         "tolerances": table(),
         "environment": environment(plugins),

@@ -90,6 +90,9 @@ class RunResult:
     time_capped: dict = field(default_factory=dict)  # (algorithm, dtype) -> True if the time cap ended it
     agreement: dict = field(default_factory=dict)  # (algorithm, dtype) -> {(a, b): worst |a-b| / (2 bound)}
     fixtures: list = field(default_factory=list)  # fixture replay results (conformance/replay_fixtures)
+    #: which fixtures were replayed ("all", "sample", "none") and over how many worker processes
+    fixture_selection: str = "none"
+    jobs: int = 1
     #: seconds spent computing spec references (binary64 + Monte Carlo tolerances, cache misses only)
     reference_seconds: float = 0.0
     #: seconds spent in implementation calls (conversions included), per implementation label
@@ -183,13 +186,15 @@ class Runner:
         return value
 
     # -- the run ------------------------------------------------------------------
-    def run(self, algorithms: Optional[Sequence[str]] = None, dtypes: Optional[Sequence[str]] = None) -> RunResult:
-        start = time.perf_counter()
+    def plan(self, algorithms: Optional[Sequence[str]] = None, dtypes: Optional[Sequence[str]] = None,
+             result: Optional[RunResult] = None) -> tuple[RunResult, list[tuple[Entry, str, list[Member], dict]]]:
+        """The searches a run makes, in order: (entry, dtype, members, their cells). The result holds
+        every cell, those of unimplemented algorithms and unusable devices included."""
         names = list(algorithms) if algorithms else list(REGISTRY)
         for n in names:
             if n not in REGISTRY:
                 raise ValueError(f"unknown algorithm {n!r}; known: {', '.join(REGISTRY)}")
-        result = RunResult([], self.profile.name, self.seed)
+        result = result if result is not None else RunResult([], self.profile.name, self.seed)
         plan = []
         for name in names:
             entry = REGISTRY[name]
@@ -199,6 +204,11 @@ class Runner:
                 members, cells = self._members(entry, dtype, result)
                 if members:
                     plan.append((entry, dtype, members, cells))
+        return result, plan
+
+    def run(self, algorithms: Optional[Sequence[str]] = None, dtypes: Optional[Sequence[str]] = None) -> RunResult:
+        start = time.perf_counter()
+        result, plan = self.plan(algorithms, dtypes)
         self.progress("plan", searches=len(plan), examples=self.examples)
         for entry, dtype, members, cells in plan:
             for group in self._variant_groups(members):

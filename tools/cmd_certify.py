@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out or Path("certificates") / safe)
     if args.case_dir == "reports/cases":
         args.case_dir = str(out / "cases")
-    result = execute([(args.target, impl)], args)
+    result = execute([(args.target, impl)], args, fixtures="all")
     console.print(summary_table(result, title=f"Certification of {impl.name} {impl.version}"))
     if result.fixtures:
         from .console_fixtures import fixture_table

@@ -28,18 +28,27 @@ def ratio_text(r: float) -> str:
 
 
 class RunProgress:
-    """Receives runner events; shows a bar per search (a line per search when not a terminal)."""
+    """Receives runner events; shows bars on a terminal, a line per search (and per tenth of the
+    fixture replay) otherwise."""
 
     def __init__(self, quiet: bool = False) -> None:
         self.quiet = quiet
         self.live = sys.stderr.isatty() and not quiet
         self.progress: Optional[Progress] = None
         self.task: Any = None
+        self.overall: Any = None
         self.total_searches = 0
         self.done = 0
+        self.fixture_bar: Optional[Progress] = None
+        self.fixture_task: Any = None
+        self.fixture_step = 0
 
     def __call__(self, event: str, **info: Any) -> None:
         getattr(self, f"on_{event}", lambda **_: None)(**info)
+
+    def _bar(self) -> Progress:
+        return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=err_console, transient=True)
 
     def on_plan(self, searches: int, examples: int) -> None:
         self.total_searches = searches
@@ -47,8 +56,8 @@ class RunProgress:
             return
         err_console.print(f"[bold]ftspec[/]: {searches} searches (algorithm × dtype), up to {examples} examples each")
         if self.live:
-            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                     TimeElapsedColumn(), console=err_console, transient=True)
+            self.progress = self._bar()
+            self.overall = self.progress.add_task("searches", total=searches)
             self.progress.start()
 
     def on_start(self, algorithm: str, dtype: str, members: list[str], examples: int) -> None:
@@ -67,9 +76,11 @@ class RunProgress:
 
     def on_end(self, algorithm: str, dtype: str, cells: list) -> None:
         self.done += 1
-        if self.progress is not None and self.task is not None:
-            self.progress.remove_task(self.task)
-            self.task = None
+        if self.progress is not None:
+            if self.task is not None:
+                self.progress.remove_task(self.task)
+                self.task = None
+            self.progress.advance(self.overall)
         if not self.quiet and not self.live:
             status = ", ".join(f"{c.impl}@{c.device}: {c.status} ({c.examples})" for c in cells)
             err_console.print(f"[{self.done}/{self.total_searches}] {algorithm} {dtype}: {status}")
@@ -77,6 +88,26 @@ class RunProgress:
     def on_done(self, result: RunResult) -> None:
         if self.progress is not None:
             self.progress.stop()
+            self.progress = None
+
+    def on_fixtures(self, done: int, total: int, which: str) -> None:
+        if self.quiet:
+            return
+        if done == 0:
+            err_console.print(f"[bold]ftspec[/]: replaying {total} golden fixture cases ({which})")
+            if self.live and total:
+                self.fixture_bar = self._bar()
+                self.fixture_task = self.fixture_bar.add_task("fixture cases", total=total)
+                self.fixture_bar.start()
+            return
+        if self.fixture_bar is not None:
+            self.fixture_bar.update(self.fixture_task, completed=done)
+            if done >= total:
+                self.fixture_bar.stop()
+                self.fixture_bar = None
+        elif done >= total or done * 10 // max(total, 1) > self.fixture_step:
+            self.fixture_step = done * 10 // max(total, 1)
+            err_console.print(f"fixtures: {done}/{total} cases replayed")
 
 
 def summary_table(result: RunResult, title: str = "Conformance") -> Table:

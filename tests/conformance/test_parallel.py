@@ -1,0 +1,157 @@
+"""``ftspec run --jobs N``: searches and fixture replay in worker processes.
+
+The workers must give the run the serial run gives (same examples, same
+verdicts), carry a failure's shrunk case back, and survive a plugin that
+kills its process.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from ftspec.conformance.fixture_replay import replay_fixtures, sample_cases
+from ftspec.conformance.parallel import RunSettings, replay_fixtures_parallel, run_parallel
+from ftspec.conformance.profiles import profile
+from ftspec.conformance.runner import Runner
+from ftspec.fixtures import load_manifest
+from ftspec.impls.discovery import load_target
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = (ROOT / "examples" / "minimal_plugin" / "ftspec_example" / "__init__.py").read_text()
+
+
+def _module(tmp_path: Path, monkeypatch, name: str, extra: str) -> str:
+    """An unregistered plugin ``name:implementation``: the example plugin with ``extra`` appended."""
+    (tmp_path / f"{name}.py").write_text(EXAMPLE + "\n" + extra)
+    monkeypatch.chdir(tmp_path)  # module:object targets import from the current directory, workers too
+    return f"{name}:implementation"
+
+
+def _settings(labels, tmp_path, examples=6) -> RunSettings:
+    return RunSettings(tuple(labels), "default", seed=3, case_dir=str(tmp_path / "cases"), examples=examples)
+
+
+def _summary(result):
+    return [(c.algorithm, c.impl, c.dtype, c.device, c.status, c.examples, c.worst_ratio) for c in result.cells]
+
+
+def test_the_parallel_run_is_the_serial_run(tmp_path):
+    plugins = [("numpy", load_target("numpy"))]
+    algorithms, dtypes = ["layer_norm", "attention", "embedding"], ["float64", "float32"]
+    serial = Runner(plugins, profile=profile("default"), seed=3, case_dir=tmp_path / "s",
+                    examples=6).run(algorithms, dtypes)
+    parallel = run_parallel(_settings(["numpy"], tmp_path), plugins, jobs=2, algorithms=algorithms, dtypes=dtypes)
+    assert _summary(parallel) == _summary(serial)
+    assert parallel.generated == serial.generated and parallel.ok
+    assert all(c.examples == 6 for c in parallel.cells if c.status == "pass")
+
+
+def test_a_failure_comes_back_with_its_shrunk_case_and_reproducer(tmp_path, monkeypatch):
+    label = _module(tmp_path, monkeypatch, "eps_inside", """
+def layer_norm(inputs, params, ctx):  # epsilon 1e-5 inside the root: wrong for the paper's set
+    X = inputs["X"]
+    m = X.mean(axis=-2, keepdims=True)
+    v = ((X - m) ** 2).mean(axis=-2, keepdims=True)
+    return (X - m) / np.sqrt(v + 1e-5) * params["gamma"][:, None] + params["beta"][:, None]
+
+implementation.algorithms["layer_norm"] = layer_norm
+""")
+    plugins = [(label, load_target(label))]
+    result = run_parallel(_settings([label], tmp_path, examples=40), plugins, jobs=2,
+                          algorithms=["layer_norm", "rms_norm"], dtypes=["float32"])
+    cells = {c.algorithm: c for c in result.cells}
+    assert cells["rms_norm"].status == "pass"
+    bad = cells["layer_norm"]
+    assert bad.status == "fail" and bad.failure is not None
+    assert bad.failure.case is not None and bad.failure.case.algorithm == "layer_norm"  # read back from its file
+    assert Path(bad.failure.case_file).exists() and "ftspec replay" in bad.failure.report
+    assert not result.ok
+
+
+def test_a_plugin_that_kills_its_process_costs_only_its_search(tmp_path, monkeypatch):
+    label = _module(tmp_path, monkeypatch, "crashes", """
+import os
+
+def layer_norm(inputs, params, ctx):
+    os._exit(3)  # as a segfaulting extension would
+
+implementation.algorithms["layer_norm"] = layer_norm
+""")
+    plugins = [(label, load_target(label))]
+    result = run_parallel(_settings([label], tmp_path), plugins, jobs=2,
+                          algorithms=["layer_norm", "rms_norm"], dtypes=["float64", "float32"])
+    by = {(c.algorithm, c.dtype): c for c in result.cells}
+    for dtype in ("float64", "float32"):
+        assert by[("layer_norm", dtype)].status == "error"
+        assert "worker process died" in by[("layer_norm", dtype)].note
+        assert by[("rms_norm", dtype)].status == "pass" and by[("rms_norm", dtype)].examples == 6
+
+
+def test_a_hanging_plugin_times_out_in_its_worker_and_the_run_ends(tmp_path, monkeypatch):
+    label = _module(tmp_path, monkeypatch, "hangs", """
+import time
+
+def layer_norm(inputs, params, ctx):
+    time.sleep(3600)
+
+implementation.algorithms["layer_norm"] = layer_norm
+""")
+    plugins = [(label, load_target(label))]
+    settings = RunSettings((label,), "default", seed=3, case_dir=str(tmp_path / "cases"), examples=6,
+                           call_timeout=2.0)
+    started = time.monotonic()
+    result = run_parallel(settings, plugins, jobs=2, algorithms=["layer_norm", "rms_norm"], dtypes=["float32"])
+    cells = {c.algorithm: c for c in result.cells}
+    assert cells["layer_norm"].status == "fail" and cells["layer_norm"].failure.check == "timeout"
+    assert cells["rms_norm"].status == "pass" and cells["rms_norm"].examples == 6
+    assert time.monotonic() - started < 120  # the abandoned call does not hold the run
+
+
+def test_the_fixture_sample_is_fixed_and_covers_every_algorithm():
+    records = load_manifest()["cases"]
+    ids = sample_cases(records)
+    assert ids == sample_cases(records)
+    assert {r["algorithm"] for r in records if r["id"] in ids} == {r["algorithm"] for r in records}
+    assert 0.2 < len(ids) / len(records) < 0.4
+
+
+@pytest.mark.slow
+def test_parallel_fixture_replay_matches_the_serial_one():
+    records = [r for r in load_manifest()["cases"] if r["algorithm"] in ("layer_norm", "unembedding", "sample")]
+    cases = [(r["id"], r["algorithm"]) for r in records]
+    plugins = [("numpy", load_target("numpy"))]
+    serial = replay_fixtures(plugins, cases={c for c, _ in cases})
+    parallel = replay_fixtures_parallel(["numpy"], jobs=2, cases=cases)
+    key = lambda r: (r.case, r.impl, r.dtype, r.device)  # noqa: E731
+    assert sorted((key(r), r.ok, r.ratio) for r in parallel) == sorted((key(r), r.ok, r.ratio) for r in serial)
+    assert len(serial) == 2 * len(cases) and all(r.ok for r in serial)
+
+
+def test_ftspec_run_with_jobs_reports_the_wrong_algorithm_and_carries_on(tmp_path, monkeypatch):
+    """The command end to end: two workers, a sample of the fixtures, a JSON report."""
+    import json
+    import subprocess
+    import sys
+
+    label = _module(tmp_path, monkeypatch, "rms_subtracts_mean", """
+def rms_norm(inputs, params, ctx):  # subtracts the mean: a layer norm without β, not RMSnorm
+    X = inputs["X"]
+    Xc = X - X.mean(axis=-2, keepdims=True)
+    return Xc / np.sqrt((Xc * Xc).mean(axis=-2, keepdims=True)) * params["gamma"][:, None]
+
+implementation.algorithms["rms_norm"] = rms_norm
+""")
+    done = subprocess.run([sys.executable, "-m", "ftspec.tools.cli", "run", "--impl", label, "--dtype", "float32",
+                           "--examples", "30", "--jobs", "2", "--fixtures", "sample", "--json-report", "r.json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["jobs"] == 2 and report["fixture_selection"] == "sample"
+    status = {c["algorithm"]: c["status"] for c in report["cells"] if c["status"] != "not implemented"}
+    assert status == {"layer_norm": "pass", "rms_norm": "fail"}
+    replayed = {(f["algorithm"], f["ok"]) for f in report["fixtures"]}
+    assert ("layer_norm", True) in replayed and ("rms_norm", False) in replayed
+    assert "rms_norm" in done.stdout and "ftspec replay" in done.stdout
