@@ -32,7 +32,7 @@ class Profile:
 PROFILES = {
     "quick": Profile("quick", examples=10, budget="quick", max_batch=2, call_timeout=60.0, seconds=6.0,
                      fixtures="sample"),
-    "default": Profile("default", examples=60, budget="default", max_batch=3, call_timeout=60.0, seconds=8.0,
+    "default": Profile("default", examples=60, budget="default", max_batch=3, call_timeout=60.0, seconds=3.0,
                        fixtures="sample"),
     "thorough": Profile("thorough", examples=10_000, budget="thorough", max_batch=3, call_timeout=120.0),
 }

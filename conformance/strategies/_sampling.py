@@ -141,7 +141,8 @@ def distributions(draw: st.DrawFn, N_V: int, dtype: str = "float64") -> np.ndarr
     """float64 (N_V,) vector p ≥ 0 with a positive sum, exact in ``dtype``."""
     n = check_int("N_V", N_V)
     dtype = resolve_dtype(dtype)
-    family = choose(draw, "distribution family", dict.fromkeys(DISTRIBUTION_FAMILIES, 1))
+    # ties twice as likely: at τ = 0 only a tied maximum tells the lowest-ID rule from others
+    family = choose(draw, "distribution family", {**dict.fromkeys(DISTRIBUTION_FAMILIES, 1), "ties": 2})
     rng = generator(draw(seeds), "distribution")
     p = _distribution(family, rng, n)
     if rng.random() < 0.25:
@@ -167,10 +168,11 @@ def distribution_family(p: np.ndarray) -> set[str]:
 
 @st.composite
 def temperatures(draw: st.DrawFn, dtype: str = "float64") -> np.ndarray:
-    """A 0-d τ ≥ 0, exact in ``dtype``; weights (of 11): 3 zero, 2 inf, 1 0.05, 2 one,
-    1 moderate, 2 large."""
+    """A 0-d τ ≥ 0, exact in ``dtype``; weights (of 11): 3 zero, 1 inf, 2 0.05, 1 one,
+    2 moderate, 2 large. Six in eleven draw 0 < τ ≠ 1, where applying τ wrongly (p^τ for
+    p^{1/τ}) shows; τ = 0 stays frequent for argmax and its ties."""
     dtype = resolve_dtype(dtype)
-    family = choose(draw, "temperature family", {"zero": 3, "inf": 2, "small": 1, "one": 2, "moderate": 1,
+    family = choose(draw, "temperature family", {"zero": 3, "inf": 1, "small": 2, "one": 1, "moderate": 2,
                                                  "large": 2})
     if family in ("zero", "inf"):
         return np.array(0.0 if family == "zero" else math.inf)
