@@ -98,7 +98,7 @@ class Reference:
 
     ``sampled``: for entries with sampled outputs, a function judging an
     implementation's produced outputs against the spec's distributions
-    (conformance/sampling.py); those outputs are not compared exactly.
+    (conformance/token_judge.py); those outputs are not compared exactly.
     """
 
     outputs: dict[str, np.ndarray]  # float64 (bool/int64 for exact outputs)
@@ -170,7 +170,7 @@ def reference(entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[st
     in_range = mc.max_abs <= RANGE_MARGIN * fmt.max
     sampled = None
     if entry.trace is not None:
-        from .sampling import sampled_judge
+        from .token_judge import sampled_judge
 
         sampled = sampled_judge(entry, spec_in, spec_par, hyper=hyper, variant=variant, dtype=dtype,
                                 seed=_seed(entry, inputs, params, variant, dtype))

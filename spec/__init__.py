@@ -18,7 +18,7 @@ from .normalization import layer_norm, rms_norm
 from .numbers import FLOAT, MpNumbers, TrackedNumbers, using
 from .registry import REGISTRY, Entry, TensorSpec, entry
 from .unembedding import unembedding
-from .validation import evaluate, resolve_hyper, to_floats
+from .evaluation import evaluate, resolve_hyper, to_floats
 from .variants import PAPER, PRESETS, SWITCHES, VariantSet, preset
 
 #: Version of the mathematics stated here; fixtures and certificates record it.

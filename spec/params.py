@@ -183,7 +183,7 @@ def from_flat(cls: type, flat: Mapping[str, Any], prefix: str = "") -> Any:
     """{dotted name: nested list} -> structure of type ``cls``.
 
     Names absent from ``flat`` become ``None``; the caller checks the key set
-    against a schema first (``spec.validation``) so nothing is silently lost.
+    against a schema first (``spec.evaluation``) so nothing is silently lost.
     """
     hints = typing.get_type_hints(cls)
     kwargs: dict[str, Any] = {}

@@ -34,7 +34,7 @@ from ._datasets import FLAG_FAMILIES, LENGTH_FAMILIES, RATE_FAMILIES, datasets, 
 from ._hyper import hyperparameters
 from ._inputs import inputs
 from ._masks import MASK_FAMILIES, causal_mask, mask_family, masks
-from ._options import BUDGETS, MODEL_BUDGETS, Budget
+from ._budgets import BUDGETS, MODEL_BUDGETS, Budget
 from ._params import parameter_values, parameters
 from ._sampling import (
     DISTRIBUTION_FAMILIES,

@@ -13,7 +13,7 @@ from ftspec.spec.variants import VariantSet
 from ..case import Case
 from ._hyper import hyperparameters
 from ._inputs import inputs
-from ._options import Budget, check_int, resolve_budget, resolve_dtype, resolve_entry
+from ._budgets import Budget, check_int, resolve_budget, resolve_dtype, resolve_entry
 from ._params import parameters
 from ._sampling import aimed
 from ._styles import STYLES, available_styles

@@ -32,7 +32,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..dtypes import round_to
-from ._options import check_int, resolve_dtype
+from ._budgets import check_int, resolve_dtype
 from ._tokens import token_sequences
 from ._values import MAGNITUDES, choose, generator, seeds
 

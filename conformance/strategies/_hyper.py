@@ -34,9 +34,9 @@ from hypothesis import strategies as st
 from ftspec.spec.errors import SpecError
 from ftspec.spec.variants import PAPER, VariantSet
 
-from ._anatomy import equal_widths, width_minimum
+from ._structure import equal_widths, width_minimum
 from ..dtypes import round_to
-from ._options import RARE, hyper_kind, resolve_budget, resolve_dtype, resolve_entry
+from ._budgets import RARE, hyper_kind, resolve_budget, resolve_dtype, resolve_entry
 from ._values import uniform_integer
 
 __all__ = ["TIE_WIDTH", "hyperparameters"]

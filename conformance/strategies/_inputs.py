@@ -35,10 +35,10 @@ from hypothesis import strategies as st
 from ftspec.spec.params import resolve_shape
 from ftspec.spec.variants import PAPER, VariantSet
 
-from ._anatomy import INDEX_LIMITS, norms, padded
+from ._structure import INDEX_LIMITS, norms, padded
 from ._datasets import datasets, flags, lengths, probabilities, rates
 from ._masks import masks
-from ._options import resolve_dtype, resolve_entry
+from ._budgets import resolve_dtype, resolve_entry
 from ._sampling import distributions, temperatures, variates
 from ._styles import check_style
 from ._tokens import positions, token_sequences, tokens

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from ._options import check_int
+from ._budgets import check_int
 from ._values import generator, seeds
 
 __all__ = ["MASK_FAMILIES", "causal_mask", "mask_family", "masks"]

@@ -21,8 +21,8 @@ from ftspec.spec.params import resolve_shape
 from ftspec.spec.registry import Entry
 from ftspec.spec.variants import PAPER, VariantSet
 
-from ._anatomy import INDEX_LIMITS, heads, leaf, logit_site, norms, score_sites, symbolic_schema
-from ._options import resolve_dtype, resolve_entry
+from ._structure import INDEX_LIMITS, heads, leaf, logit_site, norms, score_sites, symbolic_schema
+from ._budgets import resolve_dtype, resolve_entry
 from ._styles import SAMPLING_LOGITS, check_style
 from ._values import (
     MAGNITUDES,

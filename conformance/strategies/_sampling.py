@@ -37,12 +37,12 @@ from hypothesis import strategies as st
 
 from ftspec.spec.errors import SpecError
 from ftspec.spec.registry import Entry
-from ftspec.spec.validation import evaluate, evaluate_trace
+from ftspec.spec.evaluation import evaluate, evaluate_trace
 from ftspec.spec.variants import VariantSet
 
 from ..dtypes import FORMATS, round_to
-from ._anatomy import INDEX_LIMITS
-from ._options import check_int, resolve_dtype
+from ._structure import INDEX_LIMITS
+from ._budgets import check_int, resolve_dtype
 from ._values import choose, generator, seeds
 
 __all__ = [

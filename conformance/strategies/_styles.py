@@ -39,7 +39,7 @@ from typing import Mapping, Optional
 from ftspec.spec.registry import Entry
 from ftspec.spec.variants import VariantSet
 
-from ._anatomy import differentiates, logit_site, norms, real_inputs, score_sites, symbolic_schema, tables, updates
+from ._structure import differentiates, logit_site, norms, real_inputs, score_sites, symbolic_schema, tables, updates
 
 __all__ = ["SAMPLING_LOGITS", "STYLES", "available_styles", "check_style"]
 

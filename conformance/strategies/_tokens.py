@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from ._options import check_int
+from ._budgets import check_int
 from ._values import generator, seeds
 
 __all__ = ["TOKEN_FAMILIES", "positions", "token_family", "token_sequences", "tokens"]

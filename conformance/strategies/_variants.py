@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from ftspec.spec.registry import Entry
 from ftspec.spec.variants import PAPER, PRESETS, SWITCHES, VariantSet
 
-from ._options import resolve_entry
+from ._budgets import resolve_entry
 
 __all__ = ["EPSILONS", "epsilons", "preset_projections", "variant_sets"]
 

@@ -41,7 +41,7 @@ from ftspec.conformance.strategies import (
     tokens,
     variant_sets,
 )
-from ftspec.conformance.strategies._options import hyper_kind
+from ftspec.conformance.strategies._budgets import hyper_kind
 from ftspec.spec import REGISTRY, evaluate
 from ftspec.spec.numbers import FloatNumbers
 from ftspec.spec.variants import PAPER, SWITCHES, VariantSet

@@ -28,9 +28,9 @@ from hypothesis.errors import HypothesisWarning, UnsatisfiedAssumption
 from ftspec.conformance.case import Case
 from ftspec.conformance.dtypes import FORMATS, round_to
 from ftspec.conformance.strategies import MODEL_BUDGETS, cases, hyperparameters, variant_sets
-from ftspec.conformance.strategies._anatomy import padded
+from ftspec.conformance.strategies._structure import padded
 from ftspec.conformance.strategies._datasets import rate_family
-from ftspec.conformance.strategies._options import hyper_kind
+from ftspec.conformance.strategies._budgets import hyper_kind
 from ftspec.conformance.strategies._sampling import (
     below_one,
     boundaries,
@@ -41,7 +41,7 @@ from ftspec.conformance.strategies._sampling import (
 from ftspec.conformance.tolerances import reference
 from ftspec.spec import SpecError, evaluate
 from ftspec.spec.registry import REGISTRY, entry
-from ftspec.spec.validation import evaluate_trace
+from ftspec.spec.evaluation import evaluate_trace
 
 NAMES = sorted([n for n, e in REGISTRY.items() if e.family in ("training", "inference")])
 DTYPES = sorted(FORMATS)

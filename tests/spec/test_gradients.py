@@ -24,7 +24,7 @@ from ftspec.spec import numbers as numbers_mod
 from ftspec.spec.params import from_flat
 from ftspec.spec.registry import entry
 from ftspec.spec.training import loss_and_gradient
-from ftspec.spec.validation import _convert
+from ftspec.spec.evaluation import _convert
 from ftspec.spec.entry import ARCHITECTURE
 
 SIZES = dict(N_V=4, d_e=3, d_f=3, ell=3, ell_x=3, ell_z=2, ell_max=4, H=2, d_attn=2, d_mid=2, d_mlp=3,

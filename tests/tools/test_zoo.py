@@ -16,7 +16,7 @@ from ftspec.impls.api import FLOAT_DTYPES
 from ftspec.impls.discovery import load
 from ftspec.spec.registry import REGISTRY
 from ftspec.tools.zoo import MUTANTS, build
-from ftspec.tools.zoo.framework import active_patches
+from ftspec.tools.zoo.injection import active_patches
 from ftspec.tools.zoo.witness import _call, differs, fixed_case, witness_case
 
 ALL_ENTRIES = set(REGISTRY)

@@ -65,7 +65,7 @@ def run_mutant(mutant_id: str, options: PowerOptions, case_dir: Optional[str] = 
     from ftspec.conformance.profiles import profile
     from ftspec.conformance.runner import Runner
     from ftspec.tools.zoo import build, mutant
-    from ftspec.tools.zoo.framework import active_patches
+    from ftspec.tools.zoo.injection import active_patches
 
     from .baselines import AssertCloseRunner, fixture_replay
 

@@ -3,7 +3,7 @@ attention, and the norms."""
 
 from __future__ import annotations
 
-from .framework import Edit, Mutant, Witness, change_inputs, change_outputs, replace_function, source_edit, swap_variant
+from .injection import Edit, Mutant, Witness, change_inputs, change_outputs, replace_function, source_edit, swap_variant
 from .groups import (
     A, ATTENTION_USERS, C, CAUSAL, D, E, ED, EPS, GELU_USERS, L, LAYERS, MASKED, MODELS, NORM_USERS, NP,
     SPARSE_MASK, W_LN, add_epsilon, all_nan, epsilon_fixed_1e6, epsilon_outside, hanging, mutating,

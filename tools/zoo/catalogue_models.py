@@ -3,7 +3,7 @@ and bugs of precision and batching that only some dtypes or calls show."""
 
 from __future__ import annotations
 
-from .framework import Edit, Mutant, Witness, replace_function, source_edit, swap_variant
+from .injection import Edit, Mutant, Witness, replace_function, source_edit, swap_variant
 from .groups import (
     A, ATTENTION_USERS, C, D, DIFFERENTIATED, E, GELU_USERS, L, LAYERS, LOSSES, MODELS, NORM_USERS, RELU_USERS,
     SOFTMAX_P, downcast_float64, no_logit_bias, relu_to_gelu,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .framework import Edit, Mutant, Witness, source_edit
+from .injection import Edit, Mutant, Witness, source_edit
 from .groups import LAYERS, MODELS, NEXT_TOKEN, SPARSE_MASK, TORCH, W_LN
 
 MUTANTS = [

@@ -3,7 +3,7 @@ gradients, SGD and its loops, sampling, DInference and EDInference."""
 
 from __future__ import annotations
 
-from .framework import Edit, Mutant, Witness, source_edit
+from .injection import Edit, Mutant, Witness, source_edit
 from .groups import (
     A, D, DIFFERENTIATED, E, GC, GL, INF, LOOPS, LOSSES, NEXT_TOKEN, ONE_HOT_ISH, SAMPLERS, STEPS, TR, model_of,
 )

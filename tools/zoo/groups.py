@@ -11,7 +11,7 @@ import numpy as np
 
 from ftspec.spec.variants import VariantSet
 
-from .framework import Witness, on_numpy
+from .injection import Witness, on_numpy
 
 # -- algorithm groups -----------------------------------------------------------------
 

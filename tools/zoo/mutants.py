@@ -17,7 +17,7 @@ mutant); ``dtypes`` the dtypes it is run at. The lists live in
 from __future__ import annotations
 
 from . import catalogue_components, catalogue_models, catalogue_torch, catalogue_training
-from .framework import Mutant
+from .injection import Mutant
 
 __all__ = ["MUTANTS", "mutant"]
 

@@ -24,7 +24,7 @@ from ftspec.impls.api import Context, Implementation
 from ftspec.spec.registry import entry as registry_entry
 from ftspec.spec.variants import PAPER, VariantSet
 
-from .framework import Mutant, build
+from .injection import Mutant, build
 
 __all__ = ["DEFAULT_HYPER", "Outcome", "WitnessCase", "differs", "fixed_case", "witness_case"]
 

@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ftspec.spec.validation import evaluate_trace
+from ftspec.spec.evaluation import evaluate_trace
 from ftspec.spec.registry import Entry
 from ftspec.spec.variants import VariantSet
 

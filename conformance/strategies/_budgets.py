@@ -143,7 +143,7 @@ def hyper_kind(name: str) -> str:
     if name.startswith("d_"):
         return "width"
     raise ValueError(f"no size budget for hyperparameter {name!r}: add it to "
-                     "conformance/strategies/_options.py (_KINDS)")
+                     "conformance/strategies/_budgets.py (_KINDS)")
 
 
 def resolve_entry(entry: Any) -> Entry:
