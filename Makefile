@@ -7,13 +7,15 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.ftspec-installed
 PROFILE ?= default
-PYTEST_ARGS ?= -n auto
+# loadgroup: tests marked xdist_group(NAME) share one worker (an expensive session fixture is made once)
+PYTEST_ARGS ?= -n auto --dist loadgroup
 
-.PHONY: run test env fixtures fixtures-check bench clean help
+.PHONY: run test test-fast env fixtures fixtures-check bench clean help
 
 help:
 	@echo "make run    - run the conformance suite on every bundled implementation (PROFILE=$(PROFILE))"
-	@echo "make test   - run every test (quick profile)"
+	@echo "make test   - run every test (quick profile): the complete check CI runs"
+	@echo "make test-fast - the tests not marked slow (for development; not a verdict)"
 	@echo "make fixtures / fixtures-check - regenerate golden fixtures / check them for drift"
 	@echo "make bench  - mutation score and speed figures (docs/benchmarks.md)"
 
@@ -31,6 +33,11 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Leaves out the tests marked slow (the full golden-fixture replays, fixture
+# regeneration, installing a plugin): `make test` runs them.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS) -m "not slow"
 
 fixtures: $(STAMP)
 	$(BIN)/ftspec fixtures regenerate

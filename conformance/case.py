@@ -3,6 +3,9 @@
 A case is plain data (NumPy arrays, ints, a variant set), so it can be
 written to a replayable case file (JSON + safetensors only, no serialised
 Python objects) and read back bit for bit (``conformance/casefile.py``).
+It is the one case class: the strategies draw it, the plugin tests, the
+zoo's witnesses and the spec's self-tests build it with
+``conformance/values.py`` (``Case.build``).
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from typing import Any
 import numpy as np
 
 from ftspec.spec.registry import Entry, entry
-from ftspec.spec.variants import VariantSet
+from ftspec.spec.variants import PAPER, VariantSet
+
+from .values import build, default_hyper
 
 __all__ = ["Case"]
 
@@ -39,9 +44,32 @@ class Case:
     batch: list[dict[str, np.ndarray]] = field(default_factory=list)
     style: str = "well-scaled"
 
+    @classmethod
+    def build(cls, algorithm: str | Entry, hyper: dict[str, int] | None = None, variant: VariantSet = PAPER,
+              *, seed: int = 0, style: str = "well-scaled", dtype: str = "float64",
+              given: dict[str, Any] | None = None) -> Case:
+        """The deterministic case of ``conformance.values.build`` (same arguments)."""
+        e = entry(algorithm) if isinstance(algorithm, str) else algorithm
+        hp = default_hyper(e) if hyper is None else {k: int(hyper[k]) for k in e.hyper}
+        inputs, params = build(e, hp, variant, seed=seed, style=style, dtype=dtype, given=given)
+        return cls(e.name, hp, variant, inputs, params, style=style)
+
     @property
     def entry(self) -> Entry:
         return entry(self.algorithm)
+
+    @property
+    def id(self) -> str:
+        """``algorithm[variant]``: a short name for test ids and messages."""
+        return f"{self.algorithm}[{self.variant.describe()}]"
+
+    def spec_inputs(self) -> dict[str, Any]:
+        """The inputs as nested lists, for ``ftspec.spec.evaluate``."""
+        return {k: v.tolist() for k, v in self.inputs.items()}
+
+    def spec_params(self) -> dict[str, Any]:
+        """The parameters as nested lists, for ``ftspec.spec.evaluate``."""
+        return {k: v.tolist() for k, v in self.params.items()}
 
     def describe(self) -> str:
         """Shapes and settings, for failure messages."""

@@ -6,25 +6,58 @@ dtype, device, the implementation that failed and why; the arrays (inputs,
 parameters, further batch inputs) are plain tensors named ``inputs.X``,
 ``params.layers.0.W_mlp1``, ``batch.0.x``, and the JSON records the
 safetensors file's sha256.
+
+Case files travel between people, so reading one treats it as untrusted
+input (the schema and its bounds: docs/casefile.md). Everything is checked
+before anything is allocated: the JSON's size and fields; the tensors file
+named by a bare file name in the case file's own directory (no path, no
+``..``, no symbolic link, a regular file, bounded size); the safetensors
+header, whose every tensor must have the name, shape and dtype the
+algorithm's hyperparameters give it, within a bounded total. Only then are
+the bytes checksummed and the arrays read. Every refusal is a
+``CaseFileError`` with a one-line message.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import os
+import stat
+import struct
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 import numpy as np
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load as load_bytes
+from safetensors.numpy import save_file
 
 from ftspec.spec.variants import VariantSet
 
 from .case import Case
 
-__all__ = ["FORMAT", "read_case", "write_case"]
+__all__ = ["FORMAT", "LIMITS", "CaseFileError", "read_case", "write_case"]
 
 FORMAT = "ftspec-case/1"
+
+#: the bounds a case file must keep (docs/casefile.md)
+LIMITS = {
+    "json_bytes": 1 << 20,  # the case file itself
+    "tensor_file_bytes": 64 << 20,  # its safetensors file
+    "header_bytes": 1 << 20,  # the safetensors JSON header
+    "hyper": 1024,  # each hyperparameter, inclusive
+    "batch": 16,  # further input sets
+    "elements": 4_000_000,  # elements of all tensors together
+    "text": 10_000,  # characters of any string field
+}
+#: safetensors dtypes a case may hold, and their sizes in bytes
+_DTYPES = {"F64": 8, "F32": 4, "I64": 8, "I32": 4, "BOOL": 1}
+_TEXT_FIELDS = ("variant_name", "style", "impl", "impl_version", "dtype", "device", "check", "message")
+
+
+class CaseFileError(ValueError):
+    """A case file that is malformed, out of bounds or points outside its directory."""
 
 
 def _sha256(path: Path) -> str:
@@ -61,28 +94,180 @@ def write_case(case: Case, path: Path | str, **meta: Any) -> Path:
     return path
 
 
-def read_case(path: Path | str) -> tuple[Case, dict[str, Any]]:
-    """The case and the JSON's other fields; checks format and checksum."""
-    path = Path(path)
-    doc = json.loads(path.read_text())
+def _int(value: Any, what: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise CaseFileError(f"{what} must be an integer from {low} to {high}, got {_show(value)}")
+    return value
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _read_doc(path: Path) -> dict[str, Any]:
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise CaseFileError(f"cannot read the case file: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise CaseFileError("the case file is not a regular file")
+    if info.st_size > LIMITS["json_bytes"]:
+        raise CaseFileError(f"the case file has {info.st_size} bytes; at most {LIMITS['json_bytes']} are allowed")
+    try:
+        doc = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CaseFileError(f"not valid UTF-8 JSON: {exc}") from None
+    except (OSError, RecursionError) as exc:
+        raise CaseFileError(f"cannot read the case file: {exc}") from None
+    if not isinstance(doc, dict):
+        raise CaseFileError(f"the case file must hold a JSON object, not {type(doc).__name__}")
     if doc.get("format") != FORMAT:
-        raise ValueError(f"{path}: not an ftspec case file (format {doc.get('format')!r}, expected {FORMAT!r})")
-    tensor_path = path.parent / doc["tensors"]
-    if not tensor_path.exists():
-        raise FileNotFoundError(f"{path}: its tensors file {tensor_path} is missing")
-    if _sha256(tensor_path) != doc["sha256"]:
-        raise ValueError(f"{tensor_path}: sha256 does not match the one recorded in {path}")
-    tensors = load_file(str(tensor_path))
+        raise CaseFileError(f"not an ftspec case file (format {_show(doc.get('format'))}, expected {FORMAT!r})")
+    for key in _TEXT_FIELDS:
+        if key in doc and doc[key] is not None and (not isinstance(doc[key], str)
+                                                      or len(doc[key]) > LIMITS["text"]):
+            raise CaseFileError(f"field {key!r} must be a string of at most {LIMITS['text']} characters")
+    return doc
+
+
+def _tensor_path(path: Path, name: Any) -> Path:
+    """The tensors file: a bare file name, resolved inside the case file's own directory."""
+    if not isinstance(name, str) or not name or len(name) > 255:
+        raise CaseFileError("field 'tensors' must be a file name")
+    if "/" in name or "\\" in name or "\0" in name or name in (".", "..") or os.path.isabs(name):
+        raise CaseFileError(f"field 'tensors' must name a file in the case file's own directory, "
+                            f"not a path: {_show(name)}")
+    home = path.parent.resolve()
+    target = home / name
+    try:
+        info = os.lstat(target)
+    except OSError as exc:
+        raise CaseFileError(f"its tensors file {name!r} cannot be read: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise CaseFileError(f"its tensors file {name!r} is a symbolic link; a regular file is required")
+    if not stat.S_ISREG(info.st_mode):
+        raise CaseFileError(f"its tensors file {name!r} is not a regular file")
+    if target.resolve().parent != home:
+        raise CaseFileError(f"its tensors file {name!r} lies outside the case file's directory")
+    if info.st_size > LIMITS["tensor_file_bytes"]:
+        raise CaseFileError(f"its tensors file has {info.st_size} bytes; at most {LIMITS['tensor_file_bytes']} "
+                            "are allowed")
+    return target
+
+
+def _expected(doc: Mapping[str, Any]) -> tuple[Any, dict[str, int], VariantSet, int, dict[str, tuple[int, ...]]]:
+    """(entry, hyper, variant, batch, {tensor name: shape}) as the algorithm's schema gives them."""
+    from ftspec.spec.registry import REGISTRY
+
+    algorithm = doc.get("algorithm")
+    if not isinstance(algorithm, str) or algorithm not in REGISTRY:
+        raise CaseFileError(f"unknown algorithm {_show(algorithm)}")
+    entry = REGISTRY[algorithm]
+    hyper_doc = doc.get("hyper")
+    if not isinstance(hyper_doc, dict) or set(hyper_doc) != set(entry.hyper):
+        got = sorted(hyper_doc) if isinstance(hyper_doc, dict) else _show(hyper_doc)
+        raise CaseFileError(f"field 'hyper' must give exactly {algorithm}'s hyperparameters "
+                            f"{', '.join(entry.hyper)}; got {got}")
+    hyper = {k: _int(hyper_doc[k], f"hyperparameter {k}", 0, LIMITS["hyper"]) for k in entry.hyper}
+    if not isinstance(doc.get("variant"), dict):
+        raise CaseFileError("field 'variant' must be a JSON object of variant switches")
+    try:
+        variant = VariantSet.from_json(doc["variant"])
+    except (TypeError, ValueError) as exc:
+        raise CaseFileError(f"field 'variant': {exc}") from None
+    batch = _int(doc.get("batch"), "field 'batch'", 0, LIMITS["batch"])
+    try:
+        inputs = entry.input_shapes(hyper)
+        params = entry.param_shapes(hyper, variant)
+    except Exception as exc:  # noqa: BLE001 - a schema the spec cannot resolve for these values
+        raise CaseFileError(f"the hyperparameters do not fit {algorithm}: {type(exc).__name__}: {exc}") from None
+    shapes = {f"inputs.{k}": v for k, v in inputs.items()}
+    shapes.update({f"params.{k}": v for k, v in params.items()})
+    for i in range(batch):
+        shapes.update({f"batch.{i}.{k}": v for k, v in inputs.items()})
+    total = 0
+    for name, shape in shapes.items():
+        if any(d < 0 for d in shape):
+            raise CaseFileError(f"the hyperparameters give tensor {name!r} a negative dimension {shape}")
+        total += math.prod(shape)
+    if total > LIMITS["elements"]:
+        raise CaseFileError(f"the hyperparameters call for {total} elements; at most {LIMITS['elements']} are "
+                            "allowed")
+    return entry, hyper, variant, batch, shapes
+
+
+def _check_header(data: bytes, shapes: Mapping[str, tuple[int, ...]]) -> None:
+    """The safetensors header lists exactly the expected tensors, with their shapes, and fits the file."""
+    if len(data) < 8:
+        raise CaseFileError("its tensors file is too short to be safetensors")
+    (size,) = struct.unpack("<Q", data[:8])
+    if size > LIMITS["header_bytes"] or 8 + size > len(data):
+        raise CaseFileError(f"its tensors file has a header of {size} bytes, beyond the file or the limit")
+    try:
+        header = json.loads(data[8:8 + size].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CaseFileError(f"its tensors file's header is not valid JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise CaseFileError("its tensors file's header is not a JSON object")
+    header.pop("__metadata__", None)
+    if set(header) != set(shapes):
+        missing, extra = sorted(set(shapes) - set(header)), sorted(set(header) - set(shapes))
+        raise CaseFileError(f"its tensors file does not hold the algorithm's tensors (missing {missing[:5]}, "
+                            f"unexpected {[_show(x) for x in extra[:5]]})")
+    body = len(data) - 8 - size
+    for name, info in header.items():
+        if not isinstance(info, dict) or info.get("dtype") not in _DTYPES:
+            raise CaseFileError(f"tensor {name!r}: dtype must be one of {', '.join(_DTYPES)}")
+        shape = info.get("shape")
+        if not isinstance(shape, list) or tuple(shape) != tuple(shapes[name]):
+            raise CaseFileError(f"tensor {name!r} has shape {_show(shape)}; the hyperparameters give "
+                                f"{list(shapes[name])}")
+        offsets = info.get("data_offsets")
+        if (not isinstance(offsets, list) or len(offsets) != 2
+                or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+                or not 0 <= offsets[0] <= offsets[1] <= body
+                or offsets[1] - offsets[0] != math.prod(shapes[name]) * _DTYPES[info["dtype"]]):
+            raise CaseFileError(f"tensor {name!r}: its data offsets do not fit its shape or the file")
+
+
+def read_case(path: Path | str) -> tuple[Case, dict[str, Any]]:
+    """The case and the JSON's other fields, validated as untrusted input (``CaseFileError``)."""
+    path = Path(path)
+    try:
+        return _read_case(path)
+    except CaseFileError as exc:
+        raise CaseFileError(f"{path}: {exc}") from None
+
+
+def _read_case(path: Path) -> tuple[Case, dict[str, Any]]:
+    doc = _read_doc(path)
+    entry, hyper, variant, batch_n, shapes = _expected(doc)
+    sha = doc.get("sha256")
+    if not isinstance(sha, str) or len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+        raise CaseFileError("field 'sha256' must be 64 lowercase hex digits")
+    tensor_path = _tensor_path(path, doc.get("tensors"))
+    with open(tensor_path, "rb") as f:  # read no more than the bound, whatever the file became
+        data = f.read(LIMITS["tensor_file_bytes"] + 1)
+    if len(data) > LIMITS["tensor_file_bytes"]:
+        raise CaseFileError("its tensors file grew beyond the limit while being read")
+    if hashlib.sha256(data).hexdigest() != sha:
+        raise CaseFileError(f"its tensors file {tensor_path.name} does not match the sha256 recorded in the case "
+                            "file")
+    _check_header(data, shapes)
+    try:
+        tensors = load_bytes(data)
+    except Exception as exc:  # noqa: BLE001 - safetensors' own refusal
+        raise CaseFileError(f"its tensors file is not valid safetensors: {exc}") from None
     inputs = {k[len("inputs."):]: v for k, v in tensors.items() if k.startswith("inputs.")}
     params = {k[len("params."):]: v for k, v in tensors.items() if k.startswith("params.")}
-    batch: list[dict[str, np.ndarray]] = [{} for _ in range(int(doc["batch"]))]
+    batch: list[dict[str, np.ndarray]] = [{} for _ in range(batch_n)]
     for k, v in tensors.items():
         if k.startswith("batch."):
             _, i, name = k.split(".", 2)
             batch[int(i)][name] = v
-    case = Case(doc["algorithm"], {k: int(v) for k, v in doc["hyper"].items()},
-                VariantSet.from_json(doc["variant"]), inputs, params, batch, doc.get("style", "well-scaled"))
-    return case, doc
+    style = doc.get("style") or "well-scaled"
+    return Case(entry.name, hyper, variant, inputs, params, batch, style), doc
 
 
 def reproducer(path: Path | str, impl: Optional[str] = None, device: Optional[str] = None,

@@ -1,9 +1,27 @@
-"""Certificates: a publishable record that an implementation conforms.
+"""Certificates: a publishable record of what was tested and what it showed.
 
-JSON (schema ``ftspec-certificate/1``) with a Markdown rendering. The
-``content_hash`` is the sha256 of the canonical JSON of every other field
-(keys sorted, no spaces), so anyone can check that a published certificate
-was not edited: ``ftspec certify --verify FILE``.
+JSON (schema ``ftspec-certificate/2``) with a Markdown rendering. The
+verdict (``conformance/verdict.py``) rests on the per-cell results the
+certificate records, and ``ftspec certify --verify FILE`` checks both:
+
+- the ``content_hash`` (sha256 of the canonical JSON of every other field,
+  keys sorted, no spaces) matches. This detects accidental damage (a
+  truncated download, an editor's reformatting) and nothing more: anyone
+  can edit a certificate and compute a new hash. It proves no authorship;
+- the certificate is consistent: the verdict re-derived from the recorded
+  cells and fixture replays equals the recorded one; every algorithm ×
+  dtype × device the implementation declares (within the recorded
+  selection) has a cell; a passing cell carries no failure and no error
+  ratio above 1; the per-algorithm summary and the examples counts agree
+  with the cells; the minimum is the recorded profile's. An edit that flips
+  a verdict must therefore also rewrite the results it rests on.
+
+What would show the results themselves are true is running them again:
+``ftspec certify --reproduce FILE`` re-runs the recorded target with the
+recorded seed and settings and compares the verdicts cell by cell
+(``session.reproduce``). The searches are seeded, so the same versions on a
+machine of the same speed draw the same examples; a time cap makes the
+example count depend on speed, so a slower machine may run fewer.
 """
 
 from __future__ import annotations
@@ -12,20 +30,29 @@ import datetime as _dt
 import hashlib
 import json
 import math
+import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from ftspec.impls.api import Implementation
+from ftspec.impls.api import Implementation, select_devices
 from ftspec.spec import SPEC_VERSION
 from ftspec.spec.registry import REGISTRY
 
-from .report import cell_dict, environment
+from .profiles import PROFILES
+from .report import cell_dict, environment, write_json
 from .runner import RunResult
 from .tolerances import table
+from .verdict import NothingTested, derive, exit_code, narrowing
 
-__all__ = ["CERTIFICATE_SCHEMA", "build", "content_hash", "render_markdown", "verify"]
+__all__ = ["CERTIFICATE_SCHEMA", "Certificate", "CertificateError", "build", "consistency", "content_hash",
+           "load", "recorded_settings", "render_markdown", "verify"]
 
-CERTIFICATE_SCHEMA = "ftspec-certificate/1"
+CERTIFICATE_SCHEMA = "ftspec-certificate/2"
+
+
+class CertificateError(ValueError):
+    """A file that is not an intact, consistent ftspec certificate (a one-line reason)."""
 
 
 def _canonical(doc: dict[str, Any]) -> bytes:
@@ -37,24 +64,52 @@ def content_hash(doc: dict[str, Any]) -> str:
     return hashlib.sha256(_canonical(body)).hexdigest()
 
 
-def build(label: str, impl: Implementation, result: RunResult, *, examples: int,
+def _number(value: Any) -> float:
+    try:
+        return float(value)  # numbers, and "inf" / "-inf" / "nan" as reports write them
+    except (TypeError, ValueError):
+        return math.inf
+
+
+def _algorithm_verdict(cells: list[dict[str, Any]], minimum: int) -> str:
+    if not cells:
+        return "not run"
+    if any(c["status"] in ("fail", "error") for c in cells):
+        return "fail"
+    if any(int(c["examples"]) < minimum for c in cells):
+        return "inconclusive"
+    return "pass"
+
+
+def _examples_run(cells: list[dict[str, Any]]) -> dict[str, Any]:
+    counts = [int(c["examples"]) for c in cells if c["status"] != "not implemented"]
+    if not counts:
+        return {"cells": 0, "total": 0, "min": 0, "median": 0, "max": 0}
+    return {"cells": len(counts), "total": sum(counts), "min": min(counts), "median": statistics.median(counts),
+            "max": max(counts)}
+
+
+def build(label: str, impl: Implementation, result: RunResult, *, settings: Any = None,
           issued: Optional[_dt.datetime] = None) -> dict[str, Any]:
+    """The certificate of ``result`` (judged by ``session``: ``result.verdict`` is set)."""
     implemented = [a for a in REGISTRY if a in impl.algorithms]
     missing = [a for a in REGISTRY if a not in impl.algorithms]
-    cells = [c for c in result.cells if c.impl == label]
-    conformant = all(c.ok for c in cells) and all(getattr(f, "ok", True) for f in result.fixtures)
+    results = [cell_dict(c) for c in result.cells if c.impl == label]
     per_algorithm = {}
+    chosen = result.selection.get("algorithms")
     for name in implemented:
-        mine = [c for c in cells if c.algorithm == name]
+        if chosen is not None and name not in chosen:
+            continue
+        mine = [c for c in results if c["algorithm"] == name and c["status"] != "not implemented"]
+        worst = max((_number(c["worst_ratio"]) for c in mine), default=0.0)
         per_algorithm[name] = {
             "paper": REGISTRY[name].title,
-            "verdict": "pass" if mine and all(c.ok for c in mine) else ("fail" if mine else "not run"),
-            "examples": sum(c.examples for c in mine),
-            "worst_ratio": max((c.worst_ratio for c in mine), default=0.0),
+            "verdict": _algorithm_verdict(mine, result.minimum),
+            "examples": sum(int(c["examples"]) for c in mine),
+            "worst_ratio": worst if math.isfinite(worst) else "inf",
         }
-    for v in per_algorithm.values():
-        if not math.isfinite(v["worst_ratio"]):
-            v["worst_ratio"] = "inf"
+    selection = dict(result.selection)
+    selection["narrowed"] = narrowing(selection, selection.get("declared", {}))
     doc: dict[str, Any] = {
         "schema": CERTIFICATE_SCHEMA,
         "subject": {
@@ -65,7 +120,8 @@ def build(label: str, impl: Implementation, result: RunResult, *, examples: int,
             "precision": impl.precision,
             "dtypes": list(impl.dtypes),
         },
-        "verdict": "conformant" if conformant else "not conformant",
+        "verdict": result.verdict,
+        "reasons": list(result.reasons),
         "spec_version": SPEC_VERSION,
         "variants": "all" if impl.variants == "all" else [
             {"name": v.describe(), "hash": v.hash, "json": json.loads(v.to_json())} for v in impl.variants],
@@ -74,13 +130,20 @@ def build(label: str, impl: Implementation, result: RunResult, *, examples: int,
             "not_implemented": missing,
             "fraction": f"{len(implemented)}/{len(REGISTRY)}",
         },
+        "selection": selection,
         "algorithms": per_algorithm,
-        "results": [cell_dict(c) for c in cells],
+        "results": results,
         "fixtures": [f.to_dict() for f in result.fixtures],
         "run": {
             "profile": result.profile,
             "seed": result.seed,
-            "examples_per_search": examples,
+            "settings": settings.recorded() if settings is not None else None,
+            "examples_per_search": selection.get("examples_per_search"),
+            "seconds_per_search": selection.get("seconds_per_search"),
+            "minimum": result.minimum,
+            "examples_run": _examples_run(results),
+            "extension": result.extension or None,
+            "interrupted": result.interrupted,
             "seconds": round(result.seconds, 3),
             "jobs": result.jobs,
             "fixture_selection": result.fixture_selection,
@@ -94,34 +157,184 @@ def build(label: str, impl: Implementation, result: RunResult, *, examples: int,
     return doc
 
 
-def verify(path: Path | str) -> tuple[bool, str]:
-    doc = json.loads(Path(path).read_text())
+def consistency(doc: dict[str, Any]) -> list[str]:
+    """Every way the certificate contradicts itself (empty: consistent)."""
+    problems: list[str] = []
+    try:
+        results = [c for c in doc["results"]]
+        fixtures = list(doc["fixtures"])
+        run, selection, subject = doc["run"], doc["selection"], doc["subject"]
+        minimum = int(run["minimum"])
+        declared = selection["declared"]
+        label = subject["target"]
+    except (KeyError, TypeError, ValueError) as exc:
+        return [f"a required field is missing or malformed: {exc}"]
+    prof = PROFILES.get(run.get("profile"))
+    if prof is None:
+        problems.append(f"unknown profile {run.get('profile')!r}")
+    elif minimum < prof.certify_minimum:
+        problems.append(f"minimum {minimum} is below the {prof.name} profile's {prof.certify_minimum}")
+    if selection.get("fixtures_required") != "all":
+        problems.append("a certificate requires every golden fixture, the record says "
+                        f"{selection.get('fixtures_required')!r}")
+    if list(declared.get("algorithms", [])) != list(doc["coverage"]["implemented"]):
+        problems.append("the declared algorithms differ from the coverage")
+    if list(declared.get("dtypes", [])) != list(subject.get("dtypes", [])):
+        problems.append("the declared dtypes differ from the subject's")
+    try:
+        verdict, _ = derive(results, fixtures, minimum=minimum, selection=selection, declared=declared,
+                            interrupted=bool(run.get("interrupted")))
+    except NothingTested as exc:
+        verdict = f"none ({exc})"
+    if verdict != doc.get("verdict"):
+        problems.append(f"the recorded verdict {doc.get('verdict')!r} is not what the results give ({verdict!r})")
+    for c in results:
+        where = f"{c.get('algorithm')} {c.get('dtype')} {c.get('device')}"
+        if c.get("status") == "pass" and (c.get("failure") is not None or _number(c.get("worst_ratio")) > 1):
+            problems.append(f"{where}: 'pass' with a failure or an error ratio above 1")
+        if c.get("status") == "fail" and c.get("failure") is None and not c.get("note"):
+            problems.append(f"{where}: 'fail' with no failure recorded")
+    for f in fixtures:
+        if f.get("ok") and _number(f.get("ratio")) > 1:
+            problems.append(f"fixture {f.get('case')} {f.get('dtype')}: 'ok' with an error ratio above 1")
+    # every selected declared algorithm × dtype × device has its cell
+    algorithms = [a for a in declared.get("algorithms", [])
+                  if selection.get("algorithms") is None or a in selection["algorithms"]]
+    dtypes = [d for d in declared.get("dtypes", []) if selection.get("dtypes") is None or d in selection["dtypes"]]
+    found = doc.get("environment", {}).get("implementations", {}).get(label, {}).get("devices", [])
+    if not any(str(d).startswith("error") for d in found) and not run.get("interrupted"):
+        devices = select_devices([str(d) for d in found], selection.get("devices"))
+        have = {(c.get("algorithm"), c.get("dtype"), c.get("device")) for c in results}
+        lacking = [f"{a} {d} {v}" for a in algorithms for d in dtypes for v in devices if (a, d, v) not in have]
+        if lacking:
+            problems.append(f"no result for {len(lacking)} declared cells, e.g. {lacking[0]}")
+    for name, summary in doc.get("algorithms", {}).items():
+        mine = [c for c in results if c.get("algorithm") == name and c.get("status") != "not implemented"]
+        if summary.get("verdict") != _algorithm_verdict(mine, minimum):
+            problems.append(f"{name}: the summary verdict {summary.get('verdict')!r} disagrees with its cells")
+        if summary.get("examples") != sum(int(c.get("examples", 0)) for c in mine):
+            problems.append(f"{name}: the summary's examples disagree with its cells")
+    if run.get("examples_run") != json.loads(json.dumps(_examples_run(results))):
+        problems.append("the examples run disagree with the cells")
+    return problems
+
+
+def load(path: Path | str) -> dict[str, Any]:
+    """An intact, consistent certificate; CertificateError says why not."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise CertificateError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CertificateError(f"{path}: cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise CertificateError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise CertificateError(f"{path}: not an ftspec certificate (a JSON {type(doc).__name__})")
     if doc.get("schema") != CERTIFICATE_SCHEMA:
-        return False, f"not an ftspec certificate (schema {doc.get('schema')!r})"
-    want = doc.get("content_hash")
-    got = content_hash(doc)
+        raise CertificateError(f"{path}: not an ftspec certificate of schema {CERTIFICATE_SCHEMA} "
+                               f"(schema {doc.get('schema')!r})")
+    want, got = doc.get("content_hash"), content_hash(doc)
     if want != got:
-        return False, f"content hash mismatch: recorded {want}, computed {got} (the certificate was edited)"
-    return True, f"intact: {doc['subject']['name']} {doc['subject']['version']} is {doc['verdict']} (spec {doc['spec_version']})"
+        raise CertificateError(f"content hash mismatch: recorded {want}, computed {got} (the certificate was "
+                               "changed after it was issued)")
+    problems = consistency(doc)
+    if problems:
+        raise CertificateError(f"inconsistent certificate ({len(problems)} problems): " + "; ".join(problems[:3]))
+    return doc
+
+
+def verify(path: Path | str) -> tuple[bool, str]:
+    """(intact and consistent?, a one-line message)."""
+    try:
+        doc = load(path)
+    except CertificateError as exc:
+        return False, str(exc)
+    s = doc["subject"]
+    return True, (f"intact and consistent: {s['name']} {s['version']} is {doc['verdict']} "
+                  f"(spec {doc['spec_version']}); the hash detects accidental damage, not authorship")
+
+
+def recorded_settings(doc: dict[str, Any]) -> dict[str, Any]:
+    """``Settings`` keywords that repeat the certified run (jobs and progress left to the caller)."""
+    recorded = dict(doc["run"].get("settings") or {})
+    recorded.pop("jobs", None)
+    recorded.setdefault("profile", doc["run"]["profile"])
+    recorded.setdefault("seed", doc["run"]["seed"])
+    for name in ("algorithms", "dtypes", "devices"):
+        if recorded.get(name) is not None:
+            recorded[name] = tuple(recorded[name])
+    return recorded
+
+
+@dataclass
+class Certificate:
+    """A certificate document, with the run it came from when it was made here."""
+
+    doc: dict[str, Any]
+    result: Optional[RunResult] = None
+
+    @property
+    def verdict(self) -> str:
+        return str(self.doc["verdict"])
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self.verdict)
+
+    def markdown(self) -> str:
+        return render_markdown(self.doc)
+
+    def write_json(self, path: Path | str) -> Path:
+        return write_json(path, self.doc)
+
+    def write_markdown(self, path: Path | str) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.markdown())
+        return path
+
+    def write(self, directory: Path | str) -> tuple[Path, Path]:
+        """``certificate.json`` and ``certificate.md`` in ``directory``."""
+        directory = Path(directory)
+        return self.write_json(directory / "certificate.json"), self.write_markdown(directory / "certificate.md")
 
 
 def render_markdown(doc: dict[str, Any]) -> str:
     s = doc["subject"]
+    run = doc["run"]
+    ex = run["examples_run"]
+    sel = doc["selection"]
+    variants = doc["variants"] if isinstance(doc["variants"], str) else ", ".join(v["name"] for v in doc["variants"])
+    missing = doc["coverage"]["not_implemented"]
     lines = [
         f"# ftspec certificate: {s['name']} {s['version']}",
         "",
         f"**Verdict: {doc['verdict']}** against the ftspec spec {doc['spec_version']} "
         f"(Phuong & Hutter, *Formal Algorithms for Transformers*, 2022).",
         "",
+    ]
+    if doc.get("reasons"):
+        lines += [f"Why not conformant: {'; '.join(doc['reasons'][:5])}"
+                  + (f" (and {len(doc['reasons']) - 5} more)" if len(doc["reasons"]) > 5 else ""), ""]
+    lines += [
         f"- Target: `{s['target']}`; precision tier `{s['precision']}`; dtypes {', '.join(s['dtypes'])}",
-        f"- Variant sets: {doc['variants'] if isinstance(doc['variants'], str) else ', '.join(v['name'] for v in doc['variants'])}",
+        f"- Variant sets: {variants}",
         f"- Coverage: {doc['coverage']['fraction']} algorithms"
-        + (f" (not implemented: {', '.join(doc['coverage']['not_implemented'])})" if doc['coverage']['not_implemented'] else ""),
-        f"- Run: profile `{doc['run']['profile']}`, seed {doc['run']['seed']}, up to {doc['run']['examples_per_search']} "
-        f"examples per algorithm and dtype, {doc['run']['seconds']} s",
+        + (f" (not implemented: {', '.join(missing)})" if missing else ""),
+        f"- Selection: {'; '.join(sel.get('narrowed') or []) or 'everything the implementation declares'}",
+        f"- Examples run: {ex['total']} over {ex['cells']} cells (per cell: min {ex['min']}, median {ex['median']}, "
+        f"max {ex['max']}); at least {run['minimum']} per cell required",
+        f"- Run: profile `{run['profile']}`, seed {run['seed']}, {run['examples_per_search']} examples per search"
+        + (f" capped at {run['seconds_per_search']} s" if run.get("seconds_per_search") else "")
+        + (f", an extra round (seed {run['extension']['seed']}, at most {run['extension']['seconds']} s) for "
+           f"{len(run['extension']['searches'])} searches" if run.get("extension") else "")
+        + f", {run['seconds']} s" + (", **interrupted**" if run.get("interrupted") else ""),
         f"- Tolerances: Monte Carlo arithmetic, {doc['tolerances']['lanes']} lanes, safety factor "
         f"{sorted(set(doc['tolerances']['safety'].values()))} (docs/tolerances.md)",
-        f"- Issued {doc['issued']}; content hash `{doc['content_hash']}`",
+        f"- Issued {doc['issued']}; content hash `{doc['content_hash']}` (detects accidental damage, not "
+        "authorship: `ftspec certify --verify` also re-derives the verdict, `--reproduce` re-runs it)",
         "",
         "| algorithm | paper | dtype | device | examples | verdict | worst error/bound |",
         "|---|---|---|---|---:|---|---:|",
@@ -142,11 +355,12 @@ def render_markdown(doc: dict[str, Any]) -> str:
                       f"  - reproduce: `{f['reproducer']}`"]
     if doc.get("fixtures"):
         bad = [f for f in doc["fixtures"] if not f.get("ok", True)]
-        lines += ["", f"## Golden fixtures", "", f"{len(doc['fixtures']) - len(bad)} of {len(doc['fixtures'])} "
-                  "fixture replays pass."]
+        lines += ["", "## Golden fixtures", "", f"{len(doc['fixtures']) - len(bad)} of {len(doc['fixtures'])} "
+                  f"fixture replays pass ({run['fixture_selection']} fixtures)."]
         for f in bad:
             lines.append(f"- {f.get('case')} at {f.get('dtype')} on {f.get('device')}: {f.get('message')}")
     env = doc["environment"]
     lines += ["", "## Environment", "", f"Python {env['python']} on {env['platform']}; "
               + ", ".join(f"{k} {v}" for k, v in env["packages"].items() if v)]
     return "\n".join(lines) + "\n"
+

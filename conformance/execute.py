@@ -18,18 +18,30 @@ from typing import Any, Callable, Mapping, Optional
 import numpy as np
 
 from ftspec.impls.api import Context, Implementation
+from ftspec.spec.entry import Kind
 from ftspec.spec.registry import Entry
 
-from .calling import native_dtype, outputs_to_numpy
+from .calling import earlier_hang, native_dtype, note_hang, outputs_to_numpy, watched
 from .case import Case
 from .judge import Finding, Judgement, compare_pair, identical, judge
 from .tolerances import Reference
 
-__all__ = ["CallTimeout", "Member", "Outcome", "examine"]
+__all__ = ["CallTimeout", "Member", "Outcome", "PluginExit", "examine"]
 
 
 class CallTimeout(Exception):
     pass
+
+
+class PluginExit(Exception):
+    """A call raised ``SystemExit`` (or another exception that is not an ``Exception``, such
+    as a ``KeyboardInterrupt`` of its own making): a finding about the plugin, which must
+    not end the harness's process, in a worker or in the user's own."""
+
+    def __init__(self, original: BaseException) -> None:
+        self.original_name = type(original).__name__
+        detail = f"exit status {original.code!r}" if isinstance(original, SystemExit) else str(original)
+        super().__init__(f"{detail} (a plugin must raise an ordinary exception, not end the process)")
 
 
 @dataclass
@@ -63,30 +75,38 @@ CALL_STACK_BYTES = 256 * 2**20
 _STACK_LOCK = threading.Lock()
 
 
-def _timed(fn: Callable[[], Any], timeout: float) -> Any:
-    """Run fn in a daemon thread; a hung plugin is abandoned, not waited for."""
+def _timed(fn: Callable[[], Any], timeout: float, what: Optional[Mapping[str, str]] = None) -> Any:
+    """Run fn in a daemon thread; a hung plugin is abandoned, not waited for.
+
+    ``what`` names the call for a watchdog outside this process (calling.watched): a call
+    stuck in C code that holds the GIL never lets ``join`` return, and only that watchdog
+    can end it. The watch ends when ``join`` returns, so an abandoned call that merely
+    sleeps does not get the worker killed later."""
     box: dict[str, Any] = {}
 
     def target() -> None:
         try:
             box["value"] = fn()
-        except BaseException as exc:  # the plugin's failure, reported, not propagated
+        except BaseException as exc:  # noqa: BLE001 - the plugin's failure, reported, not propagated
             box["error"] = exc
             box["trace"] = traceback.format_exc(limit=6)
 
     t = threading.Thread(target=target, daemon=True, name="ftspec-call")
-    with _STACK_LOCK:  # threading.stack_size is process-wide: set it for this thread only
-        previous = threading.stack_size(CALL_STACK_BYTES)
-        try:
-            t.start()
-        finally:
-            threading.stack_size(previous)
-    t.join(timeout)
+    with watched(what or {}, timeout):
+        with _STACK_LOCK:  # threading.stack_size is process-wide: set it for this thread only
+            previous = threading.stack_size(CALL_STACK_BYTES)
+            try:
+                t.start()
+            finally:
+                threading.stack_size(previous)
+        t.join(timeout)
     if t.is_alive():
         raise CallTimeout(f"no result after {timeout:g} s")
     if "error" in box:
         exc = box["error"]
-        exc.__ftspec_trace__ = box["trace"]  # type: ignore[attr-defined]
+        if not isinstance(exc, Exception):  # SystemExit and kin: a finding, never the harness's exit
+            exc = PluginExit(exc)
+        exc.__ftspec_trace__ = box["trace"]
         raise exc
     return box["value"]
 
@@ -95,7 +115,7 @@ def _native(m: Member, entry: Entry, arrays: Mapping[str, np.ndarray], dtype: st
     kinds = {s.name: s.kind for s in entry.inputs}
     out = {}
     for name, value in arrays.items():
-        want = native_dtype("real" if params else kinds[name], dtype)
+        want = native_dtype(Kind.REAL if params else kinds[name], dtype)
         # a copy: the harness keeps the pristine array to detect mutation
         out[name] = m.impl.from_numpy(np.array(value, copy=True), want, m.device)
     return out
@@ -125,9 +145,10 @@ def _call(m: Member, entry: Entry, inputs: Mapping[str, np.ndarray], params: Map
         out = outputs_to_numpy(m.impl, entry, result, hyper, case.variant)
         return out, _mutated(m, n_in, inputs) or _mutated(m, n_par, params)
 
+    what = {"implementation": m.label, "algorithm": entry.name, "device": m.device, "dtype": dtype}
     started = time.perf_counter()
     try:
-        return _timed(run, timeout)
+        return _timed(run, timeout, what)
     finally:
         m.seconds += time.perf_counter() - started
 
@@ -136,7 +157,8 @@ def _describe_exception(exc: BaseException) -> str:
     trace = getattr(exc, "__ftspec_trace__", "")
     last = trace.strip().splitlines()[-3:] if trace else []
     where = (" | " + " | ".join(s.strip() for s in last[:-1])) if len(last) > 1 else ""
-    return f"raised {type(exc).__name__}: {exc}{where}"
+    name = exc.original_name if isinstance(exc, PluginExit) else type(exc).__name__
+    return f"raised {name}: {exc}{where}"
 
 
 def examine(m: Member, case: Case, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
@@ -146,13 +168,32 @@ def examine(m: Member, case: Case, inputs: Mapping[str, np.ndarray], params: Map
     entry = case.entry
     j = Judgement()
     outcome = Outcome(j)
+    hung = earlier_hang(m.label, entry.name, m.device)
+    if hung is not None:  # a hang is paid for once (calling.skipping_hangs)
+        check, message = hung
+        j.findings.append(Finding(check, f"not called: an earlier call {message}"))
+        outcome.timed_out = True
+        return outcome
+    outcome = _examine(m, case, inputs, params, ref, dtype=dtype, timeout=timeout, batch=batch)
+    if outcome.timed_out:
+        first = next((f.message for f in outcome.judgement.findings if f.check == "timeout"), "timeout")
+        note_hang(m.label, entry.name, m.device, f"hung at {dtype}: {first}")
+    return outcome
+
+
+def _examine(m: Member, case: Case, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
+             ref: Reference, *, dtype: str, timeout: float,
+             batch: Optional[list[tuple[Mapping[str, np.ndarray], Reference]]]) -> Outcome:
+    entry = case.entry
+    j = Judgement()
+    outcome = Outcome(j)
     try:
         out, mutated = _call(m, entry, inputs, params, case, dtype, timeout, batched=False)
     except CallTimeout as exc:
         j.findings.append(Finding("timeout", f"call {exc}"))
         outcome.timed_out = True
         return outcome
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever the plugin raises is a finding
         j.findings.append(Finding("exception", _describe_exception(exc)))
         return outcome
     outcome.outputs = out
@@ -169,7 +210,7 @@ def examine(m: Member, case: Case, inputs: Mapping[str, np.ndarray], params: Map
         j.findings.append(Finding("timeout", f"second call {exc}"))
         outcome.timed_out = True
         return outcome
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever the plugin raises is a finding
         j.findings.append(Finding("determinism", f"second identical call {_describe_exception(exc)}"))
         return outcome
     differs = identical(out, again)
@@ -203,7 +244,7 @@ def _check_metamorphic(m: Member, case: Case, inputs, params, out, ref: Referenc
         outcome.judgement.findings.append(Finding("timeout", f"metamorphic check call {exc}"))
         outcome.timed_out = True
         return
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever the plugin raises is a finding
         outcome.judgement.findings.append(Finding("metamorphic", f"a metamorphic check's call "
                                                   f"{_describe_exception(exc)}"))
         return
@@ -222,7 +263,7 @@ def _check_batch(m: Member, case: Case, inputs, params, out, ref, batch, dtype, 
             j.findings.append(Finding("timeout", f"call {exc}"))
             outcome.timed_out = True
             return
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever the plugin raises is a finding
             j.findings.append(Finding("exception", _describe_exception(exc)))
             return
         members.append((extra_inputs, extra_ref, single))
@@ -233,7 +274,7 @@ def _check_batch(m: Member, case: Case, inputs, params, out, ref, batch, dtype, 
         j.findings.append(Finding("timeout", f"batched call {exc}"))
         outcome.timed_out = True
         return
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever the plugin raises is a finding
         j.findings.append(Finding("batch", f"batched call (batch of {len(members)}) {_describe_exception(exc)}"))
         return
     if mutated:
@@ -242,8 +283,8 @@ def _check_batch(m: Member, case: Case, inputs, params, out, ref, batch, dtype, 
         got = batched[spec.name]
         want_shape = (len(members),) + members[0][1].outputs[spec.name].shape
         if got.shape != want_shape:
-            j.findings.append(Finding("batch", f"batched output {spec.name!r} has shape {got.shape}; expected {want_shape}",
-                                      spec.name))
+            j.findings.append(Finding("batch", f"batched output {spec.name!r} has shape {got.shape}; "
+                                      f"expected {want_shape}", spec.name))
             return
     for i, (_, r, single) in enumerate(members):
         element = {k: v[i] for k, v in batched.items()}

@@ -7,7 +7,11 @@ goes through ``execute.examine``, so the same checks as the search apply
 (shape, dtype, NaN, mutation of arguments, determinism), against a
 ``Reference`` whose outputs are the fixture's stored expected values
 (correctly rounded from 50-digit mpmath) and whose per-element bound is the
-harness's derived tolerance for that dtype (``tolerances.reference``).
+one the fixture stores for that dtype: the harness's derived tolerance
+(``tolerances.reference``), rounded up to 12 bits, so the Monte Carlo model
+is not re-run. A plugin declaring a reduced matmul precision (TF32) gets a
+live derivation at that precision instead: the stored bounds assume full
+precision.
 
 Nothing stops the replay: an unreadable case, a harness error or a plugin
 that raises, hangs or lists no devices becomes a failed ``FixtureResult``.
@@ -25,6 +29,7 @@ from typing import Any, Callable, Collection, Mapping, Optional, Sequence
 import numpy as np
 
 from ftspec.impls.api import Implementation, select_devices
+from ftspec.spec.entry import Kind
 
 __all__ = ["DTYPES", "FixtureResult", "replay_fixtures", "sample_cases"]
 
@@ -82,7 +87,7 @@ def _targets(plugins: Sequence[tuple[str, Implementation]], devices: Optional[Se
     for label, impl in plugins:
         try:
             found = [str(d) for d in impl.devices()]
-        except Exception as exc:  # the plugin's failure, reported per case below
+        except Exception as exc:  # noqa: BLE001 - the plugin's failure, reported per case below
             out.append(_Target(label, impl, [], f"devices() raised {type(exc).__name__}: {exc}"))
             continue
         out.append(_Target(label, impl, select_devices(found, devices)))
@@ -92,7 +97,7 @@ def _targets(plugins: Sequence[tuple[str, Implementation]], devices: Optional[Se
 def _covers(t: _Target, algorithm: str, dtype: str, variant) -> bool:
     try:
         return (algorithm in t.impl.algorithms and dtype in tuple(t.impl.dtypes) and t.impl.supports(variant))
-    except Exception:
+    except Exception:  # noqa: BLE001 - a plugin that cannot say is not replayed on the case
         return False
 
 
@@ -111,10 +116,14 @@ def replay_fixtures(plugins: Sequence[tuple[str, Implementation]], *, algorithms
                     dtypes: Optional[Sequence[str]] = None, devices: Optional[Sequence[str]] = None,
                     directory: Optional[Path | str] = None, timeout: float = DEFAULT_TIMEOUT,
                     cases: Optional[Collection[str]] = None,
-                    progress: Optional[Callable[[FixtureResult], None]] = None) -> list[FixtureResult]:
+                    progress: Optional[Callable[[FixtureResult], None]] = None,
+                    adjust: Optional[Callable[[Any], Any]] = None) -> list[FixtureResult]:
     """Replay every fixture case (filtered by algorithm and, with ``cases``, by id) on every plugin;
-    one result per case × plugin × dtype × device."""
-    from ftspec.fixtures import FixtureError, load_case, load_manifest
+    one result per case × plugin × dtype × device.
+
+    ``adjust``, if given, maps each ``Reference`` before judging (the bench's assert_close
+    baseline replaces the bounds with torch's defaults)."""
+    from .golden import FixtureError, load_case, load_manifest
 
     results: list[FixtureResult] = []
 
@@ -123,7 +132,7 @@ def replay_fixtures(plugins: Sequence[tuple[str, Implementation]], *, algorithms
         if progress is not None:
             try:
                 progress(r)
-            except Exception:
+            except Exception:  # noqa: BLE001 - a failing progress display must not stop the replay
                 pass
 
     wanted_dtypes = [d for d in DTYPES if not dtypes or d in dtypes]
@@ -157,18 +166,78 @@ def replay_fixtures(plugins: Sequence[tuple[str, Implementation]], *, algorithms
                             emit(FixtureResult(case_id, algorithm, t.label, dtype, device, False, math.inf, message))
             continue
         for dtype in wanted_dtypes:
-            _replay_case(fx, dtype, [t for t in targets if t.error is None and _covers(t, algorithm, dtype, fx.variant)],
-                         timeout, emit)
+            covering = [t for t in targets if t.error is None and _covers(t, algorithm, dtype, fx.variant)]
+            _replay_case(fx, dtype, covering, timeout, emit, adjust)
     return results
 
 
-def _replay_case(fx, dtype: str, targets: list[_Target], timeout: float, emit) -> None:
+def _stored_reference(fx, entry, dtype: str):
+    """The fixture's expected outputs and its stored ``bound.<dtype>`` as a harness ``Reference``.
+
+    The stored bounds are the harness's own for the case, rounded up to 12 bits (FORMAT.md §8;
+    tests/fixtures/test_committed.py and ``fixtures regenerate --check`` hold them to that), so
+    replaying with them judges as a live derivation would, without re-running the Monte Carlo
+    model. Sampled tokens must match exactly: the generator kept every variate away from the CDF
+    boundaries and checked that the stored tokens are the only ones the harness accepts at full
+    precision (FORMAT.md §11).
+    """
+    from .tolerances import GRADIENT_SAFETY, SAFETY, Reference
+
+    specs = tuple(entry.output_specs(dict(fx.hyper), fx.variant))
+    stored = fx.bounds.get(dtype, {})
+    missing = [s.name for s in specs if s.name not in fx.expected or s.name not in stored]
+    if missing:
+        raise ValueError(f"the fixture lacks expected outputs or {dtype} bounds for {missing}")
+    safety = (GRADIENT_SAFETY if entry.family == "training" and not entry.name.endswith("_loss") else SAFETY)[dtype]
+    outputs, bound, spread = {}, {}, {}
+    for spec in specs:
+        want = np.array(fx.expected[spec.name])
+        b = np.asarray(stored[spec.name], dtype=np.float64)
+        if b.shape != want.shape or not (b >= 0).all():
+            raise ValueError(f"bound.{dtype}.{spec.name} has shape {b.shape} (expected {want.shape}) or a "
+                             f"negative or NaN entry")
+        if spec.kind == Kind.REAL:
+            outputs[spec.name] = want.astype(np.float64)
+        else:  # masks, flags: bool; tokens, lengths: int64; exact
+            outputs[spec.name] = want.astype(bool if spec.kind in (Kind.MASK, Kind.BOOL) else np.int64)
+            b = np.zeros(want.shape)
+        bound[spec.name] = b
+        spread[spec.name] = b / safety  # about: the stored bound is SAFETY × spread, rounded up
+    return Reference(outputs=outputs, bound=bound, spread=spread, max_intermediate=math.nan, in_range=True,
+                     dtype=dtype, precision="highest", specs=specs, sampled=None,
+                     extra={"fixture": fx.id, "bounds": "stored"})
+
+
+def _live_reference(fx, entry, prepared, dtype: str, precision: str):
+    """A reduced matmul precision (e.g. TF32) has no stored bound: derive it, and judge sampled tokens
+    against the live distributions; the expected values stay the fixture's."""
+    from .tolerances import Reference, reference
+
+    live = reference(entry, prepared.inputs, prepared.params, hyper=dict(fx.hyper), variant=fx.variant,
+                     dtype=dtype, precision=precision)
+    missing = [k for k in live.bound if k not in fx.expected]
+    if missing:
+        raise ValueError(f"the fixture lacks expected outputs {missing}")
+    return Reference(outputs={k: np.array(fx.expected[k]) for k in live.outputs},
+                     bound=live.bound, spread=live.spread, max_intermediate=live.max_intermediate,
+                     in_range=live.in_range, dtype=dtype, precision=precision, specs=live.specs,
+                     sampled=live.sampled if precision != "highest" else None,
+                     extra={"fixture": fx.id, "bounds": "live"})
+
+
+def _reference(fx, entry, prepared, dtype: str, precision: str):
+    if precision == "highest" and dtype in fx.bounds:  # what the stored bounds assume (FORMAT.md §8)
+        return _stored_reference(fx, entry, dtype)
+    return _live_reference(fx, entry, prepared, dtype, precision)
+
+
+def _replay_case(fx, dtype: str, targets: list[_Target], timeout: float, emit,
+                 adjust: Optional[Callable[[Any], Any]] = None) -> None:
     from ftspec.spec.registry import REGISTRY
 
     from .calling import Prepared
     from .case import Case
     from .execute import Member, examine
-    from .tolerances import Reference, reference
 
     if not targets:
         return
@@ -192,21 +261,9 @@ def _replay_case(fx, dtype: str, targets: list[_Target], timeout: float, emit) -
         precision = getattr(t.impl, "precision", "highest")
         if precision not in refs:
             try:
-                live = reference(entry, prepared.inputs, prepared.params, hyper=dict(fx.hyper), variant=fx.variant,
-                                 dtype=dtype, precision=precision)
-                missing = [k for k in live.bound if k not in fx.expected]
-                if missing:
-                    raise ValueError(f"the fixture lacks expected outputs {missing}")
-                # Sampled tokens: the generator kept every variate away from the CDF boundaries and
-                # checked that the stored tokens are the only ones the harness accepts at full
-                # precision (FORMAT.md §11), so they must match exactly; under a reduced matmul
-                # precision the live distributions judge them instead.
-                refs[precision] = Reference(
-                    outputs={k: np.array(fx.expected[k]) for k in live.outputs},
-                    bound=live.bound, spread=live.spread, max_intermediate=live.max_intermediate,
-                    in_range=live.in_range, dtype=dtype, precision=precision, specs=live.specs,
-                    sampled=live.sampled if precision != "highest" else None,
-                    extra={"fixture": fx.id})
+                refs[precision] = _reference(fx, entry, prepared, dtype, precision)
+                if adjust is not None:
+                    refs[precision] = adjust(refs[precision])
             except Exception as exc:  # noqa: BLE001
                 refs[precision] = exc
         ref = refs[precision]

@@ -4,19 +4,23 @@ Checks, per output: present, right shape, right dtype (values representable
 in the call's dtype), NaN exactly where the spec has NaN, no infinities the
 spec does not have, and |got − spec| ≤ bound elementwise. The worst
 error/bound ratio is reported whether or not the check passes.
+
+``Finding`` and ``Judgement`` live in ``findings.py`` (the sampled-token
+judge reports them too); they are re-exported here.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
 import numpy as np
 
+from ftspec.spec.entry import Kind
 from ftspec.spec.registry import Entry
 
 from .dtypes import FORMATS, round_to
+from .findings import Finding, Judgement
 from .tolerances import Reference
 
 __all__ = ["Finding", "Judgement", "compare_pair", "judge"]
@@ -25,38 +29,16 @@ _NUMPY_DTYPES = {"float64": {"float64"}, "float32": {"float32"}, "float16": {"fl
                  "bfloat16": {"float32"}}
 
 
-@dataclass
-class Finding:
-    """One failed check."""
-
-    check: str  # spec | shape | dtype | nan | overflow | missing | exception | timeout | mutation | determinism | batch | device
-    message: str
-    output: Optional[str] = None
-    ratio: float = math.inf
-
-
-@dataclass
-class Judgement:
-    ratio: float = 0.0  # worst |err| / bound over every checked element
-    findings: list[Finding] = field(default_factory=list)
-    ambiguous: int = 0  # sampling steps where a CDF boundary made two tokens acceptable
-    undetermined: int = 0  # non-finite results accepted where the dtype cannot determine the value
-
-    @property
-    def ok(self) -> bool:
-        return not self.findings
-
-    def add(self, other: "Judgement") -> None:
-        self.ratio = max(self.ratio, other.ratio)
-        self.findings.extend(other.findings)
-        self.ambiguous += other.ambiguous
-        self.undetermined += other.undetermined
-
-
 def _ratio(err: np.ndarray, bound: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where(err == 0, 0.0, err / bound)
     return np.where(np.isnan(r), math.inf, r)
+
+
+def _n(x: object) -> str:
+    """A NumPy scalar as a plain number (``-1.06``, ``True``), never ``np.float64(-1.06)``."""
+    item = getattr(x, "item", None)
+    return repr(item() if callable(item) else x)
 
 
 def _at(index: tuple) -> str:
@@ -78,8 +60,8 @@ def judge(entry: Entry, got: Mapping[str, np.ndarray], ref: Reference) -> Judgem
             j.findings.append(Finding("shape", f"output {name!r} has shape {g.shape}; expected {want.shape}", name))
             exact_ok = False
             continue
-        if spec.kind != "real":
-            boolean = spec.kind in ("mask", "bool")
+        if spec.kind != Kind.REAL:
+            boolean = spec.kind in (Kind.MASK, Kind.BOOL)
             if (boolean and g.dtype != np.bool_) or (not boolean and g.dtype.kind not in "iu"):
                 j.findings.append(Finding("dtype", f"output {name!r} has dtype {g.dtype}; expected "
                                           f"{'bool' if boolean else 'an integer dtype'}", name))
@@ -90,8 +72,9 @@ def judge(entry: Entry, got: Mapping[str, np.ndarray], ref: Reference) -> Judgem
             differ = np.asarray(g != want)
             if differ.any():  # not np.argwhere(...).size: that is 0 for a differing 0-d output
                 at = tuple(np.argwhere(differ)[0])
-                j.findings.append(Finding("spec", f"output {name!r} differs at {int(differ.sum())} of {g.size} entries; "
-                                          f"first at {_at(at)}: got {g[at]!r}, spec {want[at]!r}", name))
+                j.findings.append(Finding("spec", f"output {name!r} differs at {int(differ.sum())} of {g.size} "
+                                          "entries; "
+                                          f"first at {_at(at)}: got {_n(g[at])}, spec {_n(want[at])}", name))
             continue
         allowed = _NUMPY_DTYPES[ref.dtype]
         if g.dtype.name not in allowed:
@@ -105,7 +88,7 @@ def judge(entry: Entry, got: Mapping[str, np.ndarray], ref: Reference) -> Judgem
             if unrepresentable.any():
                 at = tuple(np.argwhere(unrepresentable)[0])
                 j.findings.append(Finding("dtype", f"output {name!r} holds values that are not bfloat16, "
-                                          f"e.g. {g[at]!r} at {_at(at)}", name))
+                                          f"e.g. {_n(g[at])} at {_at(at)}", name))
                 continue
         nan_got, nan_want = np.isnan(g), np.isnan(want)
         # Where the tolerance is as large as the value itself, the dtype cannot determine it (e.g. a
@@ -120,13 +103,13 @@ def judge(entry: Entry, got: Mapping[str, np.ndarray], ref: Reference) -> Judgem
             at = tuple(np.argwhere(bad)[0])
             n = int(np.sum(bad & nan_got))
             j.findings.append(Finding("nan", f"output {name!r}: NaN where the spec has a number ({n} entries) or "
-                                      f"vice versa; first at {_at(at)}: got {g[at]!r}, spec {want[at]!r}", name))
+                                      f"vice versa; first at {_at(at)}: got {_n(g[at])}, spec {_n(want[at])}", name))
             continue
         inf = np.isinf(g) & ~np.isinf(want) & ~excused
         if inf.any():
             at = tuple(np.argwhere(inf)[0])
             j.findings.append(Finding("overflow", f"output {name!r}: infinite at {_at(at)} where the spec has "
-                                      f"{want[at]!r}", name))
+                                      f"{_n(want[at])}", name))
             continue
         check = ~nan_want & ~excused
         err = np.where(check, np.abs(g - np.where(check, want, 0.0)), 0.0)
@@ -139,11 +122,11 @@ def judge(entry: Entry, got: Mapping[str, np.ndarray], ref: Reference) -> Judgem
             j.findings.append(Finding(
                 "spec",
                 f"output {name!r}: {n_bad} of {g.size} entries outside the tolerance; worst at {_at(at)}: "
-                f"got {g[at]!r}, spec {want[at]!r}, |diff| {err[at]:.3g} > tolerance {ref.bound[name][at]:.3g} "
+                f"got {_n(g[at])}, spec {_n(want[at])}, |diff| {err[at]:.3g} > tolerance {ref.bound[name][at]:.3g} "
                 f"(error/bound {worst:.3g}; rounding spread {ref.spread[name][at]:.3g} at {ref.dtype})",
                 name, worst))
     if ref.sampled is not None and exact_ok and not any(f.check in ("missing", "shape", "dtype") for f in j.findings):
-        j.add(ref.sampled({spec.name: np.asarray(got[spec.name]) for spec in ref.specs if spec.kind != "real"}))
+        j.add(ref.sampled({spec.name: np.asarray(got[spec.name]) for spec in ref.specs if spec.kind != Kind.REAL}))
     return j
 
 
@@ -154,9 +137,10 @@ def compare_pair(entry: Entry, a: Mapping[str, np.ndarray], b: Mapping[str, np.n
     for spec in ref.specs or entry.outputs:
         x, y = np.asarray(a[spec.name]), np.asarray(b[spec.name])
         if x.shape != y.shape:
-            j.findings.append(Finding(check, f"{label}: output {spec.name!r} shapes {x.shape} and {y.shape}", spec.name))
+            j.findings.append(Finding(check, f"{label}: output {spec.name!r} shapes {x.shape} and {y.shape}",
+                                      spec.name))
             continue
-        if spec.kind != "real":
+        if spec.kind != Kind.REAL:
             if (x != y).any() and ref.sampled is None:
                 j.findings.append(Finding(check, f"{label}: output {spec.name!r} differs", spec.name))
             continue
@@ -171,8 +155,9 @@ def compare_pair(entry: Entry, a: Mapping[str, np.ndarray], b: Mapping[str, np.n
         j.ratio = max(j.ratio, worst)
         if worst > 1.0:
             at = tuple(np.unravel_index(int(np.argmax(ratio)), ratio.shape))
-            j.findings.append(Finding(check, f"{label}: output {spec.name!r} differs at {_at(at)}: {x[at]!r} vs "
-                                      f"{y[at]!r} (|diff| {err[at]:.3g} > 2 × tolerance {2 * ref.bound[spec.name][at]:.3g})",
+            j.findings.append(Finding(check, f"{label}: output {spec.name!r} differs at {_at(at)}: {_n(x[at])} vs "
+                                      f"{_n(y[at])} (|diff| {err[at]:.3g} > 2 × tolerance "
+                                      f"{2 * ref.bound[spec.name][at]:.3g})",
                                       spec.name, worst))
     return j
 

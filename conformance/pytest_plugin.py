@@ -29,7 +29,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture(scope="session")
 def ftspec_plugins(pytestconfig: pytest.Config) -> list[tuple[str, Any]]:
     """The selected implementations, loaded; a plugin that fails to load fails the session's tests."""
-    from ftspec.tools.plugins import select
+    from ftspec.impls.discovery import select
 
     plugins, broken = select(pytestconfig.getoption("--ftspec-impl") or None)
     if broken:

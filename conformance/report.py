@@ -11,8 +11,10 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import os
 import platform
 import sys
+import tempfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -24,7 +26,8 @@ from ftspec.spec.registry import entry as registry_entry
 from .runner import Cell, RunResult
 from .tolerances import table
 
-__all__ = ["REPORT_SCHEMA", "cell_dict", "environment", "report_dict", "write_json"]
+__all__ = ["REPORT_SCHEMA", "OutputPathError", "cell_dict", "check_writable", "environment", "report_dict",
+           "write_json"]
 
 REPORT_SCHEMA = "ftspec-report/1"
 PACKAGES = ("ftspec", "numpy", "torch", "jax", "jaxlib", "hypothesis", "mpmath", "safetensors", "pytest",
@@ -52,7 +55,7 @@ def environment(plugins: Sequence[tuple[str, Implementation]] = ()) -> dict[str,
     for label, impl in plugins:
         try:
             devices = list(impl.devices())
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the plugin's failure, recorded in the report
             devices = [f"error: {exc}"]
         impls[label] = {"version": impl.version, "devices": devices, "precision": impl.precision}
     return {
@@ -86,6 +89,7 @@ def cell_dict(c: Cell) -> dict[str, Any]:
             "case_file": c.failure.case_file,
             "reproducer": c.failure.reproducer,
             "shrunk": c.failure.shrunk,
+            "diagnosis": c.failure.diagnosis,  # conformance/diagnosis.py; None when not diagnosed
         },
     }
 
@@ -114,12 +118,53 @@ def report_dict(result: RunResult, plugins: Sequence[tuple[str, Implementation]]
         "jobs": result.jobs,
         "fixture_selection": result.fixture_selection,
         "ok": result.ok,
+        "verdict": result.verdict,       # conformant | partial | inconclusive | non-conformant
+        "reasons": list(result.reasons),
+        "interrupted": result.interrupted,
+        "minimum": result.minimum,
+        "selection": result.selection,
+        "extension": result.extension or None,
+        "broken": [{"name": n, "error": e} for n, e in result.broken],
         "tolerances": table(),
         "environment": environment(plugins),
         "cells": [cell_dict(c) for c in result.cells],
         "searches": searches,
         "fixtures": [f.to_dict() for f in result.fixtures],
     }
+
+
+class OutputPathError(ValueError):
+    """An output path that cannot be written (a one-line reason)."""
+
+
+def check_writable(path: Path | str, *, directory: bool = False) -> Path:
+    """``path`` (a file, or with ``directory`` a folder) can be written: checked before a run, so that
+    a run is not lost to a bad output path at its end. Raises OutputPathError (one line)."""
+    path = Path(path)
+    what = "output directory" if directory else "output file"
+    if directory:
+        if path.exists() and not path.is_dir():
+            raise OutputPathError(f"{what} {path}: exists and is not a directory")
+    elif path.is_dir():
+        raise OutputPathError(f"{what} {path}: is a directory")
+    parent = path if directory else path.parent
+    existing = parent
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if not existing.is_dir():
+        raise OutputPathError(f"{what} {path}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OutputPathError(f"{what} {path}: {existing} is not writable")
+    if not directory and path.exists() and not os.access(path, os.W_OK):
+        raise OutputPathError(f"{what} {path}: not writable")
+    try:  # access() says yes to root everywhere, and /proc-like folders refuse files anyway: try one
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        raise OutputPathError(f"{what} {path}: cannot create a file in {existing} ({exc.strerror or exc})") from None
+    return path
 
 
 def write_json(path: Path | str, data: dict[str, Any]) -> Path:

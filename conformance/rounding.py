@@ -1,8 +1,11 @@
 """Monte Carlo arithmetic: how much a computation can lose to rounding in a dtype.
 
-``MonteCarloNumbers`` is a number system for the spec (see
-``spec/numbers.py``): each number carries K+1 *lanes*. Lane 0 is the
-computation in binary64; in lanes 1..K every operation's result is perturbed
+``MonteCarloNumbers`` is a number system for the spec (it implements
+``spec.numbers.NumberSystem``): each number carries K+1 *lanes*. Lane 0 is the
+computation in binary64 (its sums accumulate left to right, so it can differ
+in the last bits from the spec's ``FLOAT``, whose sums are correctly rounded;
+the harness takes reference values from ``FLOAT`` and only the spread of the
+lanes from here); in lanes 1..K every operation's result is perturbed
 as the standard model of floating-point arithmetic allows for the target
 dtype with unit roundoff u::
 
@@ -32,9 +35,12 @@ check) follow lane 0, and elementwise maps like ReLU act per lane.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ftspec.spec.numbers import NumberSystem
 
 __all__ = ["Lanes", "MonteCarloNumbers", "lanes_array"]
 
@@ -96,10 +102,10 @@ class Lanes:
     def __ge__(self, o: Any) -> bool:
         return bool(self.x[0] >= _first(o))
 
-    def __eq__(self, o: object) -> bool:  # type: ignore[override]
+    def __eq__(self, o: object) -> bool:
         return bool(self.x[0] == _first(o))
 
-    def __ne__(self, o: object) -> bool:  # type: ignore[override]
+    def __ne__(self, o: object) -> bool:
         return bool(self.x[0] != _first(o))
 
     __hash__ = None  # type: ignore[assignment]
@@ -198,7 +204,7 @@ class MonteCarloNumbers:
             self.max_abs = max(self.max_abs, float(finite.max()))
 
     # -- the spec's number interface --------------------------------------------
-    def num(self, x: float | int) -> Lanes:
+    def num(self, x: "float | int | Lanes") -> Lanes:
         if type(x) is Lanes:
             return x
         return Lanes(np.full(self.k + 1, float(x)), self)
@@ -271,7 +277,7 @@ class MonteCarloNumbers:
         total = self._accumulate(np.moveaxis(prod, 1, 0), self.mu)  # (m, n, K+1)
         return [[Lanes(total[i, j], self) for j in range(total.shape[1])] for i in range(total.shape[0])]
 
-    def _fn(self, f, x: Any) -> Lanes:
+    def _fn(self, f: Callable[[np.ndarray], Any], x: Any) -> Lanes:
         with np.errstate(all="ignore"):
             r = np.asarray(f(np.array(_lane(x), dtype=np.float64)), dtype=np.float64)
         if r.ndim == 0:
@@ -293,7 +299,7 @@ class MonteCarloNumbers:
         return self._fn(np.tanh, x)
 
     def erf(self, x: Any) -> Lanes:
-        return self._fn(lambda v: _erf(v).astype(np.float64), x)
+        return self._fn(lambda v: np.asarray(_erf(v), dtype=np.float64), x)
 
     def sin(self, x: Any) -> Lanes:
         return self._fn(np.sin, x)
@@ -327,3 +333,7 @@ def lanes_array(nested: Any, k: int) -> np.ndarray:
     if type(nested) is Lanes:
         return nested.x
     return np.full(k + 1, float(nested))
+
+
+if TYPE_CHECKING:  # mypy checks the class against the spec's protocol
+    _system: type[NumberSystem] = MonteCarloNumbers

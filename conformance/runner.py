@@ -9,6 +9,11 @@ fails, Hypothesis shrinks the case; the minimal case is written to a
 replayable case file, that member leaves the search, and the search goes on
 with the others on fresh examples. A timeout is recorded at once (shrinking a
 hang would mean waiting for it again).
+
+A case the spec refuses because a query has no key it may attend to, under
+``empty_query="error"``, is not rejected like other refused input: the
+implementation must refuse it too (raise any exception), or the cell fails
+the ``refusal`` check (docs/spec.md).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, given, reject, seed, settings, target
@@ -27,28 +32,31 @@ from hypothesis.errors import Flaky
 
 from ftspec.impls.api import FLOAT_DTYPES, Implementation, select_devices
 from ftspec.spec import SpecError
+from ftspec.spec.entry import Kind
 from ftspec.spec.registry import REGISTRY, Entry
 
 from .calling import Prepared
 from .case import Case
 from .casefile import reproducer, write_case
-from .execute import Member, examine
+from .diagnosis import diagnose_failure
+from .execute import CallTimeout, Member, _call, examine
 from .judge import Finding, compare_pair
 from .profiles import Profile
 from .tolerances import Reference, ToleranceModelError, reference
 
-__all__ = ["Cell", "Failure", "RunResult", "Runner"]
+__all__ = ["Cell", "Failure", "RunResult", "Runner", "refused_empty_query"]
 
 
 @dataclass
 class Failure:
     check: str
     message: str
-    case: Case
+    case: Optional[Case]  # None: no case (the worker that held it was lost) or its case file is unreadable
     case_file: Optional[str]
     reproducer: str
     report: str
     shrunk: bool = True
+    diagnosis: Optional[dict] = None  # conformance/diagnosis.py: the conventions the output matches (plain data)
 
 
 @dataclass
@@ -91,12 +99,28 @@ class RunResult:
     agreement: dict = field(default_factory=dict)  # (algorithm, dtype) -> {(a, b): worst |a-b| / (2 bound)}
     fixtures: list = field(default_factory=list)  # fixture replay results (conformance/replay_fixtures)
     #: which fixtures were replayed ("all", "sample", "none") and over how many worker processes
+    #: (0: in this process, ``--in-process``)
     fixture_selection: str = "none"
-    jobs: int = 1
+    jobs: int = 0
     #: seconds spent computing spec references (binary64 + Monte Carlo tolerances, cache misses only)
     reference_seconds: float = 0.0
     #: seconds spent in implementation calls (conversions included), per implementation label
     implementation_seconds: Counter = field(default_factory=Counter)
+    # -- set by conformance/session.py, which judges the run as a whole ---------------------
+    #: conformant | partial | inconclusive | non-conformant ("" until judged)
+    verdict: str = ""
+    reasons: list = field(default_factory=list)  # why the verdict is not "conformant"
+    minimum: int = 0  # examples a cell must run for a verdict
+    #: what was asked for: algorithms, dtypes, devices (None: all declared), fixtures, and what that narrows
+    selection: dict = field(default_factory=dict)
+    #: the extra search round for cells short of the minimum: seed, seconds cap, searches
+    extension: dict = field(default_factory=dict)
+    #: Ctrl-C: the result holds what ended before it (cells of searches not ended: "no examples")
+    interrupted: bool = False
+    #: plugins that failed to load: (name, error) pairs
+    broken: list = field(default_factory=list)
+    #: the (label, Implementation) pairs that ran (for the report's environment)
+    plugins: list = field(default_factory=list, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -104,6 +128,19 @@ class RunResult:
 
     def failures(self) -> list[Cell]:
         return [c for c in self.cells if not c.ok]
+
+
+def refused_empty_query(entry: Entry, case: Case, exc: SpecError) -> bool:
+    """Whether the spec refused ``case`` because a query has no key under ``empty_query="error"``:
+    a refusal an implementation must share (it raises too), unlike input the strategies should not
+    have drawn."""
+    if "empty_query" not in entry.switches or getattr(case.variant, "empty_query", None) != "error":
+        return False
+    mask = case.inputs.get("Mask")
+    if mask is None or getattr(exc, "argument", None) != "Mask":
+        return False
+    mask = np.asarray(mask, dtype=bool)
+    return mask.ndim == 2 and not mask.any(axis=0).all()
 
 
 class _TimeUp(BaseException):
@@ -135,9 +172,12 @@ class Runner:
     def __init__(self, plugins: Sequence[tuple[str, Implementation]], *, profile: Profile, seed: int = 0,
                  case_dir: Path | str = "reports/cases", examples: Optional[int] = None,
                  call_timeout: Optional[float] = None, devices: Optional[Sequence[str]] = None,
-                 progress: Optional[Callable[..., None]] = None, seconds: Any = None) -> None:
+                 progress: Optional[Callable[..., None]] = None, seconds: Any = None,
+                 exclude: Iterable[Sequence[str]] = ()) -> None:
         """``seconds``: wall-time cap per search; by default the profile's when ``examples`` is not
-        given explicitly (an explicit example count means exactly that many)."""
+        given explicitly (an explicit example count means exactly that many). ``exclude``: (label,
+        algorithm, dtype) left out of their search, cells "no examples" (as ``run_parallel``'s)."""
+        self.exclude = {(str(a), str(b), str(c)) for a, b, c in exclude}
         if seconds is None:
             seconds = _PROFILE if examples is None else None
         self.plugins = list(plugins)
@@ -154,12 +194,14 @@ class Runner:
         self._device_errors: dict[str, str] = {}
         self._reference_seconds = 0.0
         self._search_started = 0.0
+        self._found: dict[str, list[str]] = {}
         for label, impl in self.plugins:
             try:
                 found = [str(d) for d in impl.devices()]
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the plugin's failure, a cell error below
                 self._device_errors[label] = f"devices() raised {type(exc).__name__}: {exc}"
                 found = []
+            self._found[label] = found
             self._devices[label] = select_devices(found, self.device_filter)
 
     # -- references, cached: every member of a search shares them -------------
@@ -227,16 +269,21 @@ class Runner:
             if entry.name not in impl.algorithms:
                 result.cells.append(Cell(entry.name, label, dtype, "-", status="not implemented"))
                 continue
+            if label not in self._device_errors and not self._devices[label] and self._found[label]:
+                continue  # the --device selection leaves this implementation no device: not part of the run
             if label in self._device_errors or not self._devices[label]:
                 note = self._device_errors.get(label, "no device selected")
                 result.cells.append(Cell(entry.name, label, dtype, "-", status="error", note=note))
                 continue
             for device in self._devices[label]:
                 m = Member(label, impl, device)
-                members.append(m)
                 cell = Cell(entry.name, label, dtype, device)
-                cells[m.key] = cell
                 result.cells.append(cell)
+                if (label, entry.name, dtype) in self.exclude:  # not called: its cell says so
+                    cell.status, cell.note = "no examples", "left out of this search (exclude)"
+                    continue
+                members.append(m)
+                cells[m.key] = cell
         return members, cells
 
     @staticmethod
@@ -250,7 +297,8 @@ class Runner:
             out.append(("all" if key == "all" else list(ms[0].impl.variants), ms))
         return out
 
-    def _search(self, entry: Entry, dtype: str, group: tuple[Any, list[Member]], cells: dict, result: RunResult) -> None:
+    def _search(self, entry: Entry, dtype: str, group: tuple[Any, list[Member]], cells: dict,
+                result: RunResult) -> None:
         from .strategies import cases
 
         variants, members = group
@@ -302,7 +350,7 @@ class Runner:
                 finding.message = "failed, then passed on an identical replay (nondeterministic): " + finding.message
                 self._fail(cells[member.key], member, finding, case, dtype, shrunk=False)
                 active = [m for m in active if m.key != member.key]
-            except Exception as exc:  # a harness problem must not end the run
+            except Exception as exc:  # noqa: BLE001 - a harness problem must not end the run
                 self._harness_error(active, cells, f"{type(exc).__name__}: {exc}")
                 break
             finally:
@@ -310,7 +358,7 @@ class Runner:
                 round_ += 1
             active = [m for m in active if not m.hung]
         for m in members:
-            result.implementation_seconds[m.label] += m.seconds
+            result.implementation_seconds[m.label] += m.seconds  # type: ignore[assignment]  # float seconds
             cell = cells[m.key]
             if cell.status == "pass" and cell.examples == 0:
                 cell.status = "no examples"
@@ -350,7 +398,10 @@ class Runner:
         try:
             for p in precisions:
                 refs[p] = self._reference(entry, prepared, case, dtype, p)
-        except SpecError:
+        except SpecError as exc:
+            if refused_empty_query(entry, case, exc):
+                self._expect_refusal(entry, dtype, case, prepared, active, cells, exc)
+                return
             result.rejected[(entry.name, dtype)] += 1
             reject()
         except ToleranceModelError:  # counted and reported, never a silent zero tolerance
@@ -401,8 +452,39 @@ class Runner:
         self.progress("example", algorithm=entry.name, dtype=dtype)
         # Targeting climbs the error/bound ratio; an entry whose outputs are all exact (tokens, masks)
         # scores 0 on every example, and targeting a constant only makes Hypothesis repeat one case.
-        if any(spec.kind == "real" for spec in refs[next(iter(refs))].specs):
+        if any(spec.kind == Kind.REAL for spec in refs[next(iter(refs))].specs):
             target(min(worst, 1e300), label="error/bound")
+        if failed:
+            member, finding = failed[0]
+            raise _MemberFailed(member, finding, case)
+
+    def _expect_refusal(self, entry: Entry, dtype: str, case: Case, prepared: Prepared, active: list[Member],
+                        cells: dict, refusal: SpecError) -> None:
+        """A case the spec refuses by definition (a query with no key under ``empty_query="error"``,
+        docs/spec.md): every member must raise (any exception) to pass the example."""
+        failed: list[tuple[Member, Finding]] = []
+        for m in active:
+            if m.hung:
+                continue
+            cell = cells[m.key]
+            cell.examples += 1
+            try:
+                _call(m, entry, prepared.inputs, prepared.params, case, dtype, self.timeout, False)
+            except CallTimeout as exc:
+                m.hung = True
+                self._fail(cell, m, Finding("timeout", f"call {exc}"), case, dtype, shrunk=False)
+                continue
+            except Exception:  # noqa: BLE001 - raising is what the spec asks for
+                cell.checks["refusal"] += 1
+                continue
+            finding = Finding("refusal", "returned a result for a case the spec refuses: "
+                              f"{refusal.given} of Mask under empty_query='error' (a query with no key it may "
+                              "attend to); the implementation must raise")
+            if cell.first_failure_s is None:
+                cell.first_failure_s = time.perf_counter() - self._search_started
+                cell.first_failure_examples = cell.examples
+            failed.append((m, finding))
+        self.progress("example", algorithm=entry.name, dtype=dtype)
         if failed:
             member, finding = failed[0]
             raise _MemberFailed(member, finding, case)
@@ -425,11 +507,13 @@ class Runner:
         cell.status = "fail"
         tag = hashlib.sha256(f"{case.algorithm}{m.label}{dtype}{m.device}{case.size()}".encode()).hexdigest()[:8]
         safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in m.label)
-        path: Optional[Path] = self.case_dir / f"{case.algorithm}-{safe}-{dtype}-{m.device.replace(':', '_')}-{tag}.json"
+        device = m.device.replace(":", "_")
+        target = self.case_dir / f"{case.algorithm}-{safe}-{dtype}-{device}-{tag}.json"
+        path: Optional[Path] = target
         try:
-            write_case(case, path, impl=m.label, impl_version=m.impl.version, dtype=dtype, device=m.device,
+            write_case(case, target, impl=m.label, impl_version=m.impl.version, dtype=dtype, device=m.device,
                        check=finding.check, message=finding.message)
-        except Exception as exc:  # reporting must not end the run
+        except Exception as exc:  # noqa: BLE001 - reporting must not end the run
             path = None
             cell.note = f"could not write the case file: {exc}"
         command = reproducer(path, m.label, m.device, dtype) if path else "(no case file)"
@@ -438,6 +522,10 @@ class Runner:
                   f"  {finding.message}\n"
                   f"  case{' (shrunk)' if shrunk else ''}: {case.describe()}\n"
                   f"  reproduce:\n    {command}")
+        diagnosis = diagnose_failure(m, case, finding.check, dtype, timeout=self.timeout)
+        if diagnosis is not None:  # its lines go before the reproducer, which stays last
+            head, _, tail = report.rpartition("\n  reproduce:")
+            report = head + "".join(f"\n  {line}" for line in diagnosis.lines()) + "\n  reproduce:" + tail
         cell.failure = Failure(finding.check, finding.message, case, str(path) if path else None, command, report,
-                               shrunk)
+                               shrunk, diagnosis.to_dict() if diagnosis is not None else None)
         self.progress("failure", cell=cell)

@@ -15,10 +15,15 @@ within the tolerances can make it the lowest-ID maximum: an exact tie
 accepts only the lowest ID. For τ = ∞ (uniform, ⌊u·N_V⌋) a token is
 acceptable if u is within the dtype's rounding of its interval
 [v/N_V, (v+1)/N_V).
+
+The tolerance model (``tolerances.reference``) builds this judge and hands
+in its Monte Carlo arithmetic, lane count and safety factor, so this module
+does not import the model back (no import cycle).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -27,8 +32,8 @@ from ftspec.spec.evaluation import evaluate_trace
 from ftspec.spec.registry import Entry
 from ftspec.spec.variants import VariantSet
 
-from .dtypes import FORMATS, round_to
-from .judge import Finding, Judgement
+from .dtypes import FORMATS
+from .findings import Finding, Judgement
 from .rounding import MonteCarloNumbers, lanes_array
 
 __all__ = ["sampled_judge"]
@@ -63,19 +68,23 @@ def _acceptable(record: Mapping[str, Any], k: int, safety: float, u_dtype: float
     c, n = values, len(values)
     ok = []
     for v in range(n):
-        low = c[v - 1] - margin[v - 1] if v > 0 else -np.inf
-        high = c[v] + margin[v] if v < n - 1 else np.inf
-        if low <= u < high:
+        start = float(c[v - 1] - margin[v - 1]) if v > 0 else -math.inf
+        end = float(c[v] + margin[v]) if v < n - 1 else math.inf
+        if start <= u < end:
             ok.append(v)
     return ok, f"CDF c = {np.array2string(c, precision=6)} (margins up to {margin.max():.2g}), u = {u!r}"
 
 
 def sampled_judge(entry: Entry, inputs: Mapping[str, Any], params: Mapping[str, Any], *,
                   hyper: Mapping[str, int], variant: VariantSet, dtype: str,
-                  seed: int) -> Callable[[Mapping[str, np.ndarray]], Judgement]:
-    """A function judging an implementation's produced outputs for this case."""
-    from .tolerances import LANES, SAFETY, TRANSCENDENTAL_UNITS, UNDERFLOW
+                  numbers: Callable[[], MonteCarloNumbers], lanes: int,
+                  safety: float) -> Callable[[Mapping[str, np.ndarray]], Judgement]:
+    """A function judging an implementation's produced outputs for this case.
 
+    ``numbers`` makes a fresh Monte Carlo arithmetic of ``lanes`` lanes at
+    ``dtype`` (the same seed each time, so a verdict is reproducible);
+    ``safety`` × spread widens each CDF end point.
+    """
     fmt = FORMATS[dtype]
     cache: dict[bytes, Judgement] = {}
 
@@ -85,10 +94,7 @@ def sampled_judge(entry: Entry, inputs: Mapping[str, Any], params: Mapping[str, 
             return cache[key]
         j = Judgement()
         plain = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in produced.items()}
-        mc = MonteCarloNumbers(u=fmt.u, eta=UNDERFLOW[dtype], lanes=LANES,
-                               transcendental_units=TRANSCENDENTAL_UNITS, seed=seed,
-                               mantissa_bits=fmt.mantissa_bits,
-                           round_const=lambda c: float(round_to(np.array(c), dtype)))
+        mc = numbers()
         try:
             with np.errstate(all="ignore"):
                 steps = evaluate_trace(entry.name, inputs, params, plain, hyper=hyper, variant=variant, numbers=mc)
@@ -100,7 +106,7 @@ def sampled_judge(entry: Entry, inputs: Mapping[str, Any], params: Mapping[str, 
             if record["kind"] == "structure":
                 j.findings.append(Finding("sampling", record["message"]))
                 break
-            ok, where = _acceptable(record, LANES, SAFETY[dtype], fmt.u)
+            ok, where = _acceptable(record, lanes, safety, fmt.u)
             token = int(record["token"])
             if token not in ok:
                 j.findings.append(Finding(

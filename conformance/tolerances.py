@@ -27,11 +27,13 @@ from typing import Any, Callable, Mapping, Optional
 import numpy as np
 
 from ftspec.spec import evaluate
+from ftspec.spec.entry import Kind
 from ftspec.spec.registry import Entry
 from ftspec.spec.variants import VariantSet
 
 from .dtypes import FORMATS, round_to
 from .rounding import MonteCarloNumbers, lanes_array
+from .token_judge import sampled_judge
 
 __all__ = [
     "LANES",
@@ -149,8 +151,9 @@ def reference(entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[st
     safety = (GRADIENT_SAFETY if entry.family == "training" and not entry.name.endswith("_loss") else SAFETY)[dtype]
     outputs, bound, spread = {}, {}, {}
     for spec in specs:
-        if spec.kind != "real":  # masks, tokens, lengths, flags: exact
-            outputs[spec.name] = np.asarray(ref[spec.name], dtype=bool if spec.kind in ("mask", "bool") else np.int64)
+        if spec.kind != Kind.REAL:  # masks, tokens, lengths, flags: exact
+            exact = bool if spec.kind in (Kind.MASK, Kind.BOOL) else np.int64
+            outputs[spec.name] = np.asarray(ref[spec.name], dtype=exact)
             bound[spec.name] = np.zeros(outputs[spec.name].shape)
             spread[spec.name] = bound[spec.name]
             continue
@@ -170,10 +173,16 @@ def reference(entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[st
     in_range = mc.max_abs <= RANGE_MARGIN * fmt.max
     sampled = None
     if entry.trace is not None:
-        from .token_judge import sampled_judge
+        seed = _seed(entry, inputs, params, variant, dtype)
+
+        def numbers() -> MonteCarloNumbers:  # the same arithmetic as above, without the matmul tier
+            return MonteCarloNumbers(u=fmt.u, eta=UNDERFLOW[dtype], lanes=LANES,
+                                     transcendental_units=TRANSCENDENTAL_UNITS, seed=seed,
+                                     mantissa_bits=fmt.mantissa_bits,
+                                     round_const=lambda c: float(round_to(np.array(c), dtype)))
 
         sampled = sampled_judge(entry, spec_in, spec_par, hyper=hyper, variant=variant, dtype=dtype,
-                                seed=_seed(entry, inputs, params, variant, dtype))
+                                numbers=numbers, lanes=LANES, safety=SAFETY[dtype])
     return Reference(outputs, bound, spread, mc.max_abs, in_range, dtype, precision, specs, sampled)
 
 

@@ -31,7 +31,7 @@ definition of a variant set.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Final, Literal, Mapping, Optional, Sequence, Union
 
 from ftspec.spec.variants import VariantSet
 
@@ -60,7 +60,7 @@ def select_devices(found: Sequence[str], wanted: Optional[Sequence[str]]) -> lis
         return list(found)
     return [d for d in found if d in wanted or d.partition(":")[0] in wanted]
 
-ALL_VARIANTS = "all"
+ALL_VARIANTS: Final = "all"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import os
 import sys
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from ftspec.spec.registry import REGISTRY
 
@@ -28,7 +28,9 @@ __all__ = [
     "PluginRecord",
     "discover",
     "load",
+    "listing",
     "load_target",
+    "select",
 ]
 
 GROUP = "ftspec.impls"
@@ -145,7 +147,7 @@ def load_record(record: PluginRecord) -> PluginRecord:
             raise PluginError(f"plugin {record.name!r} ({record.target}) calls itself {impl.name!r}; "
                               "the entry-point name and Implementation.name must agree")
         record.impl = impl
-    except Exception as exc:  # a broken plugin must not break discovery
+    except Exception as exc:  # noqa: BLE001 - a broken plugin must not break discovery
         record.error = f"{type(exc).__name__}: {exc}"
         record.hint = _hint(exc)
         record.details = traceback.format_exception_only(type(exc), exc)
@@ -183,6 +185,63 @@ def load_target(target: str) -> Implementation:
         hint = _hint(exc)
         raise PluginError(f"cannot load {target!r}: {type(exc).__name__}: {exc}"
                           + (f" (hint: {hint})" if hint else "")) from exc
+
+
+def select(names: Optional[Sequence[str]] = None) -> tuple[list[tuple[str, Implementation]], list[PluginRecord]]:
+    """Loaded implementations to run, and the records of those that failed to load.
+
+    ``names`` may mix registered names and ``module:object`` targets; none
+    means every registered plugin. An unknown registered name raises
+    PluginError (a typo is the user's to fix, not a plugin that failed).
+    """
+    loaded: list[tuple[str, Implementation]] = []
+    broken: list[PluginRecord] = []
+    registered = discover()
+    wanted = list(names) if names else list(registered)
+    for name in wanted:
+        if ":" in name:
+            try:
+                loaded.append((name, load_target(name)))
+            except PluginError as exc:
+                broken.append(PluginRecord(name, name, "-", False, error=str(exc)))
+            continue
+        if name not in registered:
+            raise PluginError(f"no plugin named {name!r}; registered: {', '.join(sorted(registered)) or 'none'}")
+        record = load_record(registered[name])
+        if record.impl is None:
+            broken.append(record)
+        else:
+            loaded.append((name, record.impl))
+    return loaded, broken
+
+
+def listing() -> list[dict[str, Any]]:
+    """Every registered plugin as plain values: name, target, distribution, and what it declares
+    (version, devices, dtypes, precision, variants, algorithms covered and missing), or why it
+    failed to load (``ftspec list``)."""
+    rows = []
+    for name, record in sorted(discover().items()):
+        load_record(record)
+        row: dict[str, Any] = {"name": name, "target": record.target, "distribution": record.distribution,
+                               "bundled": record.bundled}
+        if record.impl is None:
+            row.update(loaded=False, error=record.error, hint=record.hint)
+        else:
+            impl = record.impl
+            try:
+                devices = [str(d) for d in impl.devices()]
+            except Exception as exc:  # noqa: BLE001 - the plugin's failure, shown in the listing
+                devices = [f"error: {type(exc).__name__}: {exc}"]
+            covered = [a for a in REGISTRY if a in impl.algorithms]
+            row.update(
+                loaded=True, version=impl.version, description=impl.description, devices=devices,
+                dtypes=list(impl.dtypes), precision=impl.precision,
+                variants="all" if impl.variants == "all" else [v.describe() for v in impl.variants],
+                algorithms=covered, missing=[a for a in REGISTRY if a not in impl.algorithms],
+                coverage=f"{len(covered)}/{len(REGISTRY)}",
+            )
+        rows.append(row)
+    return rows
 
 
 def clear_cache() -> None:

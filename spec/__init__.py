@@ -15,8 +15,8 @@ from .embedding import embed, positional_embedding, sinusoidal_paper, sinusoidal
 from .errors import SpecError
 from .layers import bert_layer, decoder_layer, encoder_layer, gpt2_layer
 from .normalization import layer_norm, rms_norm
-from .numbers import FLOAT, MpNumbers, TrackedNumbers, using
-from .registry import REGISTRY, Entry, TensorSpec, entry
+from .numbers import FLOAT, MpNumbers, NumberSystem, TrackedNumbers, using
+from .registry import REGISTRY, Entry, Kind, TensorSpec, entry
 from .unembedding import unembedding
 from .evaluation import evaluate, resolve_hyper, to_floats
 from .variants import PAPER, PRESETS, SWITCHES, VariantSet, preset
@@ -27,12 +27,14 @@ SPEC_VERSION = "1.0.0"
 __all__ = [
     "FLOAT",
     "MpNumbers",
+    "NumberSystem",
     "PAPER",
     "PRESETS",
     "REGISTRY",
     "SPEC_VERSION",
     "SWITCHES",
     "Entry",
+    "Kind",
     "SpecError",
     "TensorSpec",
     "TrackedNumbers",

@@ -53,8 +53,8 @@ def ed_transformer_logits(z: Sequence[int], x: Sequence[int], theta: EDTransform
             Z = norm_columns(Z, theta.gamma_enc, theta.beta_enc, variant)
         X = embed(x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
                   gamma=theta.gamma_emb_dec, beta=theta.beta_emb_dec)  # lines 10-12
-        for layer in theta.dec_layers:  # line 13
-            X = decoder_layer(X, Z, layer, variant=variant)  # lines 14-19
+        for dec_layer in theta.dec_layers:  # line 13
+            X = decoder_layer(X, Z, dec_layer, variant=variant)  # lines 14-19
         if variant.resolved_final_norm("ed_decoder"):
             X = norm_columns(X, theta.gamma_dec, theta.beta_dec, variant)
         W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)

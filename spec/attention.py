@@ -153,7 +153,7 @@ def _empty_query_weights(variant: VariantSet, ell_z: int, tx: int) -> Vector:
     N = numbers.current()
     if variant.empty_query == "error":
         raise SpecError(
-            "Mask", f"every query (column t_x) to have a key it may attend to (empty_query='error')",
+            "Mask", "every query (column t_x) to have a key it may attend to (empty_query='error')",
             f"column t_x={tx} all 0",
         )
     if variant.empty_query == "nan":

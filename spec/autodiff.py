@@ -17,10 +17,10 @@ ReLU'(0) = 0. Softmax subtracts its column maximum as a constant
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from . import numbers as numbers_mod
-from .numbers import FLOAT, Numbers
+from .numbers import FLOAT, Numbers, NumberSystem
 
 __all__ = ["GradNumbers", "Var", "gradient"]
 
@@ -85,10 +85,10 @@ class Var:
     def __ge__(self, o: Any) -> bool:
         return self.v >= _value(o)
 
-    def __eq__(self, o: object) -> bool:  # type: ignore[override]
+    def __eq__(self, o: object) -> bool:
         return self.v == _value(o)
 
-    def __ne__(self, o: object) -> bool:  # type: ignore[override]
+    def __ne__(self, o: object) -> bool:
         return self.v != _value(o)
 
     __hash__ = None  # type: ignore[assignment]
@@ -107,7 +107,7 @@ def _value(o: Any) -> Any:
 class GradNumbers(Numbers):
     """Numbers that record their computation for ``gradient`` (values in ``base``)."""
 
-    def __init__(self, base: Numbers = FLOAT) -> None:
+    def __init__(self, base: NumberSystem = FLOAT) -> None:
         self.base = base
         self.name = f"grad({base.name})"
         self.tiny = base.tiny
@@ -213,6 +213,10 @@ class GradNumbers(Numbers):
         return Var(B.relu(x.v), self, ((x, step),))
 
 
+if TYPE_CHECKING:  # mypy checks the class against the protocol
+    _system: type[NumberSystem] = GradNumbers
+
+
 def _adjoints(ns: GradNumbers, output: Var) -> dict[int, Any]:
     """Backward pass: adjoint of every tape entry that the output depends on."""
     B = ns.base
@@ -233,7 +237,7 @@ def _adjoints(ns: GradNumbers, output: Var) -> dict[int, Any]:
 
 
 def gradient(f: Callable[[dict[str, Any]], Any], params: dict[str, Any], *,
-             base: Numbers = FLOAT) -> tuple[Any, dict[str, Any]]:
+             base: NumberSystem = FLOAT) -> tuple[Any, dict[str, Any]]:
     """(f(params), ∂f/∂params) for a scalar-valued spec computation ``f``.
 
     ``params`` maps names to nested lists of numbers; ``f`` receives the same

@@ -16,6 +16,7 @@ from .entry import (
     ED_HYPER,
     Entry,
     Hyper,
+    Kind,
     TensorSpec,
     all_of,
     d_schema,
@@ -48,6 +49,15 @@ _SCHEMA = {"ed": ed_schema, "e": e_schema, "d": d_schema}
 _CLASS = {"ed": EDTransformerParams, "e": ETransformerParams, "d": DTransformerParams}
 _HYPER = {"ed": ED_HYPER + ("ell_z", "ell_x"), "e": E_HYPER + ("ell",), "d": D_HYPER + ("ell",)}
 _STRUCTURAL = {"ed": ("L_enc", "L_dec", "H"), "e": ("L", "H"), "d": ("L", "H")}
+#: the small models of the fixed cases and fixtures: one layer per stack, d_e = 4, N_V = 6
+_MODEL = {
+    "ed": dict(N_V=6, ell_max=5, L_enc=1, L_dec=1, H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=4),
+    "e": dict(N_V=6, ell_max=5, L=1, H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=4, d_f=4),
+    "d": dict(N_V=6, ell_max=5, L=1, H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=4),
+}
+#: ... and one training example's lengths
+_SIZES = {m: {**_MODEL[m], **lengths} for m, lengths in
+          (("ed", dict(ell_z=4, ell_x=4)), ("e", dict(ell=4)), ("d", dict(ell=4)))}
 _PAPER = {"ed": ("EDTraining", 11), "e": ("ETraining", 12), "d": ("DTraining", 13)}
 _CHECK = {
     "ed": all_of(sequences_fit("ell_z", "ell_x"), norm_dims("d_e")),
@@ -56,13 +66,13 @@ _CHECK = {
 }
 #: one training example: the inputs of the loss
 _EXAMPLE = {
-    "ed": (_X("z", ("ell_z",), "token", "source sequence"), _X("x", ("ell_x",), "token", "target sequence")),
-    "e": (_X("x", ("ell",), "token", "token sequence"),
-          _X("masked", ("ell",), "flag", "positions replaced by mask_token (line 4's draws)"),
-          _X("mask_token", (), "token", "the mask token's ID")),
-    "d": (_X("x", ("ell",), "token", "token sequence"),),
+    "ed": (_X("z", ("ell_z",), Kind.TOKEN, "source sequence"), _X("x", ("ell_x",), Kind.TOKEN, "target sequence")),
+    "e": (_X("x", ("ell",), Kind.TOKEN, "token sequence"),
+          _X("masked", ("ell",), Kind.FLAG, "positions replaced by mask_token (line 4's draws)"),
+          _X("mask_token", (), Kind.TOKEN, "the mask token's ID")),
+    "d": (_X("x", ("ell",), Kind.TOKEN, "token sequence"),),
 }
-_ETA = _X("eta", (), "rate", "learning rate η")
+_ETA = _X("eta", (), Kind.RATE, "learning rate η")
 
 
 def _data(model: str, i: Mapping[str, Any]) -> tuple:
@@ -84,10 +94,16 @@ def _thetas(model: str):
 def _loss_entry(model: str, fn) -> Entry:
     name, number = _PAPER[model]
     return Entry(
-        f"{model}_loss", f"{name} loss", number, "loss(θ) of one sequence", "training",
-        "The log loss of one training example (the sum over next-token or masked positions).",
-        _HYPER[model], _EXAMPLE[model], (_X("loss", ()),), _SCHEMA[model], ARCHITECTURE,
-        lambda i, p, h, v: {"loss": fn(*_data(model, i), from_flat(_CLASS[model], p), ell_max=h["ell_max"],
+        name=f"{model}_loss", paper_name=f"{name} loss",
+        number=number, lines="loss(θ) of one sequence", family="training",
+        summary="The log loss of one training example (the sum over next-token or masked positions).",
+        hyper=_HYPER[model],
+        sizes=_SIZES[model],
+        inputs=_EXAMPLE[model],
+        outputs=(_X("loss", ()),),
+        param_schema=_SCHEMA[model],
+        switches=ARCHITECTURE,
+        reference=lambda i, p, h, v: {"loss": fn(*_data(model, i), from_flat(_CLASS[model], p), ell_max=h["ell_max"],
                                        variant=v)},
         structural=_STRUCTURAL[model], check=_CHECK[model],
     )
@@ -96,10 +112,16 @@ def _loss_entry(model: str, fn) -> Entry:
 def _gradient_entry(model: str) -> Entry:
     name, number = _PAPER[model]
     return Entry(
-        f"{model}_gradient", f"{name} gradient", number, "∇loss(θ) of one sequence", "training",
-        "The exact gradient of the loss of one example with respect to every parameter.",
-        _HYPER[model], _EXAMPLE[model], (_X("grad.*", ("as params",)),), _SCHEMA[model], ARCHITECTURE,
-        lambda i, p, h, v: {f"grad.{k}": g for k, g in loss_and_gradient(
+        name=f"{model}_gradient", paper_name=f"{name} gradient",
+        number=number, lines="∇loss(θ) of one sequence", family="training",
+        summary="The exact gradient of the loss of one example with respect to every parameter.",
+        hyper=_HYPER[model],
+        sizes=_SIZES[model],
+        inputs=_EXAMPLE[model],
+        outputs=(_X("grad.*", ("as params",)),),
+        param_schema=_SCHEMA[model],
+        switches=ARCHITECTURE,
+        reference=lambda i, p, h, v: {f"grad.{k}": g for k, g in loss_and_gradient(
             model, _data(model, i), dict(p), ell_max=h["ell_max"], variant=v)[1].items()},
         structural=_STRUCTURAL[model], check=_CHECK[model], output_schema=_grads(model),
     )
@@ -113,27 +135,32 @@ def _step_entry(model: str) -> Entry:
         return {f"theta.{k}": x for k, x in sgd_step(dict(p), grads, i["eta"]).items()}
 
     return Entry(
-        f"{model}_sgd_step", f"{name} step", number, "θ ← θ − η·∇loss(θ)", "training",
-        "One SGD step on one example.",
-        _HYPER[model], _EXAMPLE[model] + (_ETA,), (_X("theta.*", ("as params",)),), _SCHEMA[model],
-        ARCHITECTURE, reference, structural=_STRUCTURAL[model], check=_CHECK[model],
+        name=f"{model}_sgd_step", paper_name=f"{name} step",
+        number=number, lines="θ ← θ − η·∇loss(θ)", family="training",
+        summary="One SGD step on one example.",
+        hyper=_HYPER[model],
+        sizes=_SIZES[model],
+        inputs=_EXAMPLE[model] + (_ETA,),
+        outputs=(_X("theta.*", ("as params",)),),
+        param_schema=_SCHEMA[model],
+        switches=ARCHITECTURE, reference=reference, structural=_STRUCTURAL[model], check=_CHECK[model],
         output_schema=_thetas(model), batchable=False,
     )
 
 
 def _dataset_inputs(model: str) -> tuple[TensorSpec, ...]:
     if model == "ed":
-        return (_X("z", ("N", "ell_z"), "token", "source sequences, padded"),
-                _X("z_len", ("N",), "length", "their lengths (≤ ell_z)", bound="ell_z"),
-                _X("x", ("N", "ell_x"), "token", "target sequences, padded"),
-                _X("x_len", ("N",), "length", "their lengths (≤ ell_x)", bound="ell_x"), _ETA)
-    base = (_X("x", ("N", "ell"), "token", "sequences, padded"),
-            _X("x_len", ("N",), "length", "their lengths (≤ ell)", bound="ell"))
+        return (_X("z", ("N", "ell_z"), Kind.TOKEN, "source sequences, padded"),
+                _X("z_len", ("N",), Kind.LENGTH, "their lengths (≤ ell_z)", bound="ell_z"),
+                _X("x", ("N", "ell_x"), Kind.TOKEN, "target sequences, padded"),
+                _X("x_len", ("N",), Kind.LENGTH, "their lengths (≤ ell_x)", bound="ell_x"), _ETA)
+    base = (_X("x", ("N", "ell"), Kind.TOKEN, "sequences, padded"),
+            _X("x_len", ("N",), Kind.LENGTH, "their lengths (≤ ell)", bound="ell"))
     if model == "d":
         return base + (_ETA,)
-    return base + (_X("u", ("N_epochs", "N", "ell"), "variate", "line 4's variates: masked iff u < p_mask"),
-                   _X("p_mask", (), "probability", "masking probability"),
-                   _X("mask_token", (), "token", "the mask token's ID"), _ETA)
+    return base + (_X("u", ("N_epochs", "N", "ell"), Kind.VARIATE, "line 4's variates: masked iff u < p_mask"),
+                   _X("p_mask", (), Kind.PROBABILITY, "masking probability"),
+                   _X("mask_token", (), Kind.TOKEN, "the mask token's ID"), _ETA)
 
 
 def _training_entry(model: str) -> Entry:
@@ -152,10 +179,16 @@ def _training_entry(model: str) -> Entry:
         return {f"theta.{k}": x for k, x in theta.items()}
 
     return Entry(
-        f"{model}_training", name, number, lines, "training",
-        "N_epochs passes of SGD over N sequences of different lengths, one sequence per step.",
-        _HYPER[model] + ("N", "N_epochs"), _dataset_inputs(model), (_X("theta.*", ("as params",)),),
-        _SCHEMA[model], ARCHITECTURE, reference, structural=_STRUCTURAL[model], check=_CHECK[model],
+        name=f"{model}_training", paper_name=name, number=number, lines=lines, family="training",
+        summary="N_epochs passes of SGD over N sequences of different lengths, one sequence per step.",
+        hyper=_HYPER[model] + ("N", "N_epochs"),
+        sizes=dict(_SIZES[model], N=3, N_epochs=2),
+        inputs=_dataset_inputs(model),
+        outputs=(_X("theta.*", ("as params",)),),
+        param_schema=_SCHEMA[model],
+        switches=ARCHITECTURE,
+        reference=reference,
+        structural=_STRUCTURAL[model], check=_CHECK[model],
         output_schema=_thetas(model), batchable=False,
     )
 
@@ -232,7 +265,7 @@ def _d_inference_fits(hyper: Hyper, variant: VariantSet) -> None:
 
 
 def _tau() -> TensorSpec:
-    return _X("tau", (), "temperature", "τ ≥ 0; 0 is argmax (ties to the lowest ID), inf is uniform")
+    return _X("tau", (), Kind.TEMPERATURE, "τ ≥ 0; 0 is argmax (ties to the lowest ID), inf is uniform")
 
 
 ENTRIES: list[Entry] = [
@@ -241,38 +274,46 @@ ENTRIES: list[Entry] = [
     *(_step_entry(m) for m in ("ed", "e", "d")),
     *(_training_entry(m) for m in ("ed", "e", "d")),
     Entry(
-        "sample", "Temperature sampling", 14, "line 5: y ~ q ∝ p^{1/τ}", "inference",
-        "One draw by inverse CDF over token IDs in increasing order, with an explicit variate.",
-        ("N_V",),
-        (_X("p", ("N_V",), "distribution", "p (non-negative, positive sum)"), _X("u", (), "variate"), _tau()),
-        (_X("y", (), "token"),),
-        lambda h, v: {}, frozenset(),
-        lambda i, p, h, v: {"y": sample(i["p"], i["u"], i["tau"])},
+        name="sample", paper_name="Temperature sampling",
+        number=14, lines="line 5: y ~ q ∝ p^{1/τ}", family="inference",
+        summary="One draw by inverse CDF over token IDs in increasing order, with an explicit variate.",
+        hyper=("N_V",),
+        sizes=dict(N_V=6),
+        inputs=(_X("p", ("N_V",), Kind.DISTRIBUTION, "p (non-negative, positive sum)"), _X("u", (), Kind.VARIATE),
+                _tau()),
+        outputs=(_X("y", (), Kind.TOKEN),),
+        param_schema=lambda h, v: {}, switches=frozenset(),
+        reference=lambda i, p, h, v: {"y": sample(i["p"], i["u"], i["tau"])},
         batchable=False, trace=_sample_trace,
     ),
     Entry(
-        "d_inference", "DInference", 14, "lines 1-7", "inference",
-        "ℓ_gen tokens sampled from DTransformer one at a time, variate u[i] for step i.",
-        D_HYPER + ("ell", "ell_gen"),
-        (_X("x", ("ell",), "token", "prompt"), _X("u", ("ell_gen",), "variate", "one variate per step"), _tau()),
-        (_X("y", ("ell_gen",), "token"),),
-        d_schema, ARCHITECTURE,
-        lambda i, p, h, v: {"y": d_inference(i["x"], from_flat(DTransformerParams, p), i["u"], i["tau"],
+        name="d_inference", paper_name="DInference",
+        number=14, lines="lines 1-7", family="inference",
+        summary="ℓ_gen tokens sampled from DTransformer one at a time, variate u[i] for step i.",
+        hyper=D_HYPER + ("ell", "ell_gen"),
+        sizes=dict(_MODEL["d"], ell=2, ell_gen=3),
+        inputs=(_X("x", ("ell",), Kind.TOKEN, "prompt"), _X("u", ("ell_gen",), Kind.VARIATE, "one variate per step"),
+                _tau()),
+        outputs=(_X("y", ("ell_gen",), Kind.TOKEN),),
+        param_schema=d_schema, switches=ARCHITECTURE,
+        reference=lambda i, p, h, v: {"y": d_inference(i["x"], from_flat(DTransformerParams, p), i["u"], i["tau"],
                                              ell_gen=h["ell_gen"], ell_max=h["ell_max"], variant=v)},
         structural=("L", "H"), check=all_of(_d_inference_fits, norm_dims("d_e")),
         batchable=False, trace=_d_inference_trace,
     ),
     Entry(
-        "ed_inference", "EDInference", 15, "lines 1-8", "inference",
-        "Decoding from bos until eos or ℓ_max tokens, variate u[i] for step i; says which stopped it.",
-        ED_HYPER + ("ell_z",),
-        (_X("z", ("ell_z",), "token", "source sequence"),
-         _X("u", ("ell_max-1",), "variate", "one variate per step"), _tau(),
-         _X("bos_token", (), "token"), _X("eos_token", (), "token")),
-        (_X("x_hat", ("ell_max",), "token", "bos, the sampled tokens, then -1 padding"),
-         _X("length", (), "int", "tokens in x_hat, bos included"),
-         _X("eos", (), "bool", "stopped because eos was sampled (else ℓ_max was reached)")),
-        ed_schema, ARCHITECTURE, _ed_inference_reference,
+        name="ed_inference", paper_name="EDInference",
+        number=15, lines="lines 1-8", family="inference",
+        summary="Decoding from bos until eos or ℓ_max tokens, variate u[i] for step i; says which stopped it.",
+        hyper=ED_HYPER + ("ell_z",),
+        sizes=dict(_MODEL["ed"], ell_z=3),
+        inputs=(_X("z", ("ell_z",), Kind.TOKEN, "source sequence"),
+         _X("u", ("ell_max-1",), Kind.VARIATE, "one variate per step"), _tau(),
+         _X("bos_token", (), Kind.TOKEN), _X("eos_token", (), Kind.TOKEN)),
+        outputs=(_X("x_hat", ("ell_max",), Kind.TOKEN, "bos, the sampled tokens, then -1 padding"),
+         _X("length", (), Kind.INT, "tokens in x_hat, bos included"),
+         _X("eos", (), Kind.BOOL, "stopped because eos was sampled (else ℓ_max was reached)")),
+        param_schema=ed_schema, switches=ARCHITECTURE, reference=_ed_inference_reference,
         structural=("L_enc", "L_dec", "H"), check=all_of(sequences_fit("ell_z"), norm_dims("d_e")),
         minimum={"ell_max": 2}, batchable=False, trace=_ed_inference_trace,
     ),

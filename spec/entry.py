@@ -1,8 +1,11 @@
 """What a registry entry declares (``Entry``, ``TensorSpec``) and the helpers
 the entry lists share (switch groups, hyperparameter checks, model schemas).
 
-Symbolic shapes use hyperparameter names; ``"H*d_mid"`` is a product and
-``"ell_max-1"`` a difference with an integer. Input kinds:
+Entries are written with keyword arguments (``Entry(name=..., ...)``; the
+dataclass is keyword-only). Symbolic shapes use hyperparameter names;
+``"H*d_mid"`` is a product and ``"ell_max-1"`` a difference with an integer.
+A tensor's kind is a ``Kind`` (a ``StrEnum``: ``Kind.TOKEN == "token"``).
+Input kinds:
 
 - ``real``: floats (activations, parameters-like inputs);
 - ``token``: an ID in [0, N_V); ``position``: in [0, ell_max);
@@ -22,6 +25,7 @@ Output kinds: ``real`` (judged with a tolerance), ``mask`` and ``bool`` and
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Callable, Mapping, Optional
 
 from . import params as P
@@ -29,27 +33,63 @@ from .errors import SpecError
 from .params import Shape
 from .variants import SWITCHES, VariantSet
 
-__all__ = ["Entry", "Hyper", "TensorSpec"]
+__all__ = ["Entry", "Hyper", "Kind", "TensorSpec"]
 
 Hyper = Mapping[str, int]
-REAL_KINDS = frozenset({"real", "variate", "probability", "distribution", "rate", "temperature"})
+
+
+class Kind(StrEnum):
+    """What the values of an input or output are (see the module docstring).
+
+    A ``StrEnum``: ``Kind.TOKEN == "token"``, so plugins that compare kinds
+    with strings keep working; inside ftspec, compare with the members."""
+
+    REAL = "real"
+    TOKEN = "token"
+    POSITION = "position"
+    MASK = "mask"
+    FLAG = "flag"
+    LENGTH = "length"
+    VARIATE = "variate"
+    PROBABILITY = "probability"
+    DISTRIBUTION = "distribution"
+    RATE = "rate"
+    TEMPERATURE = "temperature"
+    BOOL = "bool"
+    INT = "int"
+
+
+#: kinds whose values are reals (rounded to the case's dtype; judged with a tolerance when outputs)
+REAL_KINDS = frozenset({Kind.REAL, Kind.VARIATE, Kind.PROBABILITY, Kind.DISTRIBUTION, Kind.RATE,
+                        Kind.TEMPERATURE})
+#: kinds whose values are integers (token IDs, positions, lengths, counts)
+INTEGER_KINDS = frozenset({Kind.TOKEN, Kind.POSITION, Kind.LENGTH, Kind.INT})
+#: kinds whose values are booleans
+BOOLEAN_KINDS = frozenset({Kind.MASK, Kind.FLAG, Kind.BOOL})
 
 
 @dataclass(frozen=True)
 class TensorSpec:
     name: str
     shape: Shape
-    kind: str = "real"
+    kind: Kind = Kind.REAL
     doc: str = ""
     #: for ``length`` inputs: the hyperparameter (padded width) bounding them
     bound: str = ""
+
+    def __post_init__(self) -> None:
+        try:  # a plain string is accepted and stored as its member; an unknown one is refused
+            object.__setattr__(self, "kind", Kind(self.kind))
+        except ValueError:
+            raise ValueError(f"TensorSpec {self.name!r}: kind {self.kind!r} is not one of "
+                             f"{[k.value for k in Kind]}") from None
 
     @property
     def is_real(self) -> bool:
         return self.kind in REAL_KINDS
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Entry:
     """One algorithm of the registry (see the module docstring for kinds)."""
 
@@ -60,6 +100,9 @@ class Entry:
     family: str  # component | layer | architecture | training | inference
     summary: str
     hyper: tuple[str, ...]
+    #: a small size for every name of ``hyper``: the default of fixed cases and of the fixtures
+    #: (``conformance/values.py``'s ``DEFAULT_HYPER``); dimensions a swap would confuse differ
+    sizes: Mapping[str, int]
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
     param_schema: Callable[[Hyper, VariantSet], dict[str, Shape]]
@@ -81,6 +124,10 @@ class Entry:
     #: harness checks each produced token against the spec's distribution
     #: given the same prefix
     trace: Optional[Callable[..., list[dict[str, Any]]]] = None
+
+    def __post_init__(self) -> None:
+        if set(self.sizes) != set(self.hyper):
+            raise ValueError(f"Entry {self.name!r}: sizes has {sorted(self.sizes)}, hyper has {sorted(self.hyper)}")
 
     @property
     def title(self) -> str:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 import re
 from numbers import Real
-from typing import Any, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 from . import numbers as numbers_mod
+from .entry import Kind
 from .errors import SpecError, in_algorithm
-from .numbers import FLOAT, Numbers
+from .numbers import FLOAT, NumberSystem
 from .params import Shape, resolve_shape
 from .registry import Entry, entry
 from .variants import PAPER, VariantSet
@@ -172,10 +173,10 @@ def _check_values(e: Entry, inputs: Mapping[str, Any], params: Mapping[str, Any]
     for spec in e.inputs:
         _check_kind(spec.name, inputs[spec.name], spec.kind, hp, spec.bound)
     for name, value in params.items():
-        _check_kind(name, value, "real", hp)
+        _check_kind(name, value, Kind.REAL, hp)
 
 
-def _leaves(value: Any):
+def _leaves(value: Any) -> Iterator[Any]:
     if isinstance(value, (list, tuple)):
         for item in value:
             yield from _leaves(item)
@@ -209,19 +210,19 @@ def _check_kind(name: str, value: Any, kind: str, hp: Mapping[str, int], bound: 
                 raise SpecError(name, what, repr(x))
             if not (low <= x and (x <= high if closed else x < high or (inf_ok and x == math.inf))):
                 raise SpecError(name, what, repr(x))
-        if kind == "distribution" and not math.fsum(values) > 0:
+        if kind == Kind.DISTRIBUTION and not math.fsum(values) > 0:
             raise SpecError(name, "a vector with a positive sum", "all entries 0")
-    elif kind in ("token", "position"):
-        limit = hp["N_V"] if kind == "token" else hp["ell_max"]
-        what = "token IDs in [0, N_V)" if kind == "token" else "positions in [0, ell_max)"
+    elif kind in (Kind.TOKEN, Kind.POSITION):
+        limit = hp["N_V"] if kind == Kind.TOKEN else hp["ell_max"]
+        what = "token IDs in [0, N_V)" if kind == Kind.TOKEN else "positions in [0, ell_max)"
         for x in _leaves(value):
             if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < limit:
                 raise SpecError(name, f"{what} = [0, {limit})", repr(x))
-    elif kind in ("mask", "flag"):
+    elif kind in (Kind.MASK, Kind.FLAG):
         for x in _leaves(value):
             if x not in (0, 1) or not isinstance(x, (int, bool)):
-                raise SpecError(name, "entries 0 or 1" + (" (1 = may attend)" if kind == "mask" else ""), repr(x))
-    elif kind == "length":
+                raise SpecError(name, "entries 0 or 1" + (" (1 = may attend)" if kind == Kind.MASK else ""), repr(x))
+    elif kind == Kind.LENGTH:
         top = hp[bound]
         for x in _leaves(value):
             if isinstance(x, bool) or not isinstance(x, int) or not 1 <= x <= top:
@@ -230,7 +231,7 @@ def _check_kind(name: str, value: Any, kind: str, hp: Mapping[str, int], bound: 
         raise AssertionError(f"unknown input kind {kind!r}")
 
 
-def _convert(value: Any, N: Numbers) -> Any:
+def _convert(value: Any, N: NumberSystem) -> Any:
     if isinstance(value, (list, tuple)):
         return [_convert(v, N) for v in value]
     return N.num(value)
@@ -243,7 +244,7 @@ def evaluate(
     *,
     hyper: Optional[Mapping[str, int]] = None,
     variant: VariantSet = PAPER,
-    numbers: Optional[Numbers] = None,
+    numbers: Optional[NumberSystem] = None,
 ) -> dict[str, Any]:
     """Evaluate registry entry ``name`` on canonical inputs and flat parameters.
 
@@ -263,7 +264,7 @@ def evaluate(
             out = e.reference(_converted_inputs(e, inputs, N), {k: _convert(v, N) for k, v in params.items()},
                               hp, variant)
         for spec in e.output_specs(hp, variant):
-            if spec.kind != "real":
+            if spec.kind != Kind.REAL:
                 continue
             for x in _leaves(out[spec.name]):
                 if N.isnan(x) and variant.empty_query == "nan" and "empty_query" in e.switches:
@@ -274,7 +275,7 @@ def evaluate(
     return out
 
 
-def _converted_inputs(e: Entry, inputs: Mapping[str, Any], N: Numbers) -> dict[str, Any]:
+def _converted_inputs(e: Entry, inputs: Mapping[str, Any], N: NumberSystem) -> dict[str, Any]:
     return {spec.name: (_convert(inputs[spec.name], N) if spec.is_real else inputs[spec.name]) for spec in e.inputs}
 
 
@@ -286,7 +287,7 @@ def evaluate_trace(
     *,
     hyper: Optional[Mapping[str, int]] = None,
     variant: VariantSet = PAPER,
-    numbers: Optional[Numbers] = None,
+    numbers: Optional[NumberSystem] = None,
 ) -> list[dict[str, Any]]:
     """The spec's sampling distribution at every step of a sampled output.
 
@@ -306,7 +307,7 @@ def evaluate_trace(
                            hp, variant, produced)
 
 
-def to_floats(value: Any, N: Numbers = FLOAT) -> Any:
+def to_floats(value: Any, N: NumberSystem = FLOAT) -> Any:
     """Nested numbers of any system -> nested Python floats (round to nearest)."""
     if isinstance(value, (list, tuple)):
         return [to_floats(v, N) for v in value]

@@ -2,7 +2,10 @@
 
 Every spec algorithm is written once, against the small interface below
 (``num``, ``const``, ``fsum``, ``dot``, ``exp``, ...), plus Python's
-arithmetic operators. Which arithmetic it runs in is chosen by the caller:
+arithmetic operators. ``NumberSystem`` states that interface as a
+``typing.Protocol``, so mypy checks every system against it and
+``numbers.current()`` is typed. Which arithmetic a spec function runs in is
+chosen by the caller:
 
 ``FLOAT`` (the default)
     Python floats (IEEE binary64). Sums and dot products are correctly
@@ -21,11 +24,18 @@ arithmetic operators. Which arithmetic it runs in is chosen by the caller:
     implementation following the same mathematics incurs when every
     elementary operation rounds with unit roundoff ``u``: the bound is
     ``u * e + eta * a`` where ``e`` and ``a`` are carried here and ``u``,
-    ``eta`` (the underflow threshold) are supplied later for a given dtype.
-    The conformance harness turns this into a per-element tolerance (see
-    ``conformance/tolerances.py`` and ``docs/tolerances.md``); the values
-    ``v`` equal the ``FLOAT`` results bit for bit, so one evaluation gives both
-    the float64 reference and its tolerance.
+    ``eta`` (the underflow threshold) are supplied by the caller for a given
+    dtype. The values ``v`` equal the ``FLOAT`` results bit for bit. The bound
+    propagates through absolute values, so across layers it overestimates by
+    orders of magnitude; the spec's own tests use it (a float64 result must
+    lie within it), while the conformance harness derives its tolerances from
+    Monte Carlo arithmetic instead (``conformance/rounding.py``,
+    ``docs/tolerances.md``).
+
+Two more systems live outside this module: ``GradNumbers`` (``spec/autodiff.py``,
+reverse-mode derivatives over any base system) and the harness's
+``MonteCarloNumbers`` (``conformance/rounding.py``, K perturbed lanes beside a
+binary64 lane 0).
 
 The active system lives in a context variable: ``with using(MpNumbers(40)):``.
 """
@@ -35,7 +45,7 @@ from __future__ import annotations
 import contextvars
 import math
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol, Sequence, runtime_checkable
 
 import mpmath
 
@@ -45,6 +55,7 @@ __all__ = [
     "FLOAT",
     "FloatNumbers",
     "MpNumbers",
+    "NumberSystem",
     "Numbers",
     "Tracked",
     "TrackedNumbers",
@@ -53,8 +64,76 @@ __all__ = [
 ]
 
 
+@runtime_checkable
+class NumberSystem(Protocol):
+    """What the spec needs of an arithmetic; every number system implements it.
+
+    Numbers are opaque (``Any``): a float, an mpmath ``mpf``, a ``Tracked``,
+    a ``Var`` or a vector of lanes, combined with Python's ``+ - * /``, unary
+    ``-`` and ``abs`` and compared with ``< <= > >= == !=`` (comparisons decide
+    branches, so a system that carries several values compares one of them).
+    Plain ints and floats in spec code (0, 1, 2) mix with them exactly.
+
+    Optional, looked up with ``getattr`` where a system can do better:
+    ``matmul(A, B)`` (all entries of a product at once, ``spec/linalg.py``)
+    and ``step(x)`` (ReLU's derivative per value, ``spec/autodiff.py``).
+    """
+
+    #: shown in messages and reports, e.g. ``"float"``, ``"mpmath:40"``
+    name: str
+    inf: Any
+    nan: Any
+    pi: Any
+    #: smallest positive normal number (0 where the exponent range is unbounded)
+    tiny: float
+
+    def num(self, x: Any) -> Any:
+        """An exactly representable input (token data, parameters)."""
+        ...
+
+    def const(self, text: str) -> Any:
+        """A decimal constant of the algorithm, e.g. ``"0.044715"``."""
+        ...
+
+    def to_float(self, x: Any) -> float:
+        """x rounded to the nearest binary64 (the one value of a multi-valued system)."""
+        ...
+
+    def detach(self, x: Any) -> Any:
+        """x as a constant: differentiation does not flow through it."""
+        ...
+
+    def fsum(self, xs: Iterable[Any]) -> Any: ...
+
+    def dot(self, xs: Sequence[Any], ys: Sequence[Any]) -> Any: ...
+
+    def exp(self, x: Any) -> Any: ...
+
+    def log(self, x: Any) -> Any: ...
+
+    def sqrt(self, x: Any) -> Any: ...
+
+    def tanh(self, x: Any) -> Any: ...
+
+    def erf(self, x: Any) -> Any: ...
+
+    def sin(self, x: Any) -> Any: ...
+
+    def cos(self, x: Any) -> Any: ...
+
+    def pow(self, base: Any, exponent: Any) -> Any: ...
+
+    def relu(self, x: Any) -> Any:
+        """max(x, 0), NaN passed through."""
+        ...
+
+    def isfinite(self, x: Any) -> bool: ...
+
+    def isnan(self, x: Any) -> bool: ...
+
+
 class Numbers:
-    """Interface shared by every number system (documentation only)."""
+    """Shared defaults of this module's systems (the contract is ``NumberSystem``)."""
 
     name = "abstract"
     inf: Any
@@ -62,14 +141,6 @@ class Numbers:
     pi: Any
     #: smallest positive normal number (0 where the exponent range is unbounded)
     tiny: float = 0.0
-
-    def num(self, x: float | int) -> Any:
-        """An exactly representable input (token data, parameters)."""
-        raise NotImplementedError
-
-    def const(self, text: str) -> Any:
-        """A decimal constant of the algorithm, e.g. ``"0.044715"``."""
-        raise NotImplementedError
 
     def to_float(self, x: Any) -> float:
         return float(x)
@@ -174,7 +245,7 @@ class MpNumbers(Numbers):
 
     def dot(self, xs: Sequence[Any], ys: Sequence[Any]) -> Any:
         if len(xs) != len(ys):
-            raise SpecError("dot", f"vectors of equal length", f"{len(xs)} and {len(ys)}")
+            raise SpecError("dot", "vectors of equal length", f"{len(xs)} and {len(ys)}")
         return self.ctx.fdot(xs, ys)
 
     def log(self, x: Any) -> Any:
@@ -279,10 +350,10 @@ class Tracked:
     def __ge__(self, other: Any) -> bool:
         return self.v >= _value(other)
 
-    def __eq__(self, other: object) -> bool:  # type: ignore[override]
+    def __eq__(self, other: object) -> bool:
         return self.v == _value(other)
 
-    def __ne__(self, other: object) -> bool:  # type: ignore[override]
+    def __ne__(self, other: object) -> bool:
         return self.v != _value(other)
 
     __hash__ = None  # type: ignore[assignment]
@@ -322,7 +393,8 @@ class TrackedNumbers(Numbers):
     units of u times sum(|x_i|) an n-term sum may lose, default the
     worst case of any summation order, n - 1 (Higham, eq. 4.4); a dot
     product of length n gets one more unit for its products.
-    Both are set by ``conformance/tolerances.py``, which documents them.
+    The defaults are what the spec's own tests use; the conformance harness
+    does not read this bound (see the module docstring).
     """
 
     name = "tracked"
@@ -445,18 +517,21 @@ class TrackedNumbers(Numbers):
 
 FLOAT = FloatNumbers()
 
-_current: contextvars.ContextVar[Numbers] = contextvars.ContextVar(
+if TYPE_CHECKING:  # mypy checks each system against the protocol
+    _systems: tuple[type[NumberSystem], ...] = (FloatNumbers, MpNumbers, TrackedNumbers)
+
+_current: contextvars.ContextVar[NumberSystem] = contextvars.ContextVar(
     "ftspec_numbers", default=FLOAT
 )
 
 
-def current() -> Any:
+def current() -> NumberSystem:
     """The number system the spec is evaluating in."""
     return _current.get()
 
 
 @contextmanager
-def using(numbers: Numbers) -> Iterator[Numbers]:
+def using(numbers: NumberSystem) -> Iterator[NumberSystem]:
     """Evaluate the spec in ``numbers`` inside the ``with`` block."""
     token = _current.set(numbers)
     try:

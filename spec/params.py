@@ -191,7 +191,7 @@ def from_flat(cls: type, flat: Mapping[str, Any], prefix: str = "") -> Any:
         hint = hints[f.name]
         key = prefix + f.name
         origin = typing.get_origin(hint)
-        if dataclasses.is_dataclass(hint):
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
             kwargs[f.name] = from_flat(hint, flat, key + ".")
         elif origin is tuple:
             member = typing.get_args(hint)[0]
@@ -296,7 +296,8 @@ def decoder_layer_schema(H: int, variant: VariantSet, prefix: str = "") -> dict[
     return s
 
 
-def embedding_schema(variant: VariantSet, emb_norms: tuple[tuple[str, str], ...] = (("gamma_emb", "beta_emb"),)) -> dict[str, Shape]:
+def embedding_schema(variant: VariantSet,
+                     emb_norms: tuple[tuple[str, str], ...] = (("gamma_emb", "beta_emb"),)) -> dict[str, Shape]:
     s: dict[str, Shape] = {"W_e": ("d_e", "N_V")}
     if variant.positions == "learned":
         s["W_p"] = ("d_e", "ell_max")

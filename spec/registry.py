@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from .entries_forward import ENTRIES as FORWARD
 from .entries_training import ENTRIES as TRAINING
-from .entry import Entry, TensorSpec
+from .entry import Entry, Kind, TensorSpec
 from .errors import SpecError
 
-__all__ = ["Entry", "REGISTRY", "TensorSpec", "entry"]
+__all__ = ["Entry", "Kind", "REGISTRY", "TensorSpec", "entry"]
 
 REGISTRY: dict[str, Entry] = {e.name: e for e in [*FORWARD, *TRAINING]}
 assert len(REGISTRY) == len(FORWARD) + len(TRAINING), "duplicate registry names"

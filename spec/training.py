@@ -25,7 +25,7 @@ Indices are 0-based: the paper's Σ_{t=1}^{ℓ−1} log P[x[t+1], t] is
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 from . import numbers
 from .architectures import d_transformer_logits, e_transformer_logits, ed_transformer_logits

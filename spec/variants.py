@@ -291,7 +291,8 @@ def parse(text: str) -> VariantSet:
     for item in rest.split(","):
         key, eq, raw = item.partition("=")
         if not eq or key not in SWITCHES:
-            raise ValueError(f"cannot read variant switch {item!r}; expected switch=value with a switch in {sorted(SWITCHES)}")
+            raise ValueError(f"cannot read variant switch {item!r}; "
+                             f"expected switch=value with a switch in {sorted(SWITCHES)}")
         changes[key] = _parse_value(key, raw)
     return v.replace(**changes)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Optional, Sequence
+from typing import NoReturn, Optional, Sequence
 
 #: subcommand modules, in the order ``--help`` lists them
 COMMANDS = (
@@ -23,8 +23,15 @@ COMMANDS = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments: one line naming the problem and where help is, exit 2 (no usage dump)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ftspec",
         description="Differential-testing specification suite for the formal transformer "
                     "algorithms of Phuong & Hutter (2022).",
@@ -58,9 +65,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # outside a run (a run writes what it has and returns 130 itself)
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `ftspec ... | head`
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

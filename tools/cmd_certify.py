@@ -1,10 +1,12 @@
-"""``ftspec certify TARGET``: certify one implementation, and verify a certificate."""
+"""``ftspec certify TARGET``: certify one implementation; verify or reproduce a certificate.
+
+Parses arguments and prints; ``conformance.session.certify`` and
+``reproduce`` and ``conformance.certificate.verify`` do the work.
+"""
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 from pathlib import Path
 
 __all__ = ["register"]
@@ -15,59 +17,119 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "certify", help="certify one implementation and write a certificate",
-        description="Run the harness on one implementation against the variant sets it declares and write a "
-                    "certificate (JSON and Markdown). TARGET is a registered plugin name or module:object "
-                    "(an unregistered implementation; the current directory is importable). Exit 0 only if "
-                    "conformant.")
+        description="Run the harness on one implementation against every algorithm, dtype and device it "
+                    "declares and every golden fixture, and write a certificate (JSON and Markdown). TARGET is "
+                    "a registered plugin name or module:object (the current directory is importable). Exit "
+                    "codes: 0 conformant, 1 non-conformant, 2 bad input or nothing tested, 3 partial (a "
+                    "selection), 4 inconclusive (too few examples), 130 interrupted (docs/reports.md).")
     p.add_argument("target", nargs="?", metavar="TARGET", help="registered name or module:object")
     p.add_argument("--out", metavar="DIR", help="where to write the certificate (default: certificates/NAME)")
-    p.add_argument("--verify", metavar="FILE", help="check a certificate's content hash instead of certifying")
+    p.add_argument("--verify", metavar="FILE",
+                   help="check a certificate instead of certifying: its content hash, and that its verdict is "
+                        "what its recorded results give")
+    p.add_argument("--reproduce", metavar="FILE",
+                   help="run a certificate's certification again (recorded target, seed and settings; TARGET "
+                        "or --impl to name another) and compare the verdicts cell by cell")
+    p.add_argument("--impl", metavar="NAME", help="with --reproduce: the implementation to run")
     add_selection_options(p)
     p.set_defaults(func=run)
 
 
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name) or "implementation"
+
+
+def _verify(path: str) -> int:
+    from rich.markup import escape
+
+    from ftspec.conformance.certificate import verify
+
+    from .console import console, error
+
+    ok, message = verify(path)
+    if not ok:
+        return error(message, code=1)
+    console.print(f"[green]{escape(message)}[/]")
+    return 0
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ftspec.conformance.certificate import CertificateError
+    from ftspec.conformance.session import NothingTested, SessionError, reproduce
+
+    from .console import RunProgress, console, error
+
+    try:
+        rep = reproduce(args.reproduce, args.impl or args.target, jobs=args.jobs,
+                        case_dir=None if args.case_dir == "reports/cases" else args.case_dir,
+                        progress=RunProgress(quiet=args.quiet))
+    except (CertificateError, SessionError, NothingTested) as exc:
+        return error(str(exc))
+    for line in rep.differences:
+        console.print(f"[yellow]version differs[/]: {escape(line)}")
+    t = Table(title=f"Reproduction of {escape(str(args.reproduce))}")
+    for col in ("algorithm", "dtype", "device", "recorded", "now", "same"):
+        t.add_column(col)
+    for r in rep.rows:
+        same = "[green]yes[/]" if r["same"] else "[bold red]no[/]"
+        t.add_row(r["algorithm"], r["dtype"], escape(r["device"]), r["recorded"], r["got"], same)
+    console.print(t)
+    recorded, now = rep.recorded["verdict"], rep.certificate.verdict
+    if rep.same:
+        console.print(f"[green]reproduced[/]: every cell has its recorded verdict; the certificate's verdict "
+                      f"is {recorded}")
+        return 0
+    differ = sum(1 for r in rep.rows if not r["same"])
+    console.print(f"[bold red]not reproduced[/]: {differ} of {len(rep.rows)} cells differ; recorded {recorded}, "
+                  f"now {now}")
+    return 1
+
+
 def run(args: argparse.Namespace) -> int:
-    from ftspec.conformance import certificate
-    from ftspec.conformance.report import write_json
+    from rich.markup import escape
+
+    from ftspec.conformance.report import OutputPathError, check_writable
+    from ftspec.conformance.session import NothingTested, SessionError, certify
+    from ftspec.conformance.verdict import EXIT_INTERRUPTED
     from ftspec.impls.discovery import PluginError, load_target
 
-    from .cmd_run import execute
-    from .console import console, err_console, summary_table
+    from .cmd_run import settings_from
+    from .console import RunProgress, console, error, print_failures, print_verdict, summary_table
+    from .console_fixtures import fixture_table
 
     if args.verify:
-        ok, message = certificate.verify(args.verify)
-        (console if ok else err_console).print(("[green]" if ok else "[bold red]") + message + "[/]")
-        return 0 if ok else 1
+        return _verify(args.verify)
+    if args.reproduce:
+        return _reproduce(args)
     if not args.target:
-        err_console.print("[bold red]error[/]: give a TARGET (a registered name or module:object) or --verify FILE")
-        return 2
+        return error("give a TARGET (a registered name or module:object), --verify FILE or --reproduce FILE")
     try:
         impl = load_target(args.target)
     except PluginError as exc:
-        err_console.print(f"[bold red]error[/]: {exc}")
-        return 2
-    issued = dt.datetime.now(dt.timezone.utc)
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in impl.name)
-    out = Path(args.out or Path("certificates") / safe)
-    if args.case_dir == "reports/cases":
-        args.case_dir = str(out / "cases")
-    result = execute([(args.target, impl)], args, fixtures="all")
+        return error(str(exc))
+    out = Path(args.out or Path("certificates") / _safe(impl.name))
+    try:
+        check_writable(out, directory=True)
+        case_dir = str(out / "cases") if args.case_dir == "reports/cases" else args.case_dir
+        settings = settings_from(args, RunProgress(quiet=args.quiet), case_dir=case_dir)
+        cert = certify(args.target, settings)
+    except (SessionError, NothingTested, OutputPathError) as exc:
+        return error(str(exc))
+    result = cert.result
+    if result is None:  # certify() always keeps the run it judged
+        return error("the certification returned no run")
     console.print(summary_table(result, title=f"Certification of {impl.name} {impl.version}"))
     if result.fixtures:
-        from .console_fixtures import fixture_table
-
         console.print(fixture_table(result.fixtures))
-    from ftspec.conformance.profiles import profile
-
-    doc = certificate.build(args.target, impl, result, examples=args.examples or profile(args.profile).examples,
-                            issued=issued)
-    json_path = write_json(out / "certificate.json", doc)
-    md_path = out / "certificate.md"
-    md_path.write_text(certificate.render_markdown(doc))
-    for cell in result.failures():
-        if cell.failure:
-            console.print(f"[bold red]FAIL[/] {cell.failure.report}")
-    colour = "green" if doc["verdict"] == "conformant" else "bold red"
-    console.print(f"[{colour}]{impl.name} {impl.version}: {doc['verdict']}[/] "
-                  f"(coverage {doc['coverage']['fraction']}); certificate: {json_path} and {md_path}")
-    return 0 if doc["verdict"] == "conformant" else 1
+    print_failures(result)
+    try:
+        json_path, md_path = cert.write(out)
+    except OSError as exc:
+        return error(f"cannot write the certificate: {exc}")
+    print_verdict(result, subject=f"{impl.name} {impl.version}")
+    console.print(f"coverage {cert.doc['coverage']['fraction']} algorithms; certificate: "
+                  f"{escape(str(json_path))} and {escape(str(md_path))}")
+    return EXIT_INTERRUPTED if result.interrupted else cert.exit_code

@@ -21,7 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r = fsub.add_parser("regenerate", help="compute every fixture and write it (or --check for drift)",
                         description="Compute every fixture case from the spec and write the set into DIR "
                                     "(default: the package's fixtures/data), atomically: the new set is built in a "
-                                    "temporary directory beside DIR and swapped in only when complete. With --check, "
+                                    "temporary directory beside DIR and swapped in only when complete, in one step "
+                                    "(renameat2 RENAME_EXCHANGE on Linux), so a run killed at any moment leaves the "
+                                    "old or the new complete set (docs/robustness.md). With --check, "
                                     "nothing is written: the fresh set is compared with the committed one and the "
                                     "command exits 1 on any drift.")
     r.add_argument("--out", metavar="DIR", help="where to write (default: the bundled fixtures/data)")
@@ -82,7 +84,7 @@ def regenerate(args: argparse.Namespace) -> int:
     missing = uncovered()
     if missing:
         print(f"ftspec fixtures: warning: no cases are defined for registry entries {', '.join(missing)} "
-              "(add them to ftspec/fixtures/cases.py)", file=sys.stderr)
+              "(add a row for each to ftspec/fixtures/edges.py)", file=sys.stderr)
     jobs = _jobs(args.jobs)
     progress = _Progress(len(specs), args.quiet)
     if not args.quiet:
@@ -122,8 +124,8 @@ def _check(args, specs, jobs, progress, started) -> int:
         progress(c)
     report = compare(computed, directory)
     seconds = time.perf_counter() - started
-    for c in report.drifted:
-        print(f"DRIFT {c.id}: {c.status}: {c.summary()}")
+    for d in report.drifted:
+        print(f"DRIFT {d.id}: {d.status}: {d.summary()}")
     for key in report.manifest:
         print(f"DRIFT manifest.json: field {key!r} differs")
     if not report.drifted and not report.manifest and not report.manifest_identical:

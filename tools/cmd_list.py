@@ -1,10 +1,11 @@
-"""``ftspec list``: every implementation, what it declares, or why it failed to load."""
+"""``ftspec list``: every implementation, what it declares, or why it failed to load.
+
+Prints ``impls.discovery.listing()``."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
 __all__ = ["register"]
 
@@ -17,46 +18,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def describe() -> list[dict[str, Any]]:
-    from ftspec.impls.discovery import discover, load_record
-    from ftspec.spec.registry import REGISTRY
-
-    rows = []
-    for name, record in sorted(discover().items()):
-        load_record(record)
-        row: dict[str, Any] = {"name": name, "target": record.target, "distribution": record.distribution,
-                               "bundled": record.bundled}
-        if record.impl is None:
-            row.update(loaded=False, error=record.error, hint=record.hint)
-        else:
-            impl = record.impl
-            try:
-                devices = [str(d) for d in impl.devices()]
-            except Exception as exc:
-                devices = [f"error: {type(exc).__name__}: {exc}"]
-            covered = [a for a in REGISTRY if a in impl.algorithms]
-            row.update(
-                loaded=True, version=impl.version, description=impl.description, devices=devices,
-                dtypes=list(impl.dtypes), precision=impl.precision,
-                variants="all" if impl.variants == "all" else [v.describe() for v in impl.variants],
-                algorithms=covered, missing=[a for a in REGISTRY if a not in impl.algorithms],
-                coverage=f"{len(covered)}/{len(REGISTRY)}",
-            )
-        rows.append(row)
-    return rows
-
-
 def run(args: argparse.Namespace) -> int:
-    from ftspec.impls.discovery import PluginConflict
+    from ftspec.impls.discovery import PluginConflict, listing
 
     try:
-        rows = describe()
+        rows = listing()
     except PluginConflict as exc:
-        print(f"error: {exc}")
-        return 2
+        from .console import error
+
+        return error(str(exc))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0 if all(r["loaded"] for r in rows) else 1
+    from rich.markup import escape as e
     from rich.table import Table
 
     from .console import console
@@ -64,13 +38,14 @@ def run(args: argparse.Namespace) -> int:
     t = Table(title="ftspec implementations")
     for col in ("name", "version", "devices", "dtypes", "variants", "algorithms"):
         t.add_column(col)
-    for r in rows:
+    for r in rows:  # everything here is the plugin's: escaped for rich
         if not r["loaded"]:
-            hint = f"\n[dim]hint: {r['hint']}[/]" if r.get("hint") else ""
-            t.add_row(r["name"], "[red]failed to load[/]", f"[red]{r['error']}[/]{hint}", "", "", "")
+            hint = f"\n[dim]hint: {e(r['hint'])}[/]" if r.get("hint") else ""
+            t.add_row(e(r["name"]), "[red]failed to load[/]", f"[red]{e(str(r['error']))}[/]{hint}", "", "", "")
             continue
         algs = r["coverage"] + (" (all)" if not r["missing"] else "\nmissing: " + ", ".join(r["missing"]))
         variants = r["variants"] if isinstance(r["variants"], str) else ", ".join(r["variants"])
-        t.add_row(r["name"], r["version"], ", ".join(r["devices"]), ", ".join(r["dtypes"]), variants, algs)
+        t.add_row(e(r["name"]), e(str(r["version"])), e(", ".join(r["devices"])), e(", ".join(r["dtypes"])),
+                  e(variants), algs)
     console.print(t)
     return 0 if all(r["loaded"] for r in rows) else 1

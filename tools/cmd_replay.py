@@ -1,4 +1,11 @@
-"""``ftspec replay CASEFILE``: run one saved case against an implementation again."""
+"""``ftspec replay CASEFILE --impl NAME``: run one saved case against an implementation again.
+
+Case files are passed between people, so the file is untrusted: its
+recorded implementation is shown, never loaded; the one to run is named on
+the command line. Every refusal (a malformed or out-of-bounds case file, a
+tensors path outside its directory, an unknown implementation) is one line
+on stderr and exit status 2.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +16,13 @@ __all__ = ["register"]
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("replay", help="replay a saved failing case",
-                       description="Load a case file written by run or certify and judge an implementation on "
-                                   "it again (by default the one, dtype and device recorded in the file).")
+                       description="Load a case file written by run or certify and judge the implementation "
+                                   "named by --impl on it (the file's recorded implementation is shown, not "
+                                   "loaded). The file is validated first (schema: docs/casefile.md).")
     p.add_argument("case_file", metavar="CASEFILE")
-    p.add_argument("--impl", metavar="NAME", help="registered name or module:object (default: as recorded)")
+    p.add_argument("--impl", metavar="NAME", required=True,
+                   help="the implementation to run: a registered name or module:object (required; the name "
+                        "recorded in the file is never imported)")
     p.add_argument("--dtype", help="default: as recorded")
     p.add_argument("--device", help="default: as recorded")
     p.add_argument("--call-timeout", type=float, default=60.0, metavar="SECONDS")
@@ -20,11 +30,30 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftspec.conformance.replay import replay
+    from rich.markup import escape
 
-    from .console import console
+    from ftspec.conformance.casefile import CaseFileError
+    from ftspec.conformance.replay import ReplayError, replay
+    from ftspec.impls.discovery import PluginError
 
-    verdict = replay(args.case_file, impl=args.impl, dtype=args.dtype, device=args.device,
-                     timeout=args.call_timeout)
-    console.print(verdict.text)
+    from .console import console, err_console
+
+    if not args.call_timeout > 0:
+        err_console.print("ftspec replay: error: --call-timeout must be positive", markup=False, soft_wrap=True)
+        return 2
+    try:
+        verdict = replay(args.case_file, impl=args.impl, dtype=args.dtype, device=args.device,
+                         timeout=args.call_timeout)
+    except (CaseFileError, ReplayError, PluginError) as exc:
+        err_console.print(f"ftspec replay: error: {_one_line(exc)}", markup=False, highlight=False, soft_wrap=True)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - e.g. the spec refuses the case's values: still one line
+        err_console.print(f"ftspec replay: error: {type(exc).__name__}: {_one_line(exc)}", markup=False,
+                          highlight=False, soft_wrap=True)
+        return 2
+    console.print(escape(verdict.text), highlight=False)
     return 0 if verdict.ok else 1
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())

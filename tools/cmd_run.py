@@ -1,14 +1,26 @@
-"""``ftspec run``: the conformance suite on every registered implementation."""
+"""``ftspec run``: the conformance suite on every registered implementation.
+
+Parses arguments into ``conformance.session.Settings``, calls
+``session.run`` and prints; the work is the library's.
+"""
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import math
-from pathlib import Path
-from typing import Optional
+from typing import Any
 
-__all__ = ["add_selection_options", "register"]
+__all__ = ["add_selection_options", "register", "settings_from"]
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, given {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, given {value}")
+    return value
 
 
 def add_selection_options(p: argparse.ArgumentParser) -> None:
@@ -16,11 +28,16 @@ def add_selection_options(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--profile", choices=sorted(PROFILES), default="default",
                    help="Hypothesis profile: quick (CI), default, thorough (default: %(default)s)")
-    p.add_argument("--algorithm", action="append", metavar="NAME", help="only this algorithm (repeatable)")
+    p.add_argument("--algorithm", action="append", metavar="NAME",
+                   help="only this algorithm (repeatable; the verdict is then at best partial)")
     p.add_argument("--dtype", action="append", metavar="DTYPE",
-                   choices=["float64", "float32", "bfloat16", "float16"], help="only this dtype (repeatable)")
-    p.add_argument("--device", action="append", metavar="DEVICE", help="only this device, e.g. cpu or cuda:0 (repeatable)")
-    p.add_argument("--examples", type=int, metavar="N", help="examples per (algorithm, dtype) search (overrides the profile)")
+                   choices=["float64", "float32", "bfloat16", "float16"],
+                   help="only this dtype (repeatable; the verdict is then at best partial)")
+    p.add_argument("--device", action="append", metavar="DEVICE",
+                   help="only this device, e.g. cpu or cuda:0 (repeatable; the verdict is then at best partial)")
+    p.add_argument("--examples", type=_positive_int, metavar="N",
+                   help="examples per (algorithm, dtype) search (overrides the profile; below the profile's "
+                        "minimum per cell the verdict is inconclusive)")
     p.add_argument("--seconds", type=float, metavar="S",
                    help="wall-time cap per search; 0: none (default: the profile's, none with --examples)")
     p.add_argument("--seed", type=int, default=0, help="Hypothesis seed (default: %(default)s)")
@@ -33,16 +50,34 @@ def add_selection_options(p: argparse.ArgumentParser) -> None:
                         "one in four of the rest), or none (default: the profile's for run, all for certify)")
     p.add_argument("--no-fixtures", action="store_const", const="none", dest="fixtures",
                    help="same as --fixtures none")
-    p.add_argument("--jobs", "-j", type=int, metavar="N", default=None,
+    p.add_argument("--jobs", "-j", type=_positive_int, metavar="N", default=None,
                    help="worker processes for the searches and the fixture replay (default: one per CPU, "
-                        "at most 8; 1 runs everything in this process)")
+                        "at most 8); 1 is one worker: at every N a plugin that crashes or hangs fails its "
+                        "algorithm, not the run")
+    p.add_argument("--in-process", action="store_true",
+                   help="search and replay the fixtures in this process, no workers (debugging: a plugin "
+                        "that crashes or hangs in native code ends the run)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def settings_from(args: argparse.Namespace, progress: Any = None, **overrides: Any):
+    """``Settings`` from the shared options (SessionError on bad values)."""
+    from ftspec.conformance.session import Settings
+
+    values = dict(profile=args.profile, algorithms=args.algorithm, dtypes=args.dtype, devices=args.device,
+                  examples=args.examples, seconds=args.seconds, seed=args.seed, call_timeout=args.call_timeout,
+                  case_dir=args.case_dir, fixtures=args.fixtures, jobs=args.jobs, in_process=args.in_process,
+                  progress=progress)
+    values.update(overrides)
+    return Settings(**values)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run the conformance suite on the registered implementations",
                        description="Run every registered implementation × algorithm × dtype × device through the "
-                                   "Hypothesis search and the golden fixtures; exit 0 only if everything conforms.")
+                                   "Hypothesis search and the golden fixtures. Exit codes: 0 conformant, "
+                                   "1 non-conformant, 2 bad input or nothing tested, 3 partial (a selection), "
+                                   "4 inconclusive (too few examples), 130 interrupted (docs/reports.md).")
     p.add_argument("--impl", action="append", metavar="NAME",
                    help="only this implementation: a registered name or module:object (repeatable)")
     add_selection_options(p)
@@ -50,114 +85,42 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def execute(plugins, args: argparse.Namespace, *, fixtures: Optional[str] = None):
-    """Run the search (and fixture replay) for ``plugins`` with the shared options.
-
-    ``fixtures`` ("all", "sample", "none") applies when the command line does not choose."""
-    from ftspec.conformance.parallel import RunSettings, default_jobs, run_parallel
-    from ftspec.conformance.profiles import profile
-    from ftspec.conformance.runner import Runner
-
-    from .console import RunProgress
-
-    prof = profile(args.profile)
-    jobs = args.jobs if args.jobs is not None else default_jobs()
-    if jobs < 1:
-        raise SystemExit("ftspec: --jobs must be at least 1")
-    seconds = None if args.seconds is None else (args.seconds or math.inf)  # 0: no cap
-    progress = RunProgress(quiet=args.quiet)
-    if jobs == 1:
-        runner = Runner(plugins, profile=prof, seed=args.seed, case_dir=args.case_dir,
-                        examples=args.examples, call_timeout=args.call_timeout, devices=args.device,
-                        progress=progress, seconds=seconds)
-        result = runner.run(args.algorithm, args.dtype)
-    else:
-        settings = RunSettings(tuple(label for label, _ in plugins), prof.name, args.seed, str(args.case_dir),
-                               args.examples, args.call_timeout, tuple(args.device) if args.device else None,
-                               seconds)
-        result = run_parallel(settings, plugins, jobs=jobs, algorithms=args.algorithm, dtypes=args.dtype,
-                              progress=progress)
-    which = args.fixtures or fixtures or prof.fixtures
-    result.jobs, result.fixture_selection = jobs, which
-    if which != "none":
-        result.fixtures = _replay(plugins, args, which, jobs, progress)
-    return result
-
-
-def _replay(plugins, args: argparse.Namespace, which: str, jobs: int, progress) -> list:
-    """The fixture replay: every case of the chosen algorithms, or the fixed sample of them."""
-    try:
-        from ftspec.conformance.fixture_replay import FixtureResult, replay_fixtures, sample_cases
-        from ftspec.fixtures import FixtureError, load_manifest
-    except ImportError:  # fixtures not available in this build
-        return []
-    try:
-        records = load_manifest()["cases"]
-    except FixtureError:  # replay_fixtures reports the unreadable set as a failed result
-        return replay_fixtures(plugins, algorithms=args.algorithm, dtypes=args.dtype, devices=args.device)
-    if args.algorithm:
-        records = [r for r in records if r["algorithm"] in args.algorithm]
-    chosen = set(sample_cases(records)) if which == "sample" else {r["id"] for r in records}
-    cases = [(r["id"], r["algorithm"]) for r in records if r["id"] in chosen]
-    progress("fixtures", done=0, total=len(cases), which=which)
-    if jobs == 1 or len(cases) <= 1:
-        seen: set[str] = set()
-
-        def each(r: FixtureResult) -> None:
-            if r.case not in seen:
-                seen.add(r.case)
-                progress("fixtures", done=len(seen), total=len(cases), which=which)
-
-        results = replay_fixtures(plugins, dtypes=args.dtype, devices=args.device, cases=chosen, progress=each)
-        if len(seen) < len(cases):  # cases no implementation covers give no result: finish the count
-            progress("fixtures", done=len(cases), total=len(cases), which=which)
-        return results
-    from ftspec.conformance.parallel import replay_fixtures_parallel
-
-    return replay_fixtures_parallel([label for label, _ in plugins], jobs=jobs, cases=cases, dtypes=args.dtype,
-                                    devices=args.device,
-                                    progress=lambda done, total: progress("fixtures", done=done, total=total,
-                                                                          which=which))
-
-
 def run(args: argparse.Namespace) -> int:
-    from ftspec.conformance.report import report_dict, write_json
-    from ftspec.impls.discovery import PluginError
+    from ftspec.conformance.report import OutputPathError, check_writable, report_dict, write_json
+    from ftspec.conformance.session import NothingTested, SessionError
+    from ftspec.conformance.session import run as run_session
+    from ftspec.conformance.verdict import EXIT_ERROR, EXIT_INTERRUPTED, exit_code
 
-    from .console import console, err_console, summary_table
-    from .plugins import select
+    from .console import RunProgress, error, print_failures, print_verdict, summary_table, console
+    from .console_fixtures import fixture_table
 
     started = dt.datetime.now(dt.timezone.utc)
     try:
-        plugins, broken = select(args.impl)
-    except PluginError as exc:
-        err_console.print(f"[bold red]error[/]: {exc}")
-        return 2
-    for record in broken:
-        hint = f" (hint: {record.hint})" if record.hint else ""
-        err_console.print(f"[bold red]plugin {record.name!r} failed to load[/]: {record.error}{hint}")
-    if not plugins:
-        err_console.print("[bold red]error[/]: no implementation to run")
-        return 2
-    result = execute(plugins, args)
+        if args.json_report:
+            check_writable(args.json_report)  # before the run, not after it
+        settings = settings_from(args, RunProgress(quiet=args.quiet))
+        result = run_session(args.impl, settings)
+    except (SessionError, NothingTested, OutputPathError) as exc:
+        return error(str(exc))
+    for name, message in result.broken:
+        error(f"plugin {name!r} failed to load: {message}", code=0)
     console.print(summary_table(result))
     if result.fixtures:
-        from .console_fixtures import fixture_table
-
         console.print(fixture_table(result.fixtures))
-    failures = result.failures()
-    for cell in failures:
-        if cell.failure:
-            console.print(f"[bold red]FAIL[/] {cell.failure.report}")
-        else:
-            console.print(f"[bold red]{cell.status.upper()}[/] {cell.algorithm} {cell.impl} {cell.dtype} "
-                          f"{cell.device}: {cell.note}")
+    print_failures(result)
     if args.json_report:
-        path = write_json(args.json_report, report_dict(result, plugins, started))
-        console.print(f"JSON report: {path}")
-    ok = result.ok and not broken
-    n_cells = sum(1 for c in result.cells if c.status != "not implemented")
-    console.print(f"[bold {'green' if ok else 'red'}]{'conformant' if ok else 'NOT conformant'}[/]: "
-                  f"{n_cells - len(failures)} of {n_cells} cells pass"
-                  + (f", {len(broken)} plugin(s) failed to load" if broken else ""))
-    return 0 if ok else 1
+        try:
+            path = write_json(args.json_report, report_dict(result, result.plugins, started))
+            console.print(f"JSON report: {_e(str(path))}")
+        except OSError as exc:
+            error(f"cannot write the JSON report: {exc}", code=0)
+    print_verdict(result)
+    if result.interrupted:
+        return EXIT_INTERRUPTED
+    return exit_code(result.verdict) if result.verdict else EXIT_ERROR
+
+
+def _e(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)

@@ -39,6 +39,7 @@ def _algorithms(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
+    from rich.markup import escape
     from rich.table import Table
 
     from .console import console
@@ -46,9 +47,10 @@ def _algorithms(args: argparse.Namespace) -> int:
     t = Table(title="ftspec spec registry")
     for col in ("name", "paper", "inputs", "output"):
         t.add_column(col)
-    for e in REGISTRY.values():
+    for e in REGISTRY.values():  # titles hold brackets ("Mask[t_z, t_x]"): escaped for rich
         inputs = ", ".join(f"{i.name}{tuple(i.shape)}" for i in e.inputs) or "-"
-        t.add_row(e.name, e.title, inputs, ", ".join(f"{o.name}{tuple(o.shape)}" for o in e.outputs))
+        t.add_row(escape(e.name), escape(e.title), escape(inputs),
+                  escape(", ".join(f"{o.name}{tuple(o.shape)}" for o in e.outputs)))
     console.print(t)
     return 0
 

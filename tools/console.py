@@ -1,4 +1,10 @@
-"""Console output: progress while a run goes, and the summary table."""
+"""Console output: progress while a run goes, the summary table, the verdict.
+
+Everything a plugin controls (its name, version, devices, exception
+messages, failure reports) is escaped before rich sees it, and the consoles
+have emoji off: an error message holding "[/bold]" must print as written, and
+"notimpl:factory" must not become an emoji.
+"""
 
 from __future__ import annotations
 
@@ -7,18 +13,63 @@ import sys
 from typing import Any, Optional
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ftspec.conformance.runner import RunResult
 
-__all__ = ["RunProgress", "console", "summary_table"]
+__all__ = ["RunProgress", "console", "err_console", "error", "print_failures", "print_verdict", "summary_table"]
 
-console = Console(stderr=False, highlight=False)
-err_console = Console(stderr=True, highlight=False)
+console = Console(stderr=False, highlight=False, emoji=False)
+err_console = Console(stderr=True, highlight=False, emoji=False)
+
+#: the colour of each verdict
+VERDICT_STYLE = {"conformant": "bold green", "partial": "bold yellow", "inconclusive": "bold yellow",
+                 "non-conformant": "bold red"}
 
 _STYLE = {"pass": "green", "fail": "bold red", "error": "bold red", "no examples": "yellow",
           "not implemented": "dim"}
+
+
+def error(message: str, code: int = 2) -> int:
+    """Print a one-line error (escaped) to stderr; returns ``code`` (the exit status)."""
+    err_console.print(f"[bold red]error[/]: {escape(message)}", soft_wrap=True)  # one line, however long
+    return code
+
+
+def print_failures(result: RunResult) -> None:
+    """One paragraph per failing cell: its report with the reproducer, or its status and note."""
+    for cell in result.failures():
+        if cell.failure:
+            # soft_wrap: the terminal folds long lines, rich inserts no newline (the reproducer stays one line)
+            console.print(f"[bold red]FAIL[/] {escape(cell.failure.report)}", soft_wrap=True)
+        else:
+            console.print(f"[bold red]{escape(cell.status.upper())}[/] {escape(cell.algorithm)} {escape(cell.impl)} "
+                          f"{cell.dtype} {escape(cell.device)}: {escape(cell.note)}")
+
+
+def print_verdict(result: RunResult, subject: str = "") -> None:
+    """The last line: the verdict, the cells behind it, and why it is not conformant."""
+    cells = [c for c in result.cells if c.status != "not implemented"]
+    passed = sum(1 for c in cells if c.status == "pass")
+    examples = sorted(c.examples for c in cells)
+    counts = (f"examples per cell {examples[0]} to {examples[-1]} (at least {result.minimum} required)"
+              if examples else "no examples")
+    head = f"{escape(subject)}: " if subject else ""
+    style = VERDICT_STYLE.get(result.verdict, "bold red")
+    line = f"{head}[{style}]{result.verdict or 'no verdict'}[/]: {passed} of {len(cells)} cells pass; {counts}"
+    if result.fixtures:
+        ok = sum(1 for f in result.fixtures if f.ok)
+        line += f"; {ok} of {len(result.fixtures)} fixture replays pass"
+    if result.interrupted:
+        line += " [bold yellow](interrupted)[/]"
+    console.print(line)
+    shown = result.reasons[:6]
+    for reason in shown:
+        console.print(f"  - {escape(str(reason))}")
+    if len(result.reasons) > len(shown):
+        console.print(f"  - and {len(result.reasons) - len(shown)} more")
 
 
 def ratio_text(r: float) -> str:
@@ -52,6 +103,7 @@ class RunProgress:
 
     def on_plan(self, searches: int, examples: int) -> None:
         self.total_searches = searches
+        self.done = 0
         if self.quiet:
             return
         err_console.print(f"[bold]ftspec[/]: {searches} searches (algorithm × dtype), up to {examples} examples each")
@@ -62,7 +114,7 @@ class RunProgress:
 
     def on_start(self, algorithm: str, dtype: str, members: list[str], examples: int) -> None:
         if self.progress is not None:
-            label = f"[{self.done + 1}/{self.total_searches}] {algorithm} {dtype} ({len(members)} impl×device)"
+            label = escape(f"[{self.done + 1}/{self.total_searches}] {algorithm} {dtype} ({len(members)} impl×device)")
             self.task = self.progress.add_task(label, total=examples)
 
     def on_example(self, algorithm: str, dtype: str) -> None:
@@ -72,7 +124,7 @@ class RunProgress:
     def on_failure(self, cell: Any) -> None:
         if self.quiet:
             return
-        err_console.print(f"[bold red]FAIL[/] {cell.failure.report}")
+        err_console.print(f"[bold red]FAIL[/] {escape(cell.failure.report)}", soft_wrap=True)  # reproducer unbroken
 
     def on_end(self, algorithm: str, dtype: str, cells: list) -> None:
         self.done += 1
@@ -83,12 +135,17 @@ class RunProgress:
             self.progress.advance(self.overall)
         if not self.quiet and not self.live:
             status = ", ".join(f"{c.impl}@{c.device}: {c.status} ({c.examples})" for c in cells)
-            err_console.print(f"[{self.done}/{self.total_searches}] {algorithm} {dtype}: {status}")
+            err_console.print(escape(f"[{self.done}/{self.total_searches}] {algorithm} {dtype}: {status}"))
 
     def on_done(self, result: RunResult) -> None:
         if self.progress is not None:
             self.progress.stop()
             self.progress = None
+
+    def on_extend(self, cells: int, minimum: int, seconds: float) -> None:
+        if not self.quiet:
+            err_console.print(f"[bold]ftspec[/]: {cells} cells ran fewer than {minimum} examples: one more "
+                              f"round for them (at most {seconds:g} s per search)")
 
     def on_fixtures(self, done: int, total: int, which: str) -> None:
         if self.quiet:
@@ -111,7 +168,7 @@ class RunProgress:
 
 
 def summary_table(result: RunResult, title: str = "Conformance") -> Table:
-    t = Table(title=f"{title}: profile {result.profile}, seed {result.seed}, {result.seconds:.1f} s")
+    t = Table(title=f"{escape(title)}: profile {result.profile}, seed {result.seed}, {result.seconds:.1f} s")
     for col in ("algorithm", "implementation", "dtype", "device", "examples", "verdict", "worst error/bound"):
         t.add_column(col, justify="right" if col in ("examples", "worst error/bound") else "left")
     missing: dict[str, list[str]] = {}
@@ -122,8 +179,9 @@ def summary_table(result: RunResult, title: str = "Conformance") -> Table:
             continue
         verdict = c.status if c.status != "fail" else f"fail ({c.failure.check})" if c.failure else "fail"
         extra = f" +{c.out_of_range} out of range" if c.out_of_range else ""
-        t.add_row(c.algorithm, c.impl, c.dtype, c.device, f"{c.examples}{extra}",
-                  f"[{_STYLE.get(c.status, '')}]{verdict}[/]", ratio_text(c.worst_ratio) if c.examples else "-")
+        short = " [yellow](too few)[/]" if c.status == "pass" and c.examples < result.minimum else ""
+        t.add_row(escape(c.algorithm), escape(c.impl), c.dtype, escape(c.device), f"{c.examples}{extra}{short}",
+                  f"[{_STYLE.get(c.status, '')}]{escape(verdict)}[/]", ratio_text(c.worst_ratio) if c.examples else "-")
     if missing:
-        t.caption = "; ".join(f"{impl} does not implement {', '.join(algs)}" for impl, algs in missing.items())
+        t.caption = escape("; ".join(f"{impl} does not implement {', '.join(algs)}" for impl, algs in missing.items()))
     return t

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+from rich.console import JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 
@@ -28,8 +29,10 @@ def fixture_table(results: Sequence, title: str = "Golden fixtures") -> Table:
     total = len(results)
     passed = sum(1 for r in results if r.ok)
     t = Table(title=f"{title}: {passed} of {total} replays pass")
-    for col, justify in (("implementation", "left"), ("dtype", "left"), ("device", "left"), ("cases", "right"),
-                         ("passed", "right"), ("worst error/bound", "right"), ("failures", "left")):
+    columns: list[tuple[str, JustifyMethod]] = [
+        ("implementation", "left"), ("dtype", "left"), ("device", "left"), ("cases", "right"), ("passed", "right"),
+        ("worst error/bound", "right"), ("failures", "left")]
+    for col, justify in columns:
         t.add_column(col, justify=justify, overflow="fold")
     for (impl, dtype, device), rows in sorted(groups.items()):
         ok = [r for r in rows if r.ok]
@@ -42,5 +45,6 @@ def fixture_table(results: Sequence, title: str = "Golden fixtures") -> Table:
         else:
             failures = "[green]none[/]"
         style = "green" if not bad else "bold red"
-        t.add_row(escape(impl), dtype, escape(device), str(len(rows)), f"[{style}]{len(ok)}[/]", _ratio(worst), failures)
+        t.add_row(escape(impl), dtype, escape(device), str(len(rows)), f"[{style}]{len(ok)}[/]", _ratio(worst),
+                  failures)
     return t

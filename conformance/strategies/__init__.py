@@ -10,8 +10,10 @@ it draws:
   satisfying the entry's checks by construction;
 - ``inputs(entry, hyper, variant, dtype=, style=)``; ``parameters(entry,
   hyper, variant, dtype=, style=, inputs=)``: float64 arrays from seeded NumPy
-  generators, shaped by a style (``STYLES``) and kept inside the dtype
-  (``parameter_values(..., seed=)`` is the deterministic core);
+  generators, shaped by a style (``STYLES``) and kept inside the dtype; the
+  real values and parameters are the one value builder's
+  (``conformance/values.py``: ``real_input``, ``parameter_values(...,
+  seed=)``) for a drawn seed;
 - ``masks(ell_z, ell_x, allow_empty=)``, ``token_sequences(N_V, ell)``,
   ``tokens(N_V)``, ``positions(ell_max)``;
 - training and inference (Algorithms 11-15, sized by ``MODEL_BUDGETS``):

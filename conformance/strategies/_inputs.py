@@ -4,12 +4,14 @@ Kinds: real → a float64 array shaped by the style; token → a token ID or a
 token sequence; position → a position; mask → a mask (all-False columns only
 when the variant's ``empty_query`` is not "error").
 
-Styles act on real inputs: "wide-range" draws ±10^U(lo, hi); "near-constant"
-gives near-constant columns to every input whose rows are a normalised width
-(the norm entries' X and a pre-LN layer's X reach a norm directly; in a
-post-LN layer X reaches it after the residual sum, and a decoder's Z not at
-all, which is harmless); the other styles draw N(0, 1). Inputs that reach a
-layer norm never hold a column that rounds to a constant in the case's dtype.
+Real inputs are the value builder's (``conformance/values.py``,
+``real_input``) for a drawn seed: "wide-range" draws ±10^U(lo, hi);
+"near-constant" gives near-constant columns to every input whose rows are a
+normalised width (the norm entries' X and a pre-LN layer's X reach a norm
+directly; in a post-LN layer X reaches it after the residual sum, and a
+decoder's Z not at all, which is harmless); the other styles draw N(0, 1).
+Inputs that reach a layer norm never hold a column that rounds to a constant
+in the case's dtype.
 
 Training and inference kinds (``_datasets``, ``_sampling``): a ``length``
 input → lengths (``lengths``), and the token input it measures (``padded``)
@@ -32,25 +34,18 @@ from typing import Any, Mapping
 import numpy as np
 from hypothesis import strategies as st
 
+from ftspec.spec.entry import Kind
 from ftspec.spec.params import resolve_shape
 from ftspec.spec.variants import PAPER, VariantSet
 
-from ._structure import INDEX_LIMITS, norms, padded
+from ..structure import INDEX_LIMITS, padded
+from ..values import check_style, real_input
+from ._budgets import resolve_dtype, resolve_entry
 from ._datasets import datasets, flags, lengths, probabilities, rates
 from ._masks import masks
-from ._budgets import resolve_dtype, resolve_entry
 from ._sampling import distributions, temperatures, variates
-from ._styles import check_style
 from ._tokens import positions, token_sequences, tokens
-from ._values import (
-    MAGNITUDES,
-    choose,
-    generator,
-    near_constant_columns,
-    seeds,
-    separate_columns,
-    signed_log_uniform,
-)
+from ._values import choose, generator, seeds
 
 __all__ = ["inputs"]
 
@@ -62,33 +57,21 @@ def inputs(draw: st.DrawFn, entry: Any, hyper: Mapping[str, int], variant: Varia
     e = resolve_entry(entry)
     dtype = resolve_dtype(dtype)
     check_style(style)
-    m = MAGNITUDES[dtype]
-    kinds = {n.width: n.kind for n in norms(e, variant, hyper)}
-    seed = draw(seeds) if any(s.kind == "real" for s in e.inputs) else 0
+    seed = draw(seeds) if any(s.kind == Kind.REAL for s in e.inputs) else 0
     pads = padded(e)
-    sequences = [s.name for s in e.inputs if s.kind == "token" and s.shape]
-    probability = [s.name for s in e.inputs if s.kind == "probability"]
+    sequences = [s.name for s in e.inputs if s.kind == Kind.TOKEN and s.shape]
+    probability = [s.name for s in e.inputs if s.kind == Kind.PROBABILITY]
     # lengths first, then what does not refer to another input, then what does
-    stage = {"length": 0, "variate": 2}
-    order = sorted(e.inputs, key=lambda s: 2 if s.kind == "token" and not s.shape and sequences
+    stage = {Kind.LENGTH: 0, Kind.VARIATE: 2}
+    order = sorted(e.inputs, key=lambda s: 2 if s.kind == Kind.TOKEN and not s.shape and sequences
                    else stage.get(s.kind, 1))
     out: dict[str, np.ndarray] = {}
     for spec in order:
         shape = resolve_shape(spec.shape, hyper)
-        if spec.kind == "real":
-            rng = generator(seed, spec.name)
-            feeds = spec.shape[0] in kinds if spec.shape else None
-            if style == "wide-range":
-                x = signed_log_uniform(rng, shape, *m.wide)
-            elif style == "near-constant" and feeds:
-                x = near_constant_columns(rng, shape, m)
-            else:
-                x = rng.standard_normal(shape)
-            if feeds and kinds[spec.shape[0]] == "layer_norm":
-                x = separate_columns(x, dtype)
-            out[spec.name] = x
-        elif spec.kind == "token":
-            limit = hyper[INDEX_LIMITS["token"]]
+        if spec.kind == Kind.REAL:  # the value builder's, for the drawn seed
+            out[spec.name] = real_input(e, spec, hyper, variant, seed=seed, dtype=dtype, style=style)
+        elif spec.kind == Kind.TOKEN:
+            limit = hyper[INDEX_LIMITS[Kind.TOKEN]]
             if spec.name in pads:
                 valid = out[pads[spec.name]]
                 rows = draw(datasets(limit, valid.reshape(-1).tolist(), shape[-1]))
@@ -102,27 +85,27 @@ def inputs(draw: st.DrawFn, entry: Any, hyper: Mapping[str, int], variant: Varia
                 out[spec.name] = draw(_related_token(limit, _occurring(out, sequences, pads)))
             else:
                 out[spec.name] = draw(tokens(limit))
-        elif spec.kind == "position":
-            out[spec.name] = draw(positions(hyper[INDEX_LIMITS["position"]]))
-        elif spec.kind == "mask":
-            out[spec.name] = draw(masks(*shape, allow_empty=variant.empty_query != "error"))
-        elif spec.kind == "length":
+        elif spec.kind == Kind.POSITION:
+            out[spec.name] = draw(positions(hyper[INDEX_LIMITS[Kind.POSITION]]))
+        elif spec.kind == Kind.MASK:
+            out[spec.name] = draw(masks(*shape, empty_query=variant.empty_query))
+        elif spec.kind == Kind.LENGTH:
             n = int(np.prod(shape, dtype=np.int64))
             out[spec.name] = draw(lengths(n, hyper[spec.bound])).reshape(shape)
-        elif spec.kind == "flag":
+        elif spec.kind == Kind.FLAG:
             out[spec.name] = draw(flags(shape))
-        elif spec.kind == "probability":
+        elif spec.kind == Kind.PROBABILITY:
             out[spec.name] = np.broadcast_to(draw(probabilities(dtype)), shape).copy()
-        elif spec.kind == "variate":
+        elif spec.kind == Kind.VARIATE:
             at = float(out[probability[0]].reshape(-1)[0]) if probability else None
             out[spec.name] = draw(variates(shape, dtype, at=at))
-        elif spec.kind == "distribution":
+        elif spec.kind == Kind.DISTRIBUTION:
             if len(shape) != 1:
                 raise ValueError(f"{e.name}: no strategy for distribution {spec.name!r} of shape {shape}")
             out[spec.name] = draw(distributions(shape[0], dtype))
-        elif spec.kind == "temperature":
+        elif spec.kind == Kind.TEMPERATURE:
             out[spec.name] = np.broadcast_to(draw(temperatures(dtype)), shape).copy()
-        elif spec.kind == "rate":
+        elif spec.kind == Kind.RATE:
             out[spec.name] = np.broadcast_to(draw(rates(dtype)), shape).copy()
         else:
             raise ValueError(f"{e.name}: no strategy for input {spec.name!r} of kind {spec.kind!r}")

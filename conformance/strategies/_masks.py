@@ -3,12 +3,22 @@
 Families (``MASK_FAMILIES``): bidirectional (all True); causal, top-left
 [[t_z ≤ t_x]] (the paper's formula, read literally when ℓ_z ≠ ℓ_x); causal
 bottom-right [[t_z ≤ t_x + ℓ_z − ℓ_x]] when ℓ_z > ℓ_x (for ℓ_z < ℓ_x it
-would empty the first columns); random with every column keeping a key; and,
-only when ``allow_empty`` (a variant whose ``empty_query`` is not "error"),
-masks with one or more all-False columns, occasionally all of them.
+would empty the first columns); random with every column keeping a key; and
+masks with one or more all-False columns ("empty-query"), occasionally all of
+them.
+
+Which masks may have empty columns follows the variant's ``empty_query``
+(``masks(..., empty_query=...)``): under "nan", "zeros" and "uniform" half of
+the masks are empty-query ones; under the paper's "error" one in
+``ERROR_EMPTY_ONE_IN``, because the spec refuses such a case and an
+implementation must refuse it too (the runner checks that it raises), a
+cheap check that should not take half of a search. Without ``empty_query``,
+``allow_empty`` says yes (one in two) or no.
 """
 
 from __future__ import annotations
+
+from typing import Optional
 
 import numpy as np
 from hypothesis import strategies as st
@@ -16,7 +26,11 @@ from hypothesis import strategies as st
 from ._budgets import check_int
 from ._values import generator, seeds
 
-__all__ = ["MASK_FAMILIES", "causal_mask", "mask_family", "masks"]
+__all__ = ["ERROR_EMPTY_ONE_IN", "MASK_FAMILIES", "causal_mask", "mask_family", "masks"]
+
+#: under empty_query="error", one mask in this many has empty query columns
+ERROR_EMPTY_ONE_IN = 8
+_EMPTY_QUERY = ("error", "nan", "zeros", "uniform")
 
 MASK_FAMILIES = ("bidirectional", "causal", "random", "causal-bottom-right", "empty-query")
 
@@ -49,16 +63,25 @@ def _random(rng: np.random.Generator, ell_z: int, ell_x: int) -> np.ndarray:
 
 
 @st.composite
-def masks(draw: st.DrawFn, ell_z: int, ell_x: int, *, allow_empty: bool = False) -> np.ndarray:
-    """A bool (ℓ_z, ℓ_x) mask; all-False columns only with ``allow_empty``."""
+def masks(draw: st.DrawFn, ell_z: int, ell_x: int, *, allow_empty: bool = False,
+          empty_query: Optional[str] = None) -> np.ndarray:
+    """A bool (ℓ_z, ℓ_x) mask. All-False columns: one mask in 2 under ``empty_query`` "nan",
+    "zeros" or "uniform", one in ``ERROR_EMPTY_ONE_IN`` under "error"; without ``empty_query``,
+    one in 2 with ``allow_empty``, never without."""
     ell_z, ell_x = check_int("ell_z", ell_z), check_int("ell_x", ell_x)
     if not isinstance(allow_empty, bool):
         raise ValueError(f"allow_empty: expected a bool, given {allow_empty!r}")
+    if empty_query is not None and empty_query not in _EMPTY_QUERY:
+        raise ValueError(f"empty_query: expected one of {_EMPTY_QUERY}, given {empty_query!r}")
+    if empty_query is None:
+        one_in = 2 if allow_empty else 0
+    else:
+        one_in = ERROR_EMPTY_ONE_IN if empty_query == "error" else 2
     families = ["bidirectional", "causal", "random"]
     if ell_z > ell_x:
         families.append("causal-bottom-right")
     family = draw(st.sampled_from(families))
-    if allow_empty and draw(st.integers(0, 1)) == 1:  # half of the masks that may be empty are
+    if one_in and draw(st.integers(0, one_in - 1)) == 0:
         family = "empty-query"
     if family == "bidirectional":
         return np.ones((ell_z, ell_x), dtype=bool)

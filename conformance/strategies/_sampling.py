@@ -36,6 +36,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ftspec.spec.errors import SpecError
+from ftspec.spec.entry import Kind
 from ftspec.spec.registry import Entry
 from ftspec.spec.evaluation import evaluate, evaluate_trace
 from ftspec.spec.variants import VariantSet
@@ -226,9 +227,9 @@ def boundaries(record: Mapping[str, Any]) -> list[float]:
 def _favoured(rng: np.random.Generator, entry: Entry, hyper: Mapping[str, int], variant: VariantSet,
               out: dict[str, np.ndarray], produced: Mapping[str, Any], scalar_tokens: list[str]) -> bool:
     """Set one scalar token input to a token the spec produced; whether it changed anything."""
-    made, limit = [], hyper[INDEX_LIMITS["token"]]
+    made, limit = [], hyper[INDEX_LIMITS[Kind.TOKEN]]
     for spec in entry.output_specs(hyper, variant):
-        if spec.kind == "token":
+        if spec.kind == Kind.TOKEN:
             made += [int(t) for t in np.ravel(produced[spec.name]) if 0 <= int(t) < limit]
     if not made:
         return False
@@ -245,10 +246,10 @@ def aimed(draw: st.DrawFn, entry: Entry, hyper: Mapping[str, int], variant: Vari
           ) -> dict[str, np.ndarray]:
     """``inputs`` with favoured scalar tokens and boundary variates (see the module docstring)."""
     dtype = resolve_dtype(dtype)
-    variate_inputs = [s for s in entry.inputs if s.kind == "variate"]
+    variate_inputs = [s for s in entry.inputs if s.kind == Kind.VARIATE]
     if entry.trace is None or len(variate_inputs) != 1:
         return dict(inputs)
-    scalar_tokens = [s.name for s in entry.inputs if s.kind == "token" and not s.shape]
+    scalar_tokens = [s.name for s in entry.inputs if s.kind == Kind.TOKEN and not s.shape]
     favour = bool(scalar_tokens) and choose(draw, "favoured", {"favoured": 1, "as drawn": 1}) == "favoured"
     boundary = choose(draw, "boundary", {"boundary": 1, "as drawn": 1}) == "boundary"
     rng = generator(draw(seeds), "aimed")

@@ -39,20 +39,10 @@ from typing import Mapping, Optional
 from ftspec.spec.registry import Entry
 from ftspec.spec.variants import VariantSet
 
-from ._structure import differentiates, logit_site, norms, real_inputs, score_sites, symbolic_schema, tables, updates
+from ..structure import differentiates, logit_site, norms, real_inputs, score_sites, symbolic_schema, tables, updates
+from ..values import SAMPLING_LOGITS, STYLES, check_style
 
 __all__ = ["SAMPLING_LOGITS", "STYLES", "available_styles", "check_style"]
-
-STYLES = ("well-scaled", "large-logits", "near-constant", "wide-range", "sparse")
-
-#: well-scaled models of sampling entries: the largest |logit|, log-uniform in this range
-SAMPLING_LOGITS = (2.0, 8.0)
-
-
-def check_style(style: str) -> str:
-    if style not in STYLES:
-        raise ValueError(f"style: expected one of {list(STYLES)}, given {style!r}")
-    return style
 
 
 def available_styles(entry: Entry, variant: VariantSet, hyper: Mapping[str, int],

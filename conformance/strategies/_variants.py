@@ -23,12 +23,10 @@ from hypothesis import strategies as st
 from ftspec.spec.registry import Entry
 from ftspec.spec.variants import PAPER, PRESETS, SWITCHES, VariantSet
 
+from ..values import EPSILONS
 from ._budgets import resolve_entry
 
 __all__ = ["EPSILONS", "epsilons", "preset_projections", "variant_sets"]
-
-#: PyTorch/HF GPT-2, Flax/T5 and the Annotated Transformer, BERT, a large one.
-EPSILONS = (1e-5, 1e-6, 1e-12, 1e-3)
 
 _PLACED = ("inside_root", "outside_root")
 

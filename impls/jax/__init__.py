@@ -131,7 +131,8 @@ def _training_or_inference(name: str, entry):
 
 
 _ALGORITHMS = {name: _algorithm(name) for name in ENTRIES}
-_ALGORITHMS.update({name: _training_or_inference(name, e) for name, e in {**_training.ENTRIES, **_inference.ENTRIES}.items()})
+_ALGORITHMS.update({name: _training_or_inference(name, e)
+                    for name, e in {**_training.ENTRIES, **_inference.ENTRIES}.items()})
 
 
 implementation = Implementation(

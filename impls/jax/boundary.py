@@ -90,7 +90,9 @@ def _decoder_layer(flat: Flat, prefix: str = "") -> dict:
 
 def _tables(flat: Flat) -> dict:
     """Embedding tables as rows (Flax's nn.Embed layout), and the unembedding."""
-    t = lambda name: None if flat.get(name) is None else flat[name].T
+    def t(name: str) -> Any:
+        return None if flat.get(name) is None else flat[name].T
+
     return {"tok": t("W_e"), "pos": t("W_p"), "unembed": {"W_u": flat.get("W_u"), "b_u": flat.get("b_u")}}
 
 
@@ -214,7 +216,7 @@ _JIT_CACHE_SIZE = 512
 MAX_MAPPINGS = 30_000
 MAX_EXECUTABLES = 256
 _MAPPING_CHECK_EVERY = 8
-_jitted: "OrderedDict[tuple, Callable]" = OrderedDict()
+_jitted: "OrderedDict[tuple, Any]" = OrderedDict()  # jitted functions (their _cache_size is private API)
 _calls = 0
 
 

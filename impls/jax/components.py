@@ -75,6 +75,8 @@ def position_rows(pos: Optional[Array], ell: int, ell_max: int, d_e: int, varian
                   dtype: Any) -> Optional[Array]:
     """The rows W_p[:, t]ᵀ for t = 0..ℓ−1 under ``variant.positions`` (None: no positions)."""
     if variant.positions == "learned":
+        if pos is None:
+            raise ValueError("positions='learned' needs the table W_p")
         return pos[:ell]  # (ℓ, d_e)
     if variant.positions == "none":
         return None
@@ -212,7 +214,9 @@ def attention_heads(X: Array, Z: Array, p: Params, mask: Optional[Array], varian
     fixed-size buffer); their values are set to 0 so that a non-finite padding
     row cannot enter as 0·inf = NaN through line 6's product.
     """
-    b = lambda name: None if p.get(name) is None else p[name][:, None, :]  # (H, 1, ·)
+    def b(name: str) -> Any:
+        return None if p.get(name) is None else p[name][:, None, :]  # (H, 1, ·)
+
     Q = _add(einsum("xd,had->hxa", X, p["W_q"]), b("b_q"))  # (H, ℓ_x, d_attn)  line 1
     K = _add(einsum("zd,had->hza", Z, p["W_k"]), b("b_k"))  # (H, ℓ_z, d_attn)  line 2
     V = _add(einsum("zd,hmd->hzm", Z, p["W_v"]), b("b_v"))  # (H, ℓ_z, d_mid)   line 3

@@ -129,8 +129,9 @@ def _d_inference(inputs, params, ctx, dev):
         raise ValueError(f"d_inference: ell + ell_gen − 1 ≤ ell_max = {h['ell_max']} is required "
                          f"(ell = {h['ell']}, ell_gen = {h['ell_gen']})")
     key = ("d_inference", ctx.variant, h["ell_max"])
-    make = lambda: (lambda params, x, u, tau: d_generate(params, x, u, tau, ell_max=h["ell_max"],
-                                                         variant=ctx.variant))
+    def make():
+        return lambda params, x, u, tau: d_generate(params, x, u, tau, ell_max=h["ell_max"], variant=ctx.variant)
+
     return {"y": B.jitted(key, make, dev.platform)(dict(params), inputs["x"], inputs["u"], inputs["tau"])}
 
 
@@ -138,8 +139,10 @@ def _ed_inference(inputs, params, ctx, dev):
     _unbatched(ctx)
     ell_max = ctx.hyper["ell_max"]
     key = ("ed_inference", ctx.variant, ell_max)
-    make = lambda: (lambda params, z, u, tau, bos, eos: ed_generate(params, z, u, tau, bos, eos, ell_max=ell_max,
-                                                                    variant=ctx.variant))
+    def make():
+        return lambda params, z, u, tau, bos, eos: ed_generate(params, z, u, tau, bos, eos, ell_max=ell_max,
+                                                               variant=ctx.variant)
+
     return B.jitted(key, make, dev.platform)(dict(params), inputs["z"], inputs["u"], inputs["tau"],
                                              inputs["bos_token"], inputs["eos_token"])
 

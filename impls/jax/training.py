@@ -180,7 +180,9 @@ def training_entry(model: str):
     def fn(inputs, params, ctx, dev):
         _unbatched(ctx)
         step = step_program(model, ctx, dev.platform)
-        put = lambda a: jax.device_put(a, dev)  # committed like the harness's inputs: one executable
+        def put(a):  # committed like the harness's inputs: one executable
+            return jax.device_put(a, dev)
+
         n_epochs = ctx.hyper["N_epochs"]
         x, x_len = _host(inputs["x"]), _host(inputs["x_len"])
         n_seq = x.shape[0]

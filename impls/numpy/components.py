@@ -24,7 +24,7 @@ return a cache (a NamedTuple of the intermediates); the matching hand-written
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
@@ -53,8 +53,9 @@ __all__ = [
 ]
 
 
-def _const(value: float, like: np.ndarray) -> np.generic:
-    """``value`` rounded once to the dtype of ``like`` (keeps float16/32 from being upcast)."""
+def _const(value: float, like: np.ndarray) -> Any:
+    """``value`` rounded once to the dtype of ``like`` (keeps float16/32 from being upcast):
+    a NumPy scalar, typed ``Any`` because NumPy's stubs give its ``dtype.type`` no arithmetic."""
     return np.asarray(like).dtype.type(value)
 
 

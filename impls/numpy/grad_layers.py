@@ -116,4 +116,6 @@ def decoder_layer_bwd(dX: np.ndarray, caches: Iterable[ResidualCache], grads: Gr
         dX, dZ = residual_bwd(dX, c, grads)
         if dZ is not None:
             dZ_total = dZ if dZ_total is None else dZ_total + dZ
+    if dZ_total is None:
+        raise ValueError("a decoder layer's caches hold no cross-attention sublayer")
     return dX, dZ_total

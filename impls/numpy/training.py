@@ -23,7 +23,7 @@ line 4 draws are explicit: position t of sequence n in epoch i is masked iff
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -59,6 +59,8 @@ def loss_and_gradient(model: str, data: Inputs, params: Params, variant, hyper: 
     ``data`` holds the example's inputs (``EXAMPLE[model]``). Returns
     (loss (...), {flat name: gradient (..., *shape)} or None).
     """
+    cache: Any  # the model's forward cache, read by its own backward
+    backward: Callable[[np.ndarray, Any, Grads], None]
     if model == "d":
         x = np.asarray(data["x"])
         logits, cache = d_logits_fwd(x, params, variant, hyper)
@@ -84,6 +86,7 @@ def loss_and_gradient(model: str, data: Inputs, params: Params, variant, hyper: 
     loss, dlogits = log_softmax_loss(logits, targets, weights, want_grad)
     if not want_grad:
         return loss, None
+    assert dlogits is not None  # log_softmax_loss gives it when want_grad
     grads = Grads(params, x.shape[:-1], logits.dtype)
     backward(dlogits, cache, grads)
     return loss, grads.values
@@ -115,6 +118,7 @@ def _loss_entry(model: str):
 def _gradient_entry(model: str):
     def fn(i: Inputs, p: Params, ctx: Context):
         _, grads = loss_and_gradient(model, _example(model, i), p, ctx.variant, ctx.hyper)
+        assert grads is not None  # want_grad (default True) gives gradients
         return {f"grad.{k}": g for k, g in grads.items()}
     fn.__name__ = f"_{model}_gradient"
     return fn
@@ -123,6 +127,7 @@ def _gradient_entry(model: str):
 def _sgd_step_entry(model: str):
     def fn(i: Inputs, p: Params, ctx: Context):
         _, grads = loss_and_gradient(model, _example(model, i), p, ctx.variant, ctx.hyper)
+        assert grads is not None  # want_grad (default True) gives gradients
         return {f"theta.{k}": v for k, v in sgd_step(p, grads, i["eta"]).items()}
     fn.__name__ = f"_{model}_sgd_step"
     return fn
@@ -156,6 +161,7 @@ def _training_entry(model: str):
                     data = {"x": seq, "masked": i["u"][epoch, n, : x_len[n]] < i["p_mask"],
                             "mask_token": i["mask_token"]}
                 _, grads = loss_and_gradient(model, data, theta, ctx.variant, ctx.hyper)
+                assert grads is not None  # want_grad (default True) gives gradients
                 theta = sgd_step(theta, grads, i["eta"])  # the last line of the loop body
         return {f"theta.{k}": v for k, v in theta.items()}
     fn.__name__ = f"_{model}_training"

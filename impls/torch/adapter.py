@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
 import torch
 from torch import Tensor
@@ -159,14 +159,20 @@ def count(params: Mapping[str, Tensor], prefix: str) -> int:
 
 
 def _cat(parts: list[Optional[Tensor]]) -> Optional[Tensor]:
-    return None if parts[0] is None else torch.cat(parts, dim=0)
+    present = [t for t in parts if t is not None]
+    if not present:
+        return None
+    if len(present) != len(parts):
+        raise ValueError("some heads lack a parameter that others have")
+    return torch.cat(present, dim=0)
 
 
 def attn_params(params: Mapping[str, Tensor], prefix: str = "", multi_head: bool = True) -> Attn:
     """``{prefix}heads.{h}.W_q`` … ``{prefix}W_o`` (Alg. 5), or the bare
     ``W_q`` … of one head (Alg. 3/4) when ``multi_head`` is False."""
     heads = [f"{prefix}heads.{h}." for h in range(count(params, prefix + "heads."))] if multi_head else [prefix]
-    packed = {n: _cat([params.get(h + n) for h in heads]) for n in ("W_q", "b_q", "W_k", "b_k", "W_v", "b_v")}
+    packed: dict[str, Any] = {n: _cat([params.get(h + n) for h in heads])
+                              for n in ("W_q", "b_q", "W_k", "b_k", "W_v", "b_v")}
     out = params.get(prefix + "W_o") if multi_head else None
     bias = params.get(prefix + "b_o") if multi_head else None
     return Attn(len(heads), W_o=out, b_o=bias, **packed)

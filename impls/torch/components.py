@@ -73,10 +73,14 @@ def embed(x: Tensor, table: Tensor, positions: Optional[Tensor], v: VariantSet, 
     if v.embedding_scale == "sqrt_d_e":
         X = X * math.sqrt(d_e)  # Vaswani et al.: scale before adding positions
     if v.positions == "learned":
+        if positions is None:
+            raise ValueError("positions='learned' needs the table W_p")
         X = X + positions[:ell]  # (…, ℓ, d_e); broadcasts over the batch
     elif v.positions != "none":
         X = X + sinusoid_table(d_e, ell_max, v.positions, X.dtype, X.device)[:ell]
     if v.embedding_norm:
+        if emb_norm is None:
+            raise ValueError("embedding_norm needs its gamma and beta")
         X = norm(X, emb_norm, v)
     return X
 
@@ -207,6 +211,8 @@ def mh_attention(X: Tensor, Z: Tensor, p: Attn, v: VariantSet, mask: Optional[Te
     """Alg. 5: Ṽ = W_o [Y^1; …; Y^H] + b_o 1ᵀ. Native: (…, ℓ_x, d_out)."""
     Y = attention_heads(X, Z, p, v, mask, causal)  # lines 1-2: (…, H, ℓ_x, d_mid)
     Y = Y.transpose(-3, -2).flatten(-2)  # line 3, head 0 first: (…, ℓ_x, H·d_mid)
+    if p.W_o is None:
+        raise ValueError("Alg. 5 needs the output projection W_o")
     return F.linear(Y, p.W_o, p.b_o)  # line 4: (…, ℓ_x, d_out)
 
 

@@ -25,7 +25,7 @@ is ∇_θ loss_b, because loss_b depends on example b only.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -118,6 +118,7 @@ def gradients(loss: LossOfTheta, params: Mapping[str, Tensor], batched: bool = F
     ``params`` has one."""
     names = list(params)
     leaves = [params[k].detach().requires_grad_(True) for k in names]
+    grads: Sequence[Tensor]
     with torch.enable_grad():
         value = loss(dict(zip(names, leaves)))
         if not batched:
@@ -171,7 +172,7 @@ def _training_entry(model: str):
         """Alg. 11-13 lines 1-7: N_epochs passes over the N sequences in order."""
         theta = dict(p)
         x, n_len = i["x"], [int(n) for n in i["x_len"]]
-        z_len = [int(n) for n in i["z_len"]] if model == "ed" else None
+        z_len = [int(n) for n in i["z_len"]] if model == "ed" else []
         for epoch in range(ctx.hyper["N_epochs"]):  # line 1
             for n in range(ctx.hyper["N"]):  # line 2
                 xn = x[n, : n_len[n]]  # line 3: ℓ ← length(x_n); the padding is dropped

@@ -2,7 +2,8 @@
 
 The workers must give the run the serial run gives (same examples, same
 verdicts), carry a failure's shrunk case back, and survive a plugin that
-kills its process.
+kills its process (that one cell fails with the check ``crash``; the
+isolation tests are in test_isolation.py).
 """
 
 from __future__ import annotations
@@ -85,8 +86,10 @@ implementation.algorithms["layer_norm"] = layer_norm
                           algorithms=["layer_norm", "rms_norm"], dtypes=["float64", "float32"])
     by = {(c.algorithm, c.dtype): c for c in result.cells}
     for dtype in ("float64", "float32"):
-        assert by[("layer_norm", dtype)].status == "error"
-        assert "worker process died" in by[("layer_norm", dtype)].note
+        crashed = by[("layer_norm", dtype)]
+        assert crashed.status == "fail" and crashed.failure.check == "crash"
+        assert "exited with status 3" in crashed.failure.message
+        assert "during the call of layer_norm" in crashed.failure.message
         assert by[("rms_norm", dtype)].status == "pass" and by[("rms_norm", dtype)].examples == 6
 
 

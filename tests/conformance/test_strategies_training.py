@@ -40,6 +40,7 @@ from ftspec.conformance.strategies._sampling import (
 )
 from ftspec.conformance.tolerances import reference
 from ftspec.spec import SpecError, evaluate
+from ftspec.spec.entry import Kind
 from ftspec.spec.registry import REGISTRY, entry
 from ftspec.spec.evaluation import evaluate_trace
 
@@ -116,7 +117,7 @@ def near_boundary(case: Case, dtype: str) -> bool:
     si, sp = {k: v.tolist() for k, v in i.items()}, {k: v.tolist() for k, v in p.items()}
     produced = evaluate(case.algorithm, si, sp, hyper=case.hyper, variant=case.variant)
     steps = evaluate_trace(case.algorithm, si, sp, produced, hyper=case.hyper, variant=case.variant)
-    (u_name,) = [s.name for s in e.inputs if s.kind == "variate"]
+    (u_name,) = [s.name for s in e.inputs if s.kind == Kind.VARIATE]
     u = np.ravel(i[u_name])
     for k, record in enumerate(steps):
         for c in boundaries(record):
@@ -146,18 +147,18 @@ def test_cases_are_accepted_by_the_spec_and_fit_the_dtype(name: str, dtype: str)
     kinds = {s.name: s.kind for s in e.inputs}
     for case in got:
         assert case.algorithm == name and list(case.hyper) == list(e.hyper)
-        assert case.style in ("well-scaled", "sparse") or not any(k == "rate" for k in kinds.values())
+        assert case.style in ("well-scaled", "sparse") or not any(k == Kind.RATE for k in kinds.values())
         if not e.batchable:
             assert case.batch == []
         for one in [case.inputs, *case.batch]:
             for k, v in one.items():
-                if kinds[k] in ("variate", "probability", "distribution", "temperature", "rate"):
+                if kinds[k] in (Kind.VARIATE, Kind.PROBABILITY, Kind.DISTRIBUTION, Kind.TEMPERATURE, Kind.RATE):
                     assert np.array_equal(round_to(v, dtype), v), f"{k} is not exact in {dtype}"
-                if kinds[k] == "variate":
+                if kinds[k] == Kind.VARIATE:
                     assert ((0 <= v) & (v < 1)).all()
             out = spec(case, dtype, one)
             for o in e.output_specs(case.hyper, case.variant):
-                if o.kind == "real":
+                if o.kind == Kind.REAL:
                     x = np.asarray(out[o.name], dtype=np.float64)
                     assert np.isfinite(x).all() and np.abs(x).max(initial=0) <= fmt.max / 8, o.name
         for k, v in case.params.items():
@@ -244,11 +245,11 @@ def features(c: Case) -> collections.Counter:
         tokens: set[int] = set()
         for name, s in kinds.items():
             x = one[name]
-            if s.kind == "length":
+            if s.kind == Kind.LENGTH:
                 seen["length 1"] += bool((x == 1).any())
                 seen["lengths differ"] += len(np.unique(x)) > 1
                 seen["padding"] += bool((x < c.hyper[s.bound]).any())
-            elif s.kind == "token" and s.shape:
+            elif s.kind == Kind.TOKEN and s.shape:
                 if name in pads:
                     valid = one[pads[name]]
                     for row, n in zip(x, valid):
@@ -256,25 +257,25 @@ def features(c: Case) -> collections.Counter:
                         assert (row[n:] == 0).all(), "padding is token 0"
                 else:
                     tokens |= set(x.tolist())
-            elif s.kind == "flag":
+            elif s.kind == Kind.FLAG:
                 seen["flags " + ("none" if not x.any() else "all" if x.all() else "some")] += 1
-            elif s.kind == "probability":
+            elif s.kind == Kind.PROBABILITY:
                 seen["p 0" if x == 0 else "p 1" if x == 1 else "p between"] += 1
-            elif s.kind == "rate":
+            elif s.kind == Kind.RATE:
                 seen[f"eta {rate_family(x)}"] += 1
-            elif s.kind == "temperature":
+            elif s.kind == Kind.TEMPERATURE:
                 seen[f"tau {temperature_family(x)}"] += 1
-            elif s.kind == "distribution":
+            elif s.kind == Kind.DISTRIBUTION:
                 for f in distribution_family(x):
                     seen[f"p {f}"] += 1
-                tau = [one[n] for n, t in kinds.items() if t.kind == "temperature"]
+                tau = [one[n] for n, t in kinds.items() if t.kind == Kind.TEMPERATURE]
                 if tau and float(tau[0]) == 0 and "ties" in distribution_family(x):
                     seen["argmax tie"] += 1
-        probability = [n for n, s in kinds.items() if s.kind == "probability"]
+        probability = [n for n, s in kinds.items() if s.kind == Kind.PROBABILITY]
         for name, s in kinds.items():
-            if s.kind == "token" and not s.shape and tokens:
+            if s.kind == Kind.TOKEN and not s.shape and tokens:
                 seen["token occurs" if int(one[name]) in tokens else "token absent"] += 1
-            if s.kind == "variate" and probability:
+            if s.kind == Kind.VARIATE and probability:
                 seen["u = p"] += bool((one[name] == one[probability[0]]).any())
     return collections.Counter({k: 1 for k, v in seen.items() if v})
 
@@ -298,7 +299,7 @@ def test_hard_cases_are_drawn(name: str) -> None:
     seen: collections.Counter = sum((features(c) for c in got), collections.Counter())
     print(name, {k: f"{v / len(got):.0%}" for k, v in sorted(seen.items())})
     want = [k for s in e.inputs for k in WANTED.get(s.kind, [])]
-    if any(s.kind == "token" and not s.shape for s in e.inputs) and any(s.kind == "token" and s.shape
+    if any(s.kind == Kind.TOKEN and not s.shape for s in e.inputs) and any(s.kind == Kind.TOKEN and s.shape
                                                                        for s in e.inputs):
         want += ["token occurs", "token absent"]
     if e.batchable:
@@ -330,7 +331,7 @@ def test_the_harness_counts_boundary_variates_as_ambiguous() -> None:
     the step as ambiguous: it never fails a correct implementation there."""
     e = entry("sample")
     for dtype in ("float32", "float16"):
-        (tau,) = [s.name for s in e.inputs if s.kind == "temperature"]
+        (tau,) = [s.name for s in e.inputs if s.kind == Kind.TEMPERATURE]
         got = [c for c in sample("sample", dtype, n=150)[0] if float(c.inputs[tau]) > 0 and near_boundary(c, dtype)]
         assert len(got) >= 5, dtype
         ambiguous = 0

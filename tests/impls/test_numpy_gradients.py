@@ -1,7 +1,7 @@
 """The NumPy plugin's hand-written backward passes against central differences of its own loss.
 
 An internal consistency check (the comparison with the spec is
-test_training_bundled.py): for each architecture and a handful of variant
+test_bundled.py): for each architecture and a handful of variant
 sets, at float64 with step h = 1e-6,
 
 - every parameter entry of the paper's variant set, and a random sample of

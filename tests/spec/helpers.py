@@ -1,11 +1,14 @@
 """Shared helpers of the spec's self-tests: random parameters and cases.
 
-Values are drawn from a ``random.Random`` seeded by a Hypothesis-drawn
-integer (and, for flat parameters, by the parameter's name), so that the same
-seed gives the same value to the same parameter under every variant set: two
-variants then differ only where their switches differ. Weights are scaled by
-1/√fan_in, biases and inputs are drawn from small ranges, γ from [0.5, 1.5],
-so every intermediate stays of order 1 and no rounding bound is swamped.
+Registry cases (``case``, ``flat_params``, ``random_inputs``) come from the
+one value builder (``conformance/values.py``) for a Hypothesis-drawn seed:
+well-scaled (weights N(0, 1/fan_in), γ ≈ 1, small biases, inputs N(0, 1)),
+so every intermediate stays of order 1 and no rounding bound is swamped, and
+the same seed gives the same value to the same parameter under every
+variant set: two variants then differ only where their switches differ.
+The structured parameters below (``attention_params``, ``layer_params``,
+...) are drawn from a ``random.Random`` for the tests that call the spec's
+functions with the paper's signatures.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from typing import Any, Iterable, Mapping
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+from ftspec.conformance.case import Case
+from ftspec.conformance.values import build, default_hyper, parameter_values
 from ftspec.spec import MpNumbers, TrackedNumbers, evaluate
 from ftspec.spec.params import (
     AttentionParams,
@@ -138,65 +143,27 @@ def decoder_layer_params(rng: random.Random, H: int, d_e: int, d_attn: int, d_mi
 FORWARD_FAMILIES = ("component", "layer", "architecture")
 FORWARD: dict[str, Entry] = {n: e for n, e in REGISTRY.items() if e.family in FORWARD_FAMILIES}
 
-#: Small sizes for every hyperparameter name the registry uses. d_attn differs
-#: from d_in, d_x and d_e, so that √d_attn and √d_model are different divisors,
-#: and is not a power of 4, so that moving the division (scale_placement)
-#: changes the rounding.
-SMALL = {
-    "N_V": 5, "d_e": 4, "d_in": 3, "d_x": 3, "d_z": 4, "d_attn": 2, "d_mid": 2, "d_out": 3,
-    "d_mlp": 5, "d_f": 4, "H": 2, "L": 1, "L_enc": 1, "L_dec": 1, "T": 3, "ell": 3,
-    "ell_x": 3, "ell_z": 4, "ell_max": 4,
-}
-
-
 def small_hyper(e: Entry, **overrides: int) -> dict[str, int]:
-    return {k: overrides.get(k, SMALL[k]) for k in e.hyper}
-
-
-def _param_value(seed: int, name: str, shape: tuple[int, ...]) -> Any:
-    rng = random.Random(f"{seed}:{name}")
-    leaf = name.rsplit(".", 1)[-1]
-    if len(shape) == 2:
-        if leaf == "W_o" or leaf.startswith("W_"):
-            return weight(rng, shape[0], shape[1])
-        return matrix(rng, *shape)
-    (n,) = shape
-    if leaf.startswith("gamma"):
-        return gamma(rng, n)
-    return vector(rng, n, -0.5, 0.5)
+    """The entry's ``DEFAULT_HYPER`` row (``conformance/values.py``) with the ``overrides`` it has."""
+    return default_hyper(e, **{k: v for k, v in overrides.items() if k in e.hyper})
 
 
 def flat_params(e: Entry, hyper: Mapping[str, int], variant: VariantSet, seed: int) -> dict[str, Any]:
-    """Random flat parameters for ``e``'s schema; the same (seed, name) gives the same value."""
-    return {name: _param_value(seed, name, shape)
-            for name, shape in e.param_shapes(hyper, variant).items()}
+    """Well-scaled flat parameters of the one value builder; the same (seed, name) gives the same value
+    under every variant set."""
+    return {k: v.tolist() for k, v in parameter_values(e, hyper, variant, seed=seed).items()}
 
 
-def random_inputs(e: Entry, hyper: Mapping[str, int], seed: int, scale: float = 2.0) -> dict[str, Any]:
-    """Inputs of every kind: reals in ±scale, tokens in [0, N_V), Mask ≡ 1."""
-    rng = random.Random(f"{seed}:inputs")
-    out: dict[str, Any] = {}
-    for spec in e.inputs:
-        shape = e.input_shapes(hyper)[spec.name]
-        if spec.kind == "token":
-            out[spec.name] = ([rng.randrange(hyper["N_V"]) for _ in range(shape[0])]
-                              if shape else rng.randrange(hyper["N_V"]))
-        elif spec.kind == "position":
-            out[spec.name] = rng.randrange(hyper["ell_max"])
-        elif spec.kind == "mask":
-            out[spec.name] = [[1] * shape[1] for _ in range(shape[0])]
-        elif len(shape) == 1:
-            out[spec.name] = vector(rng, shape[0], -scale, scale)
-        else:
-            out[spec.name] = matrix(rng, shape[0], shape[1], scale)
-    return out
+def random_inputs(e: Entry, hyper: Mapping[str, int], seed: int) -> dict[str, Any]:
+    """Inputs of every kind from the one value builder (reals N(0, 1), masks keeping a key per query)."""
+    inputs, _ = build(e, hyper, PAPER, seed=seed)
+    return {k: v.tolist() for k, v in inputs.items()}
 
 
 def case(name: str, variant: VariantSet = PAPER, seed: int = 0, **overrides: int):
-    """(inputs, params, hyper) of registry entry ``name`` with small sizes."""
-    e = REGISTRY[name]
-    hyper = small_hyper(e, **overrides)
-    return random_inputs(e, hyper, seed), flat_params(e, hyper, variant, seed), hyper
+    """(inputs, params, hyper) of registry entry ``name`` at its default sizes with ``overrides``."""
+    c = Case.build(name, small_hyper(REGISTRY[name], **overrides), variant, seed=seed)
+    return c.spec_inputs(), c.spec_params(), c.hyper
 
 
 # --------------------------------------------------------------------------

@@ -194,7 +194,8 @@ def test_attention_ignores_the_order_of_the_context(seed, d, d_attn, ell_x, ell_
        st.sampled_from([PAPER, PAPER.replace(norm_placement="pre", norm="rms_norm"),
                         PAPER.replace(activation="gelu_tanh", epsilon=1e-5, epsilon_placement="inside_root")]),
        st.randoms(use_true_random=False))
-def test_bidirectional_layers_are_permutation_equivariant(seed, H, d_e, d_attn, d_mid, d_mlp, ell, which, variant, prng):
+def test_bidirectional_layers_are_permutation_equivariant(seed, H, d_e, d_attn, d_mid, d_mlp, ell, which, variant,
+                                                           prng):
     """encoder_layer and bert_layer (Mask ≡ 1, per-column norms and MLP)
     commute with permuting the tokens, exactly (see the module docstring)."""
     rng = random.Random(seed)

@@ -174,7 +174,7 @@ def test_tokens_outside_the_vocabulary(name, target, bad):
 
 @pytest.mark.parametrize("bad", [-1, 5, 2**70])
 def test_token_embedding_refuses_ids_outside_the_vocabulary(bad):
-    i, p, h = case("token_embedding")
+    i, p, h = case("token_embedding", N_V=5)
     expect("token_embedding", {"v": bad}, p, "v")
     with pytest.raises(SpecError):
         token_embedding(bad, p["W_e"])
@@ -182,7 +182,7 @@ def test_token_embedding_refuses_ids_outside_the_vocabulary(bad):
 
 @pytest.mark.parametrize("bad", [-1, 4])
 def test_positions_outside_ell_max(bad):
-    i, p, h = case("positional_embedding")
+    i, p, h = case("positional_embedding", ell_max=4)
     expect("positional_embedding", {"t": bad}, p, "t")
     with pytest.raises(SpecError):
         positional_embedding(bad, p["W_p"])
@@ -329,7 +329,7 @@ def test_unbiased_variance_needs_two_rows():
     ("attention", {"d_attn": 2.0}, "d_attn"),
 ])
 def test_hyperparameters_that_disagree_with_shapes(name, hyper, argument):
-    i, p, _ = case(name)
+    i, p, _ = case(name, L=1)  # one layer: the hyper {"L": 2} then disagrees with the parameters
     expect(name, i, p, argument, hyper=hyper)
 
 

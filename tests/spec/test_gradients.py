@@ -21,7 +21,6 @@ import pytest
 
 from ftspec.spec import PAPER, PRESETS, SWITCHES, MpNumbers, SpecError, VariantSet, evaluate
 from ftspec.spec import numbers as numbers_mod
-from ftspec.spec.params import from_flat
 from ftspec.spec.registry import entry
 from ftspec.spec.training import loss_and_gradient
 from ftspec.spec.evaluation import _convert
@@ -106,8 +105,6 @@ def test_gradient_matches_mp_central_differences(model, variant):
         _, grads = loss_and_gradient(model, data, theta, ell_max=hyper["ell_max"], variant=variant)
     rng = random.Random(7)
     h = mp.const("1e-20")
-    cls = {"ed": "EDTransformerParams", "e": "ETransformerParams", "d": "DTransformerParams"}[model]
-    from ftspec.spec import params as P
 
     def loss(th: dict) -> Any:
         with numbers_mod.using(mp):

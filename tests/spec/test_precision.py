@@ -33,6 +33,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ftspec.spec import MpNumbers, SpecError, evaluate
+from ftspec.spec.entry import Kind
 from ftspec.spec.registry import REGISTRY
 from ftspec.spec.variants import PAPER, PRESETS
 
@@ -61,7 +62,7 @@ def test_float_agrees_with_mpmath_within_rounding(name, seed, variant, L):
     for out in e.outputs:
         fs, ts, ms = list(leaves(f[out.name])), list(leaves(t[out.name])), list(leaves(m[out.name]))
         assert len(fs) == len(ts) == len(ms) > 0
-        if out.kind != "real":  # the mask: exact in every arithmetic
+        if out.kind != Kind.REAL:  # the mask: exact in every arithmetic
             assert fs == ts == ms
             continue
         for i, (x, tx, mx) in enumerate(zip(fs, ts, ms)):

@@ -21,6 +21,7 @@ from typing import Any, Optional
 import pytest
 
 from ftspec.spec import MpNumbers, SpecError, evaluate
+from ftspec.spec.entry import Kind
 from ftspec.spec.registry import REGISTRY, Entry
 from ftspec.spec.variants import PAPER, SWITCHES, VariantSet
 
@@ -38,6 +39,11 @@ def non_paper_values(switch: str) -> list[Any]:
     if switch == "epsilon":
         return [0.25]
     return [v for v in SWITCHES[switch].choices if v != SWITCHES[switch].paper]
+
+
+def _hyper(e: Entry) -> dict:
+    """Small sizes with ℓ_z ≠ ℓ_x, so that the causal mask's alignment shows."""
+    return small_hyper(e, ell_z=4, ell_x=3)
 
 
 def with_switch(base: VariantSet, switch: str, value: Any) -> tuple[VariantSet, VariantSet]:
@@ -58,7 +64,7 @@ def inputs_for(e: Entry, hyper: dict, seed: int) -> list[dict]:
     """Random inputs, plus (for entries with a mask) the same with query 0 empty."""
     inputs = random_inputs(e, hyper, seed)
     out = [inputs]
-    if any(spec.kind == "mask" for spec in e.inputs):
+    if any(spec.kind == Kind.MASK for spec in e.inputs):
         empty = {k: ([[0] + row[1:] for row in v] if k == "Mask" else v) for k, v in inputs.items()}
         out.append(empty)
     return out
@@ -95,7 +101,7 @@ def witness(e: Entry, switch: str, value: Any) -> Optional[str]:
     for base in BASES:
         ref, changed = with_switch(base, switch, value)
         for seed in SEEDS:
-            hyper = small_hyper(e)
+            hyper = _hyper(e)
             for inputs in inputs_for(e, hyper, seed):
                 a = outcome(e, inputs, hyper, ref, seed)
                 b = outcome(e, inputs, hyper, changed, seed)
@@ -118,7 +124,7 @@ def test_every_switch_value_changes_some_entry(switch, value):
 def test_epsilon_placements_differ_from_each_other():
     """√(v + ε) and √v + ε are different norms."""
     e = REGISTRY["layer_norm"]
-    hyper = small_hyper(e)
+    hyper = _hyper(e)
     inputs = random_inputs(e, hyper, 0)
     a = outcome(e, inputs, hyper, PAPER.replace(epsilon=0.25, epsilon_placement="inside_root"), 0)
     b = outcome(e, inputs, hyper, PAPER.replace(epsilon=0.25, epsilon_placement="outside_root"), 0)
@@ -150,7 +156,7 @@ SCALE_ENTRIES = [e.name for e in FORWARD.values() if "scale_placement" in e.swit
 def _rounding_witness(e: Entry, value: Optional[str] = None, tries: int = 12) -> Optional[int]:
     values = [value] if value else PLACEMENTS
     for seed in range(tries):
-        hyper = small_hyper(e)
+        hyper = _hyper(e)
         inputs = random_inputs(e, hyper, seed)
         a = outcome(e, inputs, hyper, PAPER, seed)
         for v in values:
@@ -178,7 +184,7 @@ def test_scale_placement_is_the_same_mathematics(name, value):
     e = REGISTRY[name]
     N = MpNumbers(40)
     for seed in range(3):
-        hyper = small_hyper(e)
+        hyper = _hyper(e)
         inputs = random_inputs(e, hyper, seed)
         a = outcome(e, inputs, hyper, PAPER, seed, numbers=N)
         b = outcome(e, inputs, hyper, PAPER.replace(scale_placement=value), seed, numbers=N)
@@ -210,7 +216,7 @@ def test_unlisted_switches_change_nothing(name, switch):
         for value in non_paper_values(switch):
             ref, changed = with_switch(base, switch, value)
             for seed in range(2):
-                hyper = small_hyper(e)
+                hyper = _hyper(e)
                 for inputs in inputs_for(e, hyper, seed):
                     a = outcome(e, inputs, hyper, ref, seed)
                     b = outcome(e, inputs, hyper, changed, seed)

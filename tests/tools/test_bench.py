@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ftspec.conformance.tolerances import Reference
-from ftspec.tools.bench.baselines import ASSERT_CLOSE, assert_close_bound
+from ftspec.tools.bench.baselines import assert_close_bound
 from ftspec.tools.bench.power import PowerOptions, run_power, summarise
 from ftspec.tools.bench.report import markdown, meta
 
@@ -55,14 +55,37 @@ def test_the_summary_has_scores_times_and_baselines(records):
     assert "`token-id-one-based`" in text
 
 
-def test_assert_close_bounds_are_torchs_defaults():
-    ref = Reference({"y": np.array([0.0, 2.0, np.nan]), "m": np.array([True])},
-                    {"y": np.zeros(3), "m": np.zeros(1)}, {"y": np.zeros(3), "m": np.zeros(1)}, 1.0, True,
-                    "float32", "highest")
-    b = assert_close_bound(ref).bound
-    rtol, atol = ASSERT_CLOSE["float32"]
-    np.testing.assert_allclose(b["y"], [atol, atol + 2 * rtol, 0.0])
-    assert b["m"].tolist() == [0.0] and assert_close_bound(ref).sampled is None
+@pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16", "float16"])
+def test_assert_close_bounds_are_torchs_defaults(dtype):
+    """Asks torch: on either side of each bound, ``torch.testing.assert_close`` with its own defaults
+    for the dtype passes exactly where |got − spec| is within ``assert_close_bound``'s bound. (torch
+    compares in the dtype itself, so values within the dtype's rounding of a bound are not called.)"""
+    torch = pytest.importorskip("torch")
+    tdtype = getattr(torch, dtype)
+    expected = np.array([0.0, 1.0, -3.0, 1.5625, 250.0])  # exact in every dtype
+    zeros = {"y": np.zeros(5), "m": np.zeros(1)}
+    ref = Reference({"y": expected, "m": np.array([True])}, zeros, zeros, 1.0, True, dtype, "highest")
+    bound = assert_close_bound(ref).bound["y"]
+    seen = {True: 0, False: 0}
+    for want, b in zip(expected, bound):
+        for f in np.linspace(0.5, 1.5, 21):
+            for sign in (1.0, -1.0):
+                got = torch.tensor(want + sign * f * b, dtype=torch.float64).to(tdtype)
+                diff = abs(float(got.double()) - want)  # the value the dtype holds
+                if abs(diff - b) <= 2 * torch.finfo(tdtype).eps * b:  # within the dtype's rounding of it
+                    continue
+                try:
+                    torch.testing.assert_close(got, torch.tensor(want, dtype=tdtype))
+                    passed = True
+                except AssertionError:
+                    passed = False
+                assert passed == (diff <= b), (f"{dtype}: spec {want}, got {float(got.double())!r}: torch "
+                                               f"{'passes' if passed else 'fails'} it, our bound is {b:.3g}")
+                seen[passed] += 1
+    assert seen[True] and seen[False]  # both sides of the boundary were tried
+    nan = Reference({"y": np.array([np.nan])}, {"y": np.zeros(1)}, {"y": np.zeros(1)}, 1.0, True, dtype, "highest")
+    assert assert_close_bound(nan).bound["y"].tolist() == [0.0]  # NaN matches NaN only
+    assert assert_close_bound(ref).bound["m"].tolist() == [0.0] and assert_close_bound(ref).sampled is None
 
 
 def test_the_command_writes_json_and_markdown(tmp_path):

@@ -53,7 +53,8 @@ def _run(args: tuple) -> dict[str, Any]:
         if c.failure is not None:
             rec["check"] = c.failure.check
             rec["message"] = c.failure.message[:400]
-            rec["case"] = c.failure.case.describe()[:300]
+            if c.failure.case is not None:  # None: no case to describe (a lost worker)
+                rec["case"] = c.failure.case.describe()[:300]
         cells.append(rec)
     return {"cells": cells}
 

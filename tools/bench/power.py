@@ -55,7 +55,8 @@ def _cells(result: Any) -> list[dict[str, Any]]:
             rec["check"] = c.failure.check
             rec["message"] = c.failure.message[:400]
             rec["shrunk"] = c.failure.shrunk
-            rec["case"] = _case_size(c.failure.case)
+            if c.failure.case is not None:  # None: no case (a lost worker)
+                rec["case"] = _case_size(c.failure.case)
         out.append(rec)
     return out
 
@@ -79,7 +80,7 @@ def run_mutant(mutant_id: str, options: PowerOptions, case_dir: Optional[str] = 
                               "equivalence": m.equivalence, "kind": m.kind, "base": m.base, "source": m.source,
                               "where": m.where, "edit": m.edit}
     scratch = None if case_dir else tempfile.TemporaryDirectory(prefix="ftspec-bench-")
-    tmp = Path(case_dir) if case_dir else Path(scratch.name)
+    tmp = Path(scratch.name if scratch is not None else str(case_dir))
     prof = profile(options.profile)
     started = time.perf_counter()
     runner = Runner([(label, impl)], profile=prof, seed=options.seed, case_dir=tmp / "ftspec",
@@ -265,7 +266,7 @@ def summarise(records: list[dict[str, Any]], calibration: Optional[dict[str, Any
         recs = {rec["id"]: rec for rec in records if "error" not in rec}
         k = sum(_killed(recs[r["id"]]["harness"]["cells"], algorithm=name) for r in pool)
         by_algorithm[name] = {"killed": k, "mutants": len(pool)}
-    by_family = {}
+    by_family: dict[str, dict[str, int]] = {}
     for r in counted:
         fam = r.get("family") or _family(r["targets"][0])
         f = by_family.setdefault(fam, {"killed": 0, "mutants": 0})
@@ -279,9 +280,9 @@ def summarise(records: list[dict[str, Any]], calibration: Optional[dict[str, Any
         have = [r for r in counted if name in r]
         if not have:
             continue
-        k = [r for r in have if r[name]["killed"]]
+        caught = [r for r in have if r[name]["killed"]]
         baseline[name] = {
-            "killed": len(k), "mutants": len(have), "raw_killed": sum(r[name]["raw_killed"] for r in have),
+            "killed": len(caught), "mutants": len(have), "raw_killed": sum(r[name]["raw_killed"] for r in have),
             "calibrated": calibration is not None,
             "missed_by_baseline_caught_by_harness": sorted(r["id"] for r in have
                                                            if r["harness"]["killed"] and not r[name]["killed"]),

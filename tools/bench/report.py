@@ -302,13 +302,14 @@ def _speed(out: list[str], speed: dict[str, Any]) -> None:
                     row.append(f"{_s(r['per_second'], 1)} ex/s ({_share(r)})")
             rows.append(row)
         out += _table(["algorithm"] + [f"{i}: ex/s (spec / impl / harness)" for i in impls], rows)
-        tot = {}
+        tot: dict[str, tuple[float, float, float]] = {}  # impl -> (ex/s, spec share, impl share)
         for i in impls:
             rs = [r for r in tp if r["impl"] == i and r["status"] not in ("error", "no examples")]
             T = sum(r["seconds"] for r in rs)
-            tot[i] = (sum(r["examples"] for r in rs) / T if T else None,
-                      sum(r["reference"] * r["seconds"] for r in rs) / T if T else None,
-                      sum(r["implementation"] * r["seconds"] for r in rs) / T if T else None)
+            if T:
+                tot[i] = (sum(r["examples"] for r in rs) / T,
+                          sum(r["reference"] * r["seconds"] for r in rs) / T,
+                          sum(r["implementation"] * r["seconds"] for r in rs) / T)
         out += ["", "Over all algorithms: " + "; ".join(
             f"{i} {_s(v[0], 1)} ex/s, spec {100 * v[1]:.0f}% / implementation {100 * v[2]:.0f}% / harness "
             f"{100 * (1 - v[1] - v[2]):.0f}%" for i, v in tot.items() if v[0]) + "."]

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 __all__ = ["GROWTH_ENTRIES", "growth", "throughput", "xdist"]
 
@@ -86,7 +86,7 @@ def _doubled(hyper: dict[str, int], what: str) -> dict[str, int]:
     return h
 
 
-def _time(fn, repeat: int) -> float:
+def _time(fn: Callable[[], Any], repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
         t = time.perf_counter()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .injection import Edit, Mutant, Witness, change_inputs, change_outputs, replace_function, source_edit, swap_variant
 from .groups import (
-    A, ATTENTION_USERS, C, CAUSAL, D, E, ED, EPS, GELU_USERS, L, LAYERS, MASKED, MODELS, NORM_USERS, NP,
+    ATTENTION_USERS, C, CAUSAL, D, ED, EPS, GELU_USERS, L, LAYERS, MASKED, MODELS, NORM_USERS, NP,
     SPARSE_MASK, W_LN, add_epsilon, all_nan, epsilon_fixed_1e6, epsilon_outside, hanging, mutating,
     no_embedding_scale, no_scale, other_dtype, raising, to_gelu_tanh, top_left, transpose_mask, transposed_output,
     unbiased,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .injection import Edit, Mutant, Witness, source_edit
 from .groups import (
-    A, D, DIFFERENTIATED, E, GC, GL, INF, LOOPS, LOSSES, NEXT_TOKEN, ONE_HOT_ISH, SAMPLERS, STEPS, TR, model_of,
+    DIFFERENTIATED, E, GC, GL, INF, LOOPS, LOSSES, NEXT_TOKEN, ONE_HOT_ISH, SAMPLERS, STEPS, TR, model_of,
 )
 
 MUTANTS = [
@@ -45,14 +45,15 @@ MUTANTS = [
            source_edit(Edit(TR, "loss_and_gradient", "targets, weights = x, x_tilde == mask_token",
                             "targets, weights = x, np.ones_like(x, dtype=bool)")),
            source="an MLM loss without the label mask (-100)", equivalence="equivalent when every position is masked",
-           witness=Witness("e_loss", inputs={"masked": [1, 0, 0]}), bench=("e_loss",)),
+           witness=Witness("e_loss", hyper={"ell": 3}, inputs={"masked": [1, 0, 0]}), bench=("e_loss",)),
     Mutant("mlm-target-masked-input", "ETraining's targets are the masked input x̃ instead of the original x",
            E[1:],
            source_edit(Edit(TR, "loss_and_gradient", "targets, weights = x, x_tilde == mask_token",
                             "targets, weights = x_tilde, x_tilde == mask_token")),
            source="labels taken after masking", equivalence="equivalent when every scored position already holds "
                                                             "mask_token",
-           witness=Witness("e_loss", inputs={"masked": [1, 0, 0], "x": [1, 2, 3], "mask_token": 6}),
+           witness=Witness("e_loss", hyper={"ell": 3, "N_V": 7},
+                           inputs={"masked": [1, 0, 0], "x": [1, 2, 3], "mask_token": 6}),
            bench=("e_gradient",)),
 
     # ================================================================ training: gradients
@@ -108,7 +109,7 @@ MUTANTS = [
     Mutant("training-ignores-lengths", "training on the padded sequences (x[n] instead of x[n, :x_len[n]])", LOOPS,
            source_edit(Edit(TR, "_training_entry", "seq = x[n, : x_len[n]]", "seq = x[n]", factory=model_of)),
            source="padding not masked out of the loss", equivalence="equivalent when every length is the full width",
-           witness=Witness("d_training", inputs={"x_len": [2, 3]}), bench=("ed_training",)),
+           witness=Witness("d_training", hyper={"N": 2, "ell": 3}, inputs={"x_len": [2, 3]}), bench=("ed_training",)),
     Mutant("training-one-epoch", "the training loop runs one epoch whatever N_epochs is", LOOPS,
            source_edit(Edit(TR, "_training_entry", 'for epoch in range(ctx.hyper["N_epochs"]):',
                             "for epoch in range(1):", factory=model_of)),
@@ -158,14 +159,14 @@ MUTANTS = [
     Mutant("ed-inference-variate-reused", "EDInference uses u[0] at every step", ("ed_inference",),
            source_edit(Edit(INF, "_ed_inference", 'y = sample(P[:, k], i["u"][k],', 'y = sample(P[:, k], i["u"][0],')),
            source="a random state drawn once", equivalence="equivalent when one step is taken",
-           witness=Witness("ed_inference", hyper={"ell_max": 6}, inputs={"u": [0.05, 0.95, 0.95, 0.95, 0.95],
+           witness=Witness("ed_inference", hyper={"ell_max": 6, "N_V": 7}, inputs={"u": [0.05, 0.95, 0.95, 0.95, 0.95],
                                                                         "tau": 1.0, "eos_token": 6}),
            bench=("ed_inference",),
            note="needs two or more decoding steps with τ > 0 whose variates pick different tokens"),
     Mutant("ed-inference-no-stop", "EDInference does not stop at eos_token (decodes to ℓ_max)", ("ed_inference",),
            source_edit(Edit(INF, "_ed_inference", "if y == eos_token:", "if False:")),
            source="a stopping criterion on the wrong variable", equivalence="equivalent when eos is never sampled",
-           witness=Witness("ed_inference", inputs={"tau": float("inf"), "u": [0.99, 0.1, 0.1, 0.1, 0.1],
-                                                   "eos_token": 6}),
+           witness=Witness("ed_inference", hyper={"ell_max": 6, "N_V": 7},
+                           inputs={"tau": float("inf"), "u": [0.99, 0.1, 0.1, 0.1, 0.1], "eos_token": 6}),
            bench=("ed_inference",)),
 ]

@@ -46,7 +46,8 @@ class Witness:
     """A fixed case on which the mutant's output differs from the correct one.
 
     ``algorithm`` (default: the first of ``breaks``), ``hyper`` and
-    ``variant`` override the defaults of ``tools/zoo/witness.py``;
+    ``variant`` override the defaults (the entry's ``DEFAULT_HYPER`` row of
+    ``conformance/values.py``, the paper's variant set);
     ``inputs`` replaces drawn inputs by given values; ``params`` maps a
     flat parameter name to a value it is set to (a scalar fills it).
     """

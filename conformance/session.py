@@ -1,0 +1,601 @@
+"""The library API under the ``ftspec`` command: a run, a certificate, a reproduction.
+
+    from ftspec.conformance.session import Settings, certify, run
+
+    result = run(["numpy"], Settings(profile="quick", algorithms=("layer_norm",)))
+    result.verdict, result.reasons, result.cells, result.fixtures
+    cert = certify("my_module:impl", Settings(profile="default"))
+    cert.verdict; cert.write("certificates/mine")
+
+The command-line modules (``tools/cmd_run.py``, ``cmd_certify.py``) only
+parse arguments into ``Settings`` and print what these return, so a Python
+user gets exactly what the CLI does.
+
+A run has three phases. The searches (``conformance/parallel.run_parallel``:
+each (algorithm, dtype) search in a worker process, at ``jobs=1`` too, so a
+plugin that ends or hangs its process cannot end the run; only with
+``in_process`` or for an ``Implementation`` object with no label a worker
+could load, ``Runner`` searches in this process). Then one extra round for
+the searches whose cells ran fewer examples than the minimum (the profile's
+``minimum`` for a run, ``certify_minimum`` for a certificate): the examples
+they lack, from seed ``seed + EXTENSION_SEED``, at most the profile's
+``ceiling`` seconds per search. Then the golden fixture replay. The verdict
+(``conformance/verdict.py``) is derived from the per-cell results.
+
+A plugin whose call hung or crashed in the searches is not called again:
+the extra round leaves it out (``exclude``) and the fixture replay skips it
+(``parallel.hangs_of``, ``calling.skipping_hangs``) under the run's call
+timeout, so a hang costs its timeout once. Ctrl-C keeps what had ended
+(``run_parallel``'s ``partial_result``; cells of searches not ended become
+"no examples") and marks the result interrupted.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import difflib
+import math
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence, Union
+
+from ftspec.impls.api import FLOAT_DTYPES, Implementation, select_devices
+from ftspec.impls.discovery import PluginError, PluginRecord, load_target, select
+from ftspec.spec.registry import REGISTRY
+
+from .certificate import Certificate, build
+from .fixture_replay import DTYPES as FIXTURE_DTYPES
+from .profiles import PROFILES, Profile, profile
+from .runner import Cell, RunResult, Runner
+from .verdict import NothingTested, derive
+
+__all__ = [
+    "EXTENSION_SEED",
+    "Certificate",
+    "NothingTested",
+    "Reproduction",
+    "RunResult",
+    "SessionError",
+    "Settings",
+    "certify",
+    "reproduce",
+    "run",
+]
+
+#: the extra round's seed is the run's seed plus this (recorded in the result, reproducible)
+EXTENSION_SEED = 104_729
+FIXTURE_CHOICES = ("all", "sample", "none")
+
+Plugin = Union[str, Implementation, tuple[str, Implementation]]
+
+
+class SessionError(ValueError):
+    """Bad settings or an implementation that cannot be loaded: a one-line message for the user."""
+
+
+def _did_you_mean(word: str, choices: Sequence[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(choices)}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a run or a certification is asked to do (validated on construction).
+
+    ``examples``: examples per (algorithm, dtype) search (None: the profile's; a certificate
+    searches for at least the profile's ``certify_minimum``). ``seconds``: wall-time cap per search
+    (None: the profile's, none when ``examples`` is given; 0: none). ``fixtures``: "all",
+    "sample" or "none" (None: the command's default). ``jobs``: worker processes (None: one per
+    CPU, at most 8). ``in_process``: search in this process (debugging; a plugin that crashes
+    or hangs it ends the run). ``progress(event, **info)`` receives progress events."""
+
+    profile: str = "default"
+    algorithms: Optional[tuple[str, ...]] = None
+    dtypes: Optional[tuple[str, ...]] = None
+    devices: Optional[tuple[str, ...]] = None
+    examples: Optional[int] = None
+    seconds: Optional[float] = None
+    seed: int = 0
+    call_timeout: Optional[float] = None
+    case_dir: str = "reports/cases"
+    fixtures: Optional[str] = None
+    jobs: Optional[int] = None
+    in_process: bool = False
+    progress: Optional[Callable[..., None]] = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for name in ("algorithms", "dtypes", "devices"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                value = (value,)
+            if value is not None:
+                value = tuple(dict.fromkeys(str(v) for v in value))  # repeats dropped, order kept
+                if not value:
+                    value = None
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "case_dir", str(self.case_dir))
+        if self.profile not in PROFILES:
+            raise SessionError(f"unknown profile {self.profile!r}{_did_you_mean(str(self.profile), sorted(PROFILES))}")
+        for name in self.algorithms or ():
+            if name not in REGISTRY:
+                raise SessionError(f"unknown algorithm {name!r}{_did_you_mean(name, list(REGISTRY))}")
+        for name in self.dtypes or ():
+            if name not in FLOAT_DTYPES:
+                raise SessionError(f"unknown dtype {name!r}; choose from {', '.join(FLOAT_DTYPES)}")
+        if self.examples is not None and (not _is_int(self.examples) or self.examples < 1):
+            raise SessionError(f"examples must be a whole number of at least 1, given {self.examples!r}")
+        if self.seconds is not None and (not _is_number(self.seconds) or self.seconds < 0):
+            raise SessionError(f"seconds must be 0 (no cap) or positive, given {self.seconds!r}")
+        if self.call_timeout is not None and (not _is_number(self.call_timeout) or not self.call_timeout > 0):
+            raise SessionError(f"call timeout must be positive seconds, given {self.call_timeout!r}")
+        if self.jobs is not None and (not _is_int(self.jobs) or self.jobs < 1):
+            raise SessionError(f"jobs must be a whole number of at least 1, given {self.jobs!r}")
+        if not _is_int(self.seed) or self.seed < 0:
+            raise SessionError(f"seed must be a whole number of at least 0, given {self.seed!r}")
+        if self.fixtures is not None and self.fixtures not in FIXTURE_CHOICES:
+            raise SessionError(f"fixtures must be one of {', '.join(FIXTURE_CHOICES)}, given {self.fixtures!r}")
+
+    def recorded(self) -> dict[str, Any]:
+        """The settings as plain values (what a certificate records, and ``reproduce`` reads back)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("progress", "case_dir")}
+        for name in ("algorithms", "dtypes", "devices"):
+            out[name] = None if out[name] is None else list(out[name])
+        if out["seconds"] is not None and not math.isfinite(out["seconds"]):
+            out["seconds"] = 0
+        return out
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and not math.isnan(x)
+
+
+# -- plugins ---------------------------------------------------------------------------
+
+def _loadable(label: str, impl: Implementation) -> bool:
+    """Whether a worker process that loads ``label`` gets this very implementation."""
+    try:
+        return load_target(label) is impl
+    except Exception:  # noqa: BLE001 - not loadable, whatever the reason
+        return False
+
+
+def _plugins(plugins: Optional[Sequence[Plugin]]) -> tuple[list[tuple[str, Implementation]], list[PluginRecord],
+                                                            bool]:
+    """(loaded (label, implementation) pairs, records of those that failed to load, whether every
+    label can be loaded again by a worker process)."""
+    if plugins is None or isinstance(plugins, str):
+        plugins = None if plugins is None else [plugins]
+    names = [p for p in (plugins or []) if isinstance(p, str)]
+    objects = [p for p in (plugins or []) if not isinstance(p, str)]
+    loaded: list[tuple[str, Implementation]] = []
+    broken: list[PluginRecord] = []
+    if plugins is None or names:
+        try:
+            loaded, broken = select(names or None)
+        except PluginError as exc:
+            raise SessionError(str(exc)) from None
+    portable = True
+    for p in objects:
+        if isinstance(p, Implementation):
+            label, impl = p.name, p
+        elif isinstance(p, tuple) and len(p) == 2 and isinstance(p[1], Implementation):
+            label, impl = str(p[0]), p[1]
+        else:
+            raise SessionError(f"a plugin is a name, 'module:object', an Implementation or a (label, "
+                               f"Implementation) pair; given {type(p).__name__}")
+        portable = portable and _loadable(label, impl)
+        loaded.append((label, impl))
+    labels = [label for label, _ in loaded]
+    if len(set(labels)) != len(labels):
+        raise SessionError(f"two implementations have one label: {sorted(labels)}")
+    return loaded, broken, portable
+
+
+# -- the phases ------------------------------------------------------------------------
+
+class _Collector:
+    """Passes progress events on and keeps every cell of a search that ended (for Ctrl-C)."""
+
+    def __init__(self, progress: Optional[Callable[..., None]]) -> None:
+        self.progress = progress
+        self.ended: list[Cell] = []
+
+    def __call__(self, event: str, **info: Any) -> None:
+        if event == "end":
+            self.ended.extend(info.get("cells", []))
+        if self.progress is not None:
+            self.progress(event, **info)
+
+
+@dataclass
+class _Plan:
+    """What a command resolves its settings to."""
+
+    command: str  # run | certify
+    profile: Profile
+    jobs: int
+    examples: int  # per search
+    seconds: float  # cap per search (inf: none)
+    minimum: int  # examples a cell must run for a verdict
+    fixtures: str  # the selection replayed
+    fixtures_required: str  # the least a complete run replays
+
+
+def _resolve(settings: Settings, command: str) -> _Plan:
+    from .parallel import default_jobs
+
+    prof = profile(settings.profile)
+    minimum = prof.certify_minimum if command == "certify" else prof.minimum
+    if settings.examples is not None:
+        examples = settings.examples
+    else:
+        examples = max(prof.examples, minimum) if command == "certify" else prof.examples
+    if settings.seconds is not None:
+        seconds = settings.seconds or math.inf
+    elif settings.examples is not None or prof.seconds is None:
+        seconds = math.inf
+    else:
+        seconds = prof.seconds
+    required = "all" if command == "certify" else prof.fixtures
+    return _Plan(command, prof, settings.jobs or default_jobs(), examples, seconds, minimum,
+                 settings.fixtures or required, required)
+
+
+def _search(loaded, settings: Settings, plan: _Plan, portable: bool, progress, *, algorithms, dtypes,
+            examples: int, seconds: float, seed: int, exclude: Sequence[Sequence[str]] = ()) -> RunResult:
+    """One round of searches; ``exclude`` ((label, algorithm, dtype)) leaves those members out
+    (an extra round does not call again a plugin that hung or crashed)."""
+    if settings.in_process or not portable:
+        runner = Runner(loaded, profile=plan.profile, seed=seed, case_dir=settings.case_dir, examples=examples,
+                        call_timeout=settings.call_timeout, devices=settings.devices, progress=progress,
+                        seconds=seconds, exclude=exclude)
+        return runner.run(algorithms, dtypes)
+    from .parallel import RunSettings, run_parallel
+
+    run_settings = RunSettings(tuple(label for label, _ in loaded), plan.profile.name, seed, settings.case_dir,
+                               examples, settings.call_timeout, settings.devices, seconds)
+    return run_parallel(run_settings, loaded, jobs=plan.jobs, algorithms=algorithms, dtypes=dtypes,
+                        progress=progress, exclude=exclude)
+
+
+def _not_ended(result: RunResult, ended: Sequence[Cell]) -> RunResult:
+    """An interrupted round's result with the cells of the searches that had not ended marked as
+    not run (they are planned with status "pass" and no examples)."""
+    done = {id(c) for c in ended}
+    for c in result.cells:
+        if id(c) not in done and c.status == "pass" and c.failure is None:
+            c.status, c.note = "no examples", "not run: interrupted before this search ended"
+    return result
+
+
+def _left_out(result: RunResult) -> list[tuple[str, str, str]]:
+    """(label, algorithm, dtype) an extra round must not search again: every member whose call hung
+    or crashed (a second call would hang or crash again), and every member none of whose cells an
+    extra round could change (all failed already)."""
+    by: dict[tuple[str, str, str], list[Cell]] = {}
+    for c in result.cells:
+        if c.status != "not implemented":
+            by.setdefault((c.impl, c.algorithm, c.dtype), []).append(c)
+    out = []
+    for key, cells in by.items():
+        hung = any(c.failure is not None and c.failure.check in ("timeout", "crash") for c in cells)
+        if hung or not any(c.status in ("pass", "no examples") for c in cells):
+            out.append(key)
+    return out
+
+
+def _merge(result: RunResult, extra: RunResult) -> int:
+    """Add an extra round's examples to the cells that had not failed; returns the cells extended."""
+    index = {(c.algorithm, c.impl, c.dtype, c.device): c for c in result.cells}
+    extended = 0
+    for e in extra.cells:
+        c = index.get((e.algorithm, e.impl, e.dtype, e.device))
+        if c is None or c.status not in ("pass", "no examples") or e.status == "not implemented":
+            continue
+        extended += 1
+        before = c.examples
+        c.examples += e.examples
+        c.out_of_range += e.out_of_range
+        c.worst_ratio = max(c.worst_ratio, e.worst_ratio)
+        c.checks.update(e.checks)
+        c.ambiguous += e.ambiguous
+        c.undetermined += e.undetermined
+        if e.status == "no examples":
+            if c.examples:
+                c.status, c.note = "pass", ""
+            continue
+        c.status, c.note, c.failure = e.status, e.note or c.note, e.failure
+        if e.first_failure_examples is not None:
+            c.first_failure_examples = before + e.first_failure_examples
+            c.first_failure_s = e.first_failure_s
+    for key, n in extra.generated.items():
+        result.generated[key] += n
+    result.rejected.update(extra.rejected)
+    result.unmodelled.update(extra.unmodelled)
+    for key, table in extra.agreement.items():
+        mine = result.agreement.setdefault(key, {})
+        for pair, r in table.items():
+            mine[pair] = max(mine.get(pair, 0.0), r)
+    result.implementation_seconds.update(extra.implementation_seconds)
+    result.reference_seconds += extra.reference_seconds
+    result.seconds += extra.seconds
+    return extended
+
+
+def _extend(result: RunResult, loaded, settings: Settings, plan: _Plan, portable: bool, progress) -> None:
+    """One more round for the searches whose cells are short of the minimum (not when the user
+    asked for fewer examples than that: those cells stay short, and the verdict says so).
+
+    The short searches go in one call when their algorithms × dtypes are at most half again as
+    many searches (one set of worker processes, which import every framework); otherwise one call
+    per dtype. A search in the product that was not short runs the extra examples too: more
+    evidence, within the same cap."""
+    if plan.examples < plan.minimum:
+        return
+    short = [c for c in result.cells if c.status in ("pass", "no examples") and c.examples < plan.minimum]
+    if not short:
+        return
+    seed = settings.seed + EXTENSION_SEED
+    result.extension = {"seed": seed, "seconds": plan.profile.ceiling, "searches": []}
+    searches = list(dict.fromkeys((c.algorithm, c.dtype) for c in short))
+    algorithms = list(dict.fromkeys(a for a, _ in searches))
+    dtypes = [d for d in FLOAT_DTYPES if any(d == x for _, x in searches)]
+    if len(algorithms) * len(dtypes) <= 1.5 * len(searches):
+        rounds = [(algorithms, dtypes)]
+    else:
+        rounds = [(list(dict.fromkeys(a for a, x in searches if x == d)), [d]) for d in dtypes]
+    if progress is not None:
+        progress("extend", cells=len(short), minimum=plan.minimum, seconds=plan.profile.ceiling)
+    left_out = _left_out(result)
+    for algs, dts in rounds:
+        need = max(plan.minimum - c.examples for c in short if c.algorithm in algs and c.dtype in dts)
+        ended = len(getattr(progress, "ended", ()))
+        try:
+            extra = _search(loaded, settings, plan, portable, progress, algorithms=algs, dtypes=dts,
+                            examples=need, seconds=plan.profile.ceiling, seed=seed, exclude=left_out)
+        except KeyboardInterrupt as exc:  # keep the extra examples of the searches that ended
+            partial = getattr(exc, "partial_result", None)
+            if partial is not None:
+                _merge(result, _not_ended(partial, list(getattr(progress, "ended", ()))[ended:]))
+                result.extension["searches"] += [f"{a}/{d}" for (a, d) in partial.generated]
+            raise
+        _merge(result, extra)
+        result.extension["searches"] += [f"{a}/{d}" for (a, d) in extra.generated]
+
+
+def _replay(loaded, settings: Settings, plan: _Plan, portable: bool, progress, result: RunResult) -> list:
+    """The golden fixture replay: every case of the chosen algorithms, or the fixed sample of them,
+    under the run's call timeout. An (implementation, algorithm, device) whose call hung or crashed
+    in the searches (``parallel.hangs_of``) is not called again: a hang costs its timeout once."""
+    from .calling import skipping_hangs
+    from .fixture_replay import FixtureResult, replay_fixtures, sample_cases
+    from .golden import FixtureError, load_manifest
+    from .parallel import hangs_of
+
+    which = plan.fixtures
+    timeout = settings.call_timeout or plan.profile.call_timeout
+    hangs = hangs_of(result)
+    try:
+        records = load_manifest()["cases"]
+    except FixtureError:  # replay_fixtures reports the unreadable set as a failed result
+        return replay_fixtures(loaded, algorithms=settings.algorithms, dtypes=settings.dtypes,
+                               devices=settings.devices)
+    if settings.algorithms:
+        records = [r for r in records if r["algorithm"] in settings.algorithms]
+    chosen = set(sample_cases(records)) if which == "sample" else {r["id"] for r in records}
+    cases = [(r["id"], r["algorithm"]) for r in records if r["id"] in chosen]
+    if progress is not None:
+        progress("fixtures", done=0, total=len(cases), which=which)
+    if settings.in_process or not portable:
+        seen: set[str] = set()
+
+        done: list[FixtureResult] = []
+
+        def each(r: FixtureResult) -> None:
+            done.append(r)
+            if r.case not in seen:
+                seen.add(r.case)
+                if progress is not None:
+                    progress("fixtures", done=len(seen), total=len(cases), which=which)
+
+        try:
+            with skipping_hangs(hangs):
+                results = replay_fixtures(loaded, dtypes=settings.dtypes, devices=settings.devices, cases=chosen,
+                                          progress=each, timeout=timeout)
+        except KeyboardInterrupt as exc:  # the replays that ended, for the interrupted report
+            exc.partial_result = done  # type: ignore[attr-defined]
+            raise
+        if len(seen) < len(cases) and progress is not None:  # cases nobody covers: finish the count
+            progress("fixtures", done=len(cases), total=len(cases), which=which)
+        return results
+    from .parallel import replay_fixtures_parallel
+
+    def counted(done: int, total: int) -> None:
+        if progress is not None:
+            progress("fixtures", done=done, total=total, which=which)
+
+    return replay_fixtures_parallel([label for label, _ in loaded], jobs=plan.jobs, cases=cases,
+                                    dtypes=settings.dtypes, devices=settings.devices, progress=counted,
+                                    timeout=timeout, hangs=hangs)
+
+
+def _declared(loaded: Sequence[tuple[str, Implementation]]) -> dict[str, list[str]]:
+    """What the implementations declare: algorithms, dtypes, devices (union, in a fixed order)."""
+    algorithms = [a for a in REGISTRY if any(a in impl.algorithms for _, impl in loaded)]
+    dtypes = [d for d in FLOAT_DTYPES if any(d in tuple(impl.dtypes) for _, impl in loaded)]
+    devices: list[str] = []
+    for _, impl in loaded:
+        try:
+            found = [str(d) for d in impl.devices()]
+        except Exception:  # noqa: BLE001 - the runner reports it per cell
+            found = []
+        devices += [d for d in found if d not in devices]
+    return {"algorithms": algorithms, "dtypes": dtypes, "devices": devices}
+
+
+def _check_something(settings: Settings, declared: dict[str, list[str]], loaded) -> None:
+    """NothingTested before any work when the selection misses everything the implementations declare."""
+    names = ", ".join(label for label, _ in loaded)
+    for key, chosen in (("algorithms", settings.algorithms), ("dtypes", settings.dtypes)):
+        if chosen and not set(chosen) & set(declared[key]):
+            raise NothingTested(f"nothing was tested: {names} declare{'s' if len(loaded) == 1 else ''} no "
+                                f"{' or '.join(chosen)} (declared {key}: {', '.join(declared[key]) or 'none'})")
+    if settings.algorithms and settings.dtypes and not any(
+            a in impl.algorithms and d in tuple(impl.dtypes)
+            for _, impl in loaded for a in settings.algorithms for d in settings.dtypes):
+        raise NothingTested(f"nothing was tested: no implementation declares {' or '.join(settings.algorithms)} "
+                            f"at {' or '.join(settings.dtypes)}")
+    if settings.devices and declared["devices"] and not select_devices(declared["devices"], settings.devices):
+        raise NothingTested(f"nothing was tested: no device {' or '.join(settings.devices)} (the implementations "
+                            f"have {', '.join(declared['devices'])})")
+
+
+def _execute(loaded, settings: Settings, command: str, portable: bool, broken=()) -> RunResult:
+    """Search, extend, replay, judge. Ctrl-C ends it with what is done, marked interrupted."""
+    plan = _resolve(settings, command)
+    declared = _declared(loaded)
+    _check_something(settings, declared, loaded)
+    collector = _Collector(settings.progress)
+    started = time.perf_counter()
+    result: Optional[RunResult] = None
+    replaying = False
+    try:
+        result = _search(loaded, settings, plan, portable, collector, algorithms=settings.algorithms,
+                         dtypes=settings.dtypes, examples=plan.examples, seconds=plan.seconds, seed=settings.seed)
+        _extend(result, loaded, settings, plan, portable, collector)
+        if plan.fixtures != "none" and (not settings.dtypes or set(settings.dtypes) & set(FIXTURE_DTYPES)):
+            replaying = True
+            result.fixtures = _replay(loaded, settings, plan, portable, collector, result)
+    except KeyboardInterrupt as exc:
+        if replaying and result is not None:  # keep the fixture replays that ended
+            result.fixtures = list(getattr(exc, "partial_result", None) or [])
+        elif result is None:  # the searches were interrupted: run_parallel's partial result, or what ended
+            partial = getattr(exc, "partial_result", None)
+            if partial is not None:
+                result = _not_ended(partial, collector.ended)
+            else:
+                result = RunResult(list(collector.ended), plan.profile.name, settings.seed)
+            result.seconds = time.perf_counter() - started
+        result.interrupted = True
+    result.jobs = 0 if settings.in_process or not portable else plan.jobs  # 0: in this process
+    result.fixture_selection = plan.fixtures
+    result.minimum = plan.minimum
+    result.broken = [(r.name, f"{r.error}" + (f" (hint: {r.hint})" if r.hint else "")) for r in broken]
+    result.plugins = list(loaded)
+    result.selection = {
+        "algorithms": list(settings.algorithms) if settings.algorithms else None,
+        "dtypes": list(settings.dtypes) if settings.dtypes else None,
+        "devices": list(settings.devices) if settings.devices else None,
+        "fixtures": plan.fixtures,
+        "fixtures_required": plan.fixtures_required,
+        "examples_per_search": plan.examples,
+        "seconds_per_search": plan.seconds if math.isfinite(plan.seconds) else None,
+        "minimum": plan.minimum,
+    }
+    result.selection["declared"] = declared
+    from .report import cell_dict
+
+    result.verdict, result.reasons = derive(  # NothingTested goes to the caller
+        [cell_dict(c) for c in result.cells], [f.to_dict() for f in result.fixtures], minimum=plan.minimum,
+        selection=result.selection, declared=declared, interrupted=result.interrupted, broken=result.broken)
+    return result
+
+
+# -- the API -----------------------------------------------------------------------------
+
+def run(plugins: Optional[Sequence[Plugin]] = None, settings: Settings = Settings()) -> RunResult:
+    """Search (and replay the fixtures of) ``plugins``: names or ``module:object`` labels, loaded
+    here, or (label, Implementation) pairs and Implementation objects (None: every registered
+    plugin). The result carries ``verdict``, ``reasons``, ``cells``, ``fixtures``, ``broken``
+    (plugins that failed to load) and ``interrupted``. Raises SessionError for bad input and
+    NothingTested when the selection leaves nothing to run."""
+    loaded, broken, portable = _plugins(plugins)
+    if not loaded:
+        failed = "; ".join(f"{r.name}: {r.error}" for r in broken)
+        raise SessionError("no implementation to run" + (f" (failed to load: {failed})" if failed else ""))
+    return _execute(loaded, settings, "run", portable, broken)
+
+
+def _one(target: Plugin) -> tuple[str, Implementation, bool]:
+    if isinstance(target, str):
+        try:
+            return target, load_target(target), True
+        except PluginError as exc:
+            raise SessionError(str(exc)) from None
+    loaded, _, portable = _plugins([target])
+    return loaded[0][0], loaded[0][1], portable
+
+
+def certify(target: Plugin, settings: Settings = Settings(), *,
+            issued: Optional[_dt.datetime] = None) -> Certificate:
+    """Certify one implementation (a name, ``module:object``, an Implementation or a (label,
+    Implementation) pair) against every algorithm, dtype and device it declares, and every golden
+    fixture; the certificate's verdict is ``conformant`` only if all of that ran and passed."""
+    label, impl, portable = _one(target)
+    issued = issued or _dt.datetime.now(_dt.timezone.utc)
+    result = _execute([(label, impl)], settings, "certify", portable)
+    return Certificate(build(label, impl, result, settings=settings, issued=issued), result)
+
+
+@dataclass
+class Reproduction:
+    """``reproduce``'s answer: the new certificate and, per cell, the recorded and new status."""
+
+    recorded: dict
+    certificate: Certificate
+    rows: list[dict] = field(default_factory=list)  # {algorithm, dtype, device, recorded, got, same}
+    differences: list[str] = field(default_factory=list)  # versions that differ from the recorded ones
+
+    @property
+    def same(self) -> bool:
+        return (all(r["same"] for r in self.rows)
+                and self.recorded.get("verdict") == self.certificate.verdict)
+
+
+def reproduce(path: Path | str, impl: Optional[Plugin] = None, *, jobs: Optional[int] = None,
+              case_dir: Optional[str] = None, progress: Optional[Callable[..., None]] = None) -> Reproduction:
+    """Run a certificate's certification again from its recorded target (or ``impl``), seed and
+    settings, and compare verdicts cell by cell. Raises CertificateError if the file is not an
+    intact, consistent certificate."""
+    from .certificate import load, recorded_settings
+    from .report import package_versions
+
+    doc = load(path)
+    known = {f.name for f in fields(Settings)}
+    kwargs = {k: v for k, v in recorded_settings(doc).items() if k in known}
+    kwargs.update(progress=progress, jobs=jobs)
+    if case_dir:
+        kwargs["case_dir"] = case_dir
+    target = impl if impl is not None else doc["subject"]["target"]
+    new = certify(target, Settings(**kwargs))
+    rep = Reproduction(doc, new)
+    got = {(c["algorithm"], c["dtype"], c["device"]): c["status"] for c in new.doc["results"]}
+    for c in doc["results"]:
+        if c["status"] == "not implemented":
+            continue
+        key = (c["algorithm"], c["dtype"], c["device"])
+        now = got.get(key, "not run")
+        rep.rows.append({"algorithm": key[0], "dtype": key[1], "device": key[2], "recorded": c["status"],
+                         "got": now, "same": now == c["status"]})
+    seen = {(r["algorithm"], r["dtype"], r["device"]) for r in rep.rows}
+    for key, status in got.items():
+        if key not in seen and status != "not implemented":
+            rep.rows.append({"algorithm": key[0], "dtype": key[1], "device": key[2], "recorded": "not run",
+                             "got": status, "same": False})
+    subject, now_subject = doc["subject"], new.doc["subject"]
+    if subject.get("version") != now_subject.get("version"):
+        rep.differences.append(f"{subject.get('name')}: recorded {subject.get('version')}, "
+                               f"now {now_subject.get('version')}")
+    if doc.get("spec_version") != new.doc.get("spec_version"):
+        rep.differences.append(f"spec: recorded {doc.get('spec_version')}, now {new.doc.get('spec_version')}")
+    now_packages = package_versions()
+    for name, version in sorted(doc.get("environment", {}).get("packages", {}).items()):
+        if now_packages.get(name) != version:
+            rep.differences.append(f"{name}: recorded {version}, now {now_packages.get(name)}")
+    return rep
+

@@ -1,0 +1,138 @@
+"""The ``ftspec run`` and ``ftspec certify`` commands: exit codes, bad input, what a plugin prints.
+
+Most tests call ``main`` in this process with a selection refused before any
+search, or one tiny search in this process (``--in-process``); the Ctrl-C
+test needs a real process to interrupt.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ftspec.tools.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = (ROOT / "examples" / "minimal_plugin" / "ftspec_example" / "__init__.py").read_text()
+QUICK = ["--profile", "quick", "--quiet", "--in-process"]
+
+
+@pytest.fixture
+def here(tmp_path, monkeypatch) -> Path:
+    """A working directory holding the example plugin as ``cli_example:implementation``."""
+    (tmp_path / "cli_example.py").write_text(EXAMPLE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["run", "--examples", "0"], "must be at least 1"),
+    (["run", "--examples", "-4"], "must be at least 1"),
+    (["run", "--jobs", "0"], "must be at least 1"),
+    (["run", "--jobs", "two"], "whole number"),
+    (["certify", "--examples", "0", "x:y"], "must be at least 1"),
+])
+def test_bad_numbers_are_one_line_and_exit_2(capsys, argv, words):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and words in err and "Traceback" not in err
+
+
+def test_a_typo_in_algorithm_is_named_with_a_suggestion(here, capsys):
+    assert main(["run", "--impl", "cli_example:implementation", "--algorithm", "layer_nrom", *QUICK]) == 2
+    err = capsys.readouterr().err
+    assert "unknown algorithm 'layer_nrom'" in err and "layer_norm" in err and "Traceback" not in err
+
+
+def test_a_selection_of_nothing_is_an_error_not_conformant(here, capsys):
+    """`ftspec run --impl numpy --dtype bfloat16` once printed "conformant: 0 of 0 cells" and exited 0."""
+    assert main(["run", "--impl", "numpy", "--dtype", "bfloat16", *QUICK]) == 2
+    assert "nothing was tested" in " ".join(capsys.readouterr().err.split())
+    assert main(["certify", "cli_example:implementation", "--algorithm", "attention", *QUICK]) == 2
+    assert "nothing was tested" in " ".join(capsys.readouterr().err.split())
+    assert not (here / "certificates").exists()
+
+
+def test_output_paths_are_checked_before_the_run(here, capsys):
+    blocker = here / "a-file"
+    blocker.write_text("")
+    rc = main(["run", "--impl", "cli_example:implementation", "--json-report", str(blocker / "r.json"), *QUICK])
+    assert rc == 2 and "not a directory" in capsys.readouterr().err
+    assert not (here / "reports").exists()  # no search ran: no case directory either
+    rc = main(["certify", "cli_example:implementation", "--out", str(blocker), *QUICK])
+    assert rc == 2 and "not a directory" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+def test_a_folder_that_refuses_files_is_found_before_the_run(here, capsys):
+    """/proc passes an access() check as root, yet no file can be made there: tried, not assumed."""
+    rc = main(["run", "--impl", "cli_example:implementation", "--json-report", "/proc/ftspec-none/r.json", *QUICK])
+    err = capsys.readouterr().err
+    assert rc == 2 and "cannot create a file in /proc" in err and len(err.strip().splitlines()) == 1
+    assert not (here / "reports").exists()  # no search ran
+
+
+def test_verify_a_missing_or_malformed_file(here, capsys):
+    assert main(["certify", "--verify", str(here / "none.json")]) == 1
+    assert "no such file" in capsys.readouterr().err
+    (here / "bad.json").write_text("{not json")
+    assert main(["certify", "--verify", str(here / "bad.json")]) == 1
+    err = capsys.readouterr().err
+    assert "not JSON" in err and "Traceback" not in err
+
+
+def test_a_selection_exits_partial_and_a_complete_certificate_conformant(here, capsys):
+    rc = main(["certify", "cli_example:implementation", "--algorithm", "layer_norm", "--fixtures", "none", *QUICK])
+    out = " ".join(capsys.readouterr().out.split())
+    assert rc == 3 and "partial" in out and "--algorithm leaves out rms_norm" in out
+    doc = json.loads((here / "certificates" / "example" / "certificate.json").read_text())
+    assert doc["verdict"] == "partial" and doc["selection"]["algorithms"] == ["layer_norm"]
+    assert main(["certify", "--verify", str(here / "certificates" / "example" / "certificate.json")]) == 0
+
+
+MARKUP = """
+def factory():
+    def broken(inputs, params, ctx):
+        raise RuntimeError("notimpl:factory: [/bold] closes nothing, [red]opens")
+    impl = implementation
+    impl.algorithms["layer_norm"] = broken
+    return impl
+"""
+
+
+def test_what_a_plugin_says_is_printed_as_written(here, capsys):
+    """A message holding rich markup once crashed the summary (MarkupError, no report)."""
+    (here / "notimpl.py").write_text(EXAMPLE + MARKUP)
+    rc = main(["run", "--impl", "notimpl:factory", "--algorithm", "layer_norm", "--dtype", "float64",
+               "--examples", "3", "--fixtures", "none", "--json-report", "r.json", *QUICK])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "notimpl:factory: [/bold] closes nothing, [red]opens" in " ".join(out.split())
+    assert "\N{FACTORY}" not in out
+    assert json.loads((here / "r.json").read_text())["verdict"] == "non-conformant"
+
+
+@pytest.mark.parametrize("where", ["--in-process", "--jobs=1"])
+def test_ctrl_c_writes_the_partial_report_and_the_summary(tmp_path, where):
+    report = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "ftspec.tools.cli", "run", "--impl", "numpy", "--profile",
+                             "quick", "--fixtures", "none", where, "--json-report", str(report)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:  # wait until two searches have ended
+        if line.startswith("[2/"):
+            break
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 130, out
+    doc = json.loads(report.read_text())
+    assert doc["interrupted"] and doc["verdict"] == "inconclusive"
+    assert len([c for c in doc["cells"] if c["status"] == "pass"]) >= 2
+    assert "interrupted" in out and "token_emb" in out
