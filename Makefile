@@ -7,8 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.ftspec-installed
 PROFILE ?= default
-# loadgroup: tests marked xdist_group(NAME) share one worker (an expensive session fixture is made once)
-PYTEST_ARGS ?= -n auto --dist loadgroup
+PYTEST_ARGS ?= -n auto
 
 .PHONY: run test test-fast env fixtures fixtures-check bench clean help
 

@@ -119,6 +119,7 @@ def build(label: str, impl: Implementation, result: RunResult, *, settings: Any 
             "description": impl.description,
             "precision": impl.precision,
             "dtypes": list(impl.dtypes),
+            "limits": _limits(impl, list(per_algorithm)),
         },
         "verdict": result.verdict,
         "reasons": list(result.reasons),
@@ -147,6 +148,7 @@ def build(label: str, impl: Implementation, result: RunResult, *, settings: Any 
             "seconds": round(result.seconds, 3),
             "jobs": result.jobs,
             "fixture_selection": result.fixture_selection,
+            "fixtures_outside_limits": _fixtures_outside(impl, list(per_algorithm), result.fixture_selection),
             "generated": {f"{a}/{d}": n for (a, d), n in sorted(result.generated.items())},
         },
         "tolerances": table(),
@@ -155,6 +157,30 @@ def build(label: str, impl: Implementation, result: RunResult, *, settings: Any 
     }
     doc["content_hash"] = content_hash(doc)
     return doc
+
+
+def _limits(impl: Implementation, algorithms: list[str]) -> Optional[dict[str, Any]]:
+    """{algorithm: declared limits} for the algorithms certified under limits (None: no limits, the
+    certificate covers every shape the spec draws)."""
+    out = {a: impl.limits_for(a).to_dict() for a in algorithms if not impl.limits_for(a).unconstrained}
+    return out or None
+
+
+def _fixtures_outside(impl: Implementation, algorithms: list[str], selection: str) -> int:
+    """How many golden fixture cases of ``algorithms`` (of those the run selected) lie outside the
+    implementation's limits: not replayed on it, counted here, never failed."""
+    if selection == "none" or all(impl.limits_for(a).unconstrained for a in algorithms):
+        return 0
+    from .fixture_replay import sample_cases
+    from .golden import FixtureError, load_manifest
+
+    try:
+        records = [r for r in load_manifest().get("cases", []) if r.get("algorithm") in algorithms]
+    except FixtureError:
+        return 0
+    chosen = set(sample_cases(records)) if selection == "sample" else {str(r.get("id")) for r in records}
+    return sum(1 for r in records if str(r.get("id")) in chosen
+               and not impl.admits(str(r["algorithm"]), {k: int(v) for k, v in r.get("hyper", {}).items()}))
 
 
 def consistency(doc: dict[str, Any]) -> list[str]:
@@ -301,6 +327,22 @@ class Certificate:
         return self.write_json(directory / "certificate.json"), self.write_markdown(directory / "certificate.md")
 
 
+def _describe_limits(limits: Optional[dict[str, Any]], outside: int) -> str:
+    """The shapes the certificate covers, from its recorded ``subject.limits``."""
+    if not limits:
+        return "none declared (every shape the spec draws)"
+    from ftspec.impls.api import Limits
+
+    parts = []
+    for name, d in limits.items():
+        lim = Limits(equal=tuple((str(a), str(b)) for a, b in d.get("equal", [])),
+                     maximum=dict(d.get("maximum", {})), minimum=dict(d.get("minimum", {})),
+                     batching=bool(d.get("batching", True)), cross_lengths=bool(d.get("cross_lengths", True)))
+        parts.append(f"{name}: {lim.describe()}")
+    return ("; ".join(parts) + f" (only cases within them were drawn; {outside} golden fixture cases outside "
+            "them were not replayed)")
+
+
 def render_markdown(doc: dict[str, Any]) -> str:
     s = doc["subject"]
     run = doc["run"]
@@ -321,6 +363,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
     lines += [
         f"- Target: `{s['target']}`; precision tier `{s['precision']}`; dtypes {', '.join(s['dtypes'])}",
         f"- Variant sets: {variants}",
+        f"- Within limits: {_describe_limits(s.get('limits'), run.get('fixtures_outside_limits', 0))}",
         f"- Coverage: {doc['coverage']['fraction']} algorithms"
         + (f" (not implemented: {', '.join(missing)})" if missing else ""),
         f"- Selection: {'; '.join(sel.get('narrowed') or []) or 'everything the implementation declares'}",

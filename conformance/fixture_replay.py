@@ -94,9 +94,12 @@ def _targets(plugins: Sequence[tuple[str, Implementation]], devices: Optional[Se
     return out
 
 
-def _covers(t: _Target, algorithm: str, dtype: str, variant) -> bool:
+def _covers(t: _Target, algorithm: str, dtype: str, variant, hyper=None) -> bool:
+    """Whether ``t`` is replayed on the case: a case outside the plugin's declared limits is not
+    (the certificate counts those, conformance/certificate.py)."""
     try:
-        return (algorithm in t.impl.algorithms and dtype in tuple(t.impl.dtypes) and t.impl.supports(variant))
+        return (algorithm in t.impl.algorithms and dtype in tuple(t.impl.dtypes) and t.impl.supports(variant)
+                and (hyper is None or t.impl.admits(algorithm, hyper)))
     except Exception:  # noqa: BLE001 - a plugin that cannot say is not replayed on the case
         return False
 
@@ -166,7 +169,7 @@ def replay_fixtures(plugins: Sequence[tuple[str, Implementation]], *, algorithms
                             emit(FixtureResult(case_id, algorithm, t.label, dtype, device, False, math.inf, message))
             continue
         for dtype in wanted_dtypes:
-            covering = [t for t in targets if t.error is None and _covers(t, algorithm, dtype, fx.variant)]
+            covering = [t for t in targets if t.error is None and _covers(t, algorithm, dtype, fx.variant, fx.hyper)]
             _replay_case(fx, dtype, covering, timeout, emit, adjust)
     return results
 

@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -77,7 +77,8 @@ def _unreachable(case: Case, inputs, outputs: Mapping[str, np.ndarray]) -> Judge
     return j
 
 
-def _first_token(case: Case, inputs, params, outputs, call: Call, ref: Reference, has: Callable[[str], bool]) -> Judgement:
+def _first_token(case: Case, inputs, params, outputs, call: Call, ref: Reference,
+                 has: Callable[[str], bool]) -> Judgement:
     j = Judgement()
     if not (has("d_transformer") and has("sample")):
         return j
@@ -88,7 +89,7 @@ def _first_token(case: Case, inputs, params, outputs, call: Call, ref: Reference
         # both are acceptable only if the spec's step-0 distribution accepts both (a CDF boundary)
         alt = dict(outputs)
         alt["y"] = np.array([int(y)] + [int(t) for t in np.ravel(outputs["y"])[1:]], dtype=np.int64)
-        verdict = ref.sampled(alt) if ref.sampled else Judgement([], [Finding("metamorphic", "")])
+        verdict = ref.sampled(alt) if ref.sampled else Judgement(findings=[Finding("metamorphic", "")])
         if not verdict.ok or verdict.ambiguous == 0:
             j.findings.append(Finding("metamorphic", f"d_inference's first token is {first}, but sample() on the "
                                       f"last column of this implementation's d_transformer gives {int(y)}"))

@@ -30,7 +30,7 @@ import numpy as np
 from hypothesis import HealthCheck, Phase, given, reject, seed, settings, target
 from hypothesis.errors import Flaky
 
-from ftspec.impls.api import FLOAT_DTYPES, Implementation, select_devices
+from ftspec.impls.api import FLOAT_DTYPES, Implementation, Limits, select_devices
 from ftspec.spec import SpecError
 from ftspec.spec.entry import Kind
 from ftspec.spec.registry import REGISTRY, Entry
@@ -253,7 +253,7 @@ class Runner:
         result, plan = self.plan(algorithms, dtypes)
         self.progress("plan", searches=len(plan), examples=self.examples)
         for entry, dtype, members, cells in plan:
-            for group in self._variant_groups(members):
+            for group in self._variant_groups(members, entry.name):
                 self._search(entry, dtype, group, cells, result)
         result.seconds = time.perf_counter() - start
         result.reference_seconds = self._reference_seconds
@@ -287,21 +287,26 @@ class Runner:
         return members, cells
 
     @staticmethod
-    def _variant_groups(members: list[Member]) -> list[tuple[Any, list[Member]]]:
+    def _variant_groups(members: list[Member], algorithm: str = "") -> list[tuple[Any, Limits, list[Member]]]:
+        """Members that share one search: the same variant sets and the same limits for
+        ``algorithm`` (members whose limits differ get searches of their own, so each is examined
+        on every case within its own limits and on no case outside them)."""
         groups: dict[Any, list[Member]] = {}
         for m in members:
-            key = "all" if m.impl.variants == "all" else tuple(v.hash for v in m.impl.variants)
+            key = ("all" if m.impl.variants == "all" else tuple(v.hash for v in m.impl.variants),
+                   m.impl.limits_for(algorithm).key())
             groups.setdefault(key, []).append(m)
         out = []
-        for key, ms in groups.items():
-            out.append(("all" if key == "all" else list(ms[0].impl.variants), ms))
+        for (variants, _), ms in groups.items():
+            out.append(("all" if variants == "all" else list(ms[0].impl.variants),
+                        ms[0].impl.limits_for(algorithm), ms))
         return out
 
-    def _search(self, entry: Entry, dtype: str, group: tuple[Any, list[Member]], cells: dict,
+    def _search(self, entry: Entry, dtype: str, group: tuple[Any, Limits, list[Member]], cells: dict,
                 result: RunResult) -> None:
         from .strategies import cases
 
-        variants, members = group
+        variants, limits, members = group
         active = list(members)
         budget = self.examples
         round_ = 0
@@ -312,7 +317,7 @@ class Runner:
         while active and budget > 0:
             state = {"generated": 0}
             strategy = cases(entry.name, dtype=dtype, variants=variants, max_batch=self.profile.max_batch,
-                             budget=self.profile.budget)
+                             budget=self.profile.budget, limits=None if limits.unconstrained else limits)
 
             @settings(max_examples=budget, deadline=None, database=None, report_multiple_bugs=False,
                       derandomize=False, print_blob=False,

@@ -37,6 +37,7 @@ from ftspec.spec.variants import VariantSet
 
 __all__ = [
     "ALL_VARIANTS",
+    "Limits",
     "AlgorithmFn",
     "Context",
     "FLOAT_DTYPES",
@@ -78,6 +79,148 @@ class Context:
 AlgorithmFn = Callable[[Mapping[str, Any], Mapping[str, Any], Context], Any]
 
 
+def _side(text: str) -> tuple[str, ...]:
+    """The names of one side of an equality: "d_e" -> ("d_e",), "H*d_attn" -> ("H", "d_attn")."""
+    names = tuple(part.strip() for part in str(text).split("*"))
+    if not names or not all(n.isidentifier() for n in names):
+        raise ValueError(f"{text!r} is not a hyperparameter name or a product A*B of names")
+    return names
+
+
+def _product(names: tuple[str, ...], hyper: Mapping[str, int]) -> int:
+    value = 1
+    for n in names:
+        value *= int(hyper[n])
+    return value
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Hyperparameter relations and bounds an implementation supports.
+
+    Real libraries tie sizes the paper keeps apart (a multi-head layer has
+    d_attn = d_mid = d_e / H); declaring that here makes the harness draw only
+    such shapes, replay only such fixtures and say so in the certificate,
+    instead of failing the library's refusal as an exception.
+
+    equal           pairs of sides, each a hyperparameter name or a product
+                    "A*B" of names: ("d_attn", "d_mid"), ("d_e", "H*d_attn").
+    maximum         {name: largest value}, e.g. {"ell_max": 64, "N_V": 1000}.
+    minimum         {name: smallest value}.
+    batching        False: never called with ``ctx.batched``.
+    cross_lengths   False: masks and cross-attention only with ell_z == ell_x.
+
+    A relation or bound naming a hyperparameter an entry does not have does
+    not apply to that entry.
+    """
+
+    equal: tuple[tuple[str, str], ...] = ()
+    maximum: Mapping[str, int] = field(default_factory=dict)
+    minimum: Mapping[str, int] = field(default_factory=dict)
+    batching: bool = True
+    cross_lengths: bool = True
+
+    @property
+    def unconstrained(self) -> bool:
+        return not (self.equal or self.maximum or self.minimum) and self.batching and self.cross_lengths
+
+    def key(self) -> tuple:
+        """A hashable identity (searches group members whose limits are equal)."""
+        return (tuple(tuple(p) for p in self.equal), tuple(sorted(self.maximum.items())),
+                tuple(sorted(self.minimum.items())), self.batching, self.cross_lengths)
+
+    def names(self) -> set[str]:
+        """Every hyperparameter name the limits mention."""
+        out = set(self.maximum) | set(self.minimum)
+        for pair in self.equal:
+            for side in pair:
+                out.update(_side(side))
+        return out
+
+    def relations(self, hyper_names: Sequence[str]) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+        """The equalities that apply to an entry with these hyperparameters, as name tuples;
+        cross_lengths off adds ell_z = ell_x."""
+        have = set(hyper_names)
+        out = []
+        pairs = list(self.equal)
+        if not self.cross_lengths:
+            pairs.append(("ell_z", "ell_x"))
+        for a, b in pairs:
+            left, right = _side(a), _side(b)
+            if set(left) <= have and set(right) <= have:
+                out.append((left, right))
+        return out
+
+    def admits(self, hyper: Mapping[str, int]) -> bool:
+        """Whether a case with these hyperparameters lies within the limits."""
+        for n, v in self.maximum.items():
+            if n in hyper and int(hyper[n]) > int(v):
+                return False
+        for n, v in self.minimum.items():
+            if n in hyper and int(hyper[n]) < int(v):
+                return False
+        return all(_product(a, hyper) == _product(b, hyper) for a, b in self.relations(list(hyper)))
+
+    def settle(self, hyper: Mapping[str, int]) -> dict[str, int]:
+        """``hyper`` raised, never lowered, until every equality that applies holds.
+
+        A side that is one name takes the other side's value when it is smaller;
+        a smaller product grows its last factor. Values only grow, so the least
+        solution above ``hyper`` is found when one exists; the caller checks the
+        maxima (``admits``) afterwards."""
+        out = {n: int(v) for n, v in hyper.items()}
+        relations = self.relations(list(out))
+        for _ in range(64 + 4 * len(relations)):
+            unsettled = False
+            for a, b in relations:
+                va, vb = _product(a, out), _product(b, out)
+                if va == vb:
+                    continue
+                unsettled = True
+                small, big, target = (a, b, vb) if va < vb else (b, a, va)
+                if len(small) == 1:
+                    out[small[0]] = target
+                else:
+                    out[small[-1]] += 1
+            if not unsettled or any(v > 1 << 20 for v in out.values()):
+                break
+        return out
+
+    def problems(self, hyper_names: Sequence[str], minimum: Mapping[str, int]) -> list[str]:
+        """Why nothing can be drawn within the limits for an entry with these hyperparameters and
+        minima (empty when something can): the least sizes that satisfy the equalities, if any,
+        must respect the maxima."""
+        low = {n: max(int(minimum.get(n, 1)), int(self.minimum.get(n, 1))) for n in hyper_names}
+        settled = self.settle(low)
+        for a, b in self.relations(list(hyper_names)):
+            if _product(a, settled) != _product(b, settled):
+                return [f"the equalities cannot all hold ({'*'.join(a)} = {'*'.join(b)} is left unmet)"]
+        over = [f"{n} = {settled[n]} > maximum {self.maximum[n]}" for n in self.maximum
+                if n in settled and settled[n] > int(self.maximum[n])]
+        if over:
+            return ["the smallest sizes the entry and the limits allow exceed the maxima: " + ", ".join(over)]
+        return []
+
+    def describe(self) -> str:
+        """One line, e.g. "d_attn = d_mid, ell_max <= 64, no batching"."""
+        parts = [f"{a} = {b}" for a, b in self.equal]
+        parts += [f"{n} <= {v}" for n, v in sorted(self.maximum.items())]
+        parts += [f"{n} >= {v}" for n, v in sorted(self.minimum.items())]
+        if not self.batching:
+            parts.append("no batching")
+        if not self.cross_lengths:
+            parts.append("ell_z = ell_x")
+        return ", ".join(parts) or "none"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"equal": [list(p) for p in self.equal], "maximum": dict(sorted(self.maximum.items())),
+                "minimum": dict(sorted(self.minimum.items())), "batching": bool(self.batching),
+                "cross_lengths": bool(self.cross_lengths)}
+
+
+NO_LIMITS: Final = Limits()
+
+
 @dataclass(frozen=True)
 class Implementation:
     """A plugin's declaration.
@@ -96,6 +239,8 @@ class Implementation:
     precision       "highest" (float32 matrix products in full float32) or a
                     named reduced tier such as "tf32"; tolerances follow it.
     description     one line for ``ftspec list``.
+    limits          ``Limits`` for every algorithm, or {algorithm: Limits}
+                    (algorithms not named there have none).
     """
 
     name: str
@@ -109,6 +254,17 @@ class Implementation:
     precision: str = "highest"
     description: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    limits: Union[Limits, Mapping[str, Limits]] = NO_LIMITS
+
+    def limits_for(self, algorithm: str) -> Limits:
+        """The limits that apply to ``algorithm`` (``Limits()`` when none are declared)."""
+        if isinstance(self.limits, Limits):
+            return self.limits
+        return self.limits.get(algorithm, NO_LIMITS)
+
+    def admits(self, algorithm: str, hyper: Mapping[str, int]) -> bool:
+        """Whether a case of ``algorithm`` with ``hyper`` lies within this implementation's limits."""
+        return self.limits_for(algorithm).admits(hyper)
 
     def supports(self, variant: VariantSet) -> bool:
         return self.variants == ALL_VARIANTS or variant in tuple(self.variants)
@@ -134,4 +290,44 @@ class Implementation:
         for name, fn in self.algorithms.items():
             if not callable(fn):
                 out.append(f"algorithm {name!r} is not callable")
+        out.extend(self._limit_problems())
+        return out
+
+    def _limit_problems(self) -> list[str]:
+        """Limits that are malformed, name unknown hyperparameters, or leave an algorithm nothing
+        to draw."""
+        from ftspec.spec.registry import REGISTRY
+
+        if isinstance(self.limits, Limits):
+            per = {name: self.limits for name in self.algorithms}
+        elif isinstance(self.limits, Mapping):
+            per = dict(self.limits)
+            stray = sorted(set(per) - set(self.algorithms))
+            if stray:
+                return [f"limits name algorithms the plugin does not implement: {stray}"]
+        else:
+            return ["limits must be a Limits or {algorithm: Limits}"]
+        known = {n for e in REGISTRY.values() for n in e.hyper}
+        out = []
+        for algorithm, limits in per.items():
+            if not isinstance(limits, Limits):
+                out.append(f"limits for {algorithm!r} must be a Limits")
+                continue
+            try:
+                unknown = sorted(limits.names() - known)
+                bad = [f"{n}={v!r}" for n, v in (*limits.maximum.items(), *limits.minimum.items())
+                       if isinstance(v, bool) or not isinstance(v, int) or v < 1]
+            except (TypeError, ValueError, AttributeError) as exc:
+                out.append(f"limits for {algorithm!r}: {exc}")
+                continue
+            if unknown:
+                out.append(f"limits name unknown hyperparameters {unknown}")
+                continue
+            if bad:
+                out.append(f"limits: bounds must be positive integers, given {bad}")
+                continue
+            entry = REGISTRY.get(algorithm)
+            if entry is not None:
+                out.extend(f"limits leave nothing to draw for {algorithm}: {p}"
+                           for p in limits.problems(list(entry.hyper), entry.minimum))
         return out

@@ -217,7 +217,8 @@ def select(names: Optional[Sequence[str]] = None) -> tuple[list[tuple[str, Imple
 
 def listing() -> list[dict[str, Any]]:
     """Every registered plugin as plain values: name, target, distribution, and what it declares
-    (version, devices, dtypes, precision, variants, algorithms covered and missing), or why it
+    (version, devices, dtypes, precision, variants, algorithms covered and missing, shape limits per
+    algorithm where declared), or why it
     failed to load (``ftspec list``)."""
     rows = []
     for name, record in sorted(discover().items()):
@@ -239,6 +240,7 @@ def listing() -> list[dict[str, Any]]:
                 variants="all" if impl.variants == "all" else [v.describe() for v in impl.variants],
                 algorithms=covered, missing=[a for a in REGISTRY if a not in impl.algorithms],
                 coverage=f"{len(covered)}/{len(REGISTRY)}",
+                limits={a: impl.limits_for(a).describe() for a in covered if not impl.limits_for(a).unconstrained},
             )
         rows.append(row)
     return rows

@@ -5,7 +5,7 @@ with respect to every parameter, one SGD step), plus one sampling step."""
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from . import numbers
 from .architectures import d_transformer, ed_transformer
@@ -79,19 +79,19 @@ def _data(model: str, i: Mapping[str, Any]) -> tuple:
     return tuple(i[spec.name] for spec in _EXAMPLE[model])
 
 
-def _grads(model: str):
+def _grads(model: str) -> Callable[[Hyper, VariantSet], tuple[TensorSpec, ...]]:
     def outputs(hyper: Hyper, variant: VariantSet) -> tuple[TensorSpec, ...]:
         return tuple(_X(f"grad.{k}", s) for k, s in _SCHEMA[model](hyper, variant).items())
     return outputs
 
 
-def _thetas(model: str):
+def _thetas(model: str) -> Callable[[Hyper, VariantSet], tuple[TensorSpec, ...]]:
     def outputs(hyper: Hyper, variant: VariantSet) -> tuple[TensorSpec, ...]:
         return tuple(_X(f"theta.{k}", s) for k, s in _SCHEMA[model](hyper, variant).items())
     return outputs
 
 
-def _loss_entry(model: str, fn) -> Entry:
+def _loss_entry(model: str, fn: Callable[..., Any]) -> Entry:
     name, number = _PAPER[model]
     return Entry(
         name=f"{model}_loss", paper_name=f"{name} loss",
@@ -130,7 +130,7 @@ def _gradient_entry(model: str) -> Entry:
 def _step_entry(model: str) -> Entry:
     name, number = _PAPER[model]
 
-    def reference(i, p, h, v):
+    def reference(i: Mapping[str, Any], p: Mapping[str, Any], h: Hyper, v: VariantSet) -> dict[str, Any]:
         _, grads = loss_and_gradient(model, _data(model, i), dict(p), ell_max=h["ell_max"], variant=v)
         return {f"theta.{k}": x for k, x in sgd_step(dict(p), grads, i["eta"]).items()}
 
@@ -167,8 +167,8 @@ def _training_entry(model: str) -> Entry:
     name, number = _PAPER[model]
     lines = {"ed": "lines 1-7", "e": "lines 1-9", "d": "lines 1-7"}[model]
 
-    def reference(i, p, h, v):
-        common = dict(n_epochs=h["N_epochs"], ell_max=h["ell_max"], variant=v)
+    def reference(i: Mapping[str, Any], p: Mapping[str, Any], h: Hyper, v: VariantSet) -> dict[str, Any]:
+        common: dict[str, Any] = dict(n_epochs=h["N_epochs"], ell_max=h["ell_max"], variant=v)
         if model == "ed":
             theta = ed_training(i["z"], i["z_len"], i["x"], i["x_len"], dict(p), i["eta"], **common)
         elif model == "d":
@@ -207,11 +207,13 @@ def _step(p: list, u: Any, tau: Any, token: int) -> dict[str, Any]:
     return {"kind": "cdf", "values": cdf(p, tau), "u": u, "token": token}
 
 
-def _sample_trace(i, p, h, v, produced) -> list[dict[str, Any]]:
+def _sample_trace(i: Mapping[str, Any], p: Mapping[str, Any], h: Hyper, v: VariantSet,
+                  produced: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [_step(list(i["p"]), i["u"], i["tau"], int(produced["y"]))]
 
 
-def _d_inference_trace(i, p, h, v, produced) -> list[dict[str, Any]]:
+def _d_inference_trace(i: Mapping[str, Any], p: Mapping[str, Any], h: Hyper, v: VariantSet,
+                       produced: Mapping[str, Any]) -> list[dict[str, Any]]:
     theta = from_flat(DTransformerParams, p)
     x, y = list(i["x"]), [int(t) for t in produced["y"]]
     steps = []
@@ -221,7 +223,8 @@ def _d_inference_trace(i, p, h, v, produced) -> list[dict[str, Any]]:
     return steps
 
 
-def _ed_inference_trace(i, p, h, v, produced) -> list[dict[str, Any]]:
+def _ed_inference_trace(i: Mapping[str, Any], p: Mapping[str, Any], h: Hyper, v: VariantSet,
+                        produced: Mapping[str, Any]) -> list[dict[str, Any]]:
     theta = from_flat(EDTransformerParams, p)
     length, tokens, eos = int(produced["length"]), [int(t) for t in produced["x_hat"]], bool(produced["eos"])
     problems = _ed_structure(tokens, length, eos, i["bos_token"], i["eos_token"], h["ell_max"])
@@ -252,7 +255,7 @@ def _ed_structure(tokens: list[int], length: int, eos: bool, bos: int, eos_token
     return ""
 
 
-def _ed_inference_reference(i, p, h, v):
+def _ed_inference_reference(i: Mapping[str, Any], p: Mapping[str, Any], h: Hyper, v: VariantSet) -> dict[str, Any]:
     x_hat, eos = ed_inference(i["z"], from_flat(EDTransformerParams, p), i["u"], i["tau"], i["bos_token"],
                               i["eos_token"], ell_max=h["ell_max"], variant=v)
     return {"x_hat": x_hat + [-1] * (h["ell_max"] - len(x_hat)), "length": len(x_hat), "eos": eos}

@@ -45,7 +45,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN_IN_SPEC = {"numpy", "torch", "jax", "jaxlib"}
-PLUGINS = ("numpy", "torch", "jax")
+PLUGINS = ("numpy", "torch", "jax", "torch_nn")
+#: The array framework of a plugin whose folder is not named for it.
+FRAMEWORK = {"torch_nn": "torch"}
 
 
 def imported_modules(path: Path, package: str) -> list[tuple[int, str, list[str]]]:
@@ -134,7 +136,8 @@ def _allowed(own: str, module: str, names: list[str]) -> str | None:
     own_pkg = f"ftspec.impls.{own}"
     if top(module) != "ftspec":
         # NumPy is everyone's interchange format; the other frameworks are not
-        foreign = {"torch", "jax", "jaxlib"} - {own, "jaxlib" if own == "jax" else ""}
+        fw = FRAMEWORK.get(own, own)  # a library plugin uses its library's framework
+        foreign = {"torch", "jax", "jaxlib"} - {fw, "jaxlib" if fw == "jax" else ""}
         return f"imports the {top(module)} library" if top(module) in foreign else None
     if module == own_pkg or module.startswith(own_pkg + "."):
         return None

@@ -25,8 +25,8 @@ __all__ = ["register"]
 #: what ``ftspec bench all`` (and ``make bench``) uses; sized to finish in well under an hour on 2 cores.
 #: The xdist measurement times a part of the suite by default: the whole of ``pytest tests`` takes
 #: hours serially on 2 cores (``--xdist-command "-m pytest tests -x -q"`` times it).
-DEFAULTS = {"examples": 30, "ff_examples": 12, "speed_examples": 20, "jobs": 2,
-            "xdist_command": "-m pytest tests/spec tests/tools -x -q"}
+DEFAULTS: dict[str, Any] = {"examples": 30, "ff_examples": 12, "speed_examples": 20, "jobs": 2,
+                            "xdist_command": "-m pytest tests/spec tests/tools -x -q"}
 
 
 def _json_default(x: Any) -> Any:

@@ -13,7 +13,8 @@ __all__ = ["register"]
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("list", help="show the registered implementations",
                        description="Show every registered implementation: name, version, devices, dtypes, "
-                                   "variant sets and algorithms covered, or why it failed to load.")
+                                   "variant sets, algorithms covered and their shape limits, or why it "
+                                   "failed to load.")
     p.add_argument("--json", action="store_true", help="print the same as JSON")
     p.set_defaults(func=run)
 
@@ -44,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
             t.add_row(e(r["name"]), "[red]failed to load[/]", f"[red]{e(str(r['error']))}[/]{hint}", "", "", "")
             continue
         algs = r["coverage"] + (" (all)" if not r["missing"] else "\nmissing: " + ", ".join(r["missing"]))
+        algs = e(algs) + "".join(f"\nlimits {e(a)}: {e(text)}" for a, text in r.get("limits", {}).items())
         variants = r["variants"] if isinstance(r["variants"], str) else ", ".join(r["variants"])
         t.add_row(e(r["name"]), e(str(r["version"])), e(", ".join(r["devices"])), e(", ".join(r["dtypes"])),
                   e(variants), algs)

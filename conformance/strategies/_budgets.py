@@ -106,7 +106,8 @@ BUDGETS: Mapping[str, Budget] = MappingProxyType({
 #: H ≤ 2, one layer per stack (two in one draw of RARE), ℓ ≤ 5, N ≤ 3,
 #: N_epochs ≤ 2, ℓ_gen ≤ 3, N_V ≤ 8; quick about two thirds of that. The
 #: dataset's shape (N, N_epochs, lengths, ℓ_gen) and N_V are drawn uniformly.
-_MODEL = dict(often=(("layers", 1),), uniform=("sequences", "epochs", "length", "generated", "vocab"))
+_MODEL: dict[str, Any] = dict(often=(("layers", 1),),
+                              uniform=("sequences", "epochs", "length", "generated", "vocab"))
 MODEL_BUDGETS: Mapping[str, Budget] = MappingProxyType({
     "quick": Budget("quick", width=4, head_width=2, mlp_width=4, heads=2, layers=2, length=4, context=5, vocab=6,
                     sequences=2, epochs=2, generated=2, **_MODEL),

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Sequence, Union
+from typing import Optional, Sequence, Union
 
 from hypothesis import assume
 from hypothesis import strategies as st
 
+from ftspec.impls.api import Limits
 from ftspec.spec.registry import Entry
 from ftspec.spec.variants import VariantSet
 
@@ -24,7 +25,8 @@ __all__ = ["cases"]
 
 def cases(entry_name: Union[str, Entry], *, dtype: str = "float64",
           variants: Union[str, Sequence[VariantSet]] = "all", max_batch: int = 3, budget: str = "default",
-          styles: Union[str, Sequence[str]] = "all") -> st.SearchStrategy[Case]:
+          styles: Union[str, Sequence[str]] = "all",
+          limits: Optional[Limits] = None) -> st.SearchStrategy[Case]:
     """Cases of one registry entry, everything drawn from its registry fields.
 
     ``dtype``: the format the case is meant for (the harness rounds to it
@@ -37,6 +39,8 @@ def cases(entry_name: Union[str, Entry], *, dtype: str = "float64",
     outputs get their variates and scalar tokens aimed at what the spec
     does with the drawn model (``aimed``). ``styles``: "all" or the styles to
     draw from (each case takes one that the entry shows under its variant).
+    ``limits``: an implementation's ``Limits`` (impls/api.py); every case lies
+    within them, and with ``batching`` off no case carries a batch.
     """
     e = resolve_entry(entry_name)
     dtype = resolve_dtype(dtype)
@@ -51,6 +55,7 @@ def cases(entry_name: Union[str, Entry], *, dtype: str = "float64",
         if not chosen or not all(isinstance(v, VariantSet) for v in chosen):
             raise ValueError(f"variants: expected 'all' or a non-empty sequence of VariantSet, given {variants!r}")
         variant_strategy = st.sampled_from(chosen)
+    wanted: tuple[str, ...]
     if isinstance(styles, str):
         if styles != "all":
             raise ValueError(f"styles: expected 'all' or a sequence drawn from {list(STYLES)}, given {styles!r}")
@@ -60,14 +65,18 @@ def cases(entry_name: Union[str, Entry], *, dtype: str = "float64",
         if not wanted or not set(wanted) <= set(STYLES):
             raise ValueError(f"styles: expected 'all' or a non-empty sequence drawn from {list(STYLES)}, "
                              f"given {styles!r}")
-    return _cases(e, dtype, variant_strategy, max_batch, b, wanted)
+    if limits is not None and not isinstance(limits, Limits):
+        raise ValueError(f"limits: expected a Limits or None, given {limits!r}")
+    if limits is not None and not limits.batching:
+        max_batch = 1
+    return _cases(e, dtype, variant_strategy, max_batch, b, wanted, limits)
 
 
 @st.composite
 def _cases(draw: st.DrawFn, e: Entry, dtype: str, variant_strategy: st.SearchStrategy[VariantSet],
-           max_batch: int, budget: Budget, wanted: tuple[str, ...]) -> Case:
+           max_batch: int, budget: Budget, wanted: tuple[str, ...], limits: Optional[Limits] = None) -> Case:
     variant = draw(variant_strategy)
-    hyper = draw(hyperparameters(e, variant=variant, budget=budget, dtype=dtype))
+    hyper = draw(hyperparameters(e, variant=variant, budget=budget, dtype=dtype, limits=limits))
     options = [s for s in available_styles(e, variant, hyper, dtype) if s in wanted]
     assume(options)  # only when ``styles`` excludes every style the entry shows here
     style = draw(st.sampled_from(options))

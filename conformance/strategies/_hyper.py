@@ -13,7 +13,12 @@ passes ``entry.check``:
   asks for it, e.g. DInference's ℓ + ℓ_gen − 1; no room in about a third of
   draws, so the tightest ℓ_max is common);
 - with two sequence lengths (ℓ_x, ℓ_z) the second equals the first unless a
-  coin says otherwise (cross-attention shapes with ℓ_z ≠ ℓ_x).
+  coin says otherwise (cross-attention shapes with ℓ_z ≠ ℓ_x);
+- an implementation's ``Limits`` (impls/api.py), when given, narrow every
+  draw: minima raise and maxima lower each size's range, equalities are
+  settled by raising sizes (``Limits.settle``), ``cross_lengths`` off ties
+  the lengths, and a draw the limits still refuse (a settled size above its
+  maximum) is discarded, so no case outside them is ever drawn.
 
 Each size is ``st.integers(low, bound)``: it shrinks to its smallest value.
 Where the budget's ``often`` bounds a kind (layer counts of the training and
@@ -31,6 +36,7 @@ import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 
+from ftspec.impls.api import Limits
 from ftspec.spec.errors import SpecError
 from ftspec.spec.variants import PAPER, VariantSet
 
@@ -48,15 +54,20 @@ TIE_WIDTH = {"float64": 2, "float32": 3, "bfloat16": 5, "float16": 4}
 
 @st.composite
 def hyperparameters(draw: st.DrawFn, entry: Any, *, variant: VariantSet = PAPER,
-                    budget: Any = "default", dtype: Optional[str] = None) -> dict[str, int]:
-    """{hyperparameter: int} for ``entry`` (Entry or name) under ``variant``, in ``entry.hyper`` order."""
+                    budget: Any = "default", dtype: Optional[str] = None,
+                    limits: Optional[Limits] = None) -> dict[str, int]:
+    """{hyperparameter: int} for ``entry`` (Entry or name) under ``variant``, in ``entry.hyper`` order;
+    within ``limits`` when given."""
     e = resolve_entry(entry)
     b = resolve_budget(budget, e)
     if not isinstance(variant, VariantSet):
         raise ValueError(f"variant: expected a VariantSet, given {variant!r}")
     for name in e.hyper:
         hyper_kind(name)  # unknown names fail here, before any draw
-    low = {n: e.minimum.get(n, 1) for n in e.hyper}
+    if limits is not None and not isinstance(limits, Limits):
+        raise ValueError(f"limits: expected a Limits or None, given {limits!r}")
+    lim = limits if limits is not None else Limits()
+    low = {n: max(e.minimum.get(n, 1), int(lim.minimum.get(n, 1))) for n in e.hyper}
     effective = variant
     if dtype is not None and variant.epsilon_placement != "none" and \
             round_to(np.array(variant.epsilon), resolve_dtype(dtype)) == 0:
@@ -80,30 +91,44 @@ def hyperparameters(draw: st.DrawFn, entry: Any, *, variant: VariantSet = PAPER,
         bound = b.bound(name)
         if b.usual(name) < bound and uniform_integer(draw, "rare " + name, 1, RARE) < RARE:
             bound = b.usual(name)
-        if name in lengths[1:] and not draw(st.booleans()):
+        bound = min(bound, _most(lim, name, lengths))
+        if name in lengths[1:] and (not lim.cross_lengths or not draw(st.booleans())):
             hyper[name] = hyper[lengths[0]]  # the same length as the first sequence
             continue
         if hyper_kind(name) in b.uniform:
             hyper[name] = uniform_integer(draw, name, low[name], max(low[name], bound))
         else:
             hyper[name] = draw(st.integers(low[name], max(low[name], bound)))
-    for name, leader in followers.items():
-        hyper[name] = max(hyper[leader], low[name])
-        hyper[leader] = hyper[name]
+    for _ in range(2 if lim.relations(list(e.hyper)) else 1):
+        hyper = lim.settle(hyper)
+        for name, leader in followers.items():
+            hyper[name] = max(hyper[leader], hyper.get(name, 0), low[name])
+            hyper[leader] = hyper[name]
     if "ell_max" in e.hyper:
         longest = max((hyper[n] for n in lengths), default=low["ell_max"])
         tightest = _tightest_context(e, hyper, variant, max(longest, low["ell_max"]))
         room = 0
-        if draw(st.integers(0, 2)) and tightest < b.context:
-            room = draw(st.integers(0, b.context - tightest))
+        most = min(b.context, int(lim.maximum.get("ell_max", b.context)))
+        if draw(st.integers(0, 2)) and tightest < most:
+            room = draw(st.integers(0, most - tightest))
         hyper["ell_max"] = tightest + room
     hyper = {n: int(hyper[n]) for n in e.hyper}
+    assume(lim.admits(hyper))  # a settled size above its maximum (tests count these)
     if e.check is not None:
         try:
             e.check(hyper, variant)
         except SpecError:  # a constraint this module does not know: discard (tests count these)
             assume(False)
     return hyper
+
+
+def _most(limits: Limits, name: str, lengths: list[str]) -> int:
+    """The largest value ``limits`` allow ``name`` before settling (a length is also bounded by an
+    ℓ_max maximum)."""
+    most = int(limits.maximum.get(name, 1 << 30))
+    if name in lengths and "ell_max" in limits.maximum:
+        most = min(most, int(limits.maximum["ell_max"]))
+    return most
 
 
 def _tightest_context(e: Any, hyper: dict[str, int], variant: VariantSet, start: int) -> int:

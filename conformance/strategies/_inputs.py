@@ -79,8 +79,8 @@ def inputs(draw: st.DrawFn, entry: Any, hyper: Mapping[str, int], variant: Varia
             elif len(shape) == 1:
                 out[spec.name] = draw(token_sequences(limit, shape[0]))
             elif shape:  # unpadded rows of sequences
-                rows = int(np.prod(shape[:-1], dtype=np.int64))
-                out[spec.name] = draw(datasets(limit, [shape[-1]] * rows, shape[-1])).reshape(shape)
+                n_rows = int(np.prod(shape[:-1], dtype=np.int64))
+                out[spec.name] = draw(datasets(limit, [shape[-1]] * n_rows, shape[-1])).reshape(shape)
             elif sequences:
                 out[spec.name] = draw(_related_token(limit, _occurring(out, sequences, pads)))
             else:

@@ -64,7 +64,7 @@ __all__ = [
 VARIATE_FAMILIES = ("uniform", "endpoints", "at-probability")
 DISTRIBUTION_FAMILIES = ("random", "peaked", "flat", "ties", "zeros")
 TEMPERATURE_FAMILIES = ("zero", "inf", "small", "one", "moderate", "large")
-_NUMPY = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
+_NUMPY: dict[str, type[np.floating[Any]]] = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
 
 
 # --------------------------------------------------------------------------
@@ -111,7 +111,7 @@ def variates(draw: st.DrawFn, shape: tuple[int, ...], dtype: str = "float64",
         pick.flat[rng.integers(0, u.size)] = True
         if family == "endpoints":
             u[pick] = np.where(rng.random(shape) < 0.5, 0.0, below_one(dtype))[pick]
-        else:
+        elif at is not None:  # "at-probability" is drawn only when at is given
             u[pick] = min(float(at), below_one(dtype))
     return _in_unit(u, dtype)
 
@@ -263,7 +263,7 @@ def aimed(draw: st.DrawFn, entry: Entry, hyper: Mapping[str, int], variant: Vari
         if boundary:
             spec_in, spec_par = _spec_values(entry, out, params, dtype)
             steps = evaluate_trace(entry.name, spec_in, spec_par, produced, hyper=hyper, variant=variant)
-            where = [(k, c) for k, record in enumerate(steps) if (c := boundaries(record))]
+            where = [(k, found) for k, record in enumerate(steps) if (found := boundaries(record))]
             if where:
                 k, cs = where[int(rng.integers(0, len(where)))]
                 c = cs[int(rng.integers(0, len(cs)))]

@@ -1,0 +1,132 @@
+"""torch.nn itself as an implementation (plugins ``torch-nn`` and ``torch-nn-weights``).
+
+Boundary only: layout, loading ftspec's parameters into the library's own
+modules, mask polarity and head packing (``adapter``); the maths is
+torch.nn's. Written against torch 2.13.0 (nn/modules/activation.py
+MultiheadAttention, nn/functional.py scaled_dot_product_attention and
+multi_head_attention_forward, nn/modules/normalization.py LayerNorm and
+RMSNorm).
+
+Variant sets (docs/libraries.md says why, switch by switch):
+
+``torch-nn``          LayerNorm/RMSNorm ε = 1e-5 inside the root (biased
+                      variance); SDPA's math path on CPU scales √scale into
+                      both Q and K (``query_key_sqrt``) and gives a fully
+                      masked query zero output (``empty_query="zeros"``).
+                      ``mh_attention`` is MultiheadAttention with
+                      need_weights=False, which calls SDPA.
+``torch-nn-weights``  MultiheadAttention with need_weights=True: q is scaled
+                      before q·kᵀ (``scale_placement="query"``) and a fully
+                      masked query gives NaN (``empty_query="nan"``).
+
+nn.MultiheadAttention ties d_attn = d_mid = d_x / H and d_out = d_x; that is
+declared as shape limits where impls/api.py offers ``Limits``.
+
+``torch-nn-rms-default`` / ``-f64``  nn.RMSNorm at its default eps=None,
+                      whose ε depends on the dtype (see variant_rms_default):
+                      one variant set per ε, so one plugin per dtype group.
+
+Threads and precision as in the ``torch`` plugin: one intra-op thread
+(``FTSPEC_TORCH_THREADS``), float32 matmul precision "highest".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import numpy as np
+import torch
+
+from ftspec.impls import api
+from ftspec.impls.api import Implementation
+from ftspec.spec.variants import PAPER
+
+from .entries import ALGORITHMS, ALGORITHMS_RMS_DEFAULT, ALGORITHMS_WEIGHTS
+
+__all__ = ["implementation", "implementation_weights", "implementation_rms_default",
+           "implementation_rms_default_f64", "VARIANT_SDPA", "VARIANT_WEIGHTS", "variant_rms_default"]
+
+torch.set_float32_matmul_precision("highest")
+torch.set_num_threads(int(os.environ.get("FTSPEC_TORCH_THREADS", "1")))
+
+_DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16,
+           "float16": torch.float16, "int64": torch.int64, "bool": torch.bool}
+#: Every op used here runs on CPU in all four real dtypes (checked on 2.13.0).
+_REAL = ("float64", "float32", "bfloat16", "float16")
+
+_NORM = dict(epsilon=1e-5, epsilon_placement="inside_root", variance="biased", affine="scale_shift")
+VARIANT_SDPA = PAPER.replace(empty_query="zeros", scale_placement="query_key_sqrt", **_NORM)
+VARIANT_WEIGHTS = PAPER.replace(empty_query="nan", scale_placement="query", **_NORM)
+
+
+def devices() -> list[str]:
+    """cpu, and each CUDA device when there is one."""
+    out = ["cpu"]
+    if torch.cuda.is_available():
+        out += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    return out
+
+
+def from_numpy(array: Any, dtype: str, device: str) -> torch.Tensor:
+    """A NumPy array → a fresh tensor of ``dtype`` on ``device`` (exact: the
+    harness sends values representable in ``dtype``)."""
+    if dtype not in _DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; expected one of {sorted(_DTYPES)}")
+    return torch.from_numpy(np.array(array, copy=True, order="C")).to(dtype=_DTYPES[dtype], device=device)
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    """A tensor → NumPy, value for value (bfloat16 upcast to float32)."""
+    t = t.detach().cpu()
+    return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
+
+
+def _limits(algorithms: Any) -> dict[str, Any]:
+    """``limits=`` for MultiheadAttention, if this ftspec's contract has it."""
+    Limits = getattr(api, "Limits", None)
+    has_field = "limits" in {f.name for f in dataclasses.fields(Implementation)}
+    if Limits is None or not has_field or "mh_attention" not in algorithms:
+        return {}
+    mha = Limits(equal=(("d_attn", "d_mid"), ("d_x", "H*d_attn"), ("d_out", "d_x")))
+    return {"limits": {"mh_attention": mha}}
+
+
+def variant_rms_default(dtype: str) -> Any:
+    """The variant set of ``nn.RMSNorm(eps=None)`` at ``dtype``: ε is
+    finfo(float64).eps for float64 and finfo(float32).eps for float32,
+    bfloat16 and float16 (the reduced types compute in float32)."""
+    eps = torch.finfo(torch.float64 if dtype == "float64" else torch.float32).eps
+    return PAPER.replace(norm="rms_norm", epsilon=eps, epsilon_placement="inside_root")
+
+
+def _make(name: str, algorithms: Any, variant: Any, description: str,
+          dtypes: tuple[str, ...] = _REAL) -> Implementation:
+    return Implementation(
+        name=name,
+        version=f"torch{torch.__version__}",
+        algorithms=algorithms,
+        dtypes=dtypes,
+        devices=devices,
+        from_numpy=from_numpy,
+        to_numpy=to_numpy,
+        variants=[variant],
+        precision="highest",
+        description=description,
+        extra={"torch": torch.__version__},
+        **_limits(algorithms),
+    )
+
+
+implementation = _make("torch-nn", ALGORITHMS, VARIANT_SDPA,
+                       "torch.nn as shipped: LayerNorm, RMSNorm, SDPA, MultiheadAttention "
+                       "(need_weights=False)")
+implementation_weights = _make("torch-nn-weights", ALGORITHMS_WEIGHTS, VARIANT_WEIGHTS,
+                               "torch.nn.MultiheadAttention, need_weights=True path")
+implementation_rms_default = _make(
+    "torch-nn-rms-default", ALGORITHMS_RMS_DEFAULT, variant_rms_default("float32"),
+    "torch.nn.RMSNorm(eps=None): ε = finfo(float32).eps", dtypes=("float32", "bfloat16", "float16"))
+implementation_rms_default_f64 = _make(
+    "torch-nn-rms-default-f64", ALGORITHMS_RMS_DEFAULT, variant_rms_default("float64"),
+    "torch.nn.RMSNorm(eps=None) in float64: ε = finfo(float64).eps", dtypes=("float64",))

@@ -1,0 +1,185 @@
+"""Shape limits in the plugin contract (impls/api.py ``Limits``).
+
+A library that ties d_attn = d_mid and d_x = H·d_attn, refuses batches or
+cross-attention lengths, declares so; the harness then draws, replays and
+certifies only within those limits, and says so in the certificate."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ftspec.conformance.certificate import _fixtures_outside, render_markdown
+from ftspec.conformance.execute import Member
+from ftspec.conformance.fixture_replay import replay_fixtures
+from ftspec.conformance.runner import Runner
+from ftspec.conformance.strategies import cases, hyperparameters
+from ftspec.impls.api import Implementation, Limits
+from ftspec.impls.discovery import PluginError, _materialise
+from ftspec.impls.numpy import implementation as numpy_impl
+
+from .support import run
+
+#: What torch.nn.MultiheadAttention supports, roughly: one head width for queries, keys and values,
+#: the embedding split over the heads, self-attention lengths, no batched call in this plugin.
+MH = Limits(equal=(("d_attn", "d_mid"), ("d_x", "H*d_attn")), maximum={"H": 3, "ell_x": 4},
+            batching=False, cross_lengths=False)
+#: A transformer limit naming sizes mh_attention does not have (d_e, L, N_V): those do not apply there.
+MODEL = Limits(equal=(("d_attn", "d_mid"), ("d_e", "H*d_attn")), maximum={"L": 1, "N_V": 6, "ell_max": 5})
+
+QUICK = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+
+
+def _inside(hyper: dict[str, int]) -> bool:
+    """The MH limits written out by hand (not through ``Limits.admits``)."""
+    return (hyper["d_attn"] == hyper["d_mid"] and hyper["d_x"] == hyper["H"] * hyper["d_attn"]
+            and hyper["H"] <= 3 and hyper["ell_x"] <= 4 and hyper["ell_z"] == hyper["ell_x"])
+
+
+@QUICK
+@given(st.data())
+def test_hyperparameters_never_leave_the_limits(data):
+    hyper = data.draw(hyperparameters("mh_attention", limits=MH))
+    assert _inside(hyper), hyper
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(st.data())
+def test_model_sizes_stay_within_limits_naming_them(data):
+    hyper = data.draw(hyperparameters("d_transformer", limits=MODEL, budget="quick"))
+    assert hyper["d_attn"] == hyper["d_mid"] and hyper["d_e"] == hyper["H"] * hyper["d_attn"], hyper
+    assert hyper["L"] <= 1 and hyper["N_V"] <= 6 and hyper["ell_max"] <= 5, hyper
+
+
+@QUICK
+@given(st.data())
+def test_cases_carry_no_batch_when_batching_is_off(data):
+    case = data.draw(cases("mh_attention", limits=MH, max_batch=3))
+    assert case.batch == []
+    assert _inside(case.hyper), case.hyper
+
+
+def test_without_limits_the_strategies_do_draw_outside_them():
+    """The property above is not vacuous: unconstrained draws leave MH's limits."""
+    seen = []
+
+    @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(hyperparameters("mh_attention"))
+    def collect(hyper):
+        seen.append(_inside(hyper))
+
+    collect()
+    assert not all(seen)
+
+
+def _refusing(limits_declared: Limits | None) -> Implementation:
+    """NumPy's mh_attention behind a boundary that refuses every shape outside MH, as a real library
+    does; declares ``limits_declared`` (None: declares nothing)."""
+    inner = numpy_impl.algorithms["mh_attention"]
+
+    def mh_attention(inputs, params, ctx):
+        if ctx.batched or not _inside(dict(ctx.hyper)):
+            raise ValueError(f"unsupported shape {dict(ctx.hyper)} batched={ctx.batched}")
+        return inner(inputs, params, ctx)
+
+    return dataclasses.replace(numpy_impl, name="tied-heads", algorithms={"mh_attention": mh_attention},
+                               dtypes=["float64"], limits=limits_declared or Limits())
+
+
+def test_a_plugin_refusing_outside_its_declared_limits_is_conformant(tmp_path):
+    result = run([("tied", _refusing(MH))], ["mh_attention"], ["float64"], tmp_path, examples=25)
+    (cell,) = [c for c in result.cells if c.impl == "tied"]
+    assert cell.status == "pass" and cell.examples > 0, (cell.status, cell.note, cell.failure)
+
+
+def test_the_same_plugin_without_declared_limits_fails(tmp_path):
+    result = run([("tied", _refusing(None))], ["mh_attention"], ["float64"], tmp_path, examples=25)
+    (cell,) = [c for c in result.cells if c.impl == "tied"]
+    assert cell.status == "fail", (cell.status, cell.examples)
+
+
+def test_members_with_different_limits_share_no_search(tmp_path):
+    """An unconstrained peer keeps its full search while the constrained one stays within its own."""
+    result = run([("tied", _refusing(MH)), ("numpy", dataclasses.replace(numpy_impl, dtypes=["float64"]))],
+                 ["mh_attention"], ["float64"], tmp_path, examples=15)
+    status = {c.impl: c.status for c in result.cells}
+    assert status == {"tied": "pass", "numpy": "pass"}
+    groups = Runner._variant_groups([Member("tied", _refusing(MH), "cpu"), Member("numpy", numpy_impl, "cpu")],
+                                    "mh_attention")
+    assert sorted((g[1].unconstrained, [m.label for m in g[2]]) for g in groups) == [
+        (False, ["tied"]), (True, ["numpy"])]
+
+
+@pytest.mark.parametrize("limits, why", [
+    (Limits(minimum={"H": 4}, maximum={"H": 3}), "exceed the maxima"),
+    (Limits(equal=(("d_x", "H*d_attn"), ("d_x", "d_attn")), minimum={"H": 2}), "cannot all hold"),
+    (Limits(maximum={"ell_x": 0}), "positive integers"),
+    (Limits(equal=(("d_attn", "d_hed"),)), "unknown hyperparameters ['d_hed']"),
+    ({"layer_norm": Limits()}, "does not implement"),
+])
+def test_a_declaration_that_leaves_nothing_to_draw_fails_to_load(limits, why):
+    impl = dataclasses.replace(_refusing(None), limits=limits)
+    assert any(why in p for p in impl.problems()), impl.problems()
+    with pytest.raises(PluginError, match="malformed plugin"):
+        _materialise(impl, "mod:impl")
+
+
+def test_per_algorithm_limits_apply_only_to_their_algorithm():
+    impl = dataclasses.replace(numpy_impl, limits={"mh_attention": MH})
+    assert impl.problems() == []
+    assert impl.limits_for("mh_attention") is MH and impl.limits_for("attention").unconstrained
+    assert impl.admits("attention", {"d_attn": 2, "d_mid": 3})
+
+
+def test_fixtures_outside_the_limits_are_skipped_and_counted():
+    impl = _refusing(MH)
+    results = replay_fixtures([("tied", impl)], algorithms=["mh_attention"], dtypes=["float64"])
+    unlimited = replay_fixtures([("tied", dataclasses.replace(impl, algorithms=numpy_impl.algorithms,
+                                                               limits=Limits()))],
+                                algorithms=["mh_attention"], dtypes=["float64"])
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+    outside = _fixtures_outside(impl, ["mh_attention"], "all")
+    assert outside > 0 and len(results) + outside == len(unlimited)
+
+
+PLUGIN = """
+import dataclasses
+from ftspec.impls.api import Limits
+from ftspec.impls.numpy import implementation as base
+
+_inner = base.algorithms["mh_attention"]
+
+def mh_attention(inputs, params, ctx):
+    h = ctx.hyper
+    if ctx.batched or h["d_attn"] != h["d_mid"] or h["d_x"] != h["H"] * h["d_attn"]:
+        raise ValueError("only tied head sizes")
+    return _inner(inputs, params, ctx)
+
+impl = dataclasses.replace(
+    base, name="myheads", version="1.0", dtypes=["float64"],
+    algorithms={"mh_attention": mh_attention},
+    limits=Limits(equal=(("d_attn", "d_mid"), ("d_x", "H*d_attn")), batching=False))
+"""
+
+
+def test_a_users_plugin_with_limits_is_certified_from_outside_the_repo(tmp_path):
+    (tmp_path / "myheads.py").write_text(textwrap.dedent(PLUGIN))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "ftspec.tools.cli", "certify", "myheads:impl", "--algorithm",
+                           "mh_attention", "--profile", "quick", "--out", str(tmp_path / "cert")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    doc = json.loads((tmp_path / "cert" / "certificate.json").read_text())
+    assert doc["verdict"] == "conformant"
+    assert doc["subject"]["limits"]["mh_attention"]["equal"] == [["d_attn", "d_mid"], ["d_x", "H*d_attn"]]
+    md = (tmp_path / "cert" / "certificate.md").read_text()
+    assert "Within limits: mh_attention: d_attn = d_mid, d_x = H*d_attn, no batching" in md
+    assert md == render_markdown(doc)
