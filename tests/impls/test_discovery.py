@@ -98,7 +98,14 @@ def test_ftspec_no_plugins_keeps_only_the_bundled(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     assert "other" in discover()
     monkeypatch.setenv("FTSPEC_NO_PLUGINS", "1")
-    assert set(discover()) == {"numpy", "torch", "jax"}
+    # the bundled plugins are exactly those pyproject.toml registers for ftspec itself
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    bundled = set(project["project"]["entry-points"]["ftspec.impls"])
+    assert {"numpy", "torch", "jax", "torch-nn"} <= bundled
+    assert set(discover()) == bundled
 
 
 def _run(cmd: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
