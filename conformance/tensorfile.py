@@ -1,4 +1,6 @@
-"""A deterministic safetensors writer and a strict reader (no pickle, no library quirks).
+"""A deterministic safetensors writer and a strict reader.
+
+Plain tensors only: no serialised Python objects, no library quirks.
 
 The safetensors format (https://github.com/huggingface/safetensors):
 

@@ -81,7 +81,7 @@ def load_mha(p: Mapping[str, Tensor], H: int, d_x: int, d_z: int, dtype: torch.d
         mha.in_proj_bias.copy_(b)
         mha.out_proj.weight.copy_(p["W_o"])  # (d_out = E, H·d_mid = E)
         mha.out_proj.bias.copy_(p["b_o"])
-    return mha.train(False)  # inference mode (same as .eval())
+    return mha.train(False)  # inference mode
 
 
 def load_norm(module: nn.Module, p: Mapping[str, Tensor]) -> nn.Module:
@@ -91,4 +91,4 @@ def load_norm(module: nn.Module, p: Mapping[str, Tensor]) -> nn.Module:
         bias = getattr(module, "bias", None)  # LayerNorm's β, or None (RMSNorm has none)
         if bias is not None:
             bias.copy_(p["beta"])
-    return module.train(False)  # inference mode (same as .eval())
+    return module.train(False)  # inference mode
