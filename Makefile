@@ -16,7 +16,7 @@ help:
 	@echo "make test   - run every test (quick profile): the complete check CI runs"
 	@echo "make test-fast - the tests not marked slow (for development; not a verdict)"
 	@echo "make fixtures / fixtures-check - regenerate golden fixtures / check them for drift"
-	@echo "make bench  - mutation score and speed figures (docs/benchmarks.md)"
+	@echo "make bench  - mutation score and speed figures (docs/benchmarks.md), library table (docs/libraries.md)"
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ftspec needs Python 3.11 or newer (set PYTHON=...)")'
@@ -46,6 +46,7 @@ fixtures-check: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/ftspec bench all --write docs/benchmarks.md --json reports/bench.json
+	$(BIN)/ftspec bench libraries --write docs/libraries.md --json reports/libraries.json
 
 clean:
 	rm -rf $(VENV) .hypothesis reports certificates

@@ -35,6 +35,9 @@ __all__ = [
 
 GROUP = "ftspec.impls"
 BUNDLED_DIST = "ftspec"
+#: The project's own independent implementations; every other bundled plugin wraps a library at its
+#: boundary (``ftspec bench libraries`` certifies those).
+INDEPENDENT = ("numpy", "torch", "jax")
 
 #: Install hints for modules the bundled plugins need.
 _HINTS = {
@@ -42,6 +45,8 @@ _HINTS = {
     "jax": "pip install 'ftspec[jax]'",
     "jaxlib": "pip install 'ftspec[jax]'",
     "numpy": "pip install numpy",
+    "transformers": "pip install 'ftspec[transformers]'",
+    "flax": "pip install 'ftspec[flax]'",
 }
 
 

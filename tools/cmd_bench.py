@@ -5,6 +5,7 @@
     ftspec bench falsefail [--examples N]
     ftspec bench all [--write docs/benchmarks.md] [--json PATH]
     ftspec bench render RESULTS.json --write docs/benchmarks.md
+    ftspec bench libraries [--plugin NAME ...] [--write docs/libraries.md] [--json PATH]
 
 Results are one JSON document (``--json``); ``--write`` renders it as
 Markdown (docs/benchmarks.md). See tools/bench.
@@ -121,6 +122,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     _speed_options(q)
     _common(q)
     q.set_defaults(func=_cmd_all)
+
+    q = bs.add_parser("libraries", help="certify every bundled library plugin; the table of docs/libraries.md",
+                      description="Certify each bundled library plugin (torch.nn, Hugging Face transformers, "
+                                  "Flax) as `ftspec certify NAME` does and write the results table into "
+                                  "docs/libraries.md (between its marker lines) with --write.")
+    q.add_argument("--plugin", action="append", metavar="NAME", help="only this plugin (repeatable)")
+    q.add_argument("--profile", default="quick", choices=("quick", "default", "thorough"),
+                   help="Hypothesis profile of the certifications (default: %(default)s)")
+    q.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes per certification")
+    _common(q)
+    q.set_defaults(func=_cmd_libraries)
 
     q = bs.add_parser("render", help="render saved results (--json of an earlier run) as Markdown")
     q.add_argument("results", help="a JSON file written by --json")
@@ -276,6 +288,29 @@ def _cmd_all(args: argparse.Namespace) -> int:
     _power(args, results, calibrate=True)
     results["seconds"] = time.perf_counter() - started
     return _finish(args, results, ["power", "false_failures", "speed"])
+
+
+def _cmd_libraries(args: argparse.Namespace) -> int:
+    from ftspec.tools.bench.libraries import certify_libraries, library_plugins, markdown, write_into
+
+    known = library_plugins()
+    unknown = [n for n in args.plugin or () if n not in known]
+    if unknown:
+        raise SystemExit(f"not a bundled library plugin: {', '.join(unknown)} (known: {', '.join(known)})")
+    records = certify_libraries(args.plugin, profile=args.profile, seed=args.seed, jobs=args.jobs,
+                                progress=lambda msg: _say(args.quiet, f"bench libraries: {msg}"))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(_clean(records), indent=1, default=_json_default) + "\n")
+        _say(args.quiet, f"results: {args.json}")
+    text = markdown(records, profile=args.profile, seed=args.seed)
+    if args.write:
+        write_into(args.write, text)
+        _say(args.quiet, f"table: {args.write}")
+    else:
+        print(text)
+    failed = [r["plugin"] for r in records if r.get("certificate", {}).get("verdict") == "non-conformant"]
+    return 1 if failed else 0
 
 
 def _cmd_render(args: argparse.Namespace) -> int:

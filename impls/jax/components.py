@@ -15,7 +15,7 @@ pure and differentiable; batching is added by ``jax.vmap`` on top.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, TypeAlias
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +23,7 @@ import numpy as np
 
 from ftspec.spec.variants import VariantSet
 
-Array = jax.Array
+Array: TypeAlias = jax.Array  # an alias mypy accepts when it does not follow jax (pyproject)
 Params = Mapping[str, Any]
 
 #: Full-precision products everywhere (no TF32/bf16 passes for float32 on GPU).

@@ -33,7 +33,7 @@ token.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypeAlias
 
 import jax
 import jax.numpy as jnp
@@ -43,7 +43,7 @@ from ftspec.impls.api import Context
 from . import architectures as A
 from . import boundary as B
 
-Array = jax.Array
+Array: TypeAlias = jax.Array  # an alias mypy accepts when it does not follow jax (pyproject)
 
 
 def sample_token(p: Array, u: Array, tau: Array) -> Array:

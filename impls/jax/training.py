@@ -37,7 +37,7 @@ its step once per distinct sequence length (pair), and ``*_sgd_step`` and
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypeAlias
 
 import jax
 import jax.numpy as jnp
@@ -49,7 +49,7 @@ from ftspec.spec.variants import VariantSet
 from . import architectures as A
 from . import boundary as B
 
-Array = jax.Array
+Array: TypeAlias = jax.Array  # an alias mypy accepts when it does not follow jax (pyproject)
 Flat = Mapping[str, Any]
 
 #: the inputs that make one training example of each model (spec/entries_training.py)
