@@ -400,6 +400,12 @@ def render_markdown(doc: dict[str, Any]) -> str:
         bad = [f for f in doc["fixtures"] if not f.get("ok", True)]
         lines += ["", "## Golden fixtures", "", f"{len(doc['fixtures']) - len(bad)} of {len(doc['fixtures'])} "
                   f"fixture replays pass ({run['fixture_selection']} fixtures)."]
+        other = [f for f in doc["fixtures"] if f.get("declared_variant")]
+        if other:  # conformance/fixture_replay.py: same mathematics under the plugin's own declared set
+            live = sum(f.get("bounds") == "live" for f in other)
+            lines.append(f"{len(other)} of them ran under the declared variant set, not the fixture's "
+                         f"(the sets differ only in switches that change rounding or that the algorithm "
+                         f"does not read); {live} with a bound derived for the declared set.")
         for f in bad:
             lines.append(f"- {f.get('case')} at {f.get('dtype')} on {f.get('device')}: {f.get('message')}")
     env = doc["environment"]

@@ -18,8 +18,10 @@ implementation's output agrees with, judged exactly as the search judges
 The search is bounded (``seconds`` and ``evaluations``) and says when it gave
 up. It also describes the shrunk case's salient structure in words (an empty
 query column, a constant column, a repeated token, ℓ = 1, ...), since that is
-often what makes two conventions differ. Everything is plain data
-(``Diagnosis.to_dict``) for the JSON report and certificates.
+often what makes two conventions differ. For a model, layer, loss, gradient
+or step it adds where the implementation first departs from the spec
+(``conformance/divergence.py``: which layer, which sublayer). Everything is
+plain data (``Diagnosis.to_dict``) for the JSON report and certificates.
 """
 
 from __future__ import annotations
@@ -43,10 +45,13 @@ from .judge import judge
 from .tolerances import ToleranceModelError, reference
 from .values import EPSILONS
 
-__all__ = ["DIAGNOSED_CHECKS", "Diagnosis", "diagnose", "diagnose_failure", "number", "structure"]
+__all__ = ["DIAGNOSED_CHECKS", "LOCATED_CHECKS", "Diagnosis", "diagnose", "diagnose_failure", "number", "structure"]
 
 #: the checks whose failure compares the implementation's output with the spec's (or its refusal)
 DIAGNOSED_CHECKS = frozenset({"spec", "nan", "overflow", "refusal"})
+#: checks with no value to match, where a model or layer is still located (which piece raises or
+#: returns the wrong shape: conformance/divergence.py)
+LOCATED_CHECKS = frozenset({"exception", "shape"})
 
 _PLACED = ("inside_root", "outside_root")
 
@@ -110,6 +115,9 @@ class Diagnosis:
     recurred: bool = True
     seconds: float = 0.0
     budget: dict[str, Any] = field(default_factory=dict)  # {"seconds": s, "evaluations": n}
+    #: where a model or layer first departs (conformance/divergence.py), or None
+    divergence: Optional[dict[str, Any]] = None
+    divergence_lines: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -117,7 +125,7 @@ class Diagnosis:
             "matches": self.matches, "near_misses": self.near_misses, "structure": self.structure,
             "searched": self.searched, "evaluated": self.evaluated, "candidates": self.candidates,
             "gave_up": self.gave_up, "recurred": self.recurred, "seconds": round(self.seconds, 3),
-            "budget": self.budget,
+            "budget": self.budget, "divergence": self.divergence,
         }
 
     def summary(self) -> str:
@@ -145,6 +153,8 @@ class Diagnosis:
 
     def lines(self) -> list[str]:
         """The report's lines (without indentation)."""
+        if not self.searched and self.divergence is not None:  # a located exception: no variant search
+            return list(self.divergence_lines)
         out = [f"likely cause: {self.summary()}"]
         if self.structure:
             out.append("case structure: " + "; ".join(self.structure))
@@ -152,7 +162,7 @@ class Diagnosis:
         tail = (f"gave up after {self.seconds:.1f} s, {self.evaluated} of {self.candidates} variant sets evaluated"
                 if self.gave_up else f"{self.evaluated} variant sets evaluated in {self.seconds:.1f} s")
         out.append(f"(searched {how}; {tail})")
-        return out
+        return out + list(self.divergence_lines)
 
 
 def _ratio(r: float) -> str:
@@ -377,6 +387,15 @@ def diagnose_failure(member: Any, case: Optional[Case], check: str, dtype: str, 
     """The runner's hook: call the member once more on the shrunk case and diagnose its outputs.
     None when the check is not about values (a timeout, a crash, a mutation, ...) or when anything
     goes wrong (a diagnosis is a help; it must never cost the failure its report)."""
+    if case is not None and check in LOCATED_CHECKS:  # no value to match; where it raises, for a model
+        from .divergence import locate_failure
+
+        where = locate_failure(member, case, dtype, timeout=timeout, structural=True)
+        if where is None:
+            return None
+        d = Diagnosis(case.algorithm, dtype, case.variant.describe(), divergence=where.to_dict(),
+                      divergence_lines=where.lines())
+        return d
     if case is None or check not in DIAGNOSED_CHECKS:
         return None
     from .execute import _call
@@ -385,10 +404,18 @@ def diagnose_failure(member: Any, case: Optional[Case], check: str, dtype: str, 
         entry = case.entry
         prepared = Prepared(entry, case.inputs, case.params, dtype)
         outputs, _ = _call(member, entry, prepared.inputs, prepared.params, case, dtype, timeout, False)
-        return diagnose(entry, case, outputs, dtype, case.variant, precision=member.impl.precision,
-                        seconds=seconds)
+        d = diagnose(entry, case, outputs, dtype, case.variant, precision=member.impl.precision,
+                     seconds=seconds)
     except Exception:  # noqa: BLE001 - see above
         return None
+    if d.recurred:  # where inside a model or layer it first departs (None for other entries)
+        from .divergence import locate_failure
+
+        where = locate_failure(member, case, dtype, timeout=timeout)
+        if where is not None:
+            d.divergence = where.to_dict()
+            d.divergence_lines = where.lines()
+    return d
 
 
 # -- the case in words ------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ elements equal the per-example calls and the spec.
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 import traceback
@@ -75,32 +76,64 @@ CALL_STACK_BYTES = 256 * 2**20
 _STACK_LOCK = threading.Lock()
 
 
-def _timed(fn: Callable[[], Any], timeout: float, what: Optional[Mapping[str, str]] = None) -> Any:
-    """Run fn in a daemon thread; a hung plugin is abandoned, not waited for.
+class _Caller:
+    """A thread that runs plugin calls one after another (made once, not per call: a new thread
+    per call cost 7-9% of a search, issue 14). A call that outlives its timeout keeps the thread;
+    the thread is then abandoned (it ends after that call, if ever) and the next call gets a new
+    one. Plugins thus see one long-lived thread per calling thread, as in ordinary use
+    (thread-local state such as torch's grad mode persists between their calls)."""
 
-    ``what`` names the call for a watchdog outside this process (calling.watched): a call
-    stuck in C code that holds the GIL never lets ``join`` return, and only that watchdog
-    can end it. The watch ends when ``join`` returns, so an abandoned call that merely
-    sleeps does not get the worker killed later."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - the plugin's failure, reported, not propagated
-            box["error"] = exc
-            box["trace"] = traceback.format_exc(limit=6)
-
-    t = threading.Thread(target=target, daemon=True, name="ftspec-call")
-    with watched(what or {}, timeout):
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.abandoned = False
         with _STACK_LOCK:  # threading.stack_size is process-wide: set it for this thread only
             previous = threading.stack_size(CALL_STACK_BYTES)
             try:
-                t.start()
+                self.thread = threading.Thread(target=self._loop, daemon=True, name="ftspec-call")
+                self.thread.start()
             finally:
                 threading.stack_size(previous)
-        t.join(timeout)
-    if t.is_alive():
+
+    def _loop(self) -> None:
+        while True:
+            fn, box, done = self._jobs.get()
+            try:
+                box["value"] = fn()
+            except BaseException as exc:  # noqa: BLE001 - the plugin's failure, reported, not propagated
+                box["error"] = exc
+                box["trace"] = traceback.format_exc(limit=6)
+            done.set()
+            if self.abandoned:
+                return
+
+    def run(self, fn: Callable[[], Any], box: dict, timeout: float) -> bool:
+        """Run ``fn`` here; False when it did not end within ``timeout`` (this caller is then
+        abandoned)."""
+        done = threading.Event()
+        self._jobs.put((fn, box, done))
+        if done.wait(timeout):
+            return True
+        self.abandoned = True
+        return False
+
+
+_CALLERS = threading.local()  # one caller per calling thread (a Dask worker runs tasks in threads)
+
+
+def _timed(fn: Callable[[], Any], timeout: float, what: Optional[Mapping[str, str]] = None) -> Any:
+    """Run fn in the call thread (``_Caller``); a hung plugin is abandoned, not waited for.
+
+    ``what`` names the call for a watchdog outside this process (calling.watched): a call
+    stuck in C code that holds the GIL never lets the wait return, and only that watchdog
+    can end it. The watch ends when the wait returns, so an abandoned call that merely
+    sleeps does not get the worker killed later."""
+    box: dict[str, Any] = {}
+    caller = getattr(_CALLERS, "caller", None)
+    if caller is None or caller.abandoned or not caller.thread.is_alive():
+        caller = _CALLERS.caller = _Caller()
+    with watched(what or {}, timeout):
+        ended = caller.run(fn, box, timeout)
+    if not ended:
         raise CallTimeout(f"no result after {timeout:g} s")
     if "error" in box:
         exc = box["error"]

@@ -13,6 +13,15 @@ is not re-run. A plugin declaring a reduced matmul precision (TF32) gets a
 live derivation at that precision instead: the stored bounds assume full
 precision.
 
+A plugin that does not declare the fixture's variant set is still replayed
+on it when a declared set differs from the fixture's only in switches the
+algorithm does not read (``entry.switches``) or in switches that change
+rounding but not the mathematics (``spec.variants.ROUNDING_ONLY`` and
+``SAME_MATHEMATICS``: the expected values are the same exact function). The case then runs under the
+declared set, and where a rounding-only switch of the algorithm differs, the
+bound is derived live for the declared set (the stored one is the fixture
+set's). The result records the declared set and which bounds judged it.
+
 Nothing stops the replay: an unreadable case, a harness error or a plugin
 that raises, hangs or lists no devices becomes a failed ``FixtureResult``.
 """
@@ -29,9 +38,11 @@ from typing import Any, Callable, Collection, Mapping, Optional, Sequence
 import numpy as np
 
 from ftspec.impls.api import Implementation, select_devices
-from ftspec.spec.entry import Kind
+from ftspec.spec.entry import Entry, Kind
+from ftspec.spec import variants as _variants
+from ftspec.spec.variants import ROUNDING_ONLY, VariantSet
 
-__all__ = ["DTYPES", "FixtureResult", "replay_fixtures", "sample_cases"]
+__all__ = ["DTYPES", "FixtureResult", "replay_fixtures", "replay_variant", "sample_cases"]
 
 #: the dtypes fixtures are replayed at (their inputs are exact in both)
 DTYPES = ("float64", "float32")
@@ -55,6 +66,8 @@ class FixtureResult:
     variant: str = ""
     checks: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    declared: str = ""  # the declared variant set it ran under, when not the fixture's own (describe())
+    bounds: str = ""  # "stored" (the fixture's) or "live" (derived for this run); "" if never judged
 
     def to_dict(self) -> dict[str, Any]:
         r = self.ratio
@@ -70,6 +83,8 @@ class FixtureResult:
             "message": self.message,
             "checks": list(self.checks),
             "seconds": round(float(self.seconds), 6),
+            "declared_variant": self.declared,
+            "bounds": self.bounds,
         }
 
 
@@ -94,14 +109,45 @@ def _targets(plugins: Sequence[tuple[str, Implementation]], devices: Optional[Se
     return out
 
 
-def _covers(t: _Target, algorithm: str, dtype: str, variant, hyper=None) -> bool:
-    """Whether ``t`` is replayed on the case: a case outside the plugin's declared limits is not
-    (the certificate counts those, conformance/certificate.py)."""
+def replay_variant(impl: Implementation, entry: Optional[Entry], fixture: VariantSet) -> Optional[VariantSet]:
+    """The variant set ``impl`` is replayed under on a fixture made under ``fixture``, or None.
+
+    The fixture's own set if ``impl`` declares it (or "all"); else the first declared set whose
+    differences from it, among the switches ``entry`` reads, all change rounding only."""
+    if impl.supports(fixture):
+        return fixture
+    if entry is None or impl.variants == "all":
+        return None
+    for v in impl.variants:
+        if all(_rounding_only(k, getattr(fixture, k), getattr(v, k)) for k in _read(entry, v, fixture)):
+            return v
+    return None
+
+
+def _read(entry: Entry, a: VariantSet, b: VariantSet) -> set[str]:
+    """The switches ``entry`` reads on which ``a`` and ``b`` differ."""
+    return set(a.differences(b)) & set(entry.switches)
+
+
+def _rounding_only(switch: str, a: Any, b: Any) -> bool:
+    """Whether values ``a`` and ``b`` of ``switch`` are the same mathematics (spec/variants.py)."""
+    same = getattr(_variants, "SAME_MATHEMATICS", {})
+    return switch in ROUNDING_ONLY or same.get((switch, a), a) == same.get((switch, b), b)
+
+
+def _covers(t: _Target, algorithm: str, dtype: str, variant, hyper=None) -> Optional[VariantSet]:
+    """The variant set ``t`` is replayed under on the case, or None if it is not replayed: a case
+    outside the plugin's declared limits is not (the certificate counts those,
+    conformance/certificate.py)."""
+    from ftspec.spec.registry import REGISTRY
+
     try:
-        return (algorithm in t.impl.algorithms and dtype in tuple(t.impl.dtypes) and t.impl.supports(variant)
-                and (hyper is None or t.impl.admits(algorithm, hyper)))
+        if not (algorithm in t.impl.algorithms and dtype in tuple(t.impl.dtypes)
+                and (hyper is None or t.impl.admits(algorithm, hyper))):
+            return None
+        return replay_variant(t.impl, REGISTRY.get(algorithm), variant)
     except Exception:  # noqa: BLE001 - a plugin that cannot say is not replayed on the case
-        return False
+        return None
 
 
 def sample_cases(records: Sequence[Mapping[str, Any]], every: int = SAMPLE_EVERY) -> list[str]:
@@ -169,8 +215,13 @@ def replay_fixtures(plugins: Sequence[tuple[str, Implementation]], *, algorithms
                             emit(FixtureResult(case_id, algorithm, t.label, dtype, device, False, math.inf, message))
             continue
         for dtype in wanted_dtypes:
-            covering = [t for t in targets if t.error is None and _covers(t, algorithm, dtype, fx.variant, fx.hyper)]
-            _replay_case(fx, dtype, covering, timeout, emit, adjust)
+            groups: dict[VariantSet, list[_Target]] = {}  # by the variant set each target runs under
+            for t in targets:
+                v = _covers(t, algorithm, dtype, fx.variant, fx.hyper) if t.error is None else None
+                if v is not None:
+                    groups.setdefault(v, []).append(t)
+            for v, covering in groups.items():
+                _replay_case(fx, dtype, covering, timeout, emit, adjust, variant=v)
     return results
 
 
@@ -211,12 +262,15 @@ def _stored_reference(fx, entry, dtype: str):
                      extra={"fixture": fx.id, "bounds": "stored"})
 
 
-def _live_reference(fx, entry, prepared, dtype: str, precision: str):
-    """A reduced matmul precision (e.g. TF32) has no stored bound: derive it, and judge sampled tokens
-    against the live distributions; the expected values stay the fixture's."""
+def _live_reference(fx, entry, prepared, dtype: str, precision: str, variant: Optional[VariantSet] = None):
+    """A reduced matmul precision (e.g. TF32), or a declared set that rounds differently from the
+    fixture's, has no stored bound: derive it (for ``variant``, default the fixture's), and judge
+    sampled tokens against the live distributions; the expected values stay the fixture's."""
     from .tolerances import Reference, reference
 
-    live = reference(entry, prepared.inputs, prepared.params, hyper=dict(fx.hyper), variant=fx.variant,
+    variant = fx.variant if variant is None else variant
+    rounds_differently = variant != fx.variant
+    live = reference(entry, prepared.inputs, prepared.params, hyper=dict(fx.hyper), variant=variant,
                      dtype=dtype, precision=precision)
     missing = [k for k in live.bound if k not in fx.expected]
     if missing:
@@ -224,18 +278,22 @@ def _live_reference(fx, entry, prepared, dtype: str, precision: str):
     return Reference(outputs={k: np.array(fx.expected[k]) for k in live.outputs},
                      bound=live.bound, spread=live.spread, max_intermediate=live.max_intermediate,
                      in_range=live.in_range, dtype=dtype, precision=precision, specs=live.specs,
-                     sampled=live.sampled if precision != "highest" else None,
+                     sampled=live.sampled if precision != "highest" or rounds_differently else None,
                      extra={"fixture": fx.id, "bounds": "live"})
 
 
-def _reference(fx, entry, prepared, dtype: str, precision: str):
-    if precision == "highest" and dtype in fx.bounds:  # what the stored bounds assume (FORMAT.md §8)
+def _reference(fx, entry, prepared, dtype: str, precision: str, variant: Optional[VariantSet] = None):
+    """Stored bounds when they hold for this run (full precision, and the run's variant set differs
+    from the fixture's in no switch the algorithm reads); a live derivation otherwise."""
+    variant = fx.variant if variant is None else variant
+    same_rounding = not _read(entry, variant, fx.variant)
+    if precision == "highest" and dtype in fx.bounds and same_rounding:  # what the stored bounds assume (FORMAT.md §8)
         return _stored_reference(fx, entry, dtype)
-    return _live_reference(fx, entry, prepared, dtype, precision)
+    return _live_reference(fx, entry, prepared, dtype, precision, variant)
 
 
-def _replay_case(fx, dtype: str, targets: list[_Target], timeout: float, emit,
-                 adjust: Optional[Callable[[Any], Any]] = None) -> None:
+def _replay_case(fx, dtype: str, targets: list[_Target], timeout: float, emit_all: Callable[[FixtureResult], None],
+                 adjust: Optional[Callable[[Any], Any]] = None, variant: Optional[VariantSet] = None) -> None:
     from ftspec.spec.registry import REGISTRY
 
     from .calling import Prepared
@@ -245,6 +303,12 @@ def _replay_case(fx, dtype: str, targets: list[_Target], timeout: float, emit,
     if not targets:
         return
     label = fx.variant_label
+    variant = fx.variant if variant is None else variant
+    declared = "" if variant == fx.variant else variant.describe()
+
+    def emit(r: FixtureResult) -> None:  # every result of this case names the set it ran under
+        r.declared = declared
+        emit_all(r)
     refs: dict[str, Any] = {}
     try:
         entry = REGISTRY[fx.algorithm]
@@ -253,7 +317,7 @@ def _replay_case(fx, dtype: str, targets: list[_Target], timeout: float, emit,
             for k, v in rounded.items():
                 if not np.array_equal(v, given[k]):
                     raise ValueError(f"{k} is not exactly representable in {dtype}")
-        case = Case(fx.algorithm, dict(fx.hyper), fx.variant, prepared.inputs, prepared.params, style="fixture")
+        case = Case(fx.algorithm, dict(fx.hyper), variant, prepared.inputs, prepared.params, style="fixture")
     except Exception as exc:  # noqa: BLE001
         for t in targets:
             for device in t.devices:
@@ -264,7 +328,7 @@ def _replay_case(fx, dtype: str, targets: list[_Target], timeout: float, emit,
         precision = getattr(t.impl, "precision", "highest")
         if precision not in refs:
             try:
-                refs[precision] = _reference(fx, entry, prepared, dtype, precision)
+                refs[precision] = _reference(fx, entry, prepared, dtype, precision, variant)
                 if adjust is not None:
                     refs[precision] = adjust(refs[precision])
             except Exception as exc:  # noqa: BLE001
@@ -294,4 +358,5 @@ def _replay_case(fx, dtype: str, targets: list[_Target], timeout: float, emit,
             message = "; ".join(f"{f.check}: {f.message}" for f in j.findings)
             ratio = j.ratio if j.ok else max(j.ratio, max((f.ratio for f in j.findings), default=math.inf))
             emit(FixtureResult(fx.id, fx.algorithm, t.label, dtype, device, j.ok, float(ratio), message, label,
-                               list(outcome.checks), time.perf_counter() - started))
+                               list(outcome.checks), time.perf_counter() - started,
+                               bounds=str(getattr(ref, "extra", {}).get("bounds", ""))))

@@ -23,8 +23,19 @@ executor keeps each of those to the one task it was running:
   parent writes, go the other way pickled).
 
 Anything written against ``concurrent.futures.Executor`` (``submit`` and
-futures) runs on it, so a Dask cluster's executor can take its place; there a
-lost worker shows up as Dask's own exception instead of ``WorkerLost``.
+futures) runs on it, so a Dask cluster's executor can take its place
+(``parallel.dask_executor``, ``ftspec run --scheduler``); there a lost worker
+shows up as Dask's own exception instead of ``WorkerLost``.
+
+Why not ``concurrent.futures.ProcessPoolExecutor`` (issue 14 asked to replace
+hand-written pools by an existing engine): it is the standard engine, but a
+worker that dies breaks it for good (every pending and later task fails with
+``BrokenProcessPool``, so one segfaulting plugin would end the run), it has no
+way to kill one hung task's process (``shutdown`` waits for it; a call stuck in
+C code would hang the run), and it unpickles what the workers send. Those three
+are what this executor exists for, so it stays an ``Executor`` subclass of its
+own; the scheduling around it (``parallel._drive``) is plain ``submit`` and
+``wait`` and runs unchanged on Dask.
 """
 
 from __future__ import annotations

@@ -1,15 +1,43 @@
-"""Running the search and the fixture replay in worker processes (``ftspec run --jobs N``).
+"""Running the search and the fixture replay as tasks on an executor (``ftspec run --jobs N``,
+``--scheduler ADDRESS``, ``--shards N``).
 
 The searches of a run are independent: each (algorithm, dtype) search draws
 its own cases from its own seed, so running them in separate processes gives
 the same examples as running them one after another (up to each search's
-wall-time cap, which counts the same in both). Each search, and each chunk of
-fixture cases, is a task on a ``concurrent.futures`` executor: by default an
-``isolation.IsolatedPool`` of local worker processes (jobs=1 too: one worker,
-so a plugin that ends its process cannot end the run); a Dask cluster's
-executor can take its place, since tasks take and return plain values
-(settings in; numbers, strings, lists and dicts out). A failing search's
-shrunk case is read back from the case file the worker wrote.
+wall-time cap, which counts the same in both). A task is one shard of one
+(algorithm, dtype): the search of every implementation in turn (one search per
+implementation, conformance/runner.py), in one process, so that the spec's
+reference for a case they share is evaluated once. ``shards`` splits every
+search by seed (shard k of n draws from a seed of its own and runs its share
+of the examples, and under a time cap each shard has the whole cap): examples
+per cell grow with the workers. The same seed and shard count give the same
+cases (``runner.shard_seed``). Shards are merged in shard order, so the result
+does not depend on which finished first.
+
+Executors. Each task and each chunk of fixture cases goes to a
+``concurrent.futures.Executor``:
+
+- by default ``isolation.IsolatedPool``, local worker processes (jobs=1 too:
+  one worker, so a plugin that ends its process cannot end the run). It is an
+  ``Executor`` subclass written for this project and is kept rather than
+  replaced by ``concurrent.futures.ProcessPoolExecutor``, which cannot do what
+  a run needs: a worker death breaks a ``ProcessPoolExecutor`` for good
+  (``BrokenProcessPool`` for every pending task), it has no way to kill a call
+  hung in C code (no per-task watchdog), and it unpickles what workers send;
+- with ``--scheduler ADDRESS``, a Dask distributed cluster's executor
+  (``Client.get_executor``, optional extra ``ftspec[dask]``): the workers need
+  ftspec and the plugins installed; a lost Dask worker fails its task as an
+  error (Dask's own exception), and a call hung in C code is not killed there
+  (its worker stays busy until Dask's own timeouts): use the local executor to
+  find crashes and hangs. A worker process runs one task at a time (Hypothesis
+  is not thread-safe): start workers with ``--nthreads 1`` and as many
+  processes as cores.
+
+Tasks take plain values (settings, names) and return a JSON string (numbers,
+strings, lists and dicts): no plugin object is ever sent back, on any
+executor. A failing search's shrunk case is read back from the case file the
+worker wrote (on a cluster, ``--case-dir`` must be a directory the workers
+and this process share).
 
 A task whose worker is lost (``isolation.WorkerLost``: a call past its
 deadline killed by the watchdog, ``os._exit``, a segfault) fails only the
@@ -24,20 +52,25 @@ a hang costs its timeout once.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
+import threading
 import time
 from collections import Counter, deque
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
-from dataclasses import asdict, dataclass, fields
-from typing import Any, Callable, Iterable, Optional, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from .calling import known_hangs, skipping_hangs
 from .fixture_replay import FixtureResult
 from .isolation import IsolatedPool, WorkerLost
 from .runner import Cell, Failure, Runner, RunResult
 
-__all__ = ["RunSettings", "default_jobs", "hangs_of", "replay_fixtures_parallel", "run_parallel"]
+__all__ = ["ExecutorError", "RunSettings", "dask_executor", "default_jobs", "hangs_of", "replay_fixtures_parallel",
+           "run_parallel"]
 
 #: default ceiling on worker processes: each imports every framework (~1 GB resident with JAX)
 MAX_DEFAULT_JOBS = 8
@@ -67,11 +100,17 @@ class RunSettings:
     devices: Optional[tuple[str, ...]] = None
     #: wall-time cap per search, as ``Runner``'s ``seconds`` (None: the profile's)
     seconds: Optional[float] = None
+    #: shards each search is split into (by seed; see the module docstring)
+    shards: int = 1
 
 
 # -- worker side ------------------------------------------------------------------
 
 _WORKER: dict[tuple, Any] = {}
+_WORKER_LOCK = threading.Lock()  # a Dask worker runs tasks in threads of one process
+#: one task at a time per process: Hypothesis and the hang record (calling.skipping_hangs) are
+#: per process, not per thread, so the tasks a multi-threaded Dask worker gets wait their turn
+_TASK_LOCK = threading.Lock()
 
 
 def _init_worker() -> None:
@@ -83,24 +122,25 @@ def _init_worker() -> None:
 
 
 def _plugins(labels: Sequence[str]):
+    """The implementations of ``labels``, loaded once per process."""
     from ftspec.impls.discovery import load_target
 
     key = ("plugins", tuple(labels))
-    if key not in _WORKER:
-        _WORKER[key] = [(label, load_target(label)) for label in labels]
-    return _WORKER[key]
+    with _WORKER_LOCK:
+        if key not in _WORKER:
+            _init_worker()  # idempotent; a Dask worker has no initializer of ours
+            _WORKER[key] = [(label, load_target(label)) for label in labels]
+        return _WORKER[key]
 
 
-def _runner(s: RunSettings, excluded: tuple[str, ...] = ()) -> Runner:
+def _runner(s: RunSettings, excluded: tuple[str, ...] = (), shard: int = 0) -> Runner:
+    """A runner for one task (its reference cache is the task's: runners are not shared between
+    tasks, which a Dask worker may run at the same time in threads)."""
     from .profiles import profile
 
-    key = ("runner", s, excluded)
-    if key not in _WORKER:
-        plugins = [(label, impl) for label, impl in _plugins(s.labels) if label not in excluded]
-        _WORKER[key] = Runner(plugins, profile=profile(s.profile), seed=s.seed, case_dir=s.case_dir,
-                              examples=s.examples, call_timeout=s.call_timeout, devices=s.devices,
-                              seconds=s.seconds)
-    return _WORKER[key]
+    plugins = [(label, impl) for label, impl in _plugins(s.labels) if label not in excluded]
+    return Runner(plugins, profile=profile(s.profile), seed=s.seed, case_dir=s.case_dir, examples=s.examples,
+                  call_timeout=s.call_timeout, devices=s.devices, seconds=s.seconds, shard=(shard, s.shards))
 
 
 def _cell_values(c: Cell) -> dict[str, Any]:
@@ -114,37 +154,51 @@ def _cell_values(c: Cell) -> dict[str, Any]:
 
 
 def _search_task(settings: dict[str, Any], algorithm: str, dtype: str,
-                 excluded: Sequence[str] = ()) -> dict[str, Any]:
-    """One (algorithm, dtype) search, without the implementations in ``excluded`` (labels)."""
+                 excluded: Sequence[str] = (), shard: int = 0) -> str:
+    """Shard ``shard`` of one (algorithm, dtype) search, without the implementations in ``excluded``
+    (labels); the result as a JSON string of plain values."""
     values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()}
     s = RunSettings(**values)
-    res = _runner(s, tuple(excluded)).run([algorithm], [dtype])
+    runner = _runner(s, tuple(excluded), shard)
+    with _TASK_LOCK:
+        res = runner.run([algorithm], [dtype])
     key = (algorithm, dtype)
-    return {
+    return json.dumps({
         "cells": [_cell_values(c) for c in res.cells],
         "generated": res.generated.get(key, 0),
+        "repeated": res.repeated.get(key, 0),
         "rejected": res.rejected.get(key, 0),
         "unmodelled": res.unmodelled.get(key, 0),
         "time_capped": bool(res.time_capped.get(key, False)),
         "agreement": [[a, b, r] for (a, b), r in res.agreement.get(key, {}).items()],
         "reference_seconds": res.reference_seconds,
+        "reference_evaluations": runner.reference_evaluations,
         "implementation_seconds": dict(res.implementation_seconds),
-    }
+    })
 
 
 def _replay_task(labels: Sequence[str], case_ids: Sequence[str], dtypes: Optional[Sequence[str]],
                  devices: Optional[Sequence[str]], directory: Optional[str], timeout: Optional[float] = None,
-                 hangs: Sequence[Sequence[str]] = ()) -> dict[str, Any]:
+                 hangs: Sequence[Sequence[str]] = ()) -> str:
     """Replay ``case_ids``; (implementation, algorithm, device) in ``hangs`` are not called again."""
     from .fixture_replay import DEFAULT_TIMEOUT, replay_fixtures
 
-    with skipping_hangs(hangs):
+    with _TASK_LOCK, skipping_hangs(hangs):
         results = replay_fixtures(_plugins(tuple(labels)), cases=set(case_ids),
                                   dtypes=tuple(dtypes) if dtypes else None,
                                   devices=tuple(devices) if devices else None, directory=directory,
                                   timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
         found = known_hangs()
-    return {"results": [asdict(r) for r in results], "hangs": found}
+    return json.dumps({"results": [asdict(r) for r in results], "hangs": found})
+
+
+def _plain(value: Any) -> dict[str, Any]:
+    """A task's result: the JSON text it returned, read as plain values (never unpickled objects)."""
+    if isinstance(value, (bytes, str)):
+        value = json.loads(value)
+    if not isinstance(value, dict):
+        raise TypeError(f"a task returned a {type(value).__name__}, not the JSON of a dict")
+    return value
 
 
 # -- parent side ------------------------------------------------------------------
@@ -166,6 +220,60 @@ def _cell_from(values: dict[str, Any]) -> Cell:
                                failure["case_file"], failure["reproducer"], failure["report"], failure["shrunk"],
                                failure.get("diagnosis"))
     return cell
+
+
+class ExecutorError(RuntimeError):
+    """The executor cannot be had (no Dask installed, no scheduler at the address): one line."""
+
+
+class _DaskPool(Executor):
+    """A Dask client's executor with the ``shutdown``/``terminate`` this module calls: tasks are
+    submitted impure (a task sent again after a loss runs again), and the client stays open."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self._inner = client.get_executor(pure=False)
+        self._futures: list[Future] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        future = self._inner.submit(fn, *args, **kwargs)
+        self._futures.append(future)
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if cancel_futures:
+            for f in self._futures:
+                f.cancel()
+        self._futures = [f for f in self._futures if not f.done()]
+
+    def terminate(self) -> None:
+        self.shutdown(cancel_futures=True)
+
+    def threads(self) -> int:
+        """Worker threads in the cluster now (what shards can keep busy)."""
+        try:
+            return max(1, sum(self.client.nthreads().values()))
+        except Exception:  # noqa: BLE001 - a cluster that cannot say: one
+            return 1
+
+
+@contextmanager
+def dask_executor(address: str, *, timeout: float = 10.0) -> Iterator[_DaskPool]:
+    """An executor on the Dask scheduler at ``address`` (e.g. ``tcp://host:8786``); the client is
+    closed on exit. Raises ExecutorError with one line when Dask is missing or nobody answers."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ExecutorError("--scheduler needs Dask: pip install 'ftspec[dask]'") from None
+    try:
+        client = Client(address, timeout=timeout, set_as_default=False)
+    except Exception as exc:  # noqa: BLE001 - OSError, TimeoutError, ValueError from an address
+        raise ExecutorError(f"cannot reach a Dask scheduler at {address!r} within {timeout:g} s: "
+                            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+    try:
+        yield _DaskPool(client)
+    finally:
+        client.close()
 
 
 def _executor(jobs: int) -> IsolatedPool:
@@ -207,12 +315,54 @@ def _lost_report(algorithm: str, label: str, dtype: str, device: str, exc: Worke
             f"  reproduce:\n    {command}")
 
 
+def _merge_shards(cell: Cell, parts: list[Optional[dict[str, Any]]], progress: Callable[..., None]) -> Cell:
+    """``cell`` (the parent's: fresh, or failed by a lost worker) with the shards' values of it,
+    in shard order (``parts[k]``: shard k's cell values, None when shard k did not search it)."""
+    got = [(k, v) for k, v in enumerate(parts) if v is not None]
+    if not got:
+        return cell
+    if len(parts) == 1 and cell.status == "pass" and cell.examples == 0 and cell.failure is None:
+        merged = _cell_from(got[0][1])  # one shard: its cell as it is (the serial run's)
+        if merged.failure is not None:
+            progress("failure", cell=merged)
+        return merged
+    empty_note = ""
+    for k, v in got:
+        part = _cell_from(v)
+        before = cell.examples
+        cell.examples += part.examples
+        cell.out_of_range += part.out_of_range
+        cell.worst_ratio = max(cell.worst_ratio, part.worst_ratio)
+        cell.checks.update(part.checks)
+        cell.ambiguous += part.ambiguous
+        cell.undetermined += part.undetermined
+        if part.status == "fail" and cell.status != "fail":
+            cell.status, cell.failure, cell.note = "fail", part.failure, part.note
+            if part.first_failure_examples is not None:
+                cell.first_failure_examples = before + part.first_failure_examples
+                cell.first_failure_s = part.first_failure_s
+            progress("failure", cell=cell)
+        elif part.status == "error" and cell.status not in ("fail", "error"):
+            cell.status, cell.note = "error", f"shard {k}: {part.note}"
+        elif part.status == "no examples" and not empty_note:
+            empty_note = part.note
+    if cell.status in ("pass", "no examples"):
+        cell.status = "pass" if cell.examples else "no examples"
+        cell.note = "" if cell.examples else empty_note
+    h = hashlib.sha256()
+    for _, v in got:
+        h.update(str(v.get("cases_digest", "")).encode())
+    cell.cases_digest = h.hexdigest()
+    return cell
+
+
 def run_parallel(settings: RunSettings, plugins, *, jobs: int, algorithms: Optional[Sequence[str]] = None,
                  dtypes: Optional[Sequence[str]] = None,
                  progress: Optional[Callable[..., None]] = None,
-                 exclude: Iterable[Sequence[str]] = ()) -> RunResult:
+                 exclude: Iterable[Sequence[str]] = (), executor: Optional[Executor] = None) -> RunResult:
     """The same run as ``Runner(...).run(algorithms, dtypes)``, its searches spread over ``jobs`` worker
-    processes (1: one worker, still isolated from this process).
+    processes (1: one worker, still isolated from this process), or over ``executor`` when given
+    (e.g. ``dask_executor``'s; it is left open), each search in ``settings.shards`` shards.
 
     ``plugins`` are the parent's loaded implementations (for the plan: which cells exist);
     the workers load their own from ``settings.labels``. ``exclude``: (label, algorithm, dtype)
@@ -227,7 +377,10 @@ def run_parallel(settings: RunSettings, plugins, *, jobs: int, algorithms: Optio
     planner = Runner(plugins, profile=profile(settings.profile), seed=settings.seed, case_dir=settings.case_dir,
                      examples=settings.examples, call_timeout=settings.call_timeout, devices=settings.devices,
                      seconds=settings.seconds)
+    shards = max(1, min(int(settings.shards), planner.examples))  # no shard without an example
+    settings = replace(settings, shards=shards)
     result, plan = planner.plan(algorithms, dtypes)
+    result.shards = shards
     progress("plan", searches=len(plan), examples=planner.examples)
     # Cells of the planned searches come back from the workers; keep the parent's order.
     slots: dict[tuple[str, str, str, str], int] = {}
@@ -244,30 +397,45 @@ def run_parallel(settings: RunSettings, plugins, *, jobs: int, algorithms: Optio
                 cell = result.cells[slots[(entry.name, m.label, dtype, m.device)]]
                 cell.status, cell.note = "no examples", "left out of this search (exclude)"
     timeout = planner.timeout
+    #: per search: each shard's values (None until it ends) and, per shard, the labels it left out
+    parts: list[list[Optional[dict[str, Any]]]] = [[None] * shards for _ in plan]
+    shard_excluded: list[list[list[str]]] = [[list(excluded[i]) for _ in range(shards)] for i in range(len(plan))]
+    remaining = [shards] * len(plan)
+    reference_evaluations = [0]
 
-    def submit(i: int) -> Future:
+    def submit(t: int) -> Future:
+        i, k = divmod(t, shards)
         entry, dtype, _, _ = plan[i]
-        return pool.submit(_search_task, plain, entry.name, dtype, list(excluded[i]))
+        return pool.submit(_search_task, plain, entry.name, dtype, list(shard_excluded[i][k]), k)
 
-    def place(i: int, values: dict[str, Any]) -> None:
+    def finish(i: int) -> None:
+        """Every shard of search ``i`` ended: its cells, merged in shard order."""
         entry, dtype, members, _ = plan[i]
         key = (entry.name, dtype)
-        for v in values["cells"]:
-            slot = slots.get((v["algorithm"], v["impl"], v["dtype"], v["device"]))
-            if slot is None:  # e.g. "not implemented": the parent's plan has it already
+        by_cell: dict[int, list[Optional[dict[str, Any]]]] = {}
+        for k, values in enumerate(parts[i]):
+            if values is None:
                 continue
-            cell = _cell_from(v)
-            result.cells[slot] = cell
-            if cell.failure is not None:
-                progress("failure", cell=cell)
-        result.generated[key] += values["generated"]
-        result.rejected[key] += values["rejected"]
-        result.unmodelled[key] += values["unmodelled"]
-        if values["time_capped"]:
-            result.time_capped[key] = True
-        result.agreement[key] = {(a, b): r for a, b, r in values["agreement"]}
-        result.reference_seconds += values["reference_seconds"]
-        result.implementation_seconds.update(values["implementation_seconds"])
+            for v in values["cells"]:
+                slot = slots.get((v["algorithm"], v["impl"], v["dtype"], v["device"]))
+                if slot is None:  # e.g. "not implemented": the parent's plan has it already
+                    continue
+                by_cell.setdefault(slot, [None] * shards)[k] = v
+            result.generated[key] += values["generated"]
+            result.repeated[key] += values.get("repeated", 0)
+            result.rejected[key] += values["rejected"]
+            result.unmodelled[key] += values["unmodelled"]
+            if values["time_capped"]:
+                result.time_capped[key] = True
+            table = result.agreement.setdefault(key, {})
+            for a, b, r in values["agreement"]:
+                table[(a, b)] = max(table.get((a, b), 0.0), r)
+            result.reference_seconds += values["reference_seconds"]
+            reference_evaluations[0] += values.get("reference_evaluations", 0)
+            result.implementation_seconds.update(values["implementation_seconds"])
+        for slot, cell_parts in by_cell.items():
+            result.cells[slot] = _merge_shards(result.cells[slot], cell_parts, progress)
+        progress("end", algorithm=entry.name, dtype=dtype, cells=current(i))
 
     def current(i: int) -> list[Cell]:
         entry, dtype, members, _ = plan[i]
@@ -279,24 +447,27 @@ def run_parallel(settings: RunSettings, plugins, *, jobs: int, algorithms: Optio
             if m.label in excluded[i]:
                 continue  # its verdict is in already
             cell = result.cells[slots[(entry.name, m.label, dtype, m.device)]]
-            cell.status, cell.note = "error", message
+            if cell.status != "fail":
+                cell.status, cell.note = "error", message
 
-    def lost(i: int, exc: WorkerLost) -> bool:
-        """The culprit's cell fails; True: search again without it."""
+    def lost(i: int, k: int, exc: WorkerLost) -> bool:
+        """The culprit's cell fails; True: search shard ``k`` again without it."""
         entry, dtype, members, _ = plan[i]
         call = exc.call or {}
         label, device = call.get("implementation"), call.get("device")
-        labels = {m.label for m in members if m.label not in excluded[i]}
+        labels = {m.label for m in members if m.label not in shard_excluded[i][k]}
         if label not in labels:
             fail(i, f"{exc} (outside any implementation call: a harness or plugin-loading failure)")
             return False
         check = "timeout" if exc.deadline else "crash"
         command = (f"ftspec run --impl {label} --algorithm {entry.name} --dtype {dtype} --seed {settings.seed} "
-                   f"--call-timeout {timeout:g} --jobs 1")
+                   f"--call-timeout {timeout:g} --jobs 1" + (f" --shards {shards}" if shards > 1 else ""))
         for m in members:
             if m.label != label:
                 continue
             cell = result.cells[slots[(entry.name, m.label, dtype, m.device)]]
+            if cell.status == "fail":
+                continue  # another shard's loss came first
             if m.device == device:
                 cell.status = "fail"
                 cell.failure = Failure(check, str(exc), None, None, command,
@@ -305,38 +476,45 @@ def run_parallel(settings: RunSettings, plugins, *, jobs: int, algorithms: Optio
                 progress("failure", cell=cell)
             else:
                 cell.status, cell.note = "error", f"not searched: on {device}, {exc}"
-        excluded[i].append(label)
+        if label not in excluded[i]:
+            excluded[i].append(label)
+        shard_excluded[i][k].append(label)
         return bool(labels - {label})
 
-    def done(i: int, f: Future) -> bool:
-        entry, dtype, _, _ = plan[i]
+    def done(t: int, f: Future) -> bool:
+        i, k = divmod(t, shards)
         try:
-            place(i, f.result())
+            parts[i][k] = _plain(f.result())
         except WorkerLost as exc:
-            if lost(i, exc):
+            if lost(i, k, exc):
                 return True
-        except Exception as exc:  # noqa: BLE001 - a harness or plugin-loading error in the worker
-            fail(i, f"worker error: {exc}")
-        progress("end", algorithm=entry.name, dtype=dtype, cells=current(i))
+        except Exception as exc:  # noqa: BLE001 - a harness or plugin-loading error, or a lost Dask worker
+            fail(i, f"worker error: {type(exc).__name__}: {exc}")
+        remaining[i] -= 1
+        if remaining[i] == 0:
+            finish(i)
         return False
 
     runnable = [i for i, (_, _, members, _) in enumerate(plan) if {m.label for m in members} - set(excluded[i])]
-    order = runnable + [i for i in range(len(plan)) if i not in runnable]
-    pool = _executor(jobs)
+    tasks = [i * shards + k for i in runnable for k in range(shards)]
+    pool: Executor = executor if executor is not None else _executor(jobs)
     try:
-        _drive(pool, len(runnable), lambda k: submit(order[k]), lambda k, f: done(order[k], f),
-               window=max(len(runnable), 1))
+        _drive(pool, len(tasks), lambda n: submit(tasks[n]), lambda n, f: done(tasks[n], f),
+               window=max(len(tasks), 1))
     except KeyboardInterrupt as exc:
         result.seconds = time.perf_counter() - started
         exc.partial_result = result  # type: ignore[attr-defined]
         raise
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-    for i in order[len(runnable):]:  # every member left out: nothing ran
-        entry, dtype, _, _ = plan[i]
-        progress("end", algorithm=entry.name, dtype=dtype, cells=current(i))
+        if executor is None:
+            pool.shutdown(wait=True, cancel_futures=True)
+    for i in range(len(plan)):  # every member left out: nothing ran
+        if i not in runnable:
+            entry, dtype, _, _ = plan[i]
+            progress("end", algorithm=entry.name, dtype=dtype, cells=current(i))
     result.seconds = time.perf_counter() - started
     result.jobs = jobs
+    result.reference_evaluations = reference_evaluations[0]
     progress("done", result=result)
     return result
 
@@ -358,7 +536,8 @@ def replay_fixtures_parallel(labels: Sequence[str], *, jobs: int, cases: Sequenc
                              directory: Optional[str] = None,
                              progress: Optional[Callable[[int, int], None]] = None,
                              timeout: Optional[float] = None,
-                             hangs: Iterable[Sequence[str]] = ()) -> list[FixtureResult]:
+                             hangs: Iterable[Sequence[str]] = (),
+                             executor: Optional[Executor] = None) -> list[FixtureResult]:
     """``replay_fixtures`` over ``cases`` ((id, algorithm) pairs), in chunks of ``FIXTURE_CHUNK`` cases
     spread over ``jobs`` worker processes; results in case order. ``progress(cases_done, cases_total)``
     after each chunk. ``timeout``: the call timeout (default: ``replay_fixtures``'s). ``hangs``
@@ -392,7 +571,7 @@ def replay_fixtures_parallel(labels: Sequence[str], *, jobs: int, cases: Sequenc
 
     def done(i: int, f: Future) -> bool:
         try:
-            values = f.result()
+            values = _plain(f.result())
         except WorkerLost as exc:
             call = exc.call or {}
             parts = (call.get("implementation"), call.get("algorithm"), call.get("device"))
@@ -411,12 +590,13 @@ def replay_fixtures_parallel(labels: Sequence[str], *, jobs: int, cases: Sequenc
         finish(i, [FixtureResult(**v) for v in values["results"]])
         return False
 
-    pool = _executor(jobs)
+    pool: Executor = executor if executor is not None else _executor(jobs)
     try:
         _drive(pool, len(chunks), submit, done, window=jobs)
     except KeyboardInterrupt as exc:  # the chunks replayed so far, for the interrupted report
         exc.partial_result = [r for i in sorted(parts) for r in parts[i]]  # type: ignore[attr-defined]
         raise
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        if executor is None:
+            pool.shutdown(wait=True, cancel_futures=True)
     return [r for i in range(len(chunks)) for r in parts[i]]

@@ -91,6 +91,9 @@ def cell_dict(c: Cell) -> dict[str, Any]:
             "shrunk": c.failure.shrunk,
             "diagnosis": c.failure.diagnosis,  # conformance/diagnosis.py; None when not diagnosed
         },
+        #: failures with other signatures, each with its own case and reproducer (conformance/distinct.py)
+        "more_failures": [{k: f.get(k) for k in ("check", "message", "case_file", "reproducer", "shrunk",
+                                                  "diagnosis", "signature")} for f in c.more_failures],
     }
 
 

@@ -10,6 +10,23 @@ replayable case file, that member leaves the search, and the search goes on
 with the others on fresh examples. A timeout is recorded at once (shrinking a
 hang would mean waiting for it again).
 
+One search per implementation (issue 14): the members of one implementation (its devices)
+search together, and every implementation gets its own search and its own time cap, from the
+same seed, so that a slow implementation (JAX compiling a program per shape) holds no other
+back. Implementations whose strategies agree draw the same cases, and the spec's reference
+for a case is evaluated once per distinct input set (a cache keyed by the inputs' digest, for
+the (algorithm, dtype) being searched); outputs are kept by the same key, so implementations
+are still compared with each other on the cases they share. Within a search a case
+Hypothesis draws again (its targeting phase repeats inputs) is not examined again: its score
+is given to ``target`` and it is counted in ``RunResult.repeated``, not as an example. The
+batch check (a batched call against per-example calls) runs on the first ``BATCH_CHECKS``
+passing cases of each (variant, sizes, batch length) of a search, where a batch adds power,
+and on every case once a failure is being shrunk. An implementation that declares
+``extra["shapes_per_search"] = K`` draws its sizes from at most K per variant in a search
+(``strategies.cases(shapes=)``), so the programs it compiles are reused. ``shard=(k, n)``: this
+runner makes shard k of n of every search, with a seed of its own and its share of the
+examples (conformance/parallel.py merges shards).
+
 A case the spec refuses because a query has no key it may attend to, under
 ``empty_query="error"``, is not rejected like other refused input: the
 implementation must refuse it too (raise any exception), or the cell fails
@@ -21,10 +38,10 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, given, reject, seed, settings, target
@@ -39,12 +56,22 @@ from .calling import Prepared
 from .case import Case
 from .casefile import reproducer, write_case
 from .diagnosis import diagnose_failure
+from .distinct import MAX_DISTINCT, SECONDS as DISTINCT_SECONDS, search_distinct
 from .execute import CallTimeout, Member, _call, examine
 from .judge import Finding, compare_pair
 from .profiles import Profile
 from .tolerances import Reference, ToleranceModelError, reference
 
-__all__ = ["Cell", "Failure", "RunResult", "Runner", "refused_empty_query"]
+__all__ = ["BATCH_CHECKS", "Cell", "Failure", "RunResult", "Runner", "refused_empty_query", "shard_seed"]
+
+#: passing batch checks per (variant, sizes, batch length) in a search (see the module docstring)
+BATCH_CHECKS = 3
+#: distinct cases whose references (and outputs, for the peer comparison) a runner keeps per
+#: (algorithm, dtype): the first ones are kept, later ones not, so an implementation searched
+#: after another finds the cases they share in the same order
+CACHE_CASES = 4096
+#: search rounds at most: a round ends early on a failure, or draws repeats that are not examples
+MAX_ROUNDS = 16
 
 
 @dataclass
@@ -80,6 +107,10 @@ class Cell:
     #: and how many examples the member had run by then (the failing one included)
     first_failure_s: Optional[float] = None
     first_failure_examples: Optional[int] = None
+    #: sha256 (hex) over the digests of the cases examined, in order: same seed, same cases
+    cases_digest: str = ""
+    #: further failures with other signatures than ``failure``'s, as plain data (conformance/distinct.py)
+    more_failures: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -106,6 +137,12 @@ class RunResult:
     reference_seconds: float = 0.0
     #: seconds spent in implementation calls (conversions included), per implementation label
     implementation_seconds: Counter = field(default_factory=Counter)
+    #: (algorithm, dtype) -> cases a search drew again and did not examine again
+    repeated: Counter = field(default_factory=Counter)
+    #: shards each search was split into (conformance/parallel.py; 1: not split)
+    shards: int = 1
+    #: spec references computed (distinct input sets: cache misses), every search together
+    reference_evaluations: int = 0
     # -- set by conformance/session.py, which judges the run as a whole ---------------------
     #: conformant | partial | inconclusive | non-conformant ("" until judged)
     verdict: str = ""
@@ -163,20 +200,64 @@ def _digest(arrays: dict[str, np.ndarray]) -> bytes:
     return h.digest()
 
 
+def _prepared_digests(prepared: Prepared) -> tuple[bytes, bytes]:
+    """(inputs, parameters) digests of a prepared case, computed once per object."""
+    found = getattr(prepared, "_ftspec_digests", None)
+    if found is None:
+        found = (_digest(prepared.inputs), _digest(prepared.params))
+        prepared._ftspec_digests = found  # type: ignore[attr-defined]
+    return found
+
+
+def shard_seed(seed: int, round_: int, shard: tuple[int, int] = (0, 1)) -> int:
+    """The Hypothesis seed of a search round: the unsharded formula for one shard (runs made before
+    shards existed draw the same cases), otherwise a hash of (seed, round, shard k, shards n), so
+    that shards draw different cases and the same seed and shard count give the same cases."""
+    k, n = shard
+    if n == 1:
+        return seed * 7919 + round_
+    text = f"ftspec-shard/{seed}/{round_}/{k}/{n}".encode()
+    return int.from_bytes(hashlib.sha256(text).digest()[:8], "big")
+
+
+def shard_examples(examples: int, shard: tuple[int, int]) -> int:
+    """Shard k of n's share of ``examples`` (the shares add up to ``examples``)."""
+    k, n = shard
+    return examples // n + (1 if k < examples % n else 0)
+
+
 _PROFILE = object()  # "the profile's time cap"
+
+
+def _shapes_per_search(impl: Implementation) -> Optional[int]:
+    """The bound an implementation declares on the sizes drawn per search and variant
+    (``extra["shapes_per_search"]``, a positive whole number), or None."""
+    extra = getattr(impl, "extra", None)
+    value = extra.get("shapes_per_search") if isinstance(extra, Mapping) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
 
 
 class Runner:
     """Runs the search; ``progress(event, **info)`` receives progress events."""
 
+    #: further distinct failures searched for per failing cell (conformance/distinct.py; 0: none)
+    distinct_failures = MAX_DISTINCT
+
     def __init__(self, plugins: Sequence[tuple[str, Implementation]], *, profile: Profile, seed: int = 0,
                  case_dir: Path | str = "reports/cases", examples: Optional[int] = None,
                  call_timeout: Optional[float] = None, devices: Optional[Sequence[str]] = None,
                  progress: Optional[Callable[..., None]] = None, seconds: Any = None,
-                 exclude: Iterable[Sequence[str]] = ()) -> None:
-        """``seconds``: wall-time cap per search; by default the profile's when ``examples`` is not
-        given explicitly (an explicit example count means exactly that many). ``exclude``: (label,
-        algorithm, dtype) left out of their search, cells "no examples" (as ``run_parallel``'s)."""
+                 exclude: Iterable[Sequence[str]] = (), shard: tuple[int, int] = (0, 1)) -> None:
+        """``seconds``: wall-time cap per implementation search; by default the profile's when
+        ``examples`` is not given explicitly (an explicit example count means exactly that many).
+        ``exclude``: (label, algorithm, dtype) left out of their search, cells "no examples" (as
+        ``run_parallel``'s). ``shard``: (k, n), this runner makes shard k of n of each search."""
+        k, n = (int(shard[0]), int(shard[1]))
+        if n < 1 or not 0 <= k < n:
+            raise ValueError(f"shard must be (k, n) with 0 <= k < n, given {shard!r}")
+        self.shard = (k, n)
         self.exclude = {(str(a), str(b), str(c)) for a, b, c in exclude}
         if seconds is None:
             seconds = _PROFILE if examples is None else None
@@ -189,7 +270,12 @@ class Runner:
         self.timeout = call_timeout or profile.call_timeout
         self.device_filter = list(devices) if devices else None
         self.progress = progress or (lambda event, **info: None)
-        self._refs: OrderedDict[tuple, Any] = OrderedDict()
+        self._refs: dict[tuple, Any] = {}  # references of the (algorithm, dtype) being searched
+        #: case key -> {member key: (outputs, reference)}: what each implementation answered
+        self._outputs: dict[tuple, dict[tuple[str, str], tuple[dict, Reference]]] = {}
+        self._seen: dict[tuple, float] = {}  # case key -> score, for the passing cases of this search
+        self._batched: Counter = Counter()  # (variant, sizes, batch length) -> passing batch checks
+        self.reference_evaluations = 0  # references computed (cache misses), for tests and reports
         self._devices: dict[str, list[str]] = {}
         self._device_errors: dict[str, str] = {}
         self._reference_seconds = 0.0
@@ -207,12 +293,12 @@ class Runner:
     # -- references, cached: every member of a search shares them -------------
     def _reference(self, entry: Entry, prepared: Prepared, case: Case, dtype: str, precision: str) -> Reference:
         key = (entry.name, dtype, precision, case.variant.hash, tuple(sorted(case.hyper.items())),
-               _digest(prepared.inputs), _digest(prepared.params))
+               *_prepared_digests(prepared))
         if key in self._refs:
-            self._refs.move_to_end(key)
             value = self._refs[key]
         else:
             started = time.perf_counter()
+            self.reference_evaluations += 1
             try:
                 value = reference(entry, prepared.inputs, prepared.params, hyper=case.hyper,
                                   variant=case.variant, dtype=dtype, precision=precision)
@@ -220,9 +306,8 @@ class Runner:
                 value = exc
             finally:
                 self._reference_seconds += time.perf_counter() - started
-            self._refs[key] = value
-            if len(self._refs) > 512:
-                self._refs.popitem(last=False)
+            if len(self._refs) < CACHE_CASES:  # the first ones: see CACHE_CASES
+                self._refs[key] = value
         if isinstance(value, (SpecError, ToleranceModelError)):
             raise value
         return value
@@ -253,10 +338,16 @@ class Runner:
         result, plan = self.plan(algorithms, dtypes)
         self.progress("plan", searches=len(plan), examples=self.examples)
         for entry, dtype, members, cells in plan:
+            self._refs.clear()  # a case of one (algorithm, dtype) never meets another's
+            self._outputs.clear()
             for group in self._variant_groups(members, entry.name):
                 self._search(entry, dtype, group, cells, result)
+        self._refs.clear()
+        self._outputs.clear()
         result.seconds = time.perf_counter() - start
+        result.shards = self.shard[1]
         result.reference_seconds = self._reference_seconds
+        result.reference_evaluations = self.reference_evaluations
         self.progress("done", result=result)
         return result
 
@@ -288,16 +379,17 @@ class Runner:
 
     @staticmethod
     def _variant_groups(members: list[Member], algorithm: str = "") -> list[tuple[Any, Limits, list[Member]]]:
-        """Members that share one search: the same variant sets and the same limits for
-        ``algorithm`` (members whose limits differ get searches of their own, so each is examined
-        on every case within its own limits and on no case outside them)."""
+        """Members that share one search: the devices of one implementation (one search per
+        implementation, so none holds another back), with its variant sets and its limits for
+        ``algorithm`` (each is examined on every case within its own limits and on no case
+        outside them)."""
         groups: dict[Any, list[Member]] = {}
         for m in members:
             key = ("all" if m.impl.variants == "all" else tuple(v.hash for v in m.impl.variants),
-                   m.impl.limits_for(algorithm).key())
+                   m.impl.limits_for(algorithm).key(), m.label)
             groups.setdefault(key, []).append(m)
         out = []
-        for (variants, _), ms in groups.items():
+        for (variants, _, _), ms in groups.items():
             out.append(("all" if variants == "all" else list(ms[0].impl.variants),
                         ms[0].impl.limits_for(algorithm), ms))
         return out
@@ -308,38 +400,56 @@ class Runner:
 
         variants, limits, members = group
         active = list(members)
-        budget = self.examples
+        budget = shard_examples(self.examples, self.shard)
         round_ = 0
-        deadline = time.monotonic() + self.seconds if self.seconds else None
+        cap = float(self.seconds or 0.0)
+        deadline = time.monotonic() + cap if cap else None
+        references_before = self._reference_seconds
         self._search_started = time.perf_counter()
+        self._seen = {}
+        self._batched = Counter()
+        digests = {m.key: hashlib.sha256() for m in members}
         self.progress("start", algorithm=entry.name, dtype=dtype, members=[f"{m.label}@{m.device}" for m in active],
                       examples=budget)
+        # Built once per search (not per round or per draw); the shape pool lives as long as the search.
+        shapes = _shapes_per_search(members[0].impl) if members else None
+        strategy = cases(entry.name, dtype=dtype, variants=variants, max_batch=self.profile.max_batch,
+                         budget=self.profile.budget, limits=None if limits.unconstrained else limits,
+                         shapes=shapes)
         while active and budget > 0:
-            state = {"generated": 0}
-            strategy = cases(entry.name, dtype=dtype, variants=variants, max_batch=self.profile.max_batch,
-                             budget=self.profile.budget, limits=None if limits.unconstrained else limits)
+            state: dict[str, Any] = {"generated": 0, "repeated": 0, "digests": digests}
 
             @settings(max_examples=budget, deadline=None, database=None, report_multiple_bugs=False,
                       derandomize=False, print_blob=False,
                       phases=(Phase.explicit, Phase.generate, Phase.target, Phase.shrink),
                       suppress_health_check=list(HealthCheck))
-            @seed(self.seed * 7919 + round_)
+            @seed(shard_seed(self.seed, round_, self.shard))
             @given(strategy)
             def search(case: Case) -> None:
                 # Never while shrinking a failure: the time cap must not lose a counterexample.
-                if (deadline is not None and not state.get("failed") and time.monotonic() > deadline
+                # The spec's references are shared by the searches of a task, and whichever
+                # implementation is searched first would pay for them: their time is not counted
+                # against an implementation's cap, up to the cap again (a search whose references
+                # dominate, a training loop's, takes at most twice its cap).
+                if (deadline is not None and not state.get("failed")
+                        and time.monotonic() > deadline + min(self._reference_seconds - references_before,
+                                                              cap)
                         and state["generated"] + round_ > 0):
                     raise _TimeUp()
                 state["generated"] += 1
                 try:
-                    self._example(entry, dtype, case, active, cells, result)
+                    self._example(entry, dtype, case, active, cells, result, state)
                 except _MemberFailed:
                     state["failed"] = True
                     raise
 
             try:
                 search()
-                break
+                # Repeats (Hypothesis's targeting draws a case again) are not examples: a round
+                # that drew some goes on with a fresh seed for the examples it lacks, while it
+                # still finds new cases (at most MAX_ROUNDS rounds).
+                if not (state["repeated"] and state["generated"] > state["repeated"] and round_ + 1 < MAX_ROUNDS):
+                    break
             except _TimeUp:
                 result.time_capped[(entry.name, dtype)] = True
                 break
@@ -359,12 +469,19 @@ class Runner:
                 self._harness_error(active, cells, f"{type(exc).__name__}: {exc}")
                 break
             finally:
-                budget -= state["generated"]
+                budget -= state["generated"] - state["repeated"]
                 round_ += 1
             active = [m for m in active if not m.hung]
+        for m in members:  # every distinct failure, within what is left of the budget
+            if cells[m.key].failure is not None and self.distinct_failures > 0:
+                cells[m.key].more_failures = search_distinct(
+                    self, entry, dtype, variants, limits, m, cells[m.key], examples=budget,
+                    seconds=self.seconds or DISTINCT_SECONDS, max_failures=self.distinct_failures,
+                    refused=refused_empty_query)
         for m in members:
             result.implementation_seconds[m.label] += m.seconds  # type: ignore[assignment]  # float seconds
             cell = cells[m.key]
+            cell.cases_digest = digests[m.key].hexdigest()
             if cell.status == "pass" and cell.examples == 0:
                 cell.status = "no examples"
                 cell.note = "every drawn case was refused or out of range"
@@ -395,9 +512,24 @@ class Runner:
         return Prepared(entry, inputs, case.params, dtype)
 
     def _example(self, entry: Entry, dtype: str, case: Case, active: list[Member], cells: dict,
-                 result: RunResult) -> None:
-        result.generated[(entry.name, dtype)] += 1
+                 result: RunResult, state: Optional[dict] = None) -> None:
+        state = state if state is not None else {}
         prepared = self._prepare(entry, case, case.inputs, dtype)
+        batched = entry.batchable and bool(case.batch)
+        shape = (case.variant.hash, tuple(sorted(case.hyper.items())), len(case.batch) if batched else 0)
+        if batched and not (state.get("failed") or self._batched[shape] < BATCH_CHECKS):
+            batched = False  # this shape's batch checks have passed often enough in this search
+        extras = [self._prepare(entry, case, extra, dtype) for extra in (case.batch if batched else [])]
+        # the case as examined: a batch left out is no part of it
+        key: tuple[Any, ...] = (case.variant.hash, tuple(sorted(case.hyper.items())), *_prepared_digests(prepared),
+               *(_prepared_digests(e)[0] for e in extras))
+        if key in self._seen:  # drawn again (targeting): examined already, and it passed
+            result.repeated[(entry.name, dtype)] += 1
+            state["repeated"] = state.get("repeated", 0) + 1
+            if self._seen[key] >= 0:
+                target(self._seen[key], label="error/bound")
+            return
+        result.generated[(entry.name, dtype)] += 1
         precisions = {m.impl.precision for m in active if not m.hung}
         refs: dict[str, Reference] = {}
         try:
@@ -417,8 +549,7 @@ class Runner:
                 cells[m.key].out_of_range += 1
             reject()
         batch: dict[str, list] = {p: [] for p in precisions}
-        for extra in (case.batch if entry.batchable else []):
-            extra_prep = self._prepare(entry, case, extra, dtype)
+        for extra_prep in extras:
             try:
                 extra_refs = {p: self._reference(entry, extra_prep, case, dtype, p) for p in precisions}
             except (SpecError, ToleranceModelError):
@@ -437,6 +568,8 @@ class Runner:
                               timeout=self.timeout, batch=batch[m.impl.precision])
             cell = cells[m.key]
             cell.examples += 1
+            if "digests" in state:
+                state["digests"][m.key].update(repr(key[:2]).encode() + b"".join(key[2:]))
             cell.worst_ratio = max(cell.worst_ratio, outcome.judgement.ratio)
             cell.checks.update(outcome.checks)
             cell.ambiguous += outcome.judgement.ambiguous
@@ -453,15 +586,21 @@ class Runner:
                 failed.append((m, outcome.judgement.findings[0]))
             elif outcome.outputs is not None:
                 outputs[m.key] = outcome.outputs
-        self._agreement(entry, dtype, outputs, refs, active, result)
+        self._agreement(entry, dtype, outputs, refs, active, result, key)
         self.progress("example", algorithm=entry.name, dtype=dtype)
         # Targeting climbs the error/bound ratio; an entry whose outputs are all exact (tokens, masks)
         # scores 0 on every example, and targeting a constant only makes Hypothesis repeat one case.
+        score = -1.0
         if any(spec.kind == Kind.REAL for spec in refs[next(iter(refs))].specs):
-            target(min(worst, 1e300), label="error/bound")
+            score = min(worst, 1e300)
+            target(score, label="error/bound")
         if failed:
             member, finding = failed[0]
             raise _MemberFailed(member, finding, case)
+        if not any(m.hung for m in active):  # passed: a repeat of it is not examined again
+            self._seen[key] = score
+            if any(batch.values()):
+                self._batched[shape] += 1
 
     def _expect_refusal(self, entry: Entry, dtype: str, case: Case, prepared: Prepared, active: list[Member],
                         cells: dict, refusal: SpecError) -> None:
@@ -495,18 +634,28 @@ class Runner:
             raise _MemberFailed(member, finding, case)
 
     def _agreement(self, entry: Entry, dtype: str, outputs: dict, refs: dict, active: list[Member],
-                   result: RunResult) -> None:
-        """Implementation vs implementation and device vs device, on the same example."""
+                   result: RunResult, key: Optional[tuple] = None) -> None:
+        """Implementation vs implementation and device vs device, on the same example: this
+        search's members with each other, and with the members of earlier searches (other
+        implementations) that answered the same case (``key``)."""
         by_key = {m.key: m for m in active}
-        keys = sorted(outputs)
+        answered = {k: (outputs[k], refs[by_key[k].impl.precision]) for k in outputs}
+        earlier = self._outputs.get(key, {}) if key is not None else {}
+        mine = set(answered)
+        pool = {**earlier, **answered}
+        keys = sorted(pool)
         table = result.agreement.setdefault((entry.name, dtype), {})
         for i, a in enumerate(keys):
             for b in keys[i + 1:]:
-                ref = refs[by_key[a].impl.precision]
+                if a not in mine and b not in mine:
+                    continue  # compared when the later of them was searched
+                ref = pool[a][1]
                 kind = "device" if a[0] == b[0] else "peer"
-                j = compare_pair(entry, outputs[a], outputs[b], ref, f"{a[0]}@{a[1]} vs {b[0]}@{b[1]}", kind)
+                j = compare_pair(entry, pool[a][0], pool[b][0], ref, f"{a[0]}@{a[1]} vs {b[0]}@{b[1]}", kind)
                 pair = (f"{a[0]}@{a[1]}", f"{b[0]}@{b[1]}")
                 table[pair] = max(table.get(pair, 0.0), j.ratio)
+        if key is not None and answered and (key in self._outputs or len(self._outputs) < CACHE_CASES):
+            self._outputs.setdefault(key, {}).update(answered)
 
     def _fail(self, cell: Cell, m: Member, finding: Finding, case: Case, dtype: str, *, shrunk: bool) -> None:
         cell.status = "fail"

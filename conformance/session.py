@@ -88,7 +88,11 @@ class Settings:
     (None: the profile's, none when ``examples`` is given; 0: none). ``fixtures``: "all",
     "sample" or "none" (None: the command's default). ``jobs``: worker processes (None: one per
     CPU, at most 8). ``in_process``: search in this process (debugging; a plugin that crashes
-    or hangs it ends the run). ``progress(event, **info)`` receives progress events."""
+    or hangs it ends the run). ``shards``: each search split into this many by seed (same seed
+    and shards, same cases; None: 1). ``scheduler``: the address of a Dask scheduler whose
+    workers run the tasks instead of local worker processes (``ftspec[dask]``; not recorded in
+    a certificate: it says where, not what). ``progress(event, **info)`` receives progress
+    events."""
 
     profile: str = "default"
     algorithms: Optional[tuple[str, ...]] = None
@@ -102,6 +106,8 @@ class Settings:
     fixtures: Optional[str] = None
     jobs: Optional[int] = None
     in_process: bool = False
+    shards: Optional[int] = None
+    scheduler: Optional[str] = None
     progress: Optional[Callable[..., None]] = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -131,6 +137,13 @@ class Settings:
             raise SessionError(f"call timeout must be positive seconds, given {self.call_timeout!r}")
         if self.jobs is not None and (not _is_int(self.jobs) or self.jobs < 1):
             raise SessionError(f"jobs must be a whole number of at least 1, given {self.jobs!r}")
+        if self.shards is not None and (not _is_int(self.shards) or self.shards < 1):
+            raise SessionError(f"shards must be a whole number of at least 1, given {self.shards!r}")
+        if self.scheduler is not None and (not isinstance(self.scheduler, str) or not self.scheduler.strip()):
+            raise SessionError(f"scheduler must be an address such as tcp://host:8786, given {self.scheduler!r}")
+        if self.in_process and (self.scheduler or (self.shards or 1) > 1):
+            raise SessionError("--in-process searches in this process: it takes neither --scheduler nor --shards "
+                               "above 1")
         if not _is_int(self.seed) or self.seed < 0:
             raise SessionError(f"seed must be a whole number of at least 0, given {self.seed!r}")
         if self.fixtures is not None and self.fixtures not in FIXTURE_CHOICES:
@@ -138,7 +151,8 @@ class Settings:
 
     def recorded(self) -> dict[str, Any]:
         """The settings as plain values (what a certificate records, and ``reproduce`` reads back)."""
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("progress", "case_dir")}
+        out = {f.name: getattr(self, f.name) for f in fields(self)
+               if f.name not in ("progress", "case_dir", "scheduler")}
         for name in ("algorithms", "dtypes", "devices"):
             out[name] = None if out[name] is None else list(out[name])
         if out["seconds"] is not None and not math.isfinite(out["seconds"]):
@@ -224,6 +238,8 @@ class _Plan:
     minimum: int  # examples a cell must run for a verdict
     fixtures: str  # the selection replayed
     fixtures_required: str  # the least a complete run replays
+    shards: int = 1  # each search split by seed into this many
+    executor: Any = None  # a Dask executor (parallel.dask_executor), None: local worker processes
 
 
 def _resolve(settings: Settings, command: str) -> _Plan:
@@ -243,7 +259,7 @@ def _resolve(settings: Settings, command: str) -> _Plan:
         seconds = prof.seconds
     required = "all" if command == "certify" else prof.fixtures
     return _Plan(command, prof, settings.jobs or default_jobs(), examples, seconds, minimum,
-                 settings.fixtures or required, required)
+                 settings.fixtures or required, required, settings.shards or 1)
 
 
 def _search(loaded, settings: Settings, plan: _Plan, portable: bool, progress, *, algorithms, dtypes,
@@ -258,9 +274,9 @@ def _search(loaded, settings: Settings, plan: _Plan, portable: bool, progress, *
     from .parallel import RunSettings, run_parallel
 
     run_settings = RunSettings(tuple(label for label, _ in loaded), plan.profile.name, seed, settings.case_dir,
-                               examples, settings.call_timeout, settings.devices, seconds)
+                               examples, settings.call_timeout, settings.devices, seconds, plan.shards)
     return run_parallel(run_settings, loaded, jobs=plan.jobs, algorithms=algorithms, dtypes=dtypes,
-                        progress=progress, exclude=exclude)
+                        progress=progress, exclude=exclude, executor=plan.executor)
 
 
 def _not_ended(result: RunResult, ended: Sequence[Cell]) -> RunResult:
@@ -421,7 +437,7 @@ def _replay(loaded, settings: Settings, plan: _Plan, portable: bool, progress, r
 
     return replay_fixtures_parallel([label for label, _ in loaded], jobs=plan.jobs, cases=cases,
                                     dtypes=settings.dtypes, devices=settings.devices, progress=counted,
-                                    timeout=timeout, hangs=hangs)
+                                    timeout=timeout, hangs=hangs, executor=plan.executor)
 
 
 def _declared(loaded: Sequence[tuple[str, Implementation]]) -> dict[str, list[str]]:
@@ -460,6 +476,24 @@ def _execute(loaded, settings: Settings, command: str, portable: bool, broken=()
     plan = _resolve(settings, command)
     declared = _declared(loaded)
     _check_something(settings, declared, loaded)
+    if (settings.scheduler or plan.shards > 1) and not portable:
+        raise SessionError("--scheduler and --shards above 1 need implementations a worker process can load "
+                           "by name (a registered plugin or module:object), not an object made here")
+    if settings.scheduler:
+        from .parallel import ExecutorError, dask_executor
+
+        try:
+            with dask_executor(settings.scheduler) as executor:
+                plan.executor = executor
+                plan.jobs = executor.threads()
+                return _execute_plan(loaded, settings, plan, declared, portable, broken)
+        except ExecutorError as exc:
+            raise SessionError(str(exc)) from None
+    return _execute_plan(loaded, settings, plan, declared, portable, broken)
+
+
+def _execute_plan(loaded, settings: Settings, plan: _Plan, declared: dict[str, list[str]], portable: bool,
+                  broken=()) -> RunResult:
     collector = _Collector(settings.progress)
     started = time.perf_counter()
     result: Optional[RunResult] = None

@@ -43,7 +43,7 @@ import numpy as np
 from ftspec.spec.entry import Kind
 from ftspec.spec.params import resolve_shape
 from ftspec.spec.registry import REGISTRY, Entry, entry as registry_entry
-from ftspec.spec.variants import PAPER, PRESETS, SWITCHES, VariantSet
+from ftspec.spec.variants import PAPER, PRESETS, SAME_MATHEMATICS, SWITCHES, VariantSet
 
 from .dtypes import FORMATS, round_to
 from .structure import INDEX_LIMITS, heads, leaf, logit_site, norms, padded, score_sites, symbolic_schema
@@ -151,7 +151,10 @@ def variant_enumeration(entry: Union[str, Entry]) -> list[tuple[str, VariantSet]
     effect is the gradient's); ``switch-NAME-VALUE`` for each switch of
     ``_single_switches`` at each non-paper value (ε placements with
     ``PLACED_EPSILON``; at an entry whose only norm is the embedding's, the
-    norm switches with ``embedding_norm`` on); ``combination-LABEL`` for
+    norm switches with ``embedding_norm`` on; not the values of
+    ``SAME_MATHEMATICS``, such as ``variance="one_pass"``: a case of one
+    would repeat its exact twin's to the last bits, and the fixtures stay as
+    they were; the strategies still draw them); ``combination-LABEL`` for
     ``COMBINATIONS`` of switches that only bite together, where the entry
     has single-switch sets and the switches involved (and the set is not
     already listed). No set is listed twice.
@@ -173,7 +176,7 @@ def variant_enumeration(entry: Union[str, Entry]) -> list[tuple[str, VariantSet]
                 out.append((f"switch-epsilon-{placement}", base.replace(epsilon=eps, epsilon_placement=placement)))
             continue
         for choice in SWITCHES[name].choices:
-            if choice != SWITCHES[name].paper:
+            if choice != SWITCHES[name].paper and (name, choice) not in SAME_MATHEMATICS:
                 out.append((f"switch-{name}-{str(choice).lower()}", base.replace(**{name: choice})))
     if singles:
         for needs, label, changes in COMBINATIONS:

@@ -106,8 +106,9 @@ def derive(cells: Sequence[Mapping[str, Any]], fixtures: Sequence[Mapping[str, A
         reasons.append(f"plugin {name!r} failed to load: {error}")
     for c in considered:
         if c.get("status") in ("fail", "error"):
+            more = len(c.get("more_failures") or [])  # conformance/distinct.py: failures with other signatures
             reasons.append(f"{c.get('algorithm')} {c.get('implementation')} {c.get('dtype')} {c.get('device')}: "
-                           f"{c.get('status')}")
+                           f"{c.get('status')}" + (f" ({1 + more} distinct failures)" if more else ""))
     bad_fixtures = [f for f in fixtures if not f.get("ok", False)]
     if bad_fixtures:
         reasons.append(f"{len(bad_fixtures)} of {len(fixtures)} fixture replays failed")

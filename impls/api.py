@@ -241,6 +241,13 @@ class Implementation:
     description     one line for ``ftspec list``.
     limits          ``Limits`` for every algorithm, or {algorithm: Limits}
                     (algorithms not named there have none).
+    intermediates   optional: {model entry: function} with the calling
+                    convention above, returning {name: native array}, the
+                    model's named intermediate values on that call
+                    (``embedding``, ``layers.{l}``, ``final_norm``, ``head``,
+                    ``logits``, ...; docs/plugins.md "Named intermediates").
+                    When a model fails, the harness reports the first of them
+                    that departs from the spec (conformance/divergence.py).
     """
 
     name: str
@@ -255,6 +262,7 @@ class Implementation:
     description: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
     limits: Union[Limits, Mapping[str, Limits]] = NO_LIMITS
+    intermediates: Mapping[str, AlgorithmFn] = field(default_factory=dict)
 
     def limits_for(self, algorithm: str) -> Limits:
         """The limits that apply to ``algorithm`` (``Limits()`` when none are declared)."""
@@ -290,6 +298,8 @@ class Implementation:
         for name, fn in self.algorithms.items():
             if not callable(fn):
                 out.append(f"algorithm {name!r} is not callable")
+        if not isinstance(self.intermediates, Mapping) or not all(callable(f) for f in self.intermediates.values()):
+            out.append("intermediates must be {model entry: callable}")
         out.extend(self._limit_problems())
         return out
 

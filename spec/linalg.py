@@ -7,6 +7,11 @@ d is X in R^{d x ℓ}: column t is token t. Vectors are flat lists.
 Every operation checks its dimensions and raises ``SpecError`` on a mismatch
 (plain ``zip`` would silently truncate). Arithmetic goes through the active
 number system (``numbers.current()``).
+
+Hooks: a number system may offer ``matmul(A, B)``, ``map_matrix(f, A, ...)``
+and ``map_columns(f, X)``, found with ``getattr``, computing the same entries
+as the plain code here all at once (the harness's Monte Carlo arithmetic
+evaluates whole matrices per NumPy call). The mathematics is this module's.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ __all__ = [
     "column",
     "from_columns",
     "hadamard_columns",
+    "map_columns",
     "map_matrix",
     "matmul",
     "matvec",
@@ -100,26 +106,59 @@ def matvec(A: Matrix, x: Vector) -> Vector:
 def add(A: Matrix, B: Matrix) -> Matrix:
     if shape(A) != shape(B):
         raise SpecError("add", f"matrices of shape {shape(A)}", f"{shape(B)}")
-    return [[a + b for a, b in zip(ra, rb)] for ra, rb in zip(A, B)]
+    return map_matrix(_plus, A, B)
 
 
 def add_bias(A: Matrix, b: Vector | None) -> Matrix:
     """A + b 1^T: the bias b added to every column; ``None`` means no bias."""
     if b is None:
         return A
-    m, _ = shape(A)
+    m, n = shape(A)
     if len(b) != m:
         raise SpecError("bias", f"a vector of length {m}", f"length {len(b)}")
-    return [[a + bi for a in row] for row, bi in zip(A, b)]
+    return map_matrix(_plus, A, [[bi] * n for bi in b])
 
 
-def map_matrix(f: Callable[[Any], Any], A: Matrix) -> Matrix:
-    return [[f(a) for a in row] for row in A]
+def map_matrix(f: Callable[..., Any], A: Matrix, *more: Matrix) -> Matrix:
+    """[[f(A[i][j], B[i][j], ...)]]: f entry by entry over matrices of one shape.
+
+    A number system may provide ``map_matrix(f, A, ...)`` applying f to all
+    entries at once (module docstring); f must then use only the number
+    system's operations.
+    """
+    for M in more:
+        if shape(M) != shape(A):
+            raise SpecError("matrix", f"matrices of shape {shape(A)}", f"{shape(M)}")
+    fast = getattr(numbers.current(), "map_matrix", None)
+    if fast is not None and A and A[0]:
+        return fast(f, A, *more)
+    return [[f(*args) for args in zip(*rows)] for rows in zip(A, *more)]
+
+
+def map_columns(f: Callable[[Vector], Vector], X: Matrix) -> Matrix:
+    """The matrix whose column t is f(X[:, t]): f acting on each column (token) separately.
+
+    A number system may provide ``map_columns(f, X)`` applying f to all
+    columns at once (module docstring).
+    """
+    fast = getattr(numbers.current(), "map_columns", None)
+    _, n = shape(X)
+    if fast is not None and n and X:
+        return fast(f, X)
+    return from_columns([f(column(X, t)) for t in range(n)])
 
 
 def hadamard_columns(A: Matrix, g: Vector) -> Matrix:
     """A with row i multiplied by g[i] (g ⊙ each column)."""
-    m, _ = shape(A)
+    m, n = shape(A)
     if len(g) != m:
         raise SpecError("scale", f"a vector of length {m}", f"length {len(g)}")
-    return [[a * gi for a in row] for row, gi in zip(A, g)]
+    return map_matrix(_times, A, [[gi] * n for gi in g])
+
+
+def _plus(a: Any, b: Any) -> Any:
+    return a + b
+
+
+def _times(a: Any, b: Any) -> Any:
+    return a * b

@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from . import numbers
 from .errors import SpecError, in_algorithm
-from .linalg import Matrix, Vector, column, from_columns, shape
+from .linalg import Matrix, Vector, map_columns
 from .variants import PAPER, VariantSet
 
 __all__ = ["layer_norm", "norm_columns", "rms_norm"]
@@ -73,11 +73,13 @@ def layer_norm(
     """Algorithm 6: ê ← layer_norm(e | γ, β).
 
     1. m ← Σ_i e[i] / d_e
-    2. v ← Σ_i (e[i] − m)² / d_e   (``variance="unbiased"``: / (d_e − 1))
+    2. v ← Σ_i (e[i] − m)² / d_e   (``variance="unbiased"``: / (d_e − 1);
+       ``variance="one_pass"``: max(0, Σ_i e[i]² / d_e − m²), Flax's)
     3. return ê = (e − m) / √v ⊙ γ + β
 
     Variants: ``epsilon``/``epsilon_placement`` replace √v by √(v + ε) or
-    √v + ε; ``affine`` drops β or both γ and β.
+    √v + ε; ``affine`` drops β or both γ and β. ``one_pass`` is the same
+    mathematics as ``biased``, rounded differently (``_one_pass_variance``).
     """
     N = numbers.current()
     with in_algorithm("layer_norm"):
@@ -88,10 +90,40 @@ def layer_norm(
             raise SpecError("e", "length d_e ≥ 2 (unbiased variance divides by d_e − 1)", f"length {d_e}")
         m = N.fsum(e) / N.num(d_e)  # line 1
         centred = [ei - m for ei in e]
-        n_v = d_e if variant.variance == "biased" else d_e - 1
-        v = N.dot(centred, centred) / N.num(n_v)  # line 2
-        sigma = _sigma(v, variant, "variance", any(c != 0 for c in centred))  # line 3
+        if variant.variance == "one_pass":
+            v = _one_pass_variance(e, m)  # line 2, as E[e²] − m²
+            sigma = _sigma(v, variant, "variance", v != 0)
+        else:
+            n_v = d_e if variant.variance == "biased" else d_e - 1
+            v = N.dot(centred, centred) / N.num(n_v)  # line 2
+            sigma = _sigma(v, variant, "variance", any(c != 0 for c in centred))  # line 3
         return _affine([c / sigma for c in centred], gamma, beta, variant)
+
+
+def _one_pass_variance(e: Vector, m: Any) -> Any:
+    """Line 2 in one pass over e: v = max(0, Σ_i e[i]²/d_e − m²).
+
+    The convention of Flax (``use_fast_variance=True``, the default of
+    ``nn.LayerNorm``; flax/linen/normalization.py ``_compute_stats``:
+    ``var = maximum(0, mean(x²) − mean(x)²)``). In exact arithmetic it is
+    the biased variance; in floating point the subtraction cancels when
+    |m| is large against the spread of e, and rounding can leave it
+    negative, which the library clips to 0 (so does this line: ``relu``,
+    taken per Monte Carlo lane). Computing it this way here is what lets
+    the tolerance follow the library's arithmetic.
+
+    The binary64 spec refuses a mean square it cannot represent (overflow,
+    or underflow of a nonzero column) as ``_sigma`` does for v.
+    """
+    N = numbers.current()
+    m2 = N.dot(e, e) / N.num(len(e))
+    if not N.isfinite(m2):
+        raise SpecError("e", "a column whose mean square is representable (it overflows; inputs too large)",
+                        f"mean square {N.to_float(m2)!r}")
+    if m2 < N.tiny and any(ei != 0 for ei in e):
+        raise SpecError("e", "a column whose mean square is representable (it underflows: entries too small "
+                        f"for {N.name} arithmetic)", f"mean square {N.to_float(m2)!r}")
+    return N.relu(m2 - m * m)
 
 
 def rms_norm(
@@ -127,9 +159,6 @@ def norm_columns(
 ) -> Matrix:
     """X[:, t] ← norm(X[:, t] | γ, β) for every column t; ``kind`` overrides ``variant.norm``."""
     kind = kind or variant.norm
-    _, ell = shape(X)
     if kind == "layer_norm":
-        cols = [layer_norm(column(X, t), gamma, beta, variant=variant) for t in range(ell)]
-    else:
-        cols = [rms_norm(column(X, t), gamma, variant=variant) for t in range(ell)]
-    return from_columns(cols)
+        return map_columns(lambda e: layer_norm(e, gamma, beta, variant=variant), X)
+    return map_columns(lambda e: rms_norm(e, gamma, variant=variant), X)

@@ -18,6 +18,7 @@ implementations may share it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
@@ -179,13 +180,19 @@ def to_flat(params: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def _type_hints(cls: type) -> dict[str, Any]:
+    """``typing.get_type_hints`` once per class: it compiles every string annotation on each call."""
+    return typing.get_type_hints(cls)
+
+
 def from_flat(cls: type, flat: Mapping[str, Any], prefix: str = "") -> Any:
     """{dotted name: nested list} -> structure of type ``cls``.
 
     Names absent from ``flat`` become ``None``; the caller checks the key set
     against a schema first (``spec.evaluation``) so nothing is silently lost.
     """
-    hints = typing.get_type_hints(cls)
+    hints = _type_hints(cls)
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         hint = hints[f.name]

@@ -23,6 +23,8 @@ from typing import Any, Literal, Mapping
 __all__ = [
     "PAPER",
     "PRESETS",
+    "ROUNDING_ONLY",
+    "SAME_MATHEMATICS",
     "SWITCHES",
     "Switch",
     "VariantSet",
@@ -46,7 +48,7 @@ class VariantSet:
     norm: Literal["layer_norm", "rms_norm"] = "layer_norm"
     epsilon: float = 0.0
     epsilon_placement: Literal["none", "inside_root", "outside_root"] = "none"
-    variance: Literal["biased", "unbiased"] = "biased"
+    variance: Literal["biased", "unbiased", "one_pass"] = "biased"
     affine: Literal["scale_shift", "scale", "none"] = "scale_shift"
     # --- blocks ----------------------------------------------------------
     norm_placement: Literal["paper", "post", "pre"] = "paper"
@@ -186,9 +188,11 @@ def _switches() -> dict[str, Switch]:
         Switch("epsilon_placement", "normalisation", ("none", "inside_root", "outside_root"), "none",
                "where ε goes: nowhere, √(v + ε) (PyTorch, Flax, ONNX), or √v + ε (the Annotated "
                "Transformer, the fourth seed)"),
-        Switch("variance", "normalisation", ("biased", "unbiased"), "biased",
-               "layer-norm variance with 1/d_e (paper) or 1/(d_e − 1) (torch.std default, the "
-               "Annotated Transformer). RMSnorm has no mean and ignores this switch"),
+        Switch("variance", "normalisation", ("biased", "unbiased", "one_pass"), "biased",
+               "layer-norm variance with 1/d_e (paper), 1/(d_e − 1) (torch.std default, the "
+               "Annotated Transformer), or 1/d_e computed in one pass as max(0, E[e²] − E[e]²) "
+               "(Flax LayerNorm's default use_fast_variance; same mathematics as biased, "
+               "different rounding). RMSnorm has no mean and ignores this switch"),
         Switch("affine", "normalisation", ("scale_shift", "scale", "none"), "scale_shift",
                "the norm's learned γ and β, γ only, or neither (the first seed). RMSnorm never "
                "has β (the paper's 'β = 0')"),
@@ -219,6 +223,16 @@ def _switches() -> dict[str, Switch]:
 
 
 SWITCHES: dict[str, Switch] = _switches()
+
+#: Switch values that are another value's mathematics computed in another
+#: order (they change rounding only): (switch, value) → the value they equal
+#: in exact arithmetic. ``scale_placement`` is wholly of this kind and is
+#: handled as such where switches are enumerated.
+SAME_MATHEMATICS: dict[tuple[str, Any], Any] = {("variance", "one_pass"): "biased"}
+#: Switches every value of which is the same mathematics (rounding only):
+#: the scale on S, on Q, or √ of it on Q and K. Fixtures made under one value
+#: replay under another (conformance/fixture_replay.py; tests/spec/test_rounding_only.py).
+ROUNDING_ONLY: frozenset[str] = frozenset({"scale_placement"})
 
 PAPER = VariantSet()
 

@@ -45,9 +45,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN_IN_SPEC = {"numpy", "torch", "jax", "jaxlib"}
-PLUGINS = ("numpy", "torch", "jax", "torch_nn")
+PLUGINS = ("numpy", "torch", "jax", "torch_nn", "flax_linen", "hf")
 #: The array framework of a plugin whose folder is not named for it.
-FRAMEWORK = {"torch_nn": "torch"}
+FRAMEWORK = {"torch_nn": "torch", "flax_linen": "jax", "hf": "torch"}
 
 
 def imported_modules(path: Path, package: str) -> list[tuple[int, str, list[str]]]:

@@ -17,6 +17,7 @@ COMMANDS = (
     "ftspec.tools.cmd_run",
     "ftspec.tools.cmd_certify",
     "ftspec.tools.cmd_replay",
+    "ftspec.tools.cmd_identify",
     "ftspec.tools.cmd_fixtures",
     "ftspec.tools.cmd_spec",
     "ftspec.tools.cmd_bench",

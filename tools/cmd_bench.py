@@ -3,6 +3,7 @@
     ftspec bench power [--mutant ID ...] [--examples N] [--jobs N]
     ftspec bench speed [--examples N] [--no-xdist]
     ftspec bench falsefail [--examples N]
+    ftspec bench diagnosis [--mutant ID ...] [--examples N] [--jobs N]
     ftspec bench all [--write docs/benchmarks.md] [--json PATH]
     ftspec bench render RESULTS.json --write docs/benchmarks.md
     ftspec bench libraries [--plugin NAME ...] [--write docs/libraries.md] [--json PATH]
@@ -105,6 +106,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     _common(q)
     q.set_defaults(func=_cmd_speed)
 
+    q = bs.add_parser("diagnosis", help="how often a failure names its convention, first divergence and every bug")
+    q.add_argument("--mutant", action="append", metavar="ID", help="only this mutant (repeatable)")
+    q.add_argument("--examples", type=int, default=DEFAULTS["examples"], metavar="N",
+                   help="examples per search (default: %(default)s)")
+    q.add_argument("--jobs", type=int, default=DEFAULTS["jobs"], metavar="N",
+                   help="mutants run in N worker processes (default: %(default)s)")
+    _common(q)
+    q.set_defaults(func=_cmd_diagnosis)
+
     q = bs.add_parser("falsefail", help="the correct implementations at the thorough profile")
     q.add_argument("--examples", type=int, default=None, metavar="N",
                    help="cap on examples per search (default: the thorough profile's)")
@@ -185,6 +195,21 @@ def _power(args: argparse.Namespace, results: dict[str, Any], calibrate: bool) -
                         "seconds": time.perf_counter() - t, "options": vars(options), "calibration": calibration}
 
 
+def _diagnosis(args: argparse.Namespace, results: dict[str, Any]) -> None:
+    from ftspec.tools.bench.diagnosis import run_diagnosis
+
+    _say(args.quiet, f"bench diagnosis: conventions, first divergence, distinct failures "
+                     f"({args.examples} examples per search, {args.jobs} job(s))")
+
+    def progress(rec: dict[str, Any]) -> None:
+        _say(args.quiet, f"bench diagnosis: {rec['kind']} {rec['id']} ({rec['seconds']:.0f} s)"
+                         + (f": ERROR {rec['error']}" if "error" in rec else ""))
+
+    results["diagnosis"] = run_diagnosis(args.examples, seed=args.seed, jobs=args.jobs, progress=progress,
+                                         only=getattr(args, "mutant", None) if args.bench_command == "diagnosis"
+                                         else None)
+
+
 def _false(args: argparse.Namespace, results: dict[str, Any], examples: Any) -> None:
     from ftspec.tools.bench.falsefail import run_false_failures
 
@@ -197,11 +222,14 @@ def _false(args: argparse.Namespace, results: dict[str, Any], examples: Any) -> 
 def _speed(args: argparse.Namespace, results: dict[str, Any]) -> None:
     import shlex
 
-    from ftspec.tools.bench.speed import growth, throughput, xdist
+    from ftspec.tools.bench.speed import growth, rate, throughput, xdist
 
     speed: dict[str, Any] = {"throughput_examples": args.speed_examples}
     _say(args.quiet, f"bench speed: throughput ({args.speed_examples} examples per search at {args.speed_dtype})")
     speed["throughput"] = throughput(examples=args.speed_examples, dtype=args.speed_dtype, seed=args.seed)
+    _say(args.quiet, f"bench speed: numpy over every algorithm at float32 and float64 "
+                     f"({args.speed_examples} examples per search)")
+    speed["rate"] = rate(examples=args.speed_examples, seed=args.seed)
     _say(args.quiet, "bench speed: spec cost growth")
     speed["growth"] = growth()
     if not args.no_xdist:
@@ -218,6 +246,9 @@ def _budgets(args: argparse.Namespace, sections: list[str]) -> dict[str, Any]:
                       f"{'off' if args.no_baselines else 'on'}")
     if "false_failures" in sections:
         b["false failures"] = f"thorough profile capped at {args.ff_examples} examples per search"
+    if "diagnosis" in sections:
+        b["diagnosis"] = (f"{args.examples} examples per search (tools/bench/diagnosis.py), "
+                          f"{args.jobs} worker process(es)")
     if "speed" in sections:
         b["speed"] = (f"{args.speed_examples} examples per throughput search at {args.speed_dtype}; pytest-xdist "
                       + ("skipped" if args.no_xdist else f"`python {args.xdist_command}` with and without -n 2"))
@@ -272,6 +303,12 @@ def _cmd_speed(args: argparse.Namespace) -> int:
     return _finish(args, results, ["speed"])
 
 
+def _cmd_diagnosis(args: argparse.Namespace) -> int:
+    results: dict[str, Any] = {"load_before": _load()}
+    _diagnosis(args, results)
+    return _finish(args, results, ["diagnosis"])
+
+
 def _cmd_falsefail(args: argparse.Namespace) -> int:
     results: dict[str, Any] = {"load_before": _load()}
     args.ff_examples = args.examples
@@ -286,8 +323,9 @@ def _cmd_all(args: argparse.Namespace) -> int:
     _speed(args, results)
     _false(args, results, args.ff_examples)
     _power(args, results, calibrate=True)
+    _diagnosis(args, results)
     results["seconds"] = time.perf_counter() - started
-    return _finish(args, results, ["power", "false_failures", "speed"])
+    return _finish(args, results, ["power", "false_failures", "speed", "diagnosis"])
 
 
 def _cmd_libraries(args: argparse.Namespace) -> int:

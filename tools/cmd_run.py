@@ -54,6 +54,14 @@ def add_selection_options(p: argparse.ArgumentParser) -> None:
                    help="worker processes for the searches and the fixture replay (default: one per CPU, "
                         "at most 8); 1 is one worker: at every N a plugin that crashes or hangs fails its "
                         "algorithm, not the run")
+    p.add_argument("--shards", type=_positive_int, metavar="N", default=None,
+                   help="split every search into N by seed (each shard runs its share of the examples, and "
+                        "under a time cap the whole cap): more examples per cell on more workers; the same "
+                        "--seed and --shards give the same cases (default: 1)")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="run the searches and the fixture replay on the Dask cluster whose scheduler is at "
+                        "ADDRESS, e.g. tcp://host:8786 (needs ftspec[dask] here and on the workers; "
+                        "docs/scaleout.md)")
     p.add_argument("--in-process", action="store_true",
                    help="search and replay the fixtures in this process, no workers (debugging: a plugin "
                         "that crashes or hangs in native code ends the run)")
@@ -67,6 +75,7 @@ def settings_from(args: argparse.Namespace, progress: Any = None, **overrides: A
     values = dict(profile=args.profile, algorithms=args.algorithm, dtypes=args.dtype, devices=args.device,
                   examples=args.examples, seconds=args.seconds, seed=args.seed, call_timeout=args.call_timeout,
                   case_dir=args.case_dir, fixtures=args.fixtures, jobs=args.jobs, in_process=args.in_process,
+                  shards=getattr(args, "shards", None), scheduler=getattr(args, "scheduler", None),
                   progress=progress)
     values.update(overrides)
     return Settings(**values)

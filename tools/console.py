@@ -44,6 +44,8 @@ def print_failures(result: RunResult) -> None:
         if cell.failure:
             # soft_wrap: the terminal folds long lines, rich inserts no newline (the reproducer stays one line)
             console.print(f"[bold red]FAIL[/] {escape(cell.failure.report)}", soft_wrap=True)
+            for more in getattr(cell, "more_failures", []):  # conformance/distinct.py
+                console.print(f"[bold red]FAIL (another failure)[/] {escape(more['report'])}", soft_wrap=True)
         else:
             console.print(f"[bold red]{escape(cell.status.upper())}[/] {escape(cell.algorithm)} {escape(cell.impl)} "
                           f"{cell.dtype} {escape(cell.device)}: {escape(cell.note)}")

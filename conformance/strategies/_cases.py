@@ -20,13 +20,13 @@ from ._sampling import aimed
 from ._styles import STYLES, available_styles
 from ._variants import variant_sets
 
-__all__ = ["cases"]
+__all__ = ["ShapePool", "cases"]
 
 
 def cases(entry_name: Union[str, Entry], *, dtype: str = "float64",
           variants: Union[str, Sequence[VariantSet]] = "all", max_batch: int = 3, budget: str = "default",
           styles: Union[str, Sequence[str]] = "all",
-          limits: Optional[Limits] = None) -> st.SearchStrategy[Case]:
+          limits: Optional[Limits] = None, shapes: Optional[int] = None) -> st.SearchStrategy[Case]:
     """Cases of one registry entry, everything drawn from its registry fields.
 
     ``dtype``: the format the case is meant for (the harness rounds to it
@@ -41,6 +41,9 @@ def cases(entry_name: Union[str, Entry], *, dtype: str = "float64",
     draw from (each case takes one that the entry shows under its variant).
     ``limits``: an implementation's ``Limits`` (impls/api.py); every case lies
     within them, and with ``batching`` off no case carries a batch.
+    ``shapes``: at most this many distinct (variant set, sizes) pairs over every draw of the
+    returned strategy (``ShapePool``): for an implementation that compiles a program per
+    variant and shape (JAX), so that its programs are reused. Build one strategy per search.
     """
     e = resolve_entry(entry_name)
     dtype = resolve_dtype(dtype)
@@ -69,14 +72,48 @@ def cases(entry_name: Union[str, Entry], *, dtype: str = "float64",
         raise ValueError(f"limits: expected a Limits or None, given {limits!r}")
     if limits is not None and not limits.batching:
         max_batch = 1
-    return _cases(e, dtype, variant_strategy, max_batch, b, wanted, limits)
+    if shapes is not None and (isinstance(shapes, bool) or not isinstance(shapes, int) or shapes < 1):
+        raise ValueError(f"shapes: expected a positive whole number or None, given {shapes!r}")
+    pool = ShapePool(shapes) if shapes is not None else None
+    return _cases(e, dtype, variant_strategy, max_batch, b, wanted, limits, pool)
+
+
+class ShapePool:
+    """At most ``size`` (variant set, hyperparameters) pairs, shared by every draw of one strategy:
+    what an implementation that compiles a program per variant and shape (JAX) compiles.
+
+    Each draw draws its variant and sizes as usual, and an index. A pair already kept, or drawn
+    while the pool has room, is used (and kept); otherwise the index picks a kept pair. A pair,
+    once kept, stays, so replaying a draw (Hypothesis replays a failing example, and shrinks it)
+    gives the case it gave before; shrinking moves towards the first kept pair."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._kept: list[tuple[VariantSet, dict[str, int]]] = []
+        self._keys: set[tuple] = set()
+
+    def choose(self, draw: st.DrawFn, variant: VariantSet,
+               hyper: dict[str, int]) -> tuple[VariantSet, dict[str, int]]:
+        index = draw(st.integers(0, self.size - 1))
+        key = (variant.hash, tuple(sorted(hyper.items())))
+        if key in self._keys:
+            return variant, hyper
+        if len(self._kept) < self.size:
+            self._keys.add(key)
+            self._kept.append((variant, dict(hyper)))
+            return variant, hyper
+        kept_variant, kept_hyper = self._kept[index % len(self._kept)]
+        return kept_variant, dict(kept_hyper)
 
 
 @st.composite
 def _cases(draw: st.DrawFn, e: Entry, dtype: str, variant_strategy: st.SearchStrategy[VariantSet],
-           max_batch: int, budget: Budget, wanted: tuple[str, ...], limits: Optional[Limits] = None) -> Case:
+           max_batch: int, budget: Budget, wanted: tuple[str, ...], limits: Optional[Limits] = None,
+           pool: Optional[ShapePool] = None) -> Case:
     variant = draw(variant_strategy)
     hyper = draw(hyperparameters(e, variant=variant, budget=budget, dtype=dtype, limits=limits))
+    if pool is not None:
+        variant, hyper = pool.choose(draw, variant, hyper)
     options = [s for s in available_styles(e, variant, hyper, dtype) if s in wanted]
     assume(options)  # only when ``styles`` excludes every style the entry shows here
     style = draw(st.sampled_from(options))

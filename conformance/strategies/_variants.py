@@ -11,6 +11,12 @@ hashed) variant sets. The draw is weighted towards what real code uses:
 
 ε and its placement move together (ε > 0 exactly when placed): a placement
 is drawn with ε from ``EPSILONS``.
+
+A value of ``SAME_MATHEMATICS`` (``variance="one_pass"``: another value's
+mathematics in another order) is not drawn here: for an implementation
+that declares every variant set it would test the same function again
+under a looser tolerance. An implementation that declares such a set (the
+``flax`` plugin) has its declared sets drawn instead.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from ftspec.spec.registry import Entry
-from ftspec.spec.variants import PAPER, PRESETS, SWITCHES, VariantSet
+from ftspec.spec.variants import PAPER, PRESETS, SAME_MATHEMATICS, SWITCHES, VariantSet
 
 from ..values import EPSILONS
 from ._budgets import resolve_entry
@@ -65,24 +71,45 @@ def _projections(switches: frozenset[str]) -> tuple[VariantSet, ...]:
     return tuple(out)
 
 
+# Strategies are immutable: the ones below are built once per switch group (or set of groups)
+# and reused by every draw (building them per draw was most of the cost of drawing a variant).
+
+@functools.lru_cache(maxsize=None)
 def _changed(group: str) -> st.SearchStrategy[dict[str, Any]]:
     """One switch group at a value other than the paper's."""
     if group == "epsilon":
         return epsilons()
-    values = [c for c in SWITCHES[group].choices if c != SWITCHES[group].paper]
+    values = [c for c in SWITCHES[group].choices
+              if c != SWITCHES[group].paper and (group, c) not in SAME_MATHEMATICS]
     return st.sampled_from(values).map(lambda v: {group: v})
 
 
+@functools.lru_cache(maxsize=None)
+def _one_switch_of(groups: tuple[str, ...]) -> st.SearchStrategy[dict[str, Any]]:
+    return st.sampled_from(groups).flatmap(_changed)
+
+
 def _one_switch(entry: Entry) -> st.SearchStrategy[dict[str, Any]]:
-    return st.sampled_from(_groups(entry)).flatmap(_changed)
+    return _one_switch_of(tuple(_groups(entry)))
+
+
+@functools.lru_cache(maxsize=None)
+def _chosen_groups(groups: tuple[str, ...]) -> st.SearchStrategy[list[str]]:
+    return st.lists(st.sampled_from(groups), min_size=min(2, len(groups)), max_size=len(groups), unique=True)
+
+
+@functools.lru_cache(maxsize=None)
+def _presets_of(switches: frozenset[str]) -> st.SearchStrategy[VariantSet]:
+    return st.sampled_from(_projections(switches))
+
+
+_WHICH = st.integers(0, 9)
 
 
 @st.composite
 def _several_switches(draw: st.DrawFn, entry: Entry) -> dict[str, Any]:
     """Two or more switch groups (all of them if fewer), each at a non-paper value."""
-    groups = _groups(entry)
-    chosen = draw(st.lists(st.sampled_from(groups), min_size=min(2, len(groups)), max_size=len(groups),
-                           unique=True))
+    chosen = draw(_chosen_groups(tuple(_groups(entry))))
     out: dict[str, Any] = {}
     for group in sorted(chosen):
         out.update(draw(_changed(group)))
@@ -101,12 +128,12 @@ def variant_sets(draw: st.DrawFn, entry: Any) -> VariantSet:
     e = resolve_entry(entry)
     if not e.switches:
         return PAPER
-    which = draw(st.integers(0, 9))
+    which = draw(_WHICH)
     if which < 2:
         return PAPER
-    presets = preset_projections(e)
+    presets = _projections(e.switches)
     if which < 2 + min(3, len(presets)):
-        return draw(st.sampled_from(presets))
+        return draw(_presets_of(e.switches))
     if which < 8:
         return PAPER.replace(**draw(_one_switch(e)))
     return PAPER.replace(**draw(_several_switches(e)))

@@ -1,4 +1,5 @@
-"""torch.nn itself as an implementation (plugins ``torch-nn`` and ``torch-nn-weights``).
+"""torch.nn itself as an implementation (plugins ``torch-nn``, ``torch-nn-weights``, the
+RMSNorm-default pair and the four ``torch-nn-layers*``).
 
 Boundary only: layout, loading ftspec's parameters into the library's own
 modules, mask polarity and head packing (``adapter``); the maths is
@@ -26,6 +27,14 @@ declared as shape limits where impls/api.py offers ``Limits``.
                       whose ε depends on the dtype (see variant_rms_default):
                       one variant set per ε, so one plugin per dtype group.
 
+``torch-nn-layers`` / ``-pre``  nn.TransformerEncoderLayer/DecoderLayer on the
+                      slow path (layers.py): the paper's placement and
+                      activation per layer, or norm_first=True with ReLU;
+                      SDPA's CPU flash kernel scales the scores (``scores``).
+``torch-nn-layers-fast`` / ``-fast-pre``  the same encoder layers through
+                      ``torch._transformer_encoder_layer_fwd``, which scales
+                      q (``query``); H = 2 only (odd H leaves the fast path).
+
 Threads and precision as in the ``torch`` plugin: one intra-op thread
 (``FTSPEC_TORCH_THREADS``), float32 matmul precision "highest".
 """
@@ -44,9 +53,13 @@ from ftspec.impls.api import Implementation
 from ftspec.spec.variants import PAPER
 
 from .entries import ALGORITHMS, ALGORITHMS_RMS_DEFAULT, ALGORITHMS_WEIGHTS
+from .layers import LAYERS_FAST, LAYERS_FAST_PRE, LAYERS_SLOW, LAYERS_SLOW_PRE
 
 __all__ = ["implementation", "implementation_weights", "implementation_rms_default",
-           "implementation_rms_default_f64", "VARIANT_SDPA", "VARIANT_WEIGHTS", "variant_rms_default"]
+           "implementation_rms_default_f64", "implementation_layers", "implementation_layers_pre",
+           "implementation_layers_fast", "implementation_layers_fast_pre", "VARIANT_SDPA",
+           "VARIANT_WEIGHTS", "VARIANT_LAYERS", "VARIANT_LAYERS_PRE", "VARIANT_FAST", "VARIANT_FAST_PRE",
+           "variant_rms_default"]
 
 torch.set_float32_matmul_precision("highest")
 torch.set_num_threads(int(os.environ.get("FTSPEC_TORCH_THREADS", "1")))
@@ -59,6 +72,15 @@ _REAL = ("float64", "float32", "bfloat16", "float16")
 _NORM = dict(epsilon=1e-5, epsilon_placement="inside_root", variance="biased", affine="scale_shift")
 VARIANT_SDPA = PAPER.replace(empty_query="zeros", scale_placement="query_key_sqrt", **_NORM)
 VARIANT_WEIGHTS = PAPER.replace(empty_query="nan", scale_placement="query", **_NORM)
+#: The layers' slow path: MultiheadAttention hands SDPA 4-D (N, H, ℓ, d_head)
+#: tensors, for which CPU picks ``_scaled_dot_product_flash_attention_for_cpu``
+#: (seen with torch.profiler on 2.13.0), which scales the scores q·kᵀ.
+#: empty_query is not a layer switch (the layer masks leave no query empty).
+VARIANT_LAYERS = PAPER.replace(empty_query="zeros", scale_placement="scores", **_NORM)
+VARIANT_LAYERS_PRE = VARIANT_LAYERS.replace(norm_placement="pre", activation="relu")
+#: The fast path: ``_transform_bias_rescale_qkv`` computes q = (q + b_q)/√d_head.
+VARIANT_FAST = VARIANT_LAYERS.replace(scale_placement="query")
+VARIANT_FAST_PRE = VARIANT_FAST.replace(norm_placement="pre", activation="relu")
 
 
 def devices() -> list[str]:
@@ -83,14 +105,25 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
     return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
 
 
-def _limits(algorithms: Any) -> dict[str, Any]:
-    """``limits=`` for MultiheadAttention, if this ftspec's contract has it."""
+def _limits(algorithms: Any, fast: bool = False) -> dict[str, Any]:
+    """``limits=`` for MultiheadAttention and the layers, if this ftspec's contract has it.
+
+    The layers' MultiheadAttention ties d_attn = d_mid and d_e = H·d_attn.
+    The fast path also needs an even H (odd H silently takes the slow path,
+    transformer.py "num_head is odd"); Limits has no parity, so the fast
+    plugins are held to H = 2."""
     Limits = getattr(api, "Limits", None)
     has_field = "limits" in {f.name for f in dataclasses.fields(Implementation)}
-    if Limits is None or not has_field or "mh_attention" not in algorithms:
+    if Limits is None or not has_field:
         return {}
-    mha = Limits(equal=(("d_attn", "d_mid"), ("d_x", "H*d_attn"), ("d_out", "d_x")))
-    return {"limits": {"mh_attention": mha}}
+    out = {}
+    if "mh_attention" in algorithms:
+        out["mh_attention"] = Limits(equal=(("d_attn", "d_mid"), ("d_x", "H*d_attn"), ("d_out", "d_x")))
+    bounds: dict[str, Any] = dict(minimum={"H": 2}, maximum={"H": 2}) if fast else {}
+    for name in algorithms:
+        if name.endswith("_layer"):
+            out[name] = Limits(equal=(("d_attn", "d_mid"), ("d_e", "H*d_attn")), **bounds)
+    return {"limits": out} if out else {}
 
 
 def variant_rms_default(dtype: str) -> Any:
@@ -102,7 +135,7 @@ def variant_rms_default(dtype: str) -> Any:
 
 
 def _make(name: str, algorithms: Any, variant: Any, description: str,
-          dtypes: tuple[str, ...] = _REAL) -> Implementation:
+          dtypes: tuple[str, ...] = _REAL, fast: bool = False) -> Implementation:
     return Implementation(
         name=name,
         version=f"torch{torch.__version__}",
@@ -115,7 +148,7 @@ def _make(name: str, algorithms: Any, variant: Any, description: str,
         precision="highest",
         description=description,
         extra={"torch": torch.__version__},
-        **_limits(algorithms),
+        **_limits(algorithms, fast),
     )
 
 
@@ -130,3 +163,16 @@ implementation_rms_default = _make(
 implementation_rms_default_f64 = _make(
     "torch-nn-rms-default-f64", ALGORITHMS_RMS_DEFAULT, variant_rms_default("float64"),
     "torch.nn.RMSNorm(eps=None) in float64: ε = finfo(float64).eps", dtypes=("float64",))
+implementation_layers = _make(
+    "torch-nn-layers", LAYERS_SLOW, VARIANT_LAYERS,
+    "nn.TransformerEncoderLayer/DecoderLayer, slow path (autograd on): post-LN ReLU/GELU, pre-LN GELU")
+implementation_layers_pre = _make(
+    "torch-nn-layers-pre", LAYERS_SLOW_PRE, VARIANT_LAYERS_PRE,
+    "nn.TransformerEncoderLayer/DecoderLayer(norm_first=True, relu), slow path")
+implementation_layers_fast = _make(
+    "torch-nn-layers-fast", LAYERS_FAST, VARIANT_FAST,
+    "nn.TransformerEncoderLayer fast path (torch._transformer_encoder_layer_fwd): post-LN ReLU/GELU, "
+    "pre-LN GELU", fast=True)
+implementation_layers_fast_pre = _make(
+    "torch-nn-layers-fast-pre", LAYERS_FAST_PRE, VARIANT_FAST_PRE,
+    "nn.TransformerEncoderLayer(norm_first=True, relu) fast path", fast=True)

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 
 __all__ = ["cols_to_rows", "rows_to_cols", "sdpa_mask", "mha_mask", "pack_heads", "load_mha",
-           "load_norm"]
+           "copy_mha", "load_norm", "load_linear", "sub"]
 
 
 def cols_to_rows(X: Tensor) -> Tensor:
@@ -61,13 +61,24 @@ def pack_heads(p: Mapping[str, Tensor], name: str, H: int) -> Tensor:
 
 def load_mha(p: Mapping[str, Tensor], H: int, d_x: int, d_z: int, dtype: torch.dtype,
              device: str) -> nn.MultiheadAttention:
-    """A ``nn.MultiheadAttention`` (batch_first, eval mode) holding ftspec's weights.
+    """A ``nn.MultiheadAttention`` (batch_first, eval mode) holding ftspec's weights."""
+    mha = nn.MultiheadAttention(d_x, H, bias=True, kdim=d_z, vdim=d_z, batch_first=True,
+                                dtype=dtype, device=device)
+    return copy_mha(mha, p, H)
+
+
+def sub(p: Mapping[str, Tensor], prefix: str) -> dict[str, Tensor]:
+    """The parameters under ``prefix`` (e.g. ``attn.``), with the prefix removed."""
+    return {k[len(prefix):]: v for k, v in p.items() if k.startswith(prefix)}
+
+
+def copy_mha(mha: nn.MultiheadAttention, p: Mapping[str, Tensor], H: int) -> nn.MultiheadAttention:
+    """Copy ftspec's heads into an existing ``nn.MultiheadAttention`` (a layer's
+    own ``self_attn``/``multihead_attn``) and put it in eval mode.
 
     The library's own packing: one ``in_proj_weight`` (3E, E) when
     d_z = d_x = E, separate ``q/k/v_proj_weight`` otherwise; ``in_proj_bias``
     (3E) in both cases."""
-    mha = nn.MultiheadAttention(d_x, H, bias=True, kdim=d_z, vdim=d_z, batch_first=True,
-                                dtype=dtype, device=device)
     Wq, Wk, Wv = (pack_heads(p, n, H) for n in ("W_q", "W_k", "W_v"))  # (E, d_x), (E, d_z), (E, d_z)
     b = torch.cat([pack_heads(p, n, H) for n in ("b_q", "b_k", "b_v")])  # (3E,)
     with torch.no_grad():
@@ -87,8 +98,17 @@ def load_mha(p: Mapping[str, Tensor], H: int, d_x: int, d_z: int, dtype: torch.d
 def load_norm(module: nn.Module, p: Mapping[str, Tensor]) -> nn.Module:
     """Copy γ (and β where the module has one) into a LayerNorm/RMSNorm."""
     with torch.no_grad():
-        module.weight.copy_(p["gamma"])  # type: ignore[operator]
+        module.weight.copy_(p["gamma"])
         bias = getattr(module, "bias", None)  # LayerNorm's β, or None (RMSNorm has none)
         if bias is not None:
             bias.copy_(p["beta"])
     return module.train(False)  # inference mode
+
+
+def load_linear(module: nn.Linear, W: Tensor, b: Tensor) -> nn.Linear:
+    """Copy W (out × in, the spec's orientation and nn.Linear's) and b into a Linear."""
+    with torch.no_grad():
+        module.weight.copy_(W)
+        assert module.bias is not None
+        module.bias.copy_(b)
+    return module

@@ -24,7 +24,20 @@ from ftspec.spec.variants import PAPER
 from ftspec.tools.zoo import build, mutant
 from ftspec.tools.zoo.witness import witness_case
 
-from .support import run, run_mutant
+from .support import run
+
+
+def run_mutant(mutant_id, algorithms, dtypes, tmp_path, *, examples):
+    """support.run_mutant with the distinct-failure search off: these tests read the first failure
+    (tests/conformance/test_distinct.py tests the rest)."""
+    from ftspec.conformance.profiles import profile
+    from ftspec.conformance.runner import Runner
+
+    m = mutant(mutant_id)
+    runner = Runner([(f"mutant:{m.id}", build(m))], profile=profile("default"), seed=0,
+                    case_dir=tmp_path / "cases", examples=examples)
+    runner.distinct_failures = 0
+    return runner.run(algorithms, dtypes)
 
 # (mutant, algorithm searched, the change the diagnosis must name: {switch or "input Mask": value})
 CONVENTION_BUGS = [
@@ -147,3 +160,21 @@ def test_output_that_agrees_with_the_declared_set_is_not_explained_away():
     d = diagnose(entry, case, out, "float64")
     assert not d.recurred and d.matches == [] and d.evaluated == 1
     assert "did not recur" in d.lines()[0]
+
+
+def test_the_bench_section_counts_hits_from_a_real_run(tmp_path):
+    """``ftspec bench diagnosis`` (tools/bench/diagnosis.py) on one cheap convention mutant: the hit
+    is counted from the failure's own diagnosis, and the Markdown says it."""
+    from ftspec.tools.bench.diagnosis import _task, markdown, summarise
+
+    rec = _task(("convention", "variance-unbiased", 6, 0))
+    assert "error" not in rec and rec["cells"], rec
+    fails = [c for c in rec["cells"] if c["status"] == "fail"]
+    assert fails and all(c["named"] for c in fails), rec["cells"]
+    s = summarise([rec])
+    assert s["convention_named"] == s["convention_failing"] == len(fails)
+    out: list[str] = []
+    markdown(out, {"records": [rec], "summary": s, "examples": 6, "seed": 0, "seconds": rec["seconds"]})
+    text = "\n".join(out)
+    assert f"in {len(fails)} of {len(fails)} (100%) failing cells" in text
+    assert "| variance-unbiased | layer_norm | float64 | fail | yes | variance=unbiased |" in text

@@ -11,7 +11,11 @@ Three claims the tolerance model rests on:
 - the spread of the other lanes is proportional to the unit roundoff u
   (to first order: δ enters linearly), and for one operation
   lies between u/2 and u of the result (32 uniform draws in [−u, u]);
-- a seed fixes every lane; another seed moves the lanes but not lane 0.
+- a seed fixes every lane; another seed moves the lanes but not lane 0;
+- the whole-matrix hooks (matmul, map_matrix, map_columns, softmax) are the
+  same model as the scalar evaluation they replace: lane 0 unchanged, each
+  entry of a batch drawing its own perturbations, the spreads equal within
+  the sampling noise, and branches and errors exactly the scalar ones.
 """
 
 from __future__ import annotations
@@ -26,7 +30,11 @@ import pytest
 from ftspec.conformance.rounding import MonteCarloNumbers, lanes_array
 from ftspec.conformance.tolerances import reference
 from ftspec.spec import PAPER, evaluate
-from ftspec.spec.numbers import FloatNumbers
+from ftspec.spec.errors import SpecError
+from ftspec.spec.functions import apply, softmax
+from ftspec.spec.linalg import map_columns, map_matrix, matmul
+from ftspec.spec.normalization import layer_norm, norm_columns
+from ftspec.spec.numbers import FloatNumbers, using
 from ftspec.spec.registry import REGISTRY
 
 from tests.impls.cases import make_case
@@ -73,8 +81,8 @@ class LeftToRight(FloatNumbers):
         return self._np(np.power, base, exponent)
 
 
-def _mc(u: float = 2.0**-24, seed: int = 0, eta: float = 0.0) -> MonteCarloNumbers:
-    return MonteCarloNumbers(u=u, eta=eta, lanes=K, seed=seed)
+def _mc(u: float = 2.0**-24, seed: int = 0, eta: float = 0.0, batched: bool = True) -> MonteCarloNumbers:
+    return MonteCarloNumbers(u=u, eta=eta, lanes=K, seed=seed, batched=batched)
 
 
 def _lanes(name: str, case, numbers) -> dict[str, np.ndarray]:
@@ -89,14 +97,15 @@ def _lanes(name: str, case, numbers) -> dict[str, np.ndarray]:
 LANE0_ENTRIES = ["attention", "layer_norm", "gpt2_layer", "sinusoidal_vaswani", "d_loss", "d_gradient"]
 
 
+@pytest.mark.parametrize("batched", [True, False], ids=["hooks", "scalar"])
 @pytest.mark.parametrize("name", LANE0_ENTRIES)
-def test_lane_zero_is_the_binary64_computation_bit_for_bit(name):
+def test_lane_zero_is_the_binary64_computation_bit_for_bit(name, batched):
     entry = REGISTRY[name]
     case = make_case(entry, PAPER)
     want = evaluate(name, case.spec_inputs(), case.spec_params(), hyper=case.hyper, variant=PAPER,
                     numbers=LeftToRight())
     for u in (2.0**-24, 2.0**-11):  # float32's and float16's unit roundoff
-        got = _lanes(name, case, MonteCarloNumbers(u=u, eta=2.0**-126, lanes=K, seed=5))
+        got = _lanes(name, case, MonteCarloNumbers(u=u, eta=2.0**-126, lanes=K, seed=5, batched=batched))
         for out, lanes in got.items():
             w = np.asarray(want[out], dtype=np.float64)
             assert lanes.shape == w.shape + (K + 1,), f"{name} {out}: lanes {lanes.shape}, want {w.shape}"
@@ -183,3 +192,126 @@ def test_the_tolerance_of_a_case_is_reproducible():
     other = dict(x32, X=x32["X"] * 2.0)  # exact in float32: another case, so another seed
     three = reference(entry, other, p32, hyper=case.hyper, variant=PAPER, dtype="float32")
     assert not np.array_equal(one.bound["X_hat"], three.bound["X_hat"])
+
+
+# -- the whole-matrix hooks --------------------------------------------------------------------------
+
+# Entries through every hook: attention (matmul, softmax, biases), layer norm (map_columns), GPT-2's
+# layer (GELU tanh through map_matrix, residual sums), BERT's (GELU erf, post-LN), a decoder-only
+# transformer (embedding sums, a final norm, the output softmax).
+HOOK_ENTRIES = ["mh_attention", "layer_norm", "gpt2_layer", "bert_layer", "d_transformer"]
+
+
+def _rms_deviation(name, case, batched, seeds):
+    """Per output element: the root mean square of lane − lane 0 over K lanes and ``seeds``."""
+    devs = []
+    for seed in seeds:
+        lanes = _lanes(name, case, _mc(seed=seed, batched=batched))
+        devs.append(np.concatenate([(v[..., 1:] - v[..., :1]).reshape(-1, K) for v in lanes.values()]))
+    d = np.concatenate(devs, axis=1)
+    return np.sqrt(np.mean(d * d, axis=1))
+
+
+@pytest.mark.parametrize("name", HOOK_ENTRIES)
+def test_the_hooks_give_the_scalar_evaluations_spread(name):
+    """Same model, other random stream: each element's rounding error has the same size with and
+    without the hooks. Per element the RMS over 4 × 32 lanes has ~6% sampling noise; a perturbation
+    that the hooks drop, share between entries or apply twice moves the ratios well beyond it."""
+    case = make_case(REGISTRY[name], PAPER)
+    hooks = _rms_deviation(name, case, True, range(4))
+    scalar = _rms_deviation(name, case, False, range(100, 104))
+    moved = scalar > 0
+    assert moved.sum() >= 8, f"{name}: only {moved.sum()} elements carry a rounding error"
+    assert np.array_equal(hooks > 0, moved), f"{name}: the hooks perturb other elements than the scalar evaluation"
+    ratio = hooks[moved] / scalar[moved]
+    geo = float(np.exp(np.mean(np.log(ratio))))
+    lo, hi = np.quantile(ratio, [0.05, 0.95])
+    assert 0.93 <= geo <= 1.07, f"{name}: spread with hooks / without = {geo:.3f} (geometric mean)"
+    assert 0.75 <= lo and hi <= 1.33, f"{name}: 5-95% of the per-element ratios in [{lo:.2f}, {hi:.2f}]"
+
+
+_R = np.random.default_rng(3)
+_X, _A = _R.normal(size=(5, 4)).tolist(), _R.normal(size=(3, 5)).tolist()
+# one call of each hook on a small input; masked entries of the softmax are −inf
+HOOKS = {
+    "matmul": lambda N: matmul([[N.num(v) for v in row] for row in _A], [[N.num(v) for v in row] for row in _X]),
+    "softmax": lambda N: [softmax([N.num(v) for v in [0.3, -1.2, 2.0, -N.inf.x[0], 0.7, 1.9]])],
+    "map_matrix": lambda N: apply("gelu_tanh", [[N.num(v) for v in row] for row in _X]),
+    "map_columns": lambda N: norm_columns([[N.num(v) for v in row] for row in _X], [N.num(1.5)] * 5,
+                                          [N.num(-0.25)] * 5),
+}
+
+
+@pytest.mark.parametrize("hook", sorted(HOOKS))
+def test_each_hook_is_the_scalar_model(hook):
+    """One hook against the scalar evaluation over 48 seeds each: lane 0 identical to the bit, and
+    per element the RMS rounding error (1,536 lanes, ~3% sampling noise) equal. Rounding the softmax's
+    exp with u instead of 2 u, or sharing one draw among a batch, moves these ratios by 20% or more."""
+    rms, lane0 = {}, {}
+    for batched in (True, False):
+        devs = []
+        for seed in range(48):
+            ns = _mc(seed=seed + (0 if batched else 1000), batched=batched)
+            with using(ns), np.errstate(all="ignore"):
+                out = lanes_array(HOOKS[hook](ns), K)
+            lane0.setdefault(batched, out[..., 0])
+            assert np.array_equal(out[..., 0], lane0[batched])
+            devs.append((out[..., 1:] - out[..., :1]).reshape(-1, K))
+        d = np.nan_to_num(np.concatenate(devs, axis=1))  # masked −inf − (−inf): no error
+        rms[batched] = np.sqrt(np.mean(d * d, axis=1))
+    assert np.array_equal(lane0[True], lane0[False]), f"{hook}: lane 0 differs with the hook"
+    moved = rms[False] > 0
+    assert moved.sum() >= 4 and np.array_equal(rms[True] > 0, moved)
+    ratio = rms[True][moved] / rms[False][moved]
+    assert 0.95 <= float(np.exp(np.mean(np.log(ratio)))) <= 1.05, f"{hook}: RMS ratios {np.round(ratio, 3)}"
+    assert ratio.min() >= 0.85 and ratio.max() <= 1.18, f"{hook}: RMS ratios {np.round(ratio, 3)}"
+
+
+def test_each_entry_of_a_batch_draws_its_own_perturbations():
+    """A value computed from constants inside f (GELU's √2) is rounded once per entry, as the
+    scalar evaluation does, not once for the whole matrix: equal inputs give independent lanes."""
+    ns = _mc(seed=7)
+    with using(ns):
+        out = map_matrix(lambda a: a * ns.sqrt(ns.num(2)), [[ns.num(1.0)] * 4 for _ in range(3)])
+    lanes = np.array([[x.x for x in row] for row in out]).reshape(12, K + 1)
+    assert (lanes[:, 0] == math.sqrt(2)).all()
+    dev = lanes[:, 1:] - lanes[:, :1]
+    assert len({tuple(d) for d in dev}) == 12, "entries of one batch share their perturbations"
+    corr = np.corrcoef(dev)[np.triu_indices(12, 1)]
+    assert np.abs(corr).max() < 0.8, "entries of one batch are correlated"
+
+
+def test_a_batch_whose_branches_differ_is_evaluated_entry_by_entry():
+    """A comparison that goes one way for some columns and the other way for others cannot run as
+    one batch: the hook falls back and each column takes its own branch, as in the scalar system."""
+    def f(col):
+        N = ns
+        return [x * N.num(2) if col[0] > 0 else x - N.num(1) for x in col]
+
+    X = [[1.0, -1.0, 2.0], [3.0, 4.0, -5.0]]
+    want = [[2.0, -2.0, 4.0], [6.0, 3.0, -10.0]]
+    for batched in (True, False):
+        ns = _mc(seed=1, batched=batched)
+        with using(ns):
+            out = map_columns(f, [[ns.num(v) for v in row] for row in X])
+        assert [[float(x) for x in row] for row in out] == want, f"batched={batched}"
+
+
+def test_a_column_the_spec_refuses_is_refused_as_the_scalar_evaluation_refuses_it():
+    """A zero-variance column (no ε) inside a batch: the same SpecError as column by column."""
+    X = [[1.0, 2.0, 5.0], [1.0, 3.0, 5.0]]  # columns 0 and 2 have zero variance
+    messages = []
+    for batched in (True, False):
+        ns = _mc(seed=2, batched=batched)
+        with using(ns), pytest.raises(SpecError) as err:
+            map_columns(lambda e: layer_norm(e, None, None, variant=PAPER.replace(affine="none")),
+                        [[ns.num(v) for v in row] for row in X])
+        messages.append(str(err.value))
+    assert messages[0] == messages[1] and "variance" in messages[0]
+
+
+@pytest.mark.parametrize("name", ["gpt2_layer", "d_transformer"])
+def test_a_seed_fixes_every_lane_of_a_batched_evaluation(name):
+    case = make_case(REGISTRY[name], PAPER)
+    a, b = _lanes(name, case, _mc(seed=21)), _lanes(name, case, _mc(seed=21))
+    assert all(np.array_equal(a[k], b[k]) for k in a)

@@ -85,6 +85,7 @@ def run_mutant(mutant_id: str, options: PowerOptions, case_dir: Optional[str] = 
     started = time.perf_counter()
     runner = Runner([(label, impl)], profile=prof, seed=options.seed, case_dir=tmp / "ftspec",
                     examples=options.examples, call_timeout=options.call_timeout)
+    runner.distinct_failures = 0  # first failures only; tools/bench/diagnosis.py measures distinct ones
     result = runner.run(list(m.targets), dtypes)
     record["harness"] = {"seconds": result.seconds, "cells": _cells(result)}
     if options.baselines:

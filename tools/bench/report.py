@@ -313,6 +313,15 @@ def _speed(out: list[str], speed: dict[str, Any]) -> None:
         out += ["", "Over all algorithms: " + "; ".join(
             f"{i} {_s(v[0], 1)} ex/s, spec {100 * v[1]:.0f}% / implementation {100 * v[2]:.0f}% / harness "
             f"{100 * (1 - v[1] - v[2]):.0f}%" for i, v in tot.items() if v[0]) + "."]
+    rt = speed.get("rate")
+    if rt:
+        out += ["", f"### {rt['impl']} over every algorithm", "",
+                f"One process, {rt['impl']} alone, its {rt['algorithms']} algorithms at "
+                f"{' and '.join(rt['dtypes'])}, {rt['examples_per_search']} examples per search (seed "
+                f"{rt['seed']}): **{_s(rt['per_second'], 1)} examples per second** ({rt['examples']} examples in "
+                f"{_s(rt['seconds'], 0)} s), {_s(rt['per_cpu_second'], 1)} per CPU second; the reference "
+                f"(binary64 and Monte Carlo tolerances) took {100 * (rt['reference_share'] or 0):.0f}% of the "
+                f"time." + (f" Not passing: {', '.join(rt['not_passing'])}." if rt["not_passing"] else "")]
     gr = speed.get("growth")
     if gr:
         out += ["", "### The spec's cost as the problem grows", "",
@@ -366,10 +375,15 @@ def markdown(results: dict[str, Any]) -> str:
     if "speed" in results:
         _speed(out, results["speed"])
         out.append("")
+    if "diagnosis" in results:  # tools/bench/diagnosis.py: conventions, first divergence, distinct failures
+        from .diagnosis import markdown as diagnosis_markdown
+
+        diagnosis_markdown(out, results["diagnosis"])
     out += ["## Regenerating", "",
             "    ftspec bench all --write docs/benchmarks.md     # or: make bench",
             "    ftspec bench power --mutant gelu-tanh --examples 20   # one mutant",
             "    ftspec bench speed --no-xdist",
+            "    ftspec bench diagnosis --mutant gelu-tanh      # the diagnosis hit rates",
             "",
             "`ftspec bench all --json PATH` also keeps the raw results; `ftspec bench render PATH --write FILE` "
             "renders them again.", ""]

@@ -7,6 +7,11 @@
   included) and in the harness itself (drawing cases with Hypothesis,
   rounding, judging, shrinking). Measured by ``RunResult.reference_seconds``
   and ``RunResult.implementation_seconds``.
+- ``rate``: examples per second of one implementation over every algorithm
+  it implements at float32 and float64 in one process (issue 14's figure:
+  numpy, same seed, same strategies), with CPU seconds beside the wall time
+  (on a shared machine the CPU time is the steadier figure) and the share
+  of the reference (binary64 plus Monte Carlo tolerances).
 - ``growth``: the spec's cost at 2× ℓ or 2× d_e over its cost at 1×, for a
   few entries (binary64 evaluation alone, and the full reference with its
   tolerances).
@@ -23,7 +28,7 @@ import tempfile
 import time
 from typing import Any, Callable, Optional, Sequence
 
-__all__ = ["GROWTH_ENTRIES", "growth", "throughput", "xdist"]
+__all__ = ["GROWTH_ENTRIES", "growth", "rate", "throughput", "xdist"]
 
 
 def throughput(impls: Sequence[str] = ("numpy", "torch", "jax"), *, examples: int = 8, dtype: str = "float32",
@@ -59,6 +64,33 @@ def throughput(impls: Sequence[str] = ("numpy", "torch", "jax"), *, examples: in
             if progress:
                 progress(row)
     return rows
+
+
+def rate(impl_name: str = "numpy", dtypes: Sequence[str] = ("float32", "float64"), *, examples: int = 20,
+         seed: int = 0, algorithms: Optional[Sequence[str]] = None) -> dict[str, Any]:
+    """Examples per second of ``impl_name`` alone over all its algorithms at ``dtypes``: one
+    ``Runner`` in this process, ``examples`` per search, the default profile's strategies."""
+    from ftspec.conformance.profiles import profile
+    from ftspec.conformance.runner import Runner
+    from ftspec.impls.discovery import load
+    from ftspec.spec.registry import REGISTRY
+
+    impl = load(impl_name)
+    names = [n for n in (algorithms or REGISTRY) if n in impl.algorithms]
+    with tempfile.TemporaryDirectory(prefix="ftspec-rate-") as scratch:
+        runner = Runner([(impl_name, impl)], profile=profile("default"), seed=seed, examples=examples,
+                        case_dir=scratch, devices=list(impl.devices())[:1])
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = runner.run(names, list(dtypes))
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    done = sum(c.examples for c in result.cells)
+    return {"impl": impl_name, "dtypes": list(dtypes), "algorithms": len(names), "examples_per_search": examples,
+            "seed": seed, "examples": done, "seconds": wall, "cpu_seconds": cpu,
+            "per_second": done / wall if wall > 0 else None, "per_cpu_second": done / cpu if cpu > 0 else None,
+            "reference_seconds": result.reference_seconds,
+            "reference_share": result.reference_seconds / wall if wall > 0 else None,
+            "not_passing": sorted(f"{c.algorithm}/{c.dtype}: {c.status}" for c in result.cells
+                                  if c.status != "pass")}
 
 
 #: (entry, base hyperparameters): the largest sizes the strategies draw (default budget)

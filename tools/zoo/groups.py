@@ -151,6 +151,17 @@ def raising(fn, base):
     return buggy
 
 
+def crash_when_short(fn, base):
+    """Raises whenever the sequence is shorter than ℓ_max (code that assumes a full-length,
+    padded input: a position table sliced to ℓ_max, a cached causal mask of size ℓ_max)."""
+    def buggy(inputs, params, ctx):
+        x = inputs.get("x")
+        if x is not None and np.asarray(base.to_numpy(x)).shape[-1] < int(ctx.hyper["ell_max"]):
+            raise ValueError("operands could not be broadcast together (sequence shorter than ell_max)")
+        return fn(inputs, params, ctx)
+    return buggy
+
+
 def downcast_float64(fn, base):
     """Float64 requests computed in float32, the outputs cast back (NumPy plugin arrays)."""
     import dataclasses

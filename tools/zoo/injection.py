@@ -35,7 +35,7 @@ from unittest import mock
 from ftspec.impls.api import Context, Implementation
 from ftspec.impls.discovery import load
 
-__all__ = ["Edit", "MutationError", "Mutant", "Witness", "active_patches", "build", "source_edit"]
+__all__ = ["Edit", "MutationError", "Mutant", "Witness", "active_patches", "build", "combine", "source_edit"]
 
 Fn = Callable[[Mapping[str, Any], Mapping[str, Any], Context], Any]
 Wrapper = Callable[[Fn, Implementation], Fn]
@@ -334,6 +334,37 @@ def source_edit(*edits: Edit, package: Optional[str] = None) -> Wrapper:
     places = (f"{e.module.replace('ftspec.impls.', '')}.{e.function}" for e in edits)
     wrap.where = ", ".join(dict.fromkeys(places))  # type: ignore[attr-defined]
     wrap.edit = "; ".join(e.describe() for e in edits)  # type: ignore[attr-defined]
+    return wrap
+
+
+def combine(*bugs: tuple[Wrapper, Sequence[str]]) -> Wrapper:
+    """Several independent bugs in one implementation: each ``(wrapper, breaks)`` applies to the
+    algorithms of its own ``breaks`` (the combined mutant's ``breaks`` is their union); an
+    algorithm two of them break has both (the later one wraps the earlier one)."""
+    if not bugs:
+        raise ValueError("combine needs at least one bug")
+
+    def wrap(fn: Fn, base: Implementation) -> Fn:
+        layers = [(w, frozenset(b)) for w, b in bugs]
+        built: dict[str, Fn] = {}
+
+        def for_algorithm(name: str) -> Fn:
+            if name not in built:
+                f = fn
+                for w, breaks in layers:
+                    if name in breaks:
+                        f = w(f, base)
+                built[name] = f
+            return built[name]
+
+        def buggy(inputs, params, ctx):
+            return for_algorithm(ctx.algorithm)(inputs, params, ctx)
+        return buggy
+
+    parts = [getattr(w, "edit", "") or getattr(w, "how", "") or "?" for w, _ in bugs]
+    wrap.how = "combine(" + " + ".join(parts) + ")"  # type: ignore[attr-defined]
+    wheres = [getattr(w, "where", "") for w, _ in bugs]
+    wrap.where = ", ".join(w for w in wheres if w)  # type: ignore[attr-defined]
     return wrap
 
 

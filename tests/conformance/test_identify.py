@@ -1,0 +1,146 @@
+"""``ftspec identify`` (conformance/identify.py): the conventions an implementation follows, found
+without trusting its declaration.
+
+Each test calls a real implementation on the designed cases of one or two cheap entries and checks
+the switches found against what the implementation is known to compute: its declared set for the
+bundled ones, the injected convention for a bug-zoo mutant (whose declaration says the paper's).
+The merge of several entries is checked on hand-made results.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ftspec.conformance.execute import Member
+from ftspec.conformance.identify import (EPSILON_CANDIDATES, GroupResult, Identity, designed_cases, expression,
+                                         identify, merge, value_text)
+from ftspec.impls.discovery import load
+from ftspec.spec.registry import entry
+from ftspec.spec.variants import PAPER, preset
+
+
+def _run(plugin: str, algorithm: str, variant=None, dtype: str = "float64") -> Identity:
+    impl = load(plugin)
+    return identify(Member(plugin, impl, impl.devices()[0]), entry(algorithm), dtype, variant=variant)
+
+
+def _group(identity: Identity, name: str) -> GroupResult:
+    return next(g for g in identity.groups if g.group == name)
+
+
+def _assert_declared_is_consistent(identity: Identity, declared) -> None:
+    """The set the implementation computes is never excluded, and a decided switch is decided for it."""
+    for g in identity.groups:
+        want = {k: getattr(declared, k) for k in g.chosen}
+        assert want in g.consistent, f"{identity.algorithm}: {g.line()}; declared {want}"
+        if g.status == "decided" and len(g.consistent) == 1:
+            assert g.chosen == want, g.line()
+    assert identity.fits
+
+
+def test_torch_nn_layer_norm_is_torch_s_epsilon_inside_the_root():
+    torch_nn = pytest.importorskip("ftspec.impls.torch_nn")
+    identity = _run("torch-nn", "layer_norm")
+    _assert_declared_is_consistent(identity, torch_nn.VARIANT_SDPA)
+    eps = _group(identity, "epsilon")
+    assert eps.status == "decided" and eps.consistent == [{"epsilon": 1e-5, "epsilon_placement": "inside_root"}]
+    assert _group(identity, "affine").consistent == [{"affine": "scale_shift"}]
+    assert "epsilon=1e-05, epsilon_placement='inside_root'" in identity.expression()
+
+
+def test_torch_nn_attention_gives_zeros_for_an_empty_query_and_cannot_show_its_scale_placement():
+    torch_nn = pytest.importorskip("ftspec.impls.torch_nn")
+    identity = _run("torch-nn", "attention")
+    _assert_declared_is_consistent(identity, torch_nn.VARIANT_SDPA)
+    assert _group(identity, "empty_query").consistent == [{"empty_query": "zeros"}]
+    assert _group(identity, "attn_scale").consistent == [{"attn_scale": "sqrt_d_attn"}]
+    # the placements are the same mathematics: at float64 no case tells them apart, and it says so
+    placement = _group(identity, "scale_placement")
+    assert placement.status == "undecided" and {"scale_placement": "query_key_sqrt"} in placement.consistent
+    assert "empty_query='zeros'" in identity.expression() and identity.fits
+
+
+def test_numpy_called_with_a_preset_is_identified_as_that_preset():
+    """The numpy plugin implements every set: called with the Annotated Transformer's, its layer norm
+    is found unbiased with ε = 1e-6 added to the standard deviation."""
+    annotated = preset("annotated-transformer")
+    identity = _run("numpy", "layer_norm", annotated)
+    _assert_declared_is_consistent(identity, annotated)
+    assert _group(identity, "variance").consistent == [{"variance": "unbiased"}]
+    assert _group(identity, "epsilon").consistent == [{"epsilon": 1e-6, "epsilon_placement": "outside_root"}]
+    assert "annotated-transformer" in identity.presets
+
+
+def test_a_refusal_is_an_observation():
+    """The paper refuses a query with no key; the numpy plugin called with the paper's set raises on
+    the designed empty-query case, and that identifies empty_query = error."""
+    identity = _run("numpy", "attention")
+    refused = [o for o in identity.observations if o.outputs is None]
+    assert [o.label for o in refused] == ["empty query column 0"]
+    assert _group(identity, "empty_query").consistent == [{"empty_query": "error"}]
+    assert identity.expression() == "PAPER"
+
+
+def test_the_declaration_is_ignored():
+    """A bug-zoo mutant declares the paper's set but adds PyTorch's ε: identify finds the ε."""
+    from ftspec.tools.zoo import build, mutant
+
+    impl = build(mutant("epsilon-added"))
+    identity = identify(Member("zoo:epsilon-added", impl, "cpu"), entry("layer_norm"), "float64")
+    assert identity.declared == "phuong-hutter"
+    eps = _group(identity, "epsilon")
+    assert eps.status == "decided" and eps.consistent == [{"epsilon": 1e-5, "epsilon_placement": "inside_root"}]
+    assert eps.declared == {"epsilon": 0.0, "epsilon_placement": "none"}
+
+
+def test_what_is_no_convention_is_said_to_fit_nothing():
+    """An RMSnorm that centres its input follows no value of the rms_norm entry's switches: nothing
+    fits, and the set shown is only the nearest."""
+    from ftspec.tools.zoo import build, mutant
+
+    impl = build(mutant("rms-norm-subtracts-mean"))
+    identity = identify(Member("zoo:rms-norm-subtracts-mean", impl, "cpu"), entry("rms_norm"), "float64")
+    assert not identity.fits and identity.cases_fit < len(identity.observations)
+    assert all(g.status == "none fits" and not g.consistent for g in identity.groups)
+    assert "nearest" in identity.groups[0].line()
+
+
+def test_the_designed_cases_hold_what_separates_conventions():
+    e = entry("attention")
+    labels = [label for label, _ in designed_cases(e, dict(e.sizes), PAPER, "float64")]
+    assert "empty query column 0" in labels
+    _, empty = next(c for c in designed_cases(e, dict(e.sizes), PAPER, "float64") if c[0] == "empty query column 0")
+    assert not empty.inputs["Mask"][:, 0].any() and empty.inputs["Mask"][:, 1:].any(axis=0).all()
+    norm = entry("layer_norm")
+    labels = [label for label, _ in designed_cases(norm, dict(norm.sizes), PAPER, "float64")]
+    assert "near-constant columns" in labels and "small scale (x 2^-10)" in labels
+    mask = entry("unidirectional_mask")
+    cases = designed_cases(mask, dict(mask.sizes), PAPER, "float64")
+    assert any(c.hyper["ell_z"] != c.hyper["ell_x"] for _, c in cases)  # where the causal alignments differ
+
+
+def test_epsilon_candidates_are_a_finite_list_that_includes_the_common_defaults():
+    assert {1e-5, 1e-6, 1e-12, 1e-4} <= set(EPSILON_CANDIDATES)
+    assert value_text("epsilon", {"epsilon": 1e-5, "epsilon_placement": "inside_root"}) == "1e-05 inside_root"
+    assert value_text("epsilon", {"epsilon": 0.0, "epsilon_placement": "none"}) == "0 (none)"
+
+
+def _result(group: str, *values: dict, status: str = "decided") -> GroupResult:
+    return GroupResult(group, status, values[0], consistent=list(values))
+
+
+def test_merge_keeps_values_consistent_everywhere_and_names_conflicts():
+    eps = {"epsilon": 1e-5, "epsilon_placement": "inside_root"}
+    a = Identity("layer_norm", "x", "float64", "", PAPER, groups=[_result("epsilon", eps)])
+    b = Identity("gpt2_layer", "x", "float64", "", PAPER, groups=[
+        _result("epsilon", {"epsilon": 0.0, "epsilon_placement": "none"}, eps, status="undecided"),
+        _result("activation", {"activation": "paper"}, {"activation": "gelu_tanh"}, status="undecided")])
+    merged, conflicts = merge([a, b])
+    # "paper" and gelu_tanh fit gpt2_layer: the merged set says which value that is
+    assert merged == PAPER.replace(**eps, activation="gelu_tanh") and conflicts == []
+    other = {"epsilon": 1e-6, "epsilon_placement": "inside_root"}
+    c = Identity("rms_norm", "x", "float64", "", PAPER, groups=[_result("epsilon", other)])
+    merged, conflicts = merge([a, c])
+    assert merged.epsilon == 0.0 and len(conflicts) == 1 and conflicts[0].startswith("epsilon: layer_norm: 1e-05")
+    assert expression(PAPER) == "PAPER"
+    assert expression(PAPER.replace(**eps)) == "PAPER.replace(epsilon=1e-05, epsilon_placement='inside_root')"

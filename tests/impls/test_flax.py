@@ -1,0 +1,127 @@
+"""The Flax linen plugin (``flax``).
+
+Found through discovery and searched by the harness as a user would run it
+(``ftspec.conformance.session.run``); then the
+facts its variant set rests on are checked on fixed cases through the
+harness's own judge (``conformance.execute.examine``, the path of ``ftspec
+replay``): each holds for the declared set, and the set with that one fact
+changed (the biased two-pass variance, PyTorch's ε, zero output for a query
+that may attend to nothing) is rejected on the same case.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flax")
+
+from ftspec.conformance.calling import Prepared
+from ftspec.conformance.case import Case
+from ftspec.conformance.execute import Member, examine
+from ftspec.conformance.session import Settings, run
+from ftspec.conformance.tolerances import reference
+from ftspec.impls.discovery import discover, load
+from ftspec.impls.flax_linen import VARIANT as FLAX_VARIANT
+from ftspec.spec.registry import REGISTRY
+
+DTYPES = ("float64", "float32", "bfloat16", "float16")
+ALGORITHMS = ("layer_norm", "rms_norm", "attention", "mh_attention")
+
+
+@pytest.fixture(scope="module")
+def flax_impl() -> Any:
+    assert "flax" in discover(outside=False), "the bundled distribution does not register the plugin 'flax'"
+    return load("flax")
+
+
+def test_the_plugin_declares_what_it_runs(flax_impl: Any) -> None:
+    assert not flax_impl.problems()
+    assert tuple(flax_impl.dtypes) == DTYPES and set(flax_impl.algorithms) == set(ALGORITHMS)
+    assert list(flax_impl.variants) == [FLAX_VARIANT]
+    assert FLAX_VARIANT.variance == "one_pass" and FLAX_VARIANT.epsilon == 1e-6
+    assert FLAX_VARIANT.epsilon_placement == "inside_root"
+    assert (FLAX_VARIANT.empty_query, FLAX_VARIANT.scale_placement) == ("uniform", "query")
+    # one head_dim for q, k and v: d_attn = d_mid, nothing else tied
+    assert flax_impl.limits_for("mh_attention").equal == (("d_attn", "d_mid"),)
+
+
+def test_searched_through_the_session_and_passes(flax_impl: Any, tmp_path: Any) -> None:
+    """Two examples per (algorithm, dtype) cell (each new shape is a new XLA
+    compile), in this process (a worker process would import JAX again);
+    every cell runs them and passes. float32 is left to the fixed cases below
+    and to ``ftspec certify flax`` (docs/libraries.md), to keep this file fast."""
+    dtypes = ("float64", "bfloat16", "float16")
+    result = run(["flax"], Settings(profile="quick", examples=2, fixtures="none", in_process=True,
+                                    algorithms=ALGORITHMS, dtypes=dtypes, case_dir=str(tmp_path)))
+    cells = {(c.algorithm, c.dtype): c for c in result.cells if c.algorithm in ALGORITHMS}
+    assert set(cells) == {(a, d) for a in ALGORITHMS for d in dtypes}
+    for key, c in cells.items():
+        assert c.status == "pass" and c.examples >= 2, (key, c.status, c.examples, c.failure)
+
+
+# --------------------------------------------------------------------------
+# fixed cases: each declared fact holds, and its negation is caught
+# --------------------------------------------------------------------------
+
+
+def _norm_case(offset: float, spread: float) -> Case:
+    """layer_norm on two columns of 8 entries: offset + spread · (fixed noise)."""
+    noise = np.random.default_rng(7).standard_normal((8, 2))
+    X = offset + spread * noise  # (d_e, ℓ)
+    params = {"gamma": np.linspace(0.5, 1.5, 8), "beta": np.linspace(-1.0, 1.0, 8)}
+    return Case("layer_norm", {"d_e": 8, "ell": 2}, FLAX_VARIANT, {"X": X}, params)
+
+
+def _empty_query_case() -> Case:
+    """mh_attention with sizes flax leaves free (d_x ≠ H·d_attn, d_out ≠ d_x,
+    ℓ_z ≠ ℓ_x) and query t_x = 1 masked from every key."""
+    rng = np.random.default_rng(3)
+    H, hd, d_x, d_z, d_out, lx, lz = 2, 3, 4, 5, 6, 3, 4
+    p = {"W_o": rng.standard_normal((d_out, H * hd)), "b_o": rng.standard_normal(d_out)}
+    for h in range(H):
+        p |= {f"heads.{h}.W_q": rng.standard_normal((hd, d_x)), f"heads.{h}.b_q": rng.standard_normal(hd),
+              f"heads.{h}.W_k": rng.standard_normal((hd, d_z)), f"heads.{h}.b_k": rng.standard_normal(hd),
+              f"heads.{h}.W_v": rng.standard_normal((hd, d_z)), f"heads.{h}.b_v": rng.standard_normal(hd)}
+    Mask = rng.random((lz, lx)) < 0.7
+    Mask[0, :] = True  # every other query has a key
+    Mask[:, 1] = False  # query 1 has none
+    i = {"X": rng.standard_normal((d_x, lx)), "Z": rng.standard_normal((d_z, lz)), "Mask": Mask}
+    hyper = dict(H=H, d_x=d_x, d_z=d_z, d_attn=hd, d_mid=hd, d_out=d_out, ell_x=lx, ell_z=lz)
+    return Case("mh_attention", hyper, FLAX_VARIANT, i, p)
+
+
+def _judged(impl: Any, case: Case, dtype: str, **declared: Any) -> Any:
+    """The harness's judgement of ``impl`` on ``case`` at ``dtype``, with the
+    declared variant set changed by ``declared``."""
+    variant = case.variant.replace(**declared)
+    case = Case(case.algorithm, case.hyper, variant, case.inputs, case.params)
+    entry = REGISTRY[case.algorithm]
+    prepared = Prepared(entry, case.inputs, case.params, dtype)
+    ref = reference(entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=variant, dtype=dtype,
+                    precision=impl.precision)
+    return examine(Member("flax", impl, "cpu"), case, prepared.inputs, prepared.params, ref, dtype=dtype,
+                   timeout=60.0).judgement
+
+#: (label, case, dtype, the wrong declaration). The large offset (1000 + 0.01·noise)
+#: makes E[x²] − E[x]² cancel: float32 keeps none of v ≈ 1e-5 (ulp(1e6) = 0.06) and
+#: float64 loses about six of its sixteen digits, far outside a two-pass tolerance. At
+#: offset 0 and spread 1e-3, v ≈ 1e-6 and ε = 1e-5 against 1e-6 changes the output
+#: by a factor of about 3.
+FACTS = [
+    ("one-pass variance, float32", _norm_case(1000.0, 0.01), "float32", {"variance": "biased"}),
+    ("one-pass variance, float64", _norm_case(1000.0, 0.01), "float64", {"variance": "biased"}),
+    ("epsilon 1e-6", _norm_case(0.0, 1e-3), "float64", {"epsilon": 1e-5}),
+    ("empty query uniform", _empty_query_case(), "float64", {"empty_query": "zeros"}),
+]
+
+
+@pytest.mark.parametrize("label,case,dtype,wrong", FACTS, ids=[f[0] for f in FACTS])
+def test_declared_fact_holds_and_its_negation_is_caught(flax_impl: Any, label: str, case: Case, dtype: str,
+                                                        wrong: dict) -> None:
+    right = _judged(flax_impl, case, dtype)
+    assert right.ok, (label, [f.message for f in right.findings])
+    caught = _judged(flax_impl, case, dtype, **wrong)
+    assert not caught.ok, f"{label}: declaring {wrong} instead was not caught (worst ratio {caught.ratio:.3g})"
