@@ -14,8 +14,10 @@ implementation within what is left of the budget, for failures whose
 - for an exception, its type;
 - for a value check, the simplest variant set the output matches
   (``diagnosis.py``) and where a model or layer first departs
-  (``divergence.py``: layer and sublayer). A convention the short
-  diagnosis had no time to find ("?") equals any (``same``).
+  (``divergence.py``: layer and sublayer). Two failures the same
+  convention explains are the same wherever they first depart; a
+  convention the short diagnosis had no time to find ("?") equals any
+  (``same``).
 
 A failing example whose signature is already known counts as passing for
 this search, and so does, while one new failure is being shrunk, a failure
@@ -28,6 +30,7 @@ its check and exception type, else by where the model first departs, else
 (``SIGNATURE_SECONDS``); while it is shrunk, each candidate is compared by
 the same test that found it new;
 the search stops after ``MAX_DISTINCT`` further failures, after
+``SATURATION`` failing examples in a row that are all known, after
 ``SECONDS`` (a shrink the time cap interrupts reports the smallest case
 seen so far, marked not shrunk), or when its examples are spent. Batched
 calls are not made here (the first search already checked batching).
@@ -49,7 +52,7 @@ from .case import Case
 from .diagnosis import DIAGNOSED_CHECKS
 from .judge import Finding
 
-__all__ = ["DIAGNOSED_SIGNATURES", "MAX_DISTINCT", "SECONDS", "SIGNATURE_SECONDS", "describe", "same",
+__all__ = ["DIAGNOSED_SIGNATURES", "MAX_DISTINCT", "SATURATION", "SECONDS", "SIGNATURE_SECONDS", "describe", "same",
            "search_distinct", "signature", "signature_of_failure"]
 
 #: further failures reported per cell at most
@@ -60,9 +63,12 @@ MAX_DISTINCT = 4
 SECONDS = 30.0
 #: the variant search's budget when computing a signature (a full diagnosis follows for the report)
 SIGNATURE_SECONDS = 1.0
+#: known failures in a row after which the search stops (a bug that fails every example would
+#: otherwise spend the whole budget proving it is the same bug)
+SATURATION = 6
 #: failing examples per cell whose signature is diagnosed (about 1 s each on a model); after that a
 #: failure of an already-seen check and exception type counts as known
-DIAGNOSED_SIGNATURES = 8
+DIAGNOSED_SIGNATURES = 4
 
 
 def _exception_type(message: str) -> str:
@@ -98,10 +104,20 @@ def signature(check: str, message: str, diagnosis: Optional[Mapping[str, Any]]) 
             _convention(diagnosis) if valued else "", _where(diagnosis) if valued else "")
 
 
+def _definite(convention: str) -> bool:
+    return convention not in ("", "?", "no neighbouring set", "did not recur")
+
+
 def same(a: tuple[str, str, str, str], b: tuple[str, str, str, str]) -> bool:
-    """Whether two signatures name the same failure: equal, where a convention the diagnosis had
-    no time to find ("?") equals any."""
-    return a[:2] == b[:2] and a[3] == b[3] and (a[2] == b[2] or "?" in (a[2], b[2]))
+    """Whether two signatures name the same failure: the same check and exception type, and either
+    the same matched convention (one convention explains both, wherever they were first seen) or the
+    same first divergence with conventions that agree (a convention the diagnosis had no time to
+    find, "?", agrees with any)."""
+    if a[:2] != b[:2]:
+        return False
+    if _definite(a[2]) and a[2] == b[2]:
+        return True
+    return a[3] == b[3] and (a[2] == b[2] or "?" in (a[2], b[2]))
 
 
 def signature_of_failure(failure: Any) -> tuple[str, str, str, str]:
@@ -131,6 +147,10 @@ class _NewFailure(Exception):
 
 class _TimeUp(BaseException):
     """The distinct search's time is spent (a BaseException: Hypothesis stops at once)."""
+
+
+class _Saturated(BaseException):
+    """``SATURATION`` known failures in a row: the search stops (never while shrinking)."""
 
 
 def _signature_at(level: int, member: Any, case: Case, finding: Finding, dtype: str, timeout: float) -> tuple:
@@ -175,7 +195,7 @@ def search_distinct(runner: Any, entry: Entry, dtype: str, variants: Any, limits
     strategy = cases(entry.name, dtype=dtype, variants=variants, max_batch=1, budget=runner.profile.budget,
                      limits=None if limits.unconstrained else limits)
     round_ = 0
-    spent = {"diagnosed": 0}
+    spent = {"diagnosed": 0, "streak": 0}
     while examples > 0 and len(found) < max_failures and time.monotonic() < deadline and not member.hung:
         state: dict[str, Any] = {"generated": 0, "best": None}
 
@@ -225,35 +245,54 @@ def search_distinct(runner: Any, entry: Entry, dtype: str, variants: Any, limits
             def at(level: int) -> tuple:
                 return _signature_at(level, member, case, finding, dtype, runner.timeout)
 
+            sig: Optional[tuple]
             if state.get("sig") is not None:  # shrinking a new failure: the same test that found it
-                level = state["level"]
-                if not _matches(level, at(level), state["sig"]):
+                sig = at(state["level"])
+                if not _matches(state["level"], sig, state["sig"]):
                     return  # another failure (found in a later round) or a known one: passing here
-                sig = at(level)
-            else:  # is it new? as cheaply as can tell: its check, where it departs, its convention
-                sig, level = at(0), 0
-                if any(_matches(0, sig, k) for k in known):
-                    if finding.check not in DIAGNOSED_CHECKS:
-                        return
-                    sig, level = at(1), 1
-                    alike = [k for k in known if _matches(1, sig, k)]
-                    if alike:
-                        if spent["diagnosed"] >= DIAGNOSED_SIGNATURES or any(k[2] == "?" for k in alike):
-                            return  # no budget left, or a known one of any convention: not new
-                        spent["diagnosed"] += 1
-                        sig, level = at(2), 2
-                        if any(_matches(2, sig, k) for k in known):
-                            return  # a failure already reported: passing, for this search
+            else:
+                sig, level = _new(finding, at)
+                if sig is None:  # a failure already reported: passing, for this search
+                    spent["streak"] += 1
+                    if spent["streak"] >= SATURATION:
+                        raise _Saturated()
+                    return
+                spent["streak"] = 0
                 state["sig"], state["level"] = sig, level
             best = state["best"]
             if best is None or case.size() < best[1].size():
                 state["best"] = (finding, case, sig)
             raise _NewFailure(finding, case, sig)
 
+        def _new(finding: Finding, at: Callable[[int], tuple]) -> tuple[Optional[tuple], int]:
+            """(signature, level) when the failure is new, as cheaply as can tell: its check and
+            exception type, else where it departs, else its convention; (None, level) when known."""
+            sig = at(0)
+            if not any(_matches(0, sig, k) for k in known):
+                return sig, 0
+            if finding.check not in DIAGNOSED_CHECKS:
+                return None, 0
+            sig = at(1)
+            alike = [k for k in known if _matches(1, sig, k)]
+            if not alike:
+                if spent["diagnosed"] < DIAGNOSED_SIGNATURES and any(_definite(k[2]) for k in known):
+                    spent["diagnosed"] += 1  # departs elsewhere: is it a known convention all the same?
+                    full = at(2)
+                    if any(same(full, k) for k in known):
+                        return None, 1
+                return sig, 1
+            if spent["diagnosed"] >= DIAGNOSED_SIGNATURES or any(k[2] == "?" for k in alike):
+                return None, 1  # no budget left, or a known one of any convention
+            spent["diagnosed"] += 1
+            sig = at(2)
+            return (None if any(_matches(2, sig, k) for k in known) else sig), 2
+
         shrunk = True
         try:
             search()
             break  # the examples ran out with no new failure
+        except _Saturated:
+            break
         except _NewFailure as exc:
             finding, case, sig = exc.finding, exc.case, exc.sig
         except _TimeUp:

@@ -363,9 +363,10 @@ class _Checker:
 
     def __call__(self, where: str, name: str, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
                  hyper: Mapping[str, int], config: str = "as given",
-                 variant: Optional[VariantSet] = None) -> Optional[bool]:
+                 variant: Optional[VariantSet] = None, values: bool = False) -> Optional[bool]:
         """True: agrees; False: departs; None: not checked (not offered, refused, no time).
-        ``variant``: another variant set than the case's (an ablation that drops parameters)."""
+        ``variant``: another variant set than the case's (an ablation that drops parameters);
+        ``values``: judge values even when locating an exception (a component asked why a layer raises)."""
         variant = variant or self.variant
         from .calling import Prepared
         from .case import Case
@@ -421,7 +422,8 @@ class _Checker:
         rec["ratio"] = float(j.ratio) if math.isfinite(j.ratio) else "inf"
         if not j.ok and j.findings:
             rec["note"] = j.findings[0].message.splitlines()[0][:160]
-        if self.structural and not j.ok and not any(f.check in ("shape", "missing", "dtype") for f in j.findings):
+        if (self.structural and not values and not j.ok
+                and not any(f.check in ("shape", "missing", "dtype") for f in j.findings)):
             rec["ok"] = True
             rec["note"] = "departs in value only (this failure is an exception or a shape): " + rec["note"]
         return bool(rec["ok"])
@@ -443,7 +445,7 @@ def _locate_in_layer(check: _Checker, step: Step, variant: VariantSet) -> tuple[
 
     def norm_ok(b: _Block) -> Optional[bool]:
         return check(step.where, norm_entry, {"X": _a(b.norm_in)}, _norm_params(step.params, b.gamma, b.beta),
-                     {"d_e": d_e, "ell": ell}, f"the norm of the {b.name} block ({b.gamma}, {b.beta})")
+                     {"d_e": d_e, "ell": ell}, f"the norm of the {b.name} block ({b.gamma}, {b.beta})", values=True)
 
     def attn_ok(b: _Block) -> Optional[bool]:
         if b.attn_in is None:
@@ -454,7 +456,7 @@ def _locate_in_layer(check: _Checker, step: Step, variant: VariantSet) -> tuple[
         h = {"H": H, "d_x": d_e, "d_z": len(kv), "d_attn": step.hyper["d_attn"], "d_mid": step.hyper["d_mid"],
              "d_out": d_e, "ell_x": ell, "ell_z": len(kv[0])}
         return check(step.where, "mh_attention", {"X": _a(q), "Z": _a(kv), "Mask": np.asarray(mask, dtype=bool)},
-                     p, h, f"the {b.name} with the spec's input and mask")
+                     p, h, f"the {b.name} with the spec's input and mask", values=True)
 
     def causal(b: _Block) -> bool:
         return b.name == "self-attention" and name in ("gpt2_layer", "decoder_layer")
@@ -465,7 +467,7 @@ def _locate_in_layer(check: _Checker, step: Step, variant: VariantSet) -> tuple[
             return None
         mask = np.asarray(b.attn_in[2], dtype=bool)
         return check(step.where, "unidirectional_mask", {}, {}, {"ell_z": mask.shape[0], "ell_x": mask.shape[1]},
-                     f"the {b.name}'s causal mask")
+                     f"the {b.name}'s causal mask", values=True)
 
     silent = dict(step.params)
     for b in blocks:

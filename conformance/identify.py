@@ -35,7 +35,7 @@ A switch with one consistent value is decided (so is "paper" together with
 the one value it stands for at the entry); with several it is *undecided*:
 the designed cases cannot tell those values apart at this dtype
 (``same_outputs`` says when the spec's outputs are even bit-identical on
-every case: the switch never acted). When nothing fits, the set reported is
+every case; with no value excluded, the switch never acted). When nothing fits, the set reported is
 only the nearest, and ``Identity.fits`` is False. ε is continuous: its
 candidates are a finite list (``EPSILON_CANDIDATES``) and the report says so.
 Switches that change the parameter set (``attn_bias``, ``affine``,
@@ -223,7 +223,7 @@ class GroupResult:
             text = f"{self.group}: {cons} (the same outputs on every case)"
         elif self.status == "decided":
             text = f"{self.group}: {cons}"
-        elif self.status == "undecided" and self.same_outputs:  # nothing excluded: the switch never acted
+        elif self.status == "undecided" and self.same_outputs and not (self.excluded or self.untestable):
             text = f"{self.group}: no effect here (every value gives the same outputs on every case)"
         elif self.status == "undecided" and len(self.consistent) > max(4, len(self.excluded)):
             excl = ", ".join(value_text(self.group, v) for v in self.excluded)
@@ -559,7 +559,12 @@ def call_variant(impl: Any, wanted: Optional[VariantSet] = None) -> VariantSet:
             raise IdentifyError(f"{impl.name} does not declare the variant set {wanted.describe()}; "
                                 f"it declares {_declared(impl)}")
         return wanted
-    return PAPER if impl.variants == "all" else tuple(impl.variants)[0]
+    if impl.variants == "all":
+        return PAPER
+    declared = tuple(impl.variants)
+    if not declared:
+        raise IdentifyError(f"{impl.name} declares no variant set to be called with")
+    return declared[0]
 
 
 def _declared(impl: Any) -> str:

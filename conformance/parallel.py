@@ -336,6 +336,8 @@ def _merge_shards(cell: Cell, parts: list[Optional[dict[str, Any]]], progress: C
         cell.checks.update(part.checks)
         cell.ambiguous += part.ambiguous
         cell.undetermined += part.undetermined
+        if hasattr(cell, "more_failures"):  # conformance/distinct.py: each shard's further failures
+            cell.more_failures = list(cell.more_failures) + list(getattr(part, "more_failures", []))
         if part.status == "fail" and cell.status != "fail":
             cell.status, cell.failure, cell.note = "fail", part.failure, part.note
             if part.first_failure_examples is not None:

@@ -485,9 +485,9 @@ class MonteCarloNumbers:
             m = self.detach(max(z))
             if not self.isfinite(m):
                 raise SpecError("softmax", "at least one finite entry", f"max entry {self.to_float(m)!r}")
-            ex = [self.exp(x - m) for x in z]
-            s = self.fsum(ex)
-            return [y / s for y in ex]
+            exps = [self.exp(x - m) for x in z]
+            total = self.fsum(exps)
+            return [y / total for y in exps]
         top = int(np.argmax(first))  # the first largest entry, as Python's max
         if not math.isfinite(first[top]):
             raise SpecError("softmax", "at least one finite entry", f"max entry {float(first[top])!r}")

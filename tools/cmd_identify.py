@@ -113,7 +113,7 @@ def _implementation(args: argparse.Namespace, seconds: float) -> int:
     from rich.markup import escape
 
     from ftspec.conformance.execute import Member
-    from ftspec.conformance.identify import IdentifyError, expression, identify, merge
+    from ftspec.conformance.identify import IdentifyError, call_variant, expression, identify, merge
     from ftspec.impls.discovery import PluginError, load_target
     from ftspec.spec.registry import REGISTRY
     from ftspec.spec.variants import parse
@@ -157,6 +157,10 @@ def _implementation(args: argparse.Namespace, seconds: float) -> int:
     device = args.device or (devices[0] if devices else "cpu")
     if device not in devices:
         return error(f"{impl.name} has no device {device!r}; it has {', '.join(devices)}")
+    try:
+        call_variant(impl, variant)  # refused before anything runs
+    except IdentifyError as exc:
+        return error(str(exc))
     console.print(f"identifying [bold]{escape(args.target)}[/] ({escape(str(impl.version))}) at {dtype} on "
                   f"{escape(device)}: {_count(len(names), 'entry', 'entries')}", soft_wrap=True)
     if skipped:
@@ -212,8 +216,9 @@ def _print_identity(identity: Any) -> None:
         found = value_text(g.group, g.chosen) if g.consistent else f"nearest: {value_text(g.group, g.chosen)}"
         others = [value_text(g.group, v) for v in g.consistent if v != g.chosen]
         status = g.status
-        if g.status == "undecided" and g.same_outputs:  # nothing excluded or untestable: it never acted
-            status = "no effect"
+        if g.status == "undecided" and g.same_outputs:
+            # every value tried the same outputs: the switch never acted; else they agree on these cases
+            status = "undecided (same outputs)" if g.excluded or g.untestable else "no effect"
         parts = []
         if others:
             parts.append(_few(others, "same as: " if g.status == "decided" else "also "))

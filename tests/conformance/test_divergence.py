@@ -138,6 +138,12 @@ def test_an_exception_of_a_model_is_located_and_reported_without_a_variant_searc
     d = diagnose_failure(m, c, "exception", "float64", timeout=30.0)
     assert d is not None and d.divergence["where"] == "unembedding"
     assert d.lines()[0].startswith("first divergence: unembedding") and "likely cause" not in "".join(d.lines())
+    # a causal mask without its diagonal leaves the first query no key: the implementation raises
+    # (empty_query="error"); the decoder layer raises, and its unidirectional_mask entry departs
+    c = _case("ed_transformer")
+    m = Member("m", build(mutant("causal-mask-excludes-self")), "cpu")
+    d = diagnose_failure(m, c, "exception", "float64", timeout=30.0)
+    assert expected_matches("decoder layer 0/self-attention", d.divergence), d.divergence["detail"]
 
 
 def test_expected_matches_reads_where_and_sublayer():

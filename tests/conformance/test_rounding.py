@@ -215,19 +215,19 @@ def _rms_deviation(name, case, batched, seeds):
 @pytest.mark.parametrize("name", HOOK_ENTRIES)
 def test_the_hooks_give_the_scalar_evaluations_spread(name):
     """Same model, other random stream: each element's rounding error has the same size with and
-    without the hooks. Per element the RMS over 4 × 32 lanes has ~6% sampling noise; a perturbation
-    that the hooks drop, share between entries or apply twice moves the ratios well beyond it."""
+    without the hooks, through whole entries. Per element the RMS over 6 × 32 lanes has ~5% sampling
+    noise, and these cases have 9 to 28 elements; the unit test below has the finer resolution."""
     case = make_case(REGISTRY[name], PAPER)
-    hooks = _rms_deviation(name, case, True, range(4))
-    scalar = _rms_deviation(name, case, False, range(100, 104))
+    hooks = _rms_deviation(name, case, True, range(6))
+    scalar = _rms_deviation(name, case, False, range(100, 106))
     moved = scalar > 0
     assert moved.sum() >= 8, f"{name}: only {moved.sum()} elements carry a rounding error"
     assert np.array_equal(hooks > 0, moved), f"{name}: the hooks perturb other elements than the scalar evaluation"
     ratio = hooks[moved] / scalar[moved]
     geo = float(np.exp(np.mean(np.log(ratio))))
     lo, hi = np.quantile(ratio, [0.05, 0.95])
-    assert 0.93 <= geo <= 1.07, f"{name}: spread with hooks / without = {geo:.3f} (geometric mean)"
-    assert 0.75 <= lo and hi <= 1.33, f"{name}: 5-95% of the per-element ratios in [{lo:.2f}, {hi:.2f}]"
+    assert 0.9 <= geo <= 1.11, f"{name}: spread with hooks / without = {geo:.3f} (geometric mean)"
+    assert 0.7 <= lo and hi <= 1.4, f"{name}: 5-95% of the per-element ratios in [{lo:.2f}, {hi:.2f}]"
 
 
 _R = np.random.default_rng(3)

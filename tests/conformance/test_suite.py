@@ -1,4 +1,27 @@
-"""The conformance suite itself (ftspec.conformance.suite), quick profile,
-on every bundled implementation: part of ``make test``."""
+"""The conformance suite itself (ftspec.conformance.suite), quick profile, on the project's own
+independent implementations (NumPy, PyTorch, JAX): part of ``make test``.
+
+The library plugins (torch.nn, transformers, Flax) are left out here unless named with
+``--ftspec-impl``: ``make test`` certifies them through the CLI
+(tests/impls/test_library_certificates.py) and judges each in its own test file, and running
+every one of them again in all 136 (algorithm, dtype) searches would cost minutes of the
+12-minute budget for no claim the others do not make."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
 
 from ftspec.conformance.suite.test_conformance import test_conforms  # noqa: F401
+from ftspec.impls.discovery import INDEPENDENT, select
+
+
+@pytest.fixture(scope="session")
+def ftspec_plugins(pytestconfig: pytest.Config) -> list[tuple[str, Any]]:
+    """The plugin's own fixture of that name, defaulting to the independent implementations."""
+    plugins, broken = select(pytestconfig.getoption("--ftspec-impl") or list(INDEPENDENT))
+    if broken:
+        pytest.fail(f"implementations failed to load: {'; '.join(f'{r.name}: {r.error}' for r in broken)}",
+                    pytrace=False)
+    return plugins

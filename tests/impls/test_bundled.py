@@ -15,7 +15,8 @@ claim is checked once:
   conformance suite's (one XLA compile per case and dtype is too slow here);
 - float64 and float32, on all three: only the cases whose (algorithm,
   variant set) the golden fixtures lack; the others are replayed from the
-  fixtures, with the same judge, on all three (tests/fixtures/test_replay.py);
+  fixtures, with the same judge, on all three (tests/fixtures/test_replay.py;
+  JAX replays a fixed sample of the training and inference cases);
 - a batch of two (the paper's set, batchable entries) at each of those
   dtypes, and at float64 on all three: the fixtures have no batches.
 """

@@ -16,7 +16,10 @@ SMALL = ROOT / "examples" / "tables" / "layer_norm_fourth_seed.json"
 
 
 def _one_line_error(capsys, *words: str) -> None:
-    err = capsys.readouterr().err
+    _check_error(capsys.readouterr().err, *words)
+
+
+def _check_error(err: str, *words: str) -> None:
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     for w in words:
         assert w in " ".join(err.split()), err
@@ -71,10 +74,16 @@ def test_a_file_name_with_markup_prints_as_written(tmp_path, capsys):
     (["identify", "numpy", "--dtype", "bfloat16", "--algorithm", "layer_norm"], ["does not declare dtype bfloat16"]),
     (["identify", "numpy", "--variant", "no-such-preset", "--algorithm", "layer_norm"], ["--variant"]),
     (["identify", "numpy", "--device", "tpu:9", "--algorithm", "layer_norm"], ["no device 'tpu:9'"]),
+    (["identify", "torch-nn", "--variant", "hf-bert", "--algorithm", "layer_norm"],
+     ["does not declare the variant set hf-bert"]),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(capsys, argv, words):
+    if "torch-nn" in argv:
+        pytest.importorskip("ftspec.impls.torch_nn")
     assert main(argv) == 2
-    _one_line_error(capsys, *words)
+    captured = capsys.readouterr()
+    assert "identifying" not in captured.out  # refused before anything runs
+    _check_error(captured.err, *words)
 
 
 def test_a_malformed_table_is_one_line_and_exit_2(tmp_path, capsys):
