@@ -133,7 +133,7 @@ def _check(args, specs, jobs, progress, started) -> int:
     counts = report.counts()
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
     if report.ok:
-        print(f"no drift: {len(specs)} cases identical to {directory} ({seconds:.1f} s)")
+        print(f"no drift: {counts.get('identical', 0)} cases identical to {directory} ({seconds:.1f} s)")
         return 0
     print(f"drift from {directory}: {summary} ({seconds:.1f} s)")
     return 1
