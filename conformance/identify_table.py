@@ -18,7 +18,7 @@ largest move seen). A switch whose values all fit is one the numbers cannot
 decide, and the report says so.
 
 A table file is untrusted input, read like a case file (``casefile.py``):
-plain JSON only (no pickle, nothing imported or executed, NaN and infinities
+plain JSON only (no serialised objects, nothing imported or executed, NaN and infinities
 refused), bounded in size, every name and shape checked against the entry's
 schema before any array is built; every refusal is a ``TableError`` with a
 one-line message.
