@@ -7,9 +7,11 @@ float32 columns; the issue-14 note). The Monte Carlo bound models only the spec'
 thorough search found these two gpt2_layer cases on which a correct implementation is failed
 (error/bound 1.05 in a batch element at float64, 1.55 at float32): false failures.
 
-Each test asserts the gap as it stands (``xfail(strict=True)``): when the tolerance model learns to
-cover any backward-stable mean and variance, the replay passes, the strict xfail fails, and whoever
-fixed it removes the mark. The NumPy implementation, which follows the spec's order, passes both.
+The torch replays are marked ``xfail(strict=False)``, not strict: whether ATen's kernel lands
+outside the bound on these exact cases depends on its CPU dispatch (AVX2 or AVX-512 moments
+differ in their last bits), so on another machine a replay may pass, and a strict mark would fail
+CI for a gap that is still there. pytest lists an unexpected pass as XPASS in the summary (-ra).
+The NumPy implementation, which follows the spec's order, must pass both (a plain test).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def test_the_cases_are_here():
     assert len(CASES) == 2
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
+@pytest.mark.xfail(strict=False, raises=AssertionError,
                    reason="the tolerance model covers only the spec's two-pass layer-norm order")
 @pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
 def test_torch_layer_norm_on_near_constant_columns_is_judged_correct(path):
