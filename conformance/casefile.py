@@ -27,7 +27,7 @@ import os
 import stat
 import struct
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 from safetensors.numpy import load as load_bytes
@@ -37,7 +37,7 @@ from ftspec.spec.variants import VariantSet
 
 from .case import Case
 
-__all__ = ["FORMAT", "LIMITS", "CaseFileError", "read_case", "write_case"]
+__all__ = ["FORMAT", "LIMITS", "CaseFileError", "read_case", "read_untrusted_json", "write_case"]
 
 FORMAT = "ftspec-case/1"
 
@@ -105,21 +105,32 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _read_doc(path: Path) -> dict[str, Any]:
+def read_untrusted_json(path: Path, *, what: str, limit: int, error: type[ValueError] = CaseFileError,
+                        parse_constant: Optional[Callable[[str], Any]] = None) -> Any:
+    """The JSON document in ``path``, read as untrusted input: a regular file of at most ``limit``
+    bytes holding UTF-8 JSON. Every refusal is an ``error`` (default ``CaseFileError``) with one line
+    naming ``what`` ("case file", "table file"); ``parse_constant`` may refuse NaN and infinities.
+    Used by the case files here and by the tables of ``ftspec identify --table``."""
     try:
         info = os.stat(path)
     except OSError as exc:
-        raise CaseFileError(f"cannot read the case file: {exc.strerror or exc}") from None
+        raise error(f"cannot read the {what}: {exc.strerror or exc}") from None
     if not stat.S_ISREG(info.st_mode):
-        raise CaseFileError("the case file is not a regular file")
-    if info.st_size > LIMITS["json_bytes"]:
-        raise CaseFileError(f"the case file has {info.st_size} bytes; at most {LIMITS['json_bytes']} are allowed")
+        raise error(f"the {what} is not a regular file")
+    if info.st_size > limit:
+        raise error(f"the {what} has {info.st_size} bytes; at most {limit} are allowed")
     try:
-        doc = json.loads(path.read_bytes().decode("utf-8"))
+        return json.loads(path.read_bytes().decode("utf-8"), parse_constant=parse_constant)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CaseFileError(f"not valid UTF-8 JSON: {exc}") from None
-    except (OSError, RecursionError) as exc:
-        raise CaseFileError(f"cannot read the case file: {exc}") from None
+        raise error(f"not valid UTF-8 JSON: {exc}") from None
+    except (OSError, RecursionError, ValueError) as exc:
+        if isinstance(exc, error):  # parse_constant's own refusal
+            raise
+        raise error(f"cannot read the {what}: {exc}") from None
+
+
+def _read_doc(path: Path) -> dict[str, Any]:
+    doc = read_untrusted_json(path, what="case file", limit=LIMITS["json_bytes"])
     if not isinstance(doc, dict):
         raise CaseFileError(f"the case file must hold a JSON object, not {type(doc).__name__}")
     if doc.get("format") != FORMAT:

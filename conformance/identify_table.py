@@ -26,10 +26,7 @@ one-line message.
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional
@@ -42,6 +39,7 @@ from ftspec.spec.params import resolve_shape
 from ftspec.spec.registry import REGISTRY, Entry
 from ftspec.spec.variants import PAPER, VariantSet
 
+from .casefile import read_untrusted_json
 from .dtypes import FORMATS, round_to
 from .identify import EVALUATIONS, SECONDS, Identity, Observation, Verdict, groups, options, project, search
 
@@ -109,22 +107,8 @@ def read_table(path: Path | str) -> Table:
 
 
 def _read(path: Path) -> Table:
-    try:
-        info = os.stat(path)
-    except OSError as exc:
-        raise TableError(f"cannot read the table file: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise TableError("the table file is not a regular file")
-    if info.st_size > LIMITS["json_bytes"]:
-        raise TableError(f"the table file has {info.st_size} bytes; at most {LIMITS['json_bytes']} are allowed")
-    try:
-        doc = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_refuse_constant)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TableError(f"not valid UTF-8 JSON: {exc}") from None
-    except (OSError, RecursionError, ValueError) as exc:
-        if isinstance(exc, TableError):
-            raise
-        raise TableError(f"cannot read the table file: {exc}") from None
+    doc = read_untrusted_json(path, what="table file", limit=LIMITS["json_bytes"], error=TableError,
+                              parse_constant=_refuse_constant)
     return parse_table(doc)
 
 

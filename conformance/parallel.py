@@ -330,12 +330,7 @@ def _merge_shards(cell: Cell, parts: list[Optional[dict[str, Any]]], progress: C
     for k, v in got:
         part = _cell_from(v)
         before = cell.examples
-        cell.examples += part.examples
-        cell.out_of_range += part.out_of_range
-        cell.worst_ratio = max(cell.worst_ratio, part.worst_ratio)
-        cell.checks.update(part.checks)
-        cell.ambiguous += part.ambiguous
-        cell.undetermined += part.undetermined
+        cell.add_counts(part)
         if hasattr(cell, "more_failures"):  # conformance/distinct.py: each shard's further failures
             cell.more_failures = list(cell.more_failures) + list(getattr(part, "more_failures", []))
         if part.status == "fail" and cell.status != "fail":

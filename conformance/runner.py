@@ -116,6 +116,16 @@ class Cell:
     def ok(self) -> bool:
         return self.status in ("pass", "not implemented")
 
+    def add_counts(self, other: "Cell") -> None:
+        """Add ``other``'s examples and findings to this cell's counts (another shard's or another
+        round's search of the same cell); status and failure are the caller's to merge."""
+        self.examples += other.examples
+        self.out_of_range += other.out_of_range
+        self.worst_ratio = max(self.worst_ratio, other.worst_ratio)
+        self.checks.update(other.checks)
+        self.ambiguous += other.ambiguous
+        self.undetermined += other.undetermined
+
 
 @dataclass
 class RunResult:

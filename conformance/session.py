@@ -315,12 +315,7 @@ def _merge(result: RunResult, extra: RunResult) -> int:
             continue
         extended += 1
         before = c.examples
-        c.examples += e.examples
-        c.out_of_range += e.out_of_range
-        c.worst_ratio = max(c.worst_ratio, e.worst_ratio)
-        c.checks.update(e.checks)
-        c.ambiguous += e.ambiguous
-        c.undetermined += e.undetermined
+        c.add_counts(e)
         if e.status == "no examples":
             if c.examples:
                 c.status, c.note = "pass", ""
