@@ -7,12 +7,16 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.ftspec-installed
 PROFILE ?= default
+# make run: the three independent implementations (the library plugins are
+# certified by `make bench` and, three of them, by `make test`); IMPLS= runs
+# every installed plugin
+IMPLS ?= numpy torch jax
 PYTEST_ARGS ?= -n auto
 
 .PHONY: run test test-fast env fixtures fixtures-check bench clean help
 
 help:
-	@echo "make run    - run the conformance suite on every bundled implementation (PROFILE=$(PROFILE))"
+	@echo "make run    - run the conformance suite on the bundled implementations (PROFILE=$(PROFILE), IMPLS=$(IMPLS))"
 	@echo "make test   - run every test (quick profile): the complete check CI runs"
 	@echo "make test-fast - the tests not marked slow (for development; not a verdict)"
 	@echo "make fixtures / fixtures-check - regenerate golden fixtures / check them for drift"
@@ -28,7 +32,7 @@ $(STAMP): pyproject.toml constraints.txt
 env: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/ftspec run --profile $(PROFILE)
+	$(BIN)/ftspec run --profile $(PROFILE) $(foreach i,$(IMPLS),--impl $(i))
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -55,6 +55,10 @@ in one call, under the same model:
 - ``softmax(z)``: the spec's four lines (shift by the first largest entry,
   exp, left-to-right sum, divide) on the stacked vector.
 
+One hook changes the model rather than its speed: ``centres`` (layer norm's
+e − m centred at independent roundings of the mean; its docstring and
+docs/tolerances.md "One-pass moments").
+
 ``tests/conformance/test_rounding.py`` checks that lane 0 is the binary64
 computation with and without the hooks, and that the hooks give the scalar
 evaluation's spreads within the sampling noise (``batched=False`` turns
@@ -500,6 +504,28 @@ class MonteCarloNumbers:
         finally:
             self._batch = 0
         return [Lanes(row, self) for row in y.x]
+
+    # -- the model of one-pass moments ------------------------------------------
+    def centres(self, e: Sequence[Any], m: Any) -> list[Lanes]:
+        """Line 1 of layer norm rounded afresh for each term e[i] − m (spec/normalization.py
+        ``_centred``, called for line 2 and again for line 3).
+
+        Centre i is e's left-to-right sum with its own perturbations, divided by d_e and rounded:
+        d_e independent draws of the mean's rounding error. One shared centre per lane models
+        only the paper's order, whose variance errs by about u and whose line 3 errs by about
+        u·|e − m|. Welford's one-pass update centres each term at a running mean (its variance
+        errs by about u·|m|/√v), and a fused e·(γ/σ) + (β − mγ/σ) errs by about u·|e| (ATen's
+        CPU layer norm does both, and its backward sums Σ dy·e uncentred); independent centres
+        make the spread cover those orders too. Lane 0 is ``m`` itself, so it stays the
+        binary64 computation.
+        """
+        d = len(e)
+        terms = self._stack(e)  # (d, K+1), or (d, B, K+1) in a batch
+        copies = np.repeat(terms[:, None], d, axis=1)  # (d terms, d copies, ...): one sum per copy
+        centres = self._accumulate(copies, self.u) / float(d)  # (d, ..., K+1)
+        centres[..., 1:] *= 1.0 + self.u * self.rng.uniform(-1.0, 1.0, size=centres[..., 1:].shape)
+        centres[..., 0] = m.x[..., 0] if type(m) is Lanes else float(m)
+        return [Lanes(c, self) for c in centres]
 
     # -- library functions ----------------------------------------------------
     def _fn(self, f: Callable[[np.ndarray], Any], x: Any) -> Lanes:

@@ -115,6 +115,8 @@ class GradNumbers(Numbers):
         self.inf = self.constant(base.inf)
         self.nan = self.constant(base.nan)
         self.pi = self.constant(base.pi)
+        if getattr(base, "centres", None) is None:  # hides the method from ``getattr``
+            self.centres = None  # type: ignore[assignment]
 
     def _record(self, v: Var) -> None:
         v.index = len(self.tape)
@@ -160,6 +162,14 @@ class GradNumbers(Numbers):
         value = self.base.dot([x.v for x in a], [y.v for y in b])
         parents = tuple((x, y.v) for x, y in zip(a, b)) + tuple((y, x.v) for x, y in zip(a, b))
         return Var(value, self, parents)
+
+    def centres(self, e: Sequence[Any], m: Any) -> list[Var]:
+        """The base system's centres, each differentiated as m itself (they differ from m by
+        rounding only)."""
+        m = self._lift(m)
+        one = self.base.num(1)
+        base_centres = getattr(self.base, "centres")  # present: __init__ hides this method otherwise
+        return [Var(c, self, ((m, one),)) for c in base_centres([_value(x) for x in e], m.v)]
 
     def _unary(self, x: Any, value: Any, slope: Any) -> Var:
         x = self._lift(x)
@@ -217,6 +227,11 @@ if TYPE_CHECKING:  # mypy checks the class against the protocol
     _system: type[NumberSystem] = GradNumbers
 
 
+def _key(parent: Var) -> int:
+    """Where a node's adjoint is kept: its tape index, or its id for a leaf (never recorded)."""
+    return id(parent) if not parent.parents and parent.index < 0 else parent.index
+
+
 def _adjoints(ns: GradNumbers, output: Var) -> dict[int, Any]:
     """Backward pass: adjoint of every tape entry that the output depends on."""
     B = ns.base
@@ -226,10 +241,7 @@ def _adjoints(ns: GradNumbers, output: Var) -> dict[int, Any]:
         if a is None:
             continue
         for parent, local in node.parents:
-            if not parent.parents and parent.index < 0:
-                key = id(parent)
-            else:
-                key = parent.index
+            key = _key(parent)
             term = a * local
             prev = adj.get(key)
             adj[key] = term if prev is None else prev + term

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from numbers import Real
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from . import numbers as numbers_mod
 from .entry import Kind
@@ -176,12 +176,17 @@ def _check_values(e: Entry, inputs: Mapping[str, Any], params: Mapping[str, Any]
         _check_kind(name, value, Kind.REAL, hp)
 
 
-def _leaves(value: Any) -> Iterator[Any]:
-    if isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _leaves(item)
-    else:
-        yield value
+def _leaves(value: Any) -> list[Any]:
+    """The numbers of a nested list, in order (a list: the checks below walk it more than once)."""
+    if not isinstance(value, (list, tuple)):
+        return [value]
+    out: list[Any] = []
+    for item in value:
+        if isinstance(item, (list, tuple)):
+            out.extend(_leaves(item))
+        else:
+            out.append(item)
+    return out
 
 
 #: real kinds: (lowest, highest, closed at the top, infinity allowed, what)
@@ -198,7 +203,9 @@ _RANGES = {
 def _check_kind(name: str, value: Any, kind: str, hp: Mapping[str, int], bound: str = "") -> None:
     if kind in _RANGES:
         low, high, closed, inf_ok, what = _RANGES[kind]
-        values = list(_leaves(value))
+        values = _leaves(value)
+        if kind == "real" and all(type(x) is float for x in values) and all(map(math.isfinite, values)):
+            return  # the common case, decided without the per-number checks below
         for x in values:
             if isinstance(x, bool) or not isinstance(x, Real):
                 raise SpecError(name, what, f"{type(x).__name__} {x!r:.30}")
@@ -267,11 +274,12 @@ def evaluate(
             if spec.kind != Kind.REAL:
                 continue
             for x in _leaves(out[spec.name]):
+                if N.isfinite(x):
+                    continue
                 if N.isnan(x) and variant.empty_query == "nan" and "empty_query" in e.switches:
                     continue
-                if not N.isfinite(x):
-                    raise SpecError(spec.name, "a finite output (inputs too large for the arithmetic?)",
-                                    f"{N.to_float(x)!r}")
+                raise SpecError(spec.name, "a finite output (inputs too large for the arithmetic?)",
+                                f"{N.to_float(x)!r}")
     return out
 
 

@@ -75,8 +75,11 @@ class NumberSystem(Protocol):
     Plain ints and floats in spec code (0, 1, 2) mix with them exactly.
 
     Optional, looked up with ``getattr`` where a system can do better:
-    ``matmul(A, B)`` (all entries of a product at once, ``spec/linalg.py``)
-    and ``step(x)`` (ReLU's derivative per value, ``spec/autodiff.py``).
+    ``matmul(A, B)``, ``map_matrix(f, *Ms)`` and ``map_columns(f, X)`` (many
+    entries at once, ``spec/linalg.py``), ``softmax(z)``
+    (``spec/functions.py``), ``step(x)`` (ReLU's derivative per value,
+    ``spec/autodiff.py``) and ``centres(e, m)`` (the mean each term
+    e[i] − m of a layer norm is centred at, ``spec/normalization.py``).
     """
 
     #: shown in messages and reports, e.g. ``"float"``, ``"mpmath:40"``
