@@ -402,9 +402,25 @@ class MonteCarloNumbers:
         if not items:
             return self.num(0)
         terms = self._stack(items)
+        if len(terms) > 1:
+            self._round_terms(terms)
         if terms.ndim == 2:
             return Lanes(self._sum_rows(terms, self.u), self)
         return Lanes(self._accumulate(terms, self.u), self)
+
+    def _round_terms(self, terms: np.ndarray) -> None:
+        """Each term of a sum (n, ..., K+1) rounded once, in place, at its own scale.
+
+        The left-to-right partial sums model one order; another order (pairwise, blocked SIMD
+        lanes, Welford's running mean) adds each term to a partial sum of another size, and where
+        the terms cancel, left to right can be the lucky order (−86 + 75 first, then the small
+        terms). Any order's error is Σ x_i θ_i with |θ_i| ≤ (n − 1)u (Higham 2002, §4.2): one
+        rounding per term at |x_i| is its part that no order avoids. A dot product's terms are
+        its products, rounded already."""
+        if terms.ndim == 2:
+            terms *= 1.0 + self.u * self._rows(len(terms))
+        else:
+            terms[..., 1:] *= 1.0 + self.u * self.rng.uniform(-1.0, 1.0, size=terms[..., 1:].shape)
 
     def dot(self, xs: Sequence[Any], ys: Sequence[Any]) -> Lanes:
         if len(xs) != len(ys):
@@ -499,7 +515,10 @@ class MonteCarloNumbers:
         try:
             shifted = Lanes(Z, self) - Lanes(Z[top].copy(), self)  # x − m, rounded
             ex = self._fn(np.exp, shifted)  # exp, t·u
-            s = Lanes(self._accumulate(ex.x, self.u), self)  # fsum, left to right
+            terms = ex.x.copy()  # the exps are divided below: round the copy
+            if len(terms) > 1:
+                self._round_terms(terms)
+            s = Lanes(self._accumulate(terms, self.u), self)  # fsum: terms rounded, then left to right
             y = ex / s  # rounded
         finally:
             self._batch = 0
@@ -522,6 +541,8 @@ class MonteCarloNumbers:
         d = len(e)
         terms = self._stack(e)  # (d, K+1), or (d, B, K+1) in a batch
         copies = np.repeat(terms[:, None], d, axis=1)  # (d terms, d copies, ...): one sum per copy
+        if d > 1:
+            self._round_terms(copies)  # as ``fsum`` rounds them
         centres = self._accumulate(copies, self.u) / float(d)  # (d, ..., K+1)
         centres[..., 1:] *= 1.0 + self.u * self.rng.uniform(-1.0, 1.0, size=centres[..., 1:].shape)
         centres[..., 0] = m.x[..., 0] if type(m) is Lanes else float(m)

@@ -109,5 +109,23 @@ def test_speed_pieces_run(tmp_path):
     assert rows[0]["examples"] >= 2 and 0 <= rows[0]["reference"] <= 1 and rows[0]["per_second"] > 0
     g = growth({"layer_norm": {"d_e": 4, "ell": 2}}, repeat=1)
     assert g[0]["spec_ratio_ell"] > 0 and g[0]["reference_ratio_d_e"] > 0
+    assert g[0]["expected_ratio_ell"] == 2.0 and g[0]["spec_ratio_L"] is None  # layer norm has no L
     x = xdist(["-c", "pass"], workers=2)
     assert x["serial"]["returncode"] == 0 and x["speedup"] > 0
+
+
+def test_the_cost_model_has_the_orders_of_the_algorithms():
+    """Attention ≈ d²ℓ + ℓ²d: doubling the width quadruples it when widths dominate, doubling the
+    length quadruples it when lengths dominate; a model's cost is linear in L."""
+    from ftspec.tools.bench.speed import _doubled, expected_cost
+
+    def ratio(name, h, what):
+        return expected_cost(name, _doubled(h, what)) / expected_cost(name, h)
+
+    wide = {"d_x": 512, "d_z": 512, "d_attn": 6, "d_out": 512, "ell_x": 2, "ell_z": 2}
+    long = {"d_x": 2, "d_z": 2, "d_attn": 2, "d_out": 2, "ell_x": 512, "ell_z": 512}
+    assert 3.9 < ratio("attention", wide, "d_e") <= 4.0  # W_v is d_out × d_z: d²ℓ
+    assert 3.9 < ratio("attention", long, "ell") <= 4.0
+    assert 1.9 < ratio("attention", wide, "ell") < 2.1
+    model = {"N_V": 2, "ell_max": 8, "L": 4, "H": 2, "d_e": 64, "d_attn": 8, "d_mid": 8, "d_mlp": 256, "ell": 8}
+    assert 1.9 < ratio("d_transformer", model, "L") <= 2.0

@@ -14,6 +14,8 @@ import platform
 import sys
 from typing import Any, Optional
 
+from .speed import GROWTH_BAND
+
 __all__ = ["markdown", "meta"]
 
 def meta(budgets: dict[str, Any]) -> dict[str, Any]:
@@ -324,15 +326,29 @@ def _speed(out: list[str], speed: dict[str, Any]) -> None:
                 f"time." + (f" Not passing: {', '.join(rt['not_passing'])}." if rt["not_passing"] else "")]
     gr = speed.get("growth")
     if gr:
+        lo, hi = GROWTH_BAND
         out += ["", "### The spec's cost as the problem grows", "",
-                "Seconds of one evaluation (best of 3) at the base sizes and the ratio at twice ℓ (every sequence "
-                "length) or twice d_e (every model width); `spec` is the binary64 evaluation, `reference` adds the "
-                "32-lane Monte Carlo tolerances (what the harness pays per example).", ""]
+                "Seconds of one evaluation (best of 3) at the base sizes, and the ratio at twice ℓ (every "
+                "sequence length), twice d_e (every model width) or twice L (layers), measured for the binary64 "
+                "evaluation (`spec`) and for the reference with its 32-lane Monte Carlo tolerances (what the "
+                "harness pays per example), beside the ratio of the arithmetic's leading terms (`order`: "
+                "attention d²ℓ + ℓ²d, layer norm dℓ, a model L layers plus N_V d_e ℓ; "
+                "`tools/bench/speed.py` `expected_cost`). A spec ratio outside "
+                f"{lo}-{hi}× of the order's is marked ✗; per-call overheads pull a small evaluation's ratio "
+                "below the order's.", ""]
+
+        def cell(g: dict[str, Any], what: str) -> str:
+            if g.get(f"spec_ratio_{what}") is None:
+                return "–"
+            mark = {True: "", False: " ✗", None: ""}[g.get(f"as_expected_{what}")]
+            order = g.get(f"expected_ratio_{what}")
+            return (f"{_s(g[f'spec_ratio_{what}'])} / {_s(g[f'reference_ratio_{what}'])}"
+                    + (f" (order {_s(order)})" if order else "") + mark)
+
         rows = [[g["algorithm"], ", ".join(f"{k}={v}" for k, v in g["base"].items()), _s(g["spec_1x"], 4),
-                 _s(g["spec_ratio_ell"]), _s(g["spec_ratio_d_e"]), _s(g["reference_1x"], 3),
-                 _s(g["reference_ratio_ell"]), _s(g["reference_ratio_d_e"])] for g in gr]
-        out += _table(["algorithm", "base sizes", "spec 1× (s)", "spec 2ℓ/1×", "spec 2d_e/1×", "reference 1× (s)",
-                       "reference 2ℓ/1×", "reference 2d_e/1×"], rows)
+                 _s(g["reference_1x"], 3), cell(g, "ell"), cell(g, "d_e"), cell(g, "L")] for g in gr]
+        out += _table(["algorithm", "base sizes", "spec 1× (s)", "reference 1× (s)", "2ℓ/1×: spec / reference",
+                       "2d_e/1×", "2L/1×"], rows)
     xd = speed.get("xdist")
     if xd:
         out += ["", "### pytest-xdist", "",

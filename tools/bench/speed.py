@@ -12,9 +12,10 @@
   numpy, same seed, same strategies), with CPU seconds beside the wall time
   (on a shared machine the CPU time is the steadier figure) and the share
   of the reference (binary64 plus Monte Carlo tolerances).
-- ``growth``: the spec's cost at 2× ℓ or 2× d_e over its cost at 1×, for a
-  few entries (binary64 evaluation alone, and the full reference with its
-  tolerances).
+- ``growth``: the spec's cost at 2× ℓ, 2× d_e or 2× L over its cost at 1×,
+  for a few entries (binary64 evaluation alone, and the full reference with
+  its tolerances), beside the ratio the arithmetic's order predicts
+  (``expected_cost``: attention ≈ d²ℓ + ℓ²d).
 - ``xdist``: wall time of a pytest command with and without ``-n 2``
   (pytest-xdist), as a subprocess.
 """
@@ -28,7 +29,7 @@ import tempfile
 import time
 from typing import Any, Callable, Optional, Sequence
 
-__all__ = ["GROWTH_ENTRIES", "growth", "rate", "throughput", "xdist"]
+__all__ = ["GROWTH_ENTRIES", "expected_cost", "growth", "rate", "throughput", "xdist"]
 
 
 def throughput(impls: Sequence[str] = ("numpy", "torch", "jax"), *, examples: int = 8, dtype: str = "float32",
@@ -105,17 +106,45 @@ GROWTH_ENTRIES = {
 }
 
 
+#: what is doubled: every sequence length, every model width (head widths unchanged), the layers
+DOUBLINGS = {"ell": ("ell", "ell_x", "ell_z"), "d_e": ("d_e", "d_x", "d_z", "d_out"), "L": ("L",)}
+
+
 def _doubled(hyper: dict[str, int], what: str) -> dict[str, int]:
-    h = dict(hyper)
-    if what == "ell":
-        for k in h:
-            if k == "ell" or k in ("ell_x", "ell_z"):
-                h[k] *= 2
-    else:  # d_e: every model width (d_x, d_z, d_out for attention), head widths unchanged
-        for k in h:
-            if k in ("d_e", "d_x", "d_z", "d_out"):
-                h[k] *= 2
-    return h
+    return {k: 2 * v if k in DOUBLINGS[what] else v for k, v in hyper.items()}
+
+
+def _attention_cost(d_x: int, d_z: int, d_attn: int, d_out: int, ell_x: int, ell_z: int) -> int:
+    """Multiply-adds of Algorithm 4: the projections (d²ℓ) and the scores and their use (ℓ²d)."""
+    projections = d_attn * d_x * ell_x + d_attn * d_z * ell_z + d_out * d_z * ell_z
+    return projections + d_attn * ell_x * ell_z + d_out * ell_x * ell_z
+
+
+def _layer_cost(h: dict[str, int]) -> int:
+    """One GPT-2 layer: H heads, W_o, the MLP and two layer norms, at ℓ tokens of width d_e."""
+    d, ell = h["d_e"], h["ell"]
+    heads = h["H"] * _attention_cost(d, d, h["d_attn"], h["d_mid"], ell, ell)
+    return heads + d * h["H"] * h["d_mid"] * ell + 2 * h["d_mlp"] * d * ell + 2 * d * ell
+
+
+def expected_cost(name: str, h: dict[str, int]) -> int:
+    """The order of an entry's arithmetic (multiply-adds, leading terms) at hyperparameters ``h``:
+    attention ≈ d²ℓ + ℓ²d, layer norm d ℓ, a model L layers plus the unembedding N_V d_e ℓ (a
+    gradient costs a constant multiple of its forward pass, Griewank & Walther ch. 3)."""
+    if name == "attention":
+        return _attention_cost(h["d_x"], h["d_z"], h["d_attn"], h["d_out"], h["ell_x"], h["ell_z"])
+    if name == "layer_norm":
+        return h["d_e"] * h["ell"]
+    if name == "gpt2_layer":
+        return _layer_cost(h)
+    if name in ("d_transformer", "d_gradient"):
+        return h["L"] * _layer_cost(h) + h["N_V"] * h["d_e"] * h["ell"] + 2 * h["d_e"] * h["ell"]
+    raise KeyError(f"no cost model for {name!r}")
+
+
+#: measured/expected ratios outside this band are flagged: per-call overheads of Python pull a
+#: small evaluation's ratio below the arithmetic's (which is the asymptote)
+GROWTH_BAND = (0.5, 1.5)
 
 
 def _time(fn: Callable[[], Any], repeat: int) -> float:
@@ -129,7 +158,8 @@ def _time(fn: Callable[[], Any], repeat: int) -> float:
 
 def growth(entries: Optional[dict[str, dict[str, int]]] = None, *, repeat: int = 3,
            dtype: str = "float32") -> list[dict[str, Any]]:
-    """Seconds of the spec (binary64) and of the full reference at 1×, 2× ℓ and 2× d_e; best of ``repeat``."""
+    """Seconds of the spec (binary64) and of the full reference at 1× and at 2× ℓ, d_e and (where the
+    entry has it) L, best of ``repeat``; beside each ratio the ratio of ``expected_cost``."""
     from ftspec.conformance.calling import Prepared
     from ftspec.conformance.tolerances import reference
     from ftspec.spec import evaluate
@@ -140,7 +170,8 @@ def growth(entries: Optional[dict[str, dict[str, int]]] = None, *, repeat: int =
     for name, base in (entries or GROWTH_ENTRIES).items():
         e = registry_entry(name)
         row: dict[str, Any] = {"algorithm": name, "base": base}
-        for label, hyper in (("1x", base), ("2x_ell", _doubled(base, "ell")), ("2x_d_e", _doubled(base, "d_e"))):
+        doublings = [w for w in DOUBLINGS if any(k in base for k in DOUBLINGS[w])]
+        for label, hyper in [("1x", base)] + [(f"2x_{w}", _doubled(base, w)) for w in doublings]:
             case = fixed_case(name, hyper=hyper)
             p = Prepared(e, case.inputs, case.params, dtype)
             spec_in = {k: v.tolist() for k, v in p.inputs.items()}
@@ -149,9 +180,18 @@ def growth(entries: Optional[dict[str, dict[str, int]]] = None, *, repeat: int =
                                                           variant=case.variant), repeat)
             row[f"reference_{label}"] = _time(lambda: reference(e, p.inputs, p.params, hyper=case.hyper,
                                                                 variant=case.variant, dtype=dtype), repeat)
-        for kind in ("spec", "reference"):
-            for what in ("ell", "d_e"):
-                row[f"{kind}_ratio_{what}"] = row[f"{kind}_2x_{what}"] / row[f"{kind}_1x"]
+        for what in DOUBLINGS:
+            for kind in ("spec", "reference"):
+                row[f"{kind}_ratio_{what}"] = (row[f"{kind}_2x_{what}"] / row[f"{kind}_1x"]
+                                               if what in doublings else None)
+            try:
+                expected = expected_cost(name, _doubled(base, what)) / expected_cost(name, base)
+            except KeyError:
+                expected = None
+            row[f"expected_ratio_{what}"] = expected if what in doublings else None
+            measured = row[f"spec_ratio_{what}"]
+            row[f"as_expected_{what}"] = (None if measured is None or expected is None else
+                                          GROWTH_BAND[0] <= measured / expected <= GROWTH_BAND[1])
         rows.append(row)
     return rows
 

@@ -1,21 +1,27 @@
-"""Layer norms that do not centre at one rounded mean are judged correct.
+"""Cases on which a correct implementation once failed the suite, kept so they stay closed.
 
-ATen's CPU layer norm computes the mean and variance in one pass, as Welford's update does
-(Welford 1962): each term of the variance is centred at a running mean with its own rounding
-error, so on a near-constant column the variance errs by about the condition number |m|/√v
-times the unit roundoff (Chan, Golub & LeVeque 1983), where the paper's two-pass order errs by
-about the unit roundoff. Its line 3 is e·(γ/σ) + (β − mγ/σ), and its backward pass sums Σ dy·e
-uncentred, both erring by about u·|e| where the paper's order errs by about u·|e − m|.
+A false failure is the worst verdict the suite can give, so each one found is kept here, with the
+change of the tolerance model that closed it (docs/tolerances.md):
 
-With one shared mean in every Monte Carlo lane the bound modelled only the paper's order, and
-searches found the three cases kept in ``one_pass_moments/`` on which the correct PyTorch
-implementation exceeded it: gpt2_layer (error/bound 1.55 at float32, 1.05 in a batch element at
-float64) and ed_gradient at float64 (2.05 on the kept case): false failures. The model now
-centres each term e[i] − m, in line 2 and again in line 3, at its own rounding of the mean
-(``MonteCarloNumbers.centres``). These tests keep the cases closed. The Welford layer norm
-below is written with NumPy scalars of the case's dtype, so its rounding is the same on every
-machine (ATen's depends on its SIMD dispatch): it must pass, and must fail once the model's
-independent centres are taken away, which shows that they are what covers it.
+- **Layer norms that do not centre at one rounded mean** (gpt2_layer at float32 and float64,
+  ed_gradient at float64). ATen's CPU layer norm computes the moments in one pass, as Welford's
+  update does (Welford 1962): each term of the variance is centred at a running mean with its
+  own rounding error, so on a near-constant column the variance errs by about the condition
+  number |m|/√v times the unit roundoff (Chan, Golub & LeVeque 1983), where the paper's two-pass
+  order errs by about the unit roundoff. Its line 3 is e·(γ/σ) + (β − mγ/σ), and its backward
+  pass sums Σ dy·e uncentred, both erring by about u·|e| where the paper's order errs by about
+  u·|e − m|. Closed by centring each term e[i] − m, in line 2 and again in line 3, at its own
+  rounding of the mean (``MonteCarloNumbers.centres``).
+- **Sums in another order** (layer_norm at float64 on a wide-range column; d_gradient at
+  float32 and ed_sgd_step at float64). Left to right, −86 + 75 cancel first and the small terms
+  follow; an order that adds each term to a partial sum of its own size errs by about u·max|e|.
+  Closed by rounding every term of a plain sum once at its own scale (``_round_terms``).
+
+PyTorch and the NumPy implementation (the paper's order) must pass every case. The Welford
+layer norm below is written with NumPy scalars of the case's dtype, so its rounding is the same
+on every machine (ATen's depends on its SIMD dispatch): it must pass the forward cases, and must
+fail them once the model's independent centres are taken away, which shows that they are what
+covers it.
 """
 
 from __future__ import annotations
@@ -30,14 +36,14 @@ from ftspec.conformance.replay import replay
 from ftspec.conformance.rounding import MonteCarloNumbers
 from ftspec.impls.numpy.components import NormCache
 
-HERE = Path(__file__).parent / "one_pass_moments"
+HERE = Path(__file__).parent / "false_failures"
 CASES = sorted(HERE.glob("*.json"))
 #: the forward cases, on which a forward Welford layer norm can be swapped into the NumPy implementation
 FORWARD = [p for p in CASES if p.name.startswith("gpt2_layer-")]
 
 
 def test_the_cases_are_here():
-    assert len(CASES) == 3 and len(FORWARD) == 2
+    assert len(CASES) == 6 and len(FORWARD) == 2
 
 
 def _welford_norm_columns_fwd(X, gamma, beta, variant, kind):
@@ -61,13 +67,15 @@ def _welford_norm_columns_fwd(X, gamma, beta, variant, kind):
 
 
 @pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
-def test_torch_layer_norm_on_near_constant_columns_is_judged_correct(path):
-    assert replay(path, impl="torch").ok
+def test_pytorch_is_judged_correct(path):
+    verdict = replay(path, impl="torch")
+    assert verdict.ok, verdict.text
 
 
 @pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
-def test_the_two_pass_order_passes_the_same_cases(path):
-    assert replay(path, impl="numpy").ok
+def test_the_papers_order_is_judged_correct(path):
+    verdict = replay(path, impl="numpy")
+    assert verdict.ok, verdict.text
 
 
 @pytest.mark.parametrize("path", FORWARD, ids=lambda p: p.stem)
