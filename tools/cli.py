@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 from typing import NoReturn, Optional, Sequence
 
 #: subcommand modules, in the order ``--help`` lists them
@@ -61,7 +63,17 @@ def _version() -> str:
         return "unknown"
 
 
+def _interruptible() -> None:
+    """Make SIGINT raise ``KeyboardInterrupt`` even where it was inherited ignored.
+
+    A job started with ``&`` from a script begins with SIGINT ignored (POSIX), and Python keeps
+    that, so ``kill -INT`` could not stop a long run with its partial report (exit 130)."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    _interruptible()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
