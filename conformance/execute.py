@@ -24,6 +24,7 @@ from ftspec.spec.registry import Entry
 
 from .calling import earlier_hang, native_dtype, note_hang, outputs_to_numpy, watched
 from .case import Case
+from .interrupts import POLL_S, checkpoint, holding, pending
 from .judge import Finding, Judgement, compare_pair, identical, judge
 from .tolerances import Reference
 
@@ -111,10 +112,19 @@ class _Caller:
         abandoned)."""
         done = threading.Event()
         self._jobs.put((fn, box, done))
-        if done.wait(timeout):
-            return True
-        self.abandoned = True
-        return False
+        if not holding():
+            ended = done.wait(timeout)
+        else:  # wake to stop at a held Ctrl-C (conformance/interrupts.py); the call keeps this thread
+            end = time.monotonic() + timeout
+            while not (ended := done.wait(max(0.0, min(POLL_S, end - time.monotonic())))):
+                if time.monotonic() >= end:
+                    break
+                if pending():
+                    self.abandoned = True
+                    checkpoint()
+        if not ended:
+            self.abandoned = True
+        return ended
 
 
 _CALLERS = threading.local()  # one caller per calling thread (a Dask worker runs tasks in threads)

@@ -66,6 +66,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from .calling import known_hangs, skipping_hangs
 from .fixture_replay import FixtureResult
+from .interrupts import POLL_S, checkpoint, held_interrupt, holding
 from .isolation import IsolatedPool, WorkerLost
 from .runner import Cell, Failure, Runner, RunResult
 
@@ -284,19 +285,23 @@ def _drive(pool: Executor, count: int, submit: Callable[[int], Future], done: Ca
            window: int) -> None:
     """Submit tasks ``0..count-1`` (at most ``window`` in flight, so that each is built with what
     the finished ones taught: hangs, exclusions); ``done(i, future)`` returns True to run task
-    ``i`` again. Ctrl-C kills the workers at once and propagates."""
+    ``i`` again. Ctrl-C kills the workers at once and propagates (raised between waits, never
+    inside one: conformance/interrupts.py)."""
     waiting = deque(range(count))
     running: dict[Future, int] = {}
     try:
-        while waiting or running:
-            while waiting and len(running) < window:
-                i = waiting.popleft()
-                running[submit(i)] = i
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
-            for f in finished:
-                i = running.pop(f)
-                if done(i, f):
-                    waiting.appendleft(i)
+        with held_interrupt():
+            poll = POLL_S if holding() else None
+            while waiting or running:
+                checkpoint()
+                while waiting and len(running) < window:
+                    i = waiting.popleft()
+                    running[submit(i)] = i
+                finished, _ = wait(running, timeout=poll, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    i = running.pop(f)
+                    if done(i, f):
+                        waiting.appendleft(i)
     except BaseException:
         terminate = getattr(pool, "terminate", None)
         if terminate is not None:

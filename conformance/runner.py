@@ -58,8 +58,10 @@ from .casefile import reproducer, write_case
 from .diagnosis import diagnose_failure
 from .distinct import MAX_DISTINCT, SECONDS as DISTINCT_SECONDS, search_distinct
 from .execute import CallTimeout, Member, _call, examine
+from .interrupts import checkpoint
 from .judge import Finding, compare_pair
 from .profiles import Profile
+from .reproducible import no_local_constants
 from .tolerances import Reference, ToleranceModelError, reference
 
 __all__ = ["BATCH_CHECKS", "Cell", "Failure", "RunResult", "Runner", "refused_empty_query", "shard_seed"]
@@ -406,6 +408,11 @@ class Runner:
 
     def _search(self, entry: Entry, dtype: str, group: tuple[Any, Limits, list[Member]], cells: dict,
                 result: RunResult) -> None:
+        with no_local_constants():  # the same seed draws the same cases in any process (reproducible.py)
+            self._search_drawn(entry, dtype, group, cells, result)
+
+    def _search_drawn(self, entry: Entry, dtype: str, group: tuple[Any, Limits, list[Member]], cells: dict,
+                      result: RunResult) -> None:
         from .strategies import cases
 
         variants, limits, members = group
@@ -441,6 +448,7 @@ class Runner:
                 # implementation is searched first would pay for them: their time is not counted
                 # against an implementation's cap, up to the cap again (a search whose references
                 # dominate, a training loop's, takes at most twice its cap).
+                checkpoint()  # a held Ctrl-C stops the search here, in the test, not in Hypothesis's engine
                 if (deadline is not None and not state.get("failed")
                         and time.monotonic() > deadline + min(self._reference_seconds - references_before,
                                                               cap)

@@ -46,6 +46,7 @@ from ftspec.spec.registry import REGISTRY
 
 from .certificate import Certificate, build
 from .fixture_replay import DTYPES as FIXTURE_DTYPES
+from .interrupts import held_interrupt
 from .profiles import PROFILES, Profile, profile
 from .runner import Cell, RunResult, Runner
 from .verdict import NothingTested, derive
@@ -494,12 +495,14 @@ def _execute_plan(loaded, settings: Settings, plan: _Plan, declared: dict[str, l
     result: Optional[RunResult] = None
     replaying = False
     try:
-        result = _search(loaded, settings, plan, portable, collector, algorithms=settings.algorithms,
-                         dtypes=settings.dtypes, examples=plan.examples, seconds=plan.seconds, seed=settings.seed)
-        _extend(result, loaded, settings, plan, portable, collector)
-        if plan.fixtures != "none" and (not settings.dtypes or set(settings.dtypes) & set(FIXTURE_DTYPES)):
-            replaying = True
-            result.fixtures = _replay(loaded, settings, plan, portable, collector, result)
+        with held_interrupt():  # Ctrl-C stops the run at a checkpoint, never inside Hypothesis or a wait
+            result = _search(loaded, settings, plan, portable, collector, algorithms=settings.algorithms,
+                             dtypes=settings.dtypes, examples=plan.examples, seconds=plan.seconds,
+                             seed=settings.seed)
+            _extend(result, loaded, settings, plan, portable, collector)
+            if plan.fixtures != "none" and (not settings.dtypes or set(settings.dtypes) & set(FIXTURE_DTYPES)):
+                replaying = True
+                result.fixtures = _replay(loaded, settings, plan, portable, collector, result)
     except KeyboardInterrupt as exc:
         if replaying and result is not None:  # keep the fixture replays that ended
             result.fixtures = list(getattr(exc, "partial_result", None) or [])

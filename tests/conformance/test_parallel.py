@@ -8,11 +8,16 @@ isolation tests are in test_isolation.py).
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 
+from ftspec.conformance import parallel
 from ftspec.conformance.fixture_replay import replay_fixtures, sample_cases
 from ftspec.conformance.parallel import RunSettings, replay_fixtures_parallel, run_parallel
 from ftspec.conformance.profiles import profile
@@ -158,3 +163,48 @@ implementation.algorithms["rms_norm"] = rms_norm
     replayed = {(f["algorithm"], f["ok"]) for f in report["fixtures"]}
     assert ("layer_norm", True) in replayed and ("rms_norm", False) in replayed
     assert "rms_norm" in done.stdout and "ftspec replay" in done.stdout
+
+
+class _PendingPool:
+    """An executor whose tasks never end; records ``terminate`` (Ctrl-C kills the workers)."""
+
+    def __init__(self):
+        self.terminated = False
+
+    def submit(self, fn, /, *args, **kwargs):
+        return Future()
+
+    def terminate(self):
+        self.terminated = True
+
+
+def test_ctrl_c_is_never_raised_inside_the_wait_on_the_workers(monkeypatch):
+    # concurrent.futures.wait takes every future's lock in a loop with no `finally`: a Ctrl-C
+    # raised inside it left a lock held, and the pool's thread waited on it for ever (a run hung
+    # instead of writing its report). This wait takes a lock the same way, with Ctrl-C pressed
+    # in the middle: the interrupt must come out of _drive, and only after the lock is let go.
+    lock = threading.Lock()
+    waits = []
+
+    def wait_holding_a_lock(fs, timeout=None, return_when=None):
+        lock.acquire()
+        if not waits:
+            os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(20000):  # bytecode: where a raised KeyboardInterrupt would land
+            pass
+        lock.release()
+        waits.append(timeout)
+        time.sleep(0.01 if timeout is None else min(timeout, 0.01))
+        return set(), set(fs)
+
+    monkeypatch.setattr(parallel, "wait", wait_holding_a_lock)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own Ctrl-C
+    try:
+        pool = _PendingPool()
+        with pytest.raises(KeyboardInterrupt):
+            parallel._drive(pool, 3, lambda i: pool.submit(None), lambda i, f: False, window=3)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert not lock.locked(), "Ctrl-C was raised inside the wait, with its lock held"
+    assert pool.terminated and len(waits) >= 1
+    assert signal.getsignal(signal.SIGINT) is previous

@@ -153,6 +153,22 @@ def test_the_same_seed_gives_the_same_cases_sharded_or_not(tmp_path):
     assert _digests(tmp_path, seed_=6)[key][1] != whole[key][1]
 
 
+@pytest.mark.local_constants  # the runner itself must empty the pool
+def test_the_same_seed_gives_the_same_cases_whatever_modules_are_loaded(tmp_path, monkeypatch):
+    """Hypothesis draws now and then from the literals of the local modules loaded so far: a
+    module imported between two runs (a user's plugin, a test helper) must not change the cases
+    (conformance/reproducible.py)."""
+    before = {k: _digests(tmp_path, (k, 2)) for k in range(2)}
+    # a local module (outside site-packages and tests/) full of literals a float draw could take
+    floats = [m * 2.0 ** e for m in (1.0, -1.0, 1.375, -1.8125, 1.0009765625) for e in range(-30, 31, 3)]
+    literals = ", ".join(repr(x) for x in floats + list(range(-600, 600, 7)))
+    (tmp_path / "ftspec_literals_probe.py").write_text(f"VALUES = [{literals}]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import ftspec_literals_probe  # noqa: F401 - imported for its literals
+
+    assert {k: _digests(tmp_path, (k, 2)) for k in range(2)} == before
+
+
 def test_a_bad_shard_is_refused():
     with pytest.raises(ValueError, match="shard"):
         Runner([("numpy", NUMPY)], profile=profile("quick"), shard=(2, 2))

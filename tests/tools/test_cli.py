@@ -8,6 +8,7 @@ test needs a real process to interrupt.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import signal
 import subprocess
@@ -136,9 +137,11 @@ def test_ctrl_c_writes_the_partial_report_and_the_summary(tmp_path, where, inher
         if line.startswith("[2/"):
             break
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=300)
+    out, _ = proc.communicate(timeout=120)  # seconds, not the rest of the run (it once hung here)
     assert proc.returncode == 130, out
     doc = json.loads(report.read_text())
     assert doc["interrupted"] and doc["verdict"] == "inconclusive"
     assert len([c for c in doc["cells"] if c["status"] == "pass"]) >= 2
-    assert "interrupted" in out and "token_emb" in out
+    assert "interrupted" in out
+    # the summary table shows the searches that ended (names cut to fit 80 columns)
+    assert re.search(r"│ token_em\S* +│ numpy +│ float64 +│ cpu +│ +\d+ │ pass", out), out
