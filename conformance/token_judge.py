@@ -8,7 +8,9 @@ implementation's own prefix* (the entry's ``trace``) in Monte Carlo
 arithmetic at the implementation's dtype, widens each token's CDF interval
 [c_{v-1}, c_v) by the tolerance of its end points (SAFETY × spread), and
 accepts the produced token if u falls in its widened interval. Steps where
-more than one token is acceptable are counted as ambiguous.
+more than one token is acceptable are counted as ambiguous. A CDF value the
+Monte Carlo arithmetic lost in some lanes (NaN, finite in binary64) takes its
+margin from the other lanes; lost in every lane, it has no bound.
 
 For τ = 0 (argmax, ties to the lowest ID) a token is acceptable if rounding
 within the tolerances can make it the lowest-ID maximum: an exact tie
@@ -40,10 +42,17 @@ __all__ = ["sampled_judge"]
 
 
 def _lanes(values: list, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(binary64 values, Monte Carlo spreads). A lane that is NaN where the binary64 value is
+    finite met 0/0 or ∞ − ∞ under its perturbations: the spread is taken over the other lanes,
+    and is unbounded when every lane is lost; never 0. Read as 0 (as it once was), it refused a
+    token that rounding moves across that boundary (ed_inference at float32 with d_e = 1,
+    tests/conformance/false_failures/sampling). A NaN binary64 value is the spec's own: 0."""
     arr = lanes_array(values, k)
     with np.errstate(invalid="ignore"):
-        spread = np.max(np.abs(arr[..., 1:] - arr[..., :1]), axis=-1)
-    return arr[..., 0], np.where(np.isnan(spread), 0.0, spread)
+        gaps = np.abs(arr[..., 1:] - arr[..., :1])
+        spread = np.max(np.where(np.isnan(gaps), -np.inf, gaps), axis=-1)  # NaN lanes left out
+    spread = np.where(spread == -np.inf, np.inf, spread)  # every lane lost: no bound
+    return arr[..., 0], np.where(np.isnan(arr[..., 0]), 0.0, spread)
 
 
 def _acceptable(record: Mapping[str, Any], k: int, safety: float, u_dtype: float) -> tuple[list[int], str]:

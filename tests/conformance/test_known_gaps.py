@@ -46,25 +46,3 @@ def test_pytorch_gradients_through_a_degenerate_layer_norm(path):
 def test_the_papers_order_passes_the_same_cases(path):
     verdict = replay(path, impl="numpy")
     assert verdict.ok, verdict.text
-
-
-# Sampled tokens at a CDF boundary with a zero margin: two ed_inference cases at float32 from the
-# same run (one drawn for NumPy, one for PyTorch), d_e = 1 with ε outside the root, where every
-# layer norm returns β exactly. The variate lies within rounding of a CDF value, yet the token
-# judge's margin there is 0, so a token that float32 rounding moves across the boundary is
-# refused. Not analysed yet (docs/tolerances.md, "Known gap"); each case fails the
-# implementation it was drawn for.
-SAMPLING = sorted((HERE / "sampling").glob("*.json"))
-
-
-def test_the_sampling_cases_are_here():
-    assert len(SAMPLING) == 2
-
-
-@pytest.mark.xfail(strict=False, raises=AssertionError,
-                   reason="the token judge's margin is 0 at a CDF boundary when d_e = 1 (open)")
-@pytest.mark.parametrize("path", SAMPLING, ids=lambda p: p.stem)
-def test_a_token_at_a_cdf_boundary_with_a_zero_margin(path):
-    impl = "numpy" if "-numpy-" in path.name else "torch"
-    verdict = replay(path, impl=impl)
-    assert verdict.ok, verdict.text

@@ -121,3 +121,27 @@ def test_tau_inf_is_floor_u_times_n_and_boundaries_accept_both(dtype):
     assert _accepted(_ref(p, 0.3, math.inf, dtype), 4) == [1]  # ⌊0.3·4⌋
     assert _accepted(_ref(p, 0.5, math.inf, dtype), 4) == [1, 2]  # exactly v/N_V = 2/4
     assert _accepted(_ref(p, 0.45, math.inf, dtype), 4) == [1]
+
+
+def test_a_cdf_value_lost_in_some_lanes_keeps_a_margin_from_the_others():
+    # A lane that met NaN (finite in binary64) once made the margin 0, and a token that rounding
+    # moves across that boundary was refused (tests/conformance/false_failures/sampling).
+    from ftspec.conformance.rounding import Lanes, MonteCarloNumbers
+    from ftspec.conformance.token_judge import _acceptable
+
+    ns = MonteCarloNumbers(u=2.0**-24, eta=2.0**-149, lanes=3, transcendental_units=2.0, seed=1, mantissa_bits=24)
+
+    def lanes(*x):
+        return Lanes(np.array(x, dtype=float), ns)
+
+    eps = 1e-6
+    cdf = [lanes(0.5, 0.5 + eps, math.nan, 0.5 - 2 * eps), lanes(1.0, 1.0, 1.0, 1.0)]
+    u = 0.5 + 2 * eps  # beyond c_0 by less than SAFETY × the other lanes' spread (2e-6)
+    ok, _ = _acceptable({"kind": "cdf", "values": cdf, "u": u, "token": 0}, 3, 2.0, 2.0**-24)
+    assert ok == [0, 1]
+    far = 0.5 + 10 * eps  # beyond it: only the spec's token
+    ok, _ = _acceptable({"kind": "cdf", "values": cdf, "u": far, "token": 1}, 3, 2.0, 2.0**-24)
+    assert ok == [1]
+    lost = [lanes(0.5, math.nan, math.nan, math.nan), lanes(1.0, 1.0, 1.0, 1.0)]
+    ok, where = _acceptable({"kind": "cdf", "values": lost, "u": 0.9, "token": 0}, 3, 2.0, 2.0**-24)
+    assert ok == [0, 1] and "inf" in where  # lost in every lane: no bound, never 0
