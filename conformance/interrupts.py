@@ -31,9 +31,10 @@ POLL_S = 0.1
 
 
 class _Held:
-    """Whether a Ctrl-C came while it was held."""
+    """Whether a Ctrl-C came while the main thread held it."""
 
     def __init__(self) -> None:
+        self.thread = threading.get_ident()
         self.pressed = False
 
     def press(self, signum: int, frame: Any) -> None:
@@ -43,21 +44,31 @@ class _Held:
 _active: Optional[_Held] = None
 
 
+def _held_here() -> Optional[_Held]:
+    """The hold, seen from the thread that holds it (the main thread); None from any other: a
+    search in a Dask thread of this process must not take the main thread's Ctrl-C."""
+    held = _active
+    return held if held is not None and held.thread == threading.get_ident() else None
+
+
 def holding() -> bool:
-    """True while a run holds Ctrl-C: waits should then wake every ``POLL_S`` to ``checkpoint()``."""
-    return _active is not None
+    """True while this thread holds Ctrl-C: waits should then wake every ``POLL_S`` to
+    ``checkpoint()``."""
+    return _held_here() is not None
 
 
 def pending() -> bool:
-    """True when a held Ctrl-C waits for the next ``checkpoint()``."""
-    return _active is not None and _active.pressed
+    """True when a Ctrl-C held by this thread waits for the next ``checkpoint()``."""
+    held = _held_here()
+    return held is not None and held.pressed
 
 
 def checkpoint() -> None:
     """Raise a held Ctrl-C here (``KeyboardInterrupt``), a point where no lock is held; a no-op
-    when nothing is held."""
-    if _active is not None and _active.pressed:
-        _active.pressed = False  # raised once; a later press is raised at a later checkpoint
+    when nothing is held, and in every thread but the one that holds it."""
+    held = _held_here()
+    if held is not None and held.pressed:
+        held.pressed = False  # raised once; a later press is raised at a later checkpoint
         raise KeyboardInterrupt
 
 

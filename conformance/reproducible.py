@@ -11,7 +11,8 @@ and a test that draws a sample passed or failed with the order pytest-xdist ran 
 ``no_local_constants()`` makes that pool empty for the searches inside it (the global constants
 Hypothesis always uses, such as 0.5, 1e-5 and the float extremes, stay). It touches a private name
 of the pinned Hypothesis; where that name is gone, it does nothing, and
-tests/conformance/test_scaleout.py's import test then fails."""
+test_scaleout.py::test_the_same_seed_gives_the_same_cases_whatever_modules_are_loaded then
+fails."""
 
 from __future__ import annotations
 

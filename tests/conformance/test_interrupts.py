@@ -91,6 +91,28 @@ def test_a_handler_the_caller_installed_and_other_threads_are_left_alone():
     assert in_thread == [False]  # signals are the main thread's
 
 
+def test_another_thread_never_takes_the_main_threads_ctrl_c(python_ctrl_c):
+    # A Dask worker thread of this process runs searches with checkpoints of their own: a
+    # Ctrl-C raised there would end one task and never reach the run.
+    seen = []
+
+    def search_in_a_thread():
+        try:
+            checkpoint()
+            seen.append(("no interrupt", holding(), pending()))
+        except KeyboardInterrupt:
+            seen.append("interrupted")
+
+    with held_interrupt():
+        _press()
+        t = threading.Thread(target=search_in_a_thread)
+        t.start()
+        t.join()
+        assert seen == [("no interrupt", False, False)]
+        with pytest.raises(KeyboardInterrupt):
+            checkpoint()  # still the main thread's to raise
+
+
 def test_a_run_stops_at_a_held_ctrl_c_without_waiting_for_the_call(tmp_path, monkeypatch, python_ctrl_c):
     # The call presses Ctrl-C and then takes 5 s: the run must stop within the poll interval,
     # marked interrupted, with no cell turned into an error by the interrupt.
