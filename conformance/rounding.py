@@ -55,9 +55,11 @@ in one call, under the same model:
 - ``softmax(z)``: the spec's four lines (shift by the first largest entry,
   exp, left-to-right sum, divide) on the stacked vector.
 
-One hook changes the model rather than its speed: ``centres`` (layer norm's
+Two hooks change the model rather than its speed: ``centres`` (layer norm's
 e − m centred at independent roundings of the mean; its docstring and
-docs/tolerances.md "One-pass moments").
+docs/tolerances.md "One-pass moments") and ``uncentred_slopes`` (the
+rounding of a backward pass that expands a·(e − m) as a·e − a·m;
+docs/tolerances.md "Uncentred backward passes").
 
 ``tests/conformance/test_rounding.py`` checks that lane 0 is the binary64
 computation with and without the hooks, and that the hooks give the scalar
@@ -525,9 +527,9 @@ class MonteCarloNumbers:
         return [Lanes(row, self) for row in y.x]
 
     # -- the model of one-pass moments ------------------------------------------
-    def centres(self, e: Sequence[Any], m: Any) -> list[Lanes]:
+    def centres(self, e: Sequence[Any], m: Any, line: int = 3) -> list[Lanes]:
         """Line 1 of layer norm rounded afresh for each term e[i] − m (spec/normalization.py
-        ``_centred``, called for line 2 and again for line 3).
+        ``_centred``, called for line 2 and again for line 3; both are rounded alike).
 
         Centre i is e's left-to-right sum with its own perturbations, divided by d_e and rounded:
         d_e independent draws of the mean's rounding error. One shared centre per lane models
@@ -547,6 +549,20 @@ class MonteCarloNumbers:
         centres[..., 1:] *= 1.0 + self.u * self.rng.uniform(-1.0, 1.0, size=centres[..., 1:].shape)
         centres[..., 0] = m.x[..., 0] if type(m) is Lanes else float(m)
         return [Lanes(c, self) for c in centres]
+
+    def uncentred_slopes(self, e: Sequence[Any], m: Any) -> list[Lanes]:
+        """∂centre_i/∂e[i] for a backward pass (spec/autodiff.py ``GradNumbers.centres``): 0 in
+        lane 0; in lane k, u·ξ·(|e[i]| + |m|)/|e[i] − m| with ξ uniform in [−1, 1], so that an
+        adjoint a·(e[i] − m) reaching e[i] errs by u·|a|·(|e[i]| + |m|), the rounding of the
+        expanded a·e[i] − a·m. A term at the mean exactly (lane 0) gets 0: its adjoint is 0.
+        """
+        x = self._stack(e)[..., :1]  # lane 0: (d, 1), or (d, B, 1) in a batch
+        c = np.asarray(_first(m))[..., None]  # (1,) or (B, 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(x != c, (np.abs(x) + np.abs(c)) / np.abs(x - c), 0.0)
+        xi = self.rng.uniform(-1.0, 1.0, size=ratio.shape[:-1] + (self.k + 1,))
+        xi[..., 0] = 0.0
+        return [Lanes(s, self) for s in (self.u * ratio) * xi]  # (K+1,) or (B, K+1) each
 
     # -- library functions ----------------------------------------------------
     def _fn(self, f: Callable[[np.ndarray], Any], x: Any) -> Lanes:

@@ -163,13 +163,31 @@ class GradNumbers(Numbers):
         parents = tuple((x, y.v) for x, y in zip(a, b)) + tuple((y, x.v) for x, y in zip(a, b))
         return Var(value, self, parents)
 
-    def centres(self, e: Sequence[Any], m: Any) -> list[Var]:
+    def centres(self, e: Sequence[Any], m: Any, line: int) -> list[Var]:
         """The base system's centres, each differentiated as m itself (they differ from m by
-        rounding only)."""
+        rounding only).
+
+        Line 2's centred terms also carry the rounding of a backward pass that expands them.
+        Their adjoint is a product a·(e[i] − m) (line 2 squares them), and an uncentred
+        backward forms it as a·e[i] − a·m: ATen's CPU layer norm returns dx = a·dy·γ + b·x + c
+        with c ≈ −b·m (aten/src/ATen/native/cpu/layer_norm_kernel.cpp, PyTorch 2.x), whose
+        rounding u·|b|·(|x| + |m|) grows with the condition number |m|/σ and is not
+        orthogonal to the constant vector as the exact gradient is. A base system that models
+        rounding offers ``uncentred_slopes(e, m)``: the derivative of centre i with respect to
+        e[i], zero in exact arithmetic and u·(|e[i]| + |m|)/|e[i] − m| at most in its lanes, so
+        the adjoint reaching e[i] through line 2 errs as the expanded form does. Line 3's terms
+        are only divided by σ: nothing there multiplies them by an adjoint.
+        """
         m = self._lift(m)
         one = self.base.num(1)
+        values = [_value(x) for x in e]
         base_centres = getattr(self.base, "centres")  # present: __init__ hides this method otherwise
-        return [Var(c, self, ((m, one),)) for c in base_centres([_value(x) for x in e], m.v)]
+        centres = base_centres(values, m.v, line)
+        slopes = getattr(self.base, "uncentred_slopes", None)
+        if line != 2 or slopes is None:
+            return [Var(c, self, ((m, one),)) for c in centres]
+        terms = [self._lift(x) for x in e]
+        return [Var(c, self, ((m, one), (x, s))) for c, x, s in zip(centres, terms, slopes(values, m.v))]
 
     def _unary(self, x: Any, value: Any, slope: Any) -> Var:
         x = self._lift(x)

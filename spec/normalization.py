@@ -89,23 +89,24 @@ def layer_norm(
         if variant.variance == "unbiased" and d_e < 2:
             raise SpecError("e", "length d_e ≥ 2 (unbiased variance divides by d_e − 1)", f"length {d_e}")
         m = N.fsum(e) / N.num(d_e)  # line 1
-        centred = _centred(e, m)
         if variant.variance == "one_pass":
             v = _one_pass_variance(e, m)  # line 2, as E[e²] − m²
             sigma = _sigma(v, variant, "variance", v != 0)
+            centred = _centred(e, m, line=3)
         else:
+            centred = _centred(e, m, line=2)
             n_v = d_e if variant.variance == "biased" else d_e - 1
             v = N.dot(centred, centred) / N.num(n_v)  # line 2
             sigma = _sigma(v, variant, "variance", any(c != 0 for c in centred))
             if getattr(N, "centres", None) is not None:
-                centred = _centred(e, m)  # line 3 subtracts m again: its own rounding (see _centred)
+                centred = _centred(e, m, line=3)  # line 3 subtracts m again: its own rounding (see _centred)
         return _affine([c / sigma for c in centred], gamma, beta, variant)  # line 3
 
 
-def _centred(e: Vector, m: Any) -> list:
-    """e[i] − m for every i.
+def _centred(e: Vector, m: Any, line: int) -> list:
+    """e[i] − m for every i, as line ``line`` (2 or 3) subtracts it.
 
-    A number system may offer ``centres(e, m)``: the value of m that each
+    A number system may offer ``centres(e, m, line)``: the value of m that each
     term is centred at, m itself in every exact arithmetic. The Monte Carlo
     arithmetic (conformance/rounding.py) gives each term its own rounding of
     line 1, for line 2 and again for line 3. That is how implementations
@@ -115,12 +116,13 @@ def _centred(e: Vector, m: Any) -> list:
     Golub & LeVeque 1983), and fused kernels compute line 3 as
     e·(γ/σ) + (β − mγ/σ), whose rounding grows with |e| rather than |e − m|
     (ATen's CPU layer norm does both). The tolerance then covers them as well
-    as the paper's order.
+    as the paper's order. ``line`` matters to a backward pass only: see
+    ``GradNumbers.centres`` (spec/autodiff.py).
     """
     hook = getattr(numbers.current(), "centres", None)
     if hook is None:
         return [ei - m for ei in e]
-    return [ei - ci for ei, ci in zip(e, hook(e, m))]
+    return [ei - ci for ei, ci in zip(e, hook(e, m, line))]
 
 
 def _one_pass_variance(e: Vector, m: Any) -> Any:

@@ -78,8 +78,10 @@ class NumberSystem(Protocol):
     ``matmul(A, B)``, ``map_matrix(f, *Ms)`` and ``map_columns(f, X)`` (many
     entries at once, ``spec/linalg.py``), ``softmax(z)``
     (``spec/functions.py``), ``step(x)`` (ReLU's derivative per value,
-    ``spec/autodiff.py``) and ``centres(e, m)`` (the mean each term
-    e[i] − m of a layer norm is centred at, ``spec/normalization.py``).
+    ``spec/autodiff.py``), ``centres(e, m, line)`` (the mean each term
+    e[i] − m of a layer norm's line 2 or 3 is centred at,
+    ``spec/normalization.py``) and ``uncentred_slopes(e, m)`` (the rounding
+    of a backward pass that expands those terms, ``spec/autodiff.py``).
     """
 
     #: shown in messages and reports, e.g. ``"float"``, ``"mpmath:40"``
