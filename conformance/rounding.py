@@ -527,7 +527,7 @@ class MonteCarloNumbers:
         return [Lanes(row, self) for row in y.x]
 
     # -- the model of one-pass moments ------------------------------------------
-    def centres(self, e: Sequence[Any], m: Any, line: int = 3) -> list[Lanes]:
+    def centres(self, e: Sequence[Any], m: Any, line: int) -> list[Lanes]:
         """Line 1 of layer norm rounded afresh for each term e[i] − m (spec/normalization.py
         ``_centred``, called for line 2 and again for line 3; both are rounded alike).
 

@@ -176,7 +176,9 @@ class GradNumbers(Numbers):
         rounding offers ``uncentred_slopes(e, m)``: the derivative of centre i with respect to
         e[i], zero in exact arithmetic and u·(|e[i]| + |m|)/|e[i] − m| at most in its lanes, so
         the adjoint reaching e[i] through line 2 errs as the expanded form does. Line 3's terms
-        are only divided by σ: nothing there multiplies them by an adjoint.
+        reach e[i] as a/σ, a product with no term to expand; their products with adjoints form
+        σ's adjoint (ATen's ds = Σ dy·γ·x, summed uncentred too), whose error moves b and so
+        adds along e − m, where the independent centres of the forward pass already spread.
         """
         m = self._lift(m)
         one = self.base.num(1)
