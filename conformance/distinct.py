@@ -51,6 +51,7 @@ from .calling import Prepared
 from .case import Case
 from .diagnosis import DIAGNOSED_CHECKS
 from .judge import Finding
+from .timecap import TimeCap, TimeUp
 
 __all__ = ["DIAGNOSED_SIGNATURES", "MAX_DISTINCT", "SATURATION", "SECONDS", "SIGNATURE_SECONDS", "describe", "same",
            "search_distinct", "signature", "signature_of_failure"]
@@ -145,10 +146,6 @@ class _NewFailure(Exception):
         self.finding, self.case, self.sig = finding, case, sig
 
 
-class _TimeUp(BaseException):
-    """The distinct search's time is spent (a BaseException: Hypothesis stops at once)."""
-
-
 class _Saturated(BaseException):
     """``SATURATION`` known failures in a row: the search stops (never while shrinking)."""
 
@@ -198,15 +195,20 @@ def search_distinct(runner: Any, entry: Entry, dtype: str, variants: Any, limits
     spent = {"diagnosed": 0, "streak": 0}
     while examples > 0 and len(found) < max_failures and time.monotonic() < deadline and not member.hung:
         state: dict[str, Any] = {"generated": 0, "best": None}
+        # the whole search, shrinking included, in every phase of Hypothesis (timecap.py)
+        timecap = TimeCap(lambda: time.monotonic() > deadline)
 
         @settings(max_examples=examples, deadline=None, database=None, report_multiple_bugs=False,
                   derandomize=False, print_blob=False, phases=(Phase.generate, Phase.target, Phase.shrink),
                   suppress_health_check=list(HealthCheck))
         @seed(runner.seed * 7919 + 104729 + round_)
-        @given(strategy)
+        @given(timecap.strategy(strategy))
         def search(case: Case) -> None:
-            if time.monotonic() > deadline:
-                raise _TimeUp()
+            with timecap.user_code():
+                timecap.check()
+                _example(case)
+
+        def _example(case: Case) -> None:
             if state.get("sig") is None:  # drawn, not a shrinking step: counts against the examples
                 state["generated"] += 1
             prepared = Prepared(entry, case.inputs, case.params, dtype)
@@ -289,13 +291,14 @@ def search_distinct(runner: Any, entry: Entry, dtype: str, variants: Any, limits
 
         shrunk = True
         try:
-            search()
+            with timecap.watching():
+                search()
             break  # the examples ran out with no new failure
         except _Saturated:
             break
         except _NewFailure as exc:
             finding, case, sig = exc.finding, exc.case, exc.sig
-        except _TimeUp:
+        except TimeUp:
             if state["best"] is None:
                 break
             finding, case, sig = state["best"]

@@ -39,6 +39,7 @@ import hashlib
 import math
 import time
 from collections import Counter
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
@@ -62,6 +63,7 @@ from .interrupts import checkpoint
 from .judge import Finding, compare_pair
 from .profiles import Profile
 from .reproducible import no_local_constants
+from .timecap import TimeCap, TimeUp
 from .tolerances import Reference, ToleranceModelError, reference
 
 __all__ = ["BATCH_CHECKS", "Cell", "Failure", "RunResult", "Runner", "refused_empty_query", "shard_seed"]
@@ -190,10 +192,6 @@ def refused_empty_query(entry: Entry, case: Case, exc: SpecError) -> bool:
         return False
     mask = np.asarray(mask, dtype=bool)
     return mask.ndim == 2 and not mask.any(axis=0).all()
-
-
-class _TimeUp(BaseException):
-    """The search's wall-time budget is spent (a BaseException: Hypothesis stops at once, no shrinking)."""
 
 
 class _MemberFailed(Exception):
@@ -436,39 +434,48 @@ class Runner:
         while active and budget > 0:
             state: dict[str, Any] = {"generated": 0, "repeated": 0, "digests": digests}
 
-            @settings(max_examples=budget, deadline=None, database=None, report_multiple_bugs=False,
-                      derandomize=False, print_blob=False,
-                      phases=(Phase.explicit, Phase.generate, Phase.target, Phase.shrink),
-                      suppress_health_check=list(HealthCheck))
-            @seed(shard_seed(self.seed, round_, self.shard))
-            @given(strategy)
-            def search(case: Case) -> None:
+            def over(state: dict[str, Any] = state) -> bool:
                 # Never while shrinking a failure: the time cap must not lose a counterexample.
                 # The spec's references are shared by the searches of a task, and whichever
                 # implementation is searched first would pay for them: their time is not counted
                 # against an implementation's cap, up to the cap again (a search whose references
                 # dominate, a training loop's, takes at most twice its cap).
+                return (deadline is not None and not state.get("failed") and state["generated"] + round_ > 0
+                        and time.monotonic() > deadline + min(self._reference_seconds - references_before, cap))
+
+            # Checked before every draw and in the body, and by a watchdog while Hypothesis's own
+            # code runs (its targeting phase can run long without drawing: timecap.py).
+            timecap = TimeCap(over)
+
+            # Every Hypothesis run draws its minimal case first; after round 0 that case is a
+            # repeat, so a later round asks for one more (without it a search of N examples
+            # examined N - 1, and a thorough cell ended at 999 of its 1,000).
+            @settings(max_examples=budget + (1 if round_ else 0), deadline=None, database=None,
+                      report_multiple_bugs=False, derandomize=False, print_blob=False,
+                      phases=(Phase.explicit, Phase.generate, Phase.target, Phase.shrink),
+                      suppress_health_check=list(HealthCheck))
+            @seed(shard_seed(self.seed, round_, self.shard))
+            @given(timecap.strategy(strategy))
+            def search(case: Case) -> None:
                 checkpoint()  # a held Ctrl-C stops the search here, in the test, not in Hypothesis's engine
-                if (deadline is not None and not state.get("failed")
-                        and time.monotonic() > deadline + min(self._reference_seconds - references_before,
-                                                              cap)
-                        and state["generated"] + round_ > 0):
-                    raise _TimeUp()
-                state["generated"] += 1
-                try:
-                    self._example(entry, dtype, case, active, cells, result, state)
-                except _MemberFailed:
-                    state["failed"] = True
-                    raise
+                with timecap.user_code():
+                    timecap.check()
+                    state["generated"] += 1
+                    try:
+                        self._example(entry, dtype, case, active, cells, result, state)
+                    except _MemberFailed:
+                        state["failed"] = True
+                        raise
 
             try:
-                search()
+                with timecap.watching() if deadline is not None else nullcontext():
+                    search()
                 # Repeats (Hypothesis's targeting draws a case again) are not examples: a round
                 # that drew some goes on with a fresh seed for the examples it lacks, while it
                 # still finds new cases (at most MAX_ROUNDS rounds).
                 if not (state["repeated"] and state["generated"] > state["repeated"] and round_ + 1 < MAX_ROUNDS):
                     break
-            except _TimeUp:
+            except TimeUp:
                 result.time_capped[(entry.name, dtype)] = True
                 break
             except _MemberFailed as exc:

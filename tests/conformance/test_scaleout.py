@@ -142,6 +142,18 @@ def _digests(tmp_path, shard=(0, 1), seed_=5):
     return {(c.algorithm, c.dtype): (c.examples, c.cases_digest) for c in r.run(["layer_norm"], ["float32"]).cells}
 
 
+def test_a_search_examines_as_many_examples_as_it_was_asked_for(tmp_path):
+    """Repeats send a search into further rounds; each later round first draws Hypothesis's
+    minimal case again, a repeat, and once ended one example short (a thorough cell at 999 of
+    its 1,000 minimum was inconclusive)."""
+    r = Runner([("numpy", NUMPY)], profile=profile("thorough"), seed=1, case_dir=tmp_path / "cases",
+               examples=30)
+    result = r.run(["e_training"], ["float32"])
+    (cell,) = result.cells
+    assert result.repeated[("e_training", "float32")] > 0, "no repeats: the test proves nothing"
+    assert cell.examples == result.generated[("e_training", "float32")] == 30
+
+
 def test_the_same_seed_gives_the_same_cases_sharded_or_not(tmp_path):
     whole = _digests(tmp_path)
     assert whole == _digests(tmp_path)
