@@ -14,6 +14,9 @@ in a run cannot take that:
 
 So a run holds Ctrl-C (``held_interrupt``) and raises it at ``checkpoint()``: before each
 example, and every ``POLL_S`` while waiting on an implementation's call or on worker processes.
+Hypothesis's targeting phase can run for minutes without calling the test; there the search's
+watchdog (conformance/timecap.py) raises the held Ctrl-C, and whatever the engine makes of it
+comes out of the search as ``KeyboardInterrupt``.
 Only where Python's own handler is in place, in the main thread; a handler a caller installed
 (or SIGINT ignored) is left alone, and ``checkpoint()`` is then a no-op."""
 
@@ -24,7 +27,7 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
-__all__ = ["POLL_S", "checkpoint", "held_interrupt", "holding", "pending"]
+__all__ = ["POLL_S", "checkpoint", "held_interrupt", "holding", "pending", "take_pending"]
 
 #: seconds between looks for a held Ctrl-C while waiting (on a call, on workers)
 POLL_S = 0.1
@@ -61,6 +64,16 @@ def pending() -> bool:
     """True when a Ctrl-C held by this thread waits for the next ``checkpoint()``."""
     held = _held_here()
     return held is not None and held.pressed
+
+
+def take_pending(thread_id: int) -> bool:
+    """For a watchdog in another thread (conformance/timecap.py): whether the thread
+    ``thread_id`` holds a Ctrl-C; if so it is taken (the caller raises it in that thread)."""
+    held = _active
+    if held is None or held.thread != thread_id or not held.pressed:
+        return False
+    held.pressed = False
+    return True
 
 
 def checkpoint() -> None:

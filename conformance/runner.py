@@ -39,7 +39,6 @@ import hashlib
 import math
 import time
 from collections import Counter
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
@@ -444,7 +443,8 @@ class Runner:
                         and time.monotonic() > deadline + min(self._reference_seconds - references_before, cap))
 
             # Checked before every draw and in the body, and by a watchdog while Hypothesis's own
-            # code runs (its targeting phase can run long without drawing: timecap.py).
+            # code runs (its targeting phase can run long without drawing: timecap.py), which
+            # also raises a held Ctrl-C there.
             timecap = TimeCap(over)
 
             # Every Hypothesis run draws its minimal case first; after round 0 that case is a
@@ -468,7 +468,7 @@ class Runner:
                         raise
 
             try:
-                with timecap.watching() if deadline is not None else nullcontext():
+                with timecap.watching():
                     search()
                 # Repeats (Hypothesis's targeting draws a case again) are not examples: a round
                 # that drew some goes on with a fresh seed for the examples it lacks, while it

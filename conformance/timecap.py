@@ -24,6 +24,11 @@ Whatever the engine turns a ``TimeUp`` into on its way out (it may fail an
 internal assertion of its own bookkeeping), ``watching()`` re-raises it as
 ``TimeUp``; searches run inside it.
 
+The watchdog also raises a Ctrl-C the run holds (conformance/interrupts.py) in
+the search's thread while that thread is in Hypothesis's own code, where no
+checkpoint would take it for as long as the engine does not call the test;
+whatever the engine makes of it comes out as ``KeyboardInterrupt``.
+
 The watchdog never raises into ftspec's code or a plugin's: the thread marks
 the draw and the body as user code under a lock the watchdog takes to decide,
 and the watchdog fires at most once. ``over`` decides when the cap is spent;
@@ -41,6 +46,8 @@ from typing import Any, Callable, Iterator
 
 from hypothesis import strategies as st
 
+from .interrupts import take_pending
+
 __all__ = ["GRACE_S", "POLL_S", "TimeCap", "TimeUp"]
 
 #: seconds the cap may be over, with the thread in Hypothesis's own code, before the watchdog fires
@@ -54,9 +61,9 @@ class TimeUp(BaseException):
     shrinking, and no ``except Exception`` in between takes it)."""
 
 
-def _raise_in(thread_id: int) -> None:
-    """Raise ``TimeUp`` in the thread ``thread_id`` at its next bytecode boundary."""
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(TimeUp))
+def _raise_in(thread_id: int, exc: type[BaseException]) -> None:
+    """Raise ``exc`` in the thread ``thread_id`` at its next bytecode boundary."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc))
 
 
 class TimeCap:
@@ -69,6 +76,7 @@ class TimeCap:
         self.poll = poll
         self.fired = False  # the watchdog raised TimeUp in the searching thread
         self.spent = False  # TimeUp was raised, by check() or by the watchdog
+        self.interrupted = False  # the watchdog raised a held Ctrl-C in the searching thread
         self._gate = threading.Lock()
         self._inside = 0  # > 0 while the searching thread runs a draw or the test body
         self._stop = threading.Event()
@@ -113,10 +121,12 @@ class TimeCap:
         dog.start()
         try:
             yield
-        except TimeUp:
+        except (TimeUp, KeyboardInterrupt):
             raise
         except BaseException as exc:
-            if self.spent and not isinstance(exc, KeyboardInterrupt):
+            if self.interrupted:
+                raise KeyboardInterrupt() from exc
+            if self.spent:
                 raise TimeUp() from exc
             raise
         finally:
@@ -130,7 +140,14 @@ class TimeCap:
             with self._gate:
                 if self._stop.is_set():
                     return
-                if self._inside or not self.over():
+                if self._inside:
+                    since = None
+                    continue
+                if take_pending(thread_id):
+                    self.interrupted = True
+                    _raise_in(thread_id, KeyboardInterrupt)
+                    return
+                if not self.over():
                     since = None
                     continue
                 now = time.monotonic()
@@ -138,5 +155,5 @@ class TimeCap:
                     since = now
                 if now - since >= self.grace:
                     self.fired = self.spent = True
-                    _raise_in(thread_id)
+                    _raise_in(thread_id, TimeUp)
                     return

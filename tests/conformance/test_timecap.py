@@ -8,19 +8,31 @@ a minute without drawing or calling the test."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings, strategies as st, target
 from hypothesis.internal.conjecture import optimiser
 
+from ftspec.conformance.interrupts import held_interrupt
 from ftspec.conformance.profiles import profile
 from ftspec.conformance.runner import Runner
+from ftspec.conformance.session import Settings, run
 from ftspec.conformance.timecap import TimeCap, TimeUp
 from ftspec.impls.discovery import load_target
 
 #: how long the stand-in for a runaway hill climb spins when nothing stops it
 SPIN_S = 60.0
+
+
+@pytest.fixture
+def python_ctrl_c():
+    """Python's own Ctrl-C handler, whatever the test runner installed; put back after."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 def _spin(seconds: float) -> None:
@@ -167,3 +179,40 @@ def test_a_targeted_search_under_a_cap_that_never_binds_runs_every_example():
     with cap.watching():
         targeted()
     assert not cap.fired and len(seen) >= 30
+
+
+def test_a_held_ctrl_c_is_raised_in_hypothesis_s_own_code(python_ctrl_c):
+    """In the targeting phase no checkpoint takes a held Ctrl-C for as long as the engine does
+    not call the test; the watchdog raises it there (conformance/interrupts.py)."""
+    cap = TimeCap(lambda: False, grace=10.0, poll=0.05)
+    with held_interrupt():
+        start = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            with cap.watching():
+                try:
+                    with cap.user_code():  # a draw or a test body: held until it ends
+                        os.kill(os.getpid(), signal.SIGINT)
+                        _spin(0.5)
+                    _spin(SPIN_S)
+                except KeyboardInterrupt:
+                    raise AssertionError("an engine's bookkeeping, interrupted") from None
+        assert 0.5 <= time.monotonic() - start < 5.0
+    assert cap.interrupted and not cap.fired
+
+
+def test_ctrl_c_stops_a_run_stuck_in_hill_climbing(tmp_path, monkeypatch, python_ctrl_c):
+    """End to end, with no time cap: Ctrl-C pressed while the engine hill-climbs stops the run
+    with its partial report, promptly, and no cell is turned into an error."""
+    def runaway(self) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        _spin(SPIN_S)
+
+    monkeypatch.setattr(optimiser.Optimiser, "hill_climb", runaway)
+    start = time.monotonic()
+    result = run(["numpy"], Settings(profile="default", fixtures="none", in_process=True, examples=40, seconds=0,
+                                     algorithms=("layer_norm",), dtypes=("float64",),
+                                     case_dir=str(tmp_path / "cases")))
+    took = time.monotonic() - start
+    assert result.interrupted
+    assert took < 15.0, f"Ctrl-C took {took:.1f} s to stop the run"
+    assert all(c.status != "error" for c in result.cells), [(c.status, c.note) for c in result.cells]
