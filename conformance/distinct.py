@@ -204,8 +204,7 @@ def search_distinct(runner: Any, entry: Entry, dtype: str, variants: Any, limits
         @seed(runner.seed * 7919 + 104729 + round_)
         @given(timecap.strategy(strategy))
         def search(case: Case) -> None:
-            with timecap.user_code():
-                timecap.check()
+            with timecap.checked():
                 _example(case)
 
         def _example(case: Case) -> None:

@@ -458,8 +458,7 @@ class Runner:
             @given(timecap.strategy(strategy))
             def search(case: Case) -> None:
                 checkpoint()  # a held Ctrl-C stops the search here, in the test, not in Hypothesis's engine
-                with timecap.user_code():
-                    timecap.check()
+                with timecap.checked():
                     state["generated"] += 1
                     try:
                         self._example(entry, dtype, case, active, cells, result, state)

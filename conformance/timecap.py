@@ -98,6 +98,13 @@ class TimeCap:
             with self._gate:
                 self._inside -= 1
 
+    @contextmanager
+    def checked(self) -> Iterator[None]:
+        """A draw or a test body: ``check()`` first, then the block as the search's own code."""
+        with self.user_code():
+            self.check()
+            yield
+
     def strategy(self, inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
         """``inner``, with the cap checked before every draw (it draws nothing itself: the same
         seed gives the same cases)."""
@@ -105,8 +112,7 @@ class TimeCap:
 
         @st.composite
         def capped(draw: st.DrawFn) -> Any:
-            with cap.user_code():
-                cap.check()
+            with cap.checked():
                 return draw(inner)
 
         return capped()

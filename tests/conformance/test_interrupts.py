@@ -23,14 +23,6 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = (ROOT / "examples" / "minimal_plugin" / "ftspec_example" / "__init__.py").read_text()
 
 
-@pytest.fixture
-def python_ctrl_c():
-    """Python's own Ctrl-C handler, whatever the test runner installed; put back after."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
-
-
 def _press() -> None:
     os.kill(os.getpid(), signal.SIGINT)
     time.sleep(0.05)  # the handler runs in the main thread at its next bytecode

@@ -27,14 +27,6 @@ from ftspec.impls.discovery import load_target
 SPIN_S = 60.0
 
 
-@pytest.fixture
-def python_ctrl_c():
-    """Python's own Ctrl-C handler, whatever the test runner installed; put back after."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
-
-
 def _spin(seconds: float) -> None:
     """Busy Python code that never draws and never calls the test, like the engine's own."""
     end = time.monotonic() + seconds
