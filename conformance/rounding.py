@@ -15,7 +15,10 @@ with δ, η drawn uniformly and independently per operation and lane (Parker,
 *Monte Carlo Arithmetic*, 1997; the same idea as Vignes' CESTAC and the
 Verrou tool). Sums and dot products perturb every product and every partial
 sum of a left-to-right accumulation. Library functions (exp, erf, tanh, sqrt,
-...) are perturbed by ``transcendental_units`` × u. Inputs are exact (the
+...) are perturbed by ``transcendental_units`` × u; they are evaluated by
+``conformance/portable_math.py`` (IEEE basic operations only), never by
+NumPy's or libm's own, whose last bits depend on the CPU: the lanes, and so
+the stored bounds, are the same bits on every machine. Inputs are exact (the
 harness rounds them to the dtype first); decimal constants of an algorithm
 (GELU's 0.044715, an epsilon) are perturbed once, as their rounding to the
 dtype.
@@ -76,12 +79,12 @@ import numpy as np
 
 from ftspec.spec.errors import SpecError
 
+from . import portable_math as pm
+
 if TYPE_CHECKING:
     from ftspec.spec.numbers import NumberSystem
 
 __all__ = ["Lanes", "MonteCarloNumbers", "lanes_array"]
-
-_erf = np.frompyfunc(math.erf, 1, 1)
 
 #: rows of random draws generated at once: the first time, and at most (a small evaluation
 #: needs a few hundred; generating thousands would cost more than it does)
@@ -516,7 +519,7 @@ class MonteCarloNumbers:
         self._batch = len(z)
         try:
             shifted = Lanes(Z, self) - Lanes(Z[top].copy(), self)  # x − m, rounded
-            ex = self._fn(np.exp, shifted)  # exp, t·u
+            ex = self._fn(pm.exp, shifted)  # exp, t·u
             terms = ex.x.copy()  # the exps are divided below: round the copy
             if len(terms) > 1:
                 self._round_terms(terms)
@@ -575,32 +578,31 @@ class MonteCarloNumbers:
         return self._rounded(r, self.t)
 
     def exp(self, x: Any) -> Lanes:
-        return self._fn(np.exp, x)
+        return self._fn(pm.exp, x)
 
     def log(self, x: Any) -> Lanes:
-        return self._fn(np.log, x)
+        return self._fn(pm.log, x)
 
     def sqrt(self, x: Any) -> Lanes:
         return self._fn(np.sqrt, x)
 
     def tanh(self, x: Any) -> Lanes:
-        return self._fn(np.tanh, x)
+        return self._fn(pm.tanh, x)
 
     def erf(self, x: Any) -> Lanes:
-        return self._fn(lambda v: np.asarray(_erf(v), dtype=np.float64), x)
+        return self._fn(pm.erf, x)
 
     def sin(self, x: Any) -> Lanes:
-        return self._fn(np.sin, x)
+        return self._fn(pm.sin, x)
 
     def cos(self, x: Any) -> Lanes:
-        return self._fn(np.cos, x)
+        return self._fn(pm.cos, x)
 
     def pow(self, base: Any, exponent: Any) -> Lanes:
         b, e = _lane(base), _lane(exponent)
         shape = np.broadcast_shapes(np.shape(b), np.shape(e), (self.k + 1,))
-        with np.errstate(all="ignore"):
-            r = np.power(np.broadcast_to(b, shape), e).astype(np.float64)
-        return self._rounded(np.array(r), self.t)
+        r = pm.pow(np.broadcast_to(b, shape), e)
+        return self._rounded(r, self.t)
 
     def step(self, x: Any) -> Lanes:
         """[[x > 0]] per lane: ReLU's derivative, so a sign that rounding flips flips the branch."""

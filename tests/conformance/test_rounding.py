@@ -27,6 +27,7 @@ import operator
 import numpy as np
 import pytest
 
+from ftspec.conformance import portable_math as pm
 from ftspec.conformance.rounding import MonteCarloNumbers, lanes_array
 from ftspec.conformance.tolerances import reference
 from ftspec.spec import PAPER, evaluate
@@ -43,8 +44,9 @@ K = 32
 
 
 class LeftToRight(FloatNumbers):
-    """Binary64 with sums and dot products accumulated left to right, and NumPy's
-    library functions evaluated on a vector of K + 1 copies (as the lanes are)."""
+    """Binary64 with sums and dot products accumulated left to right, and the lanes' library
+    functions (conformance/portable_math.py; sqrt is NumPy's, correctly rounded) evaluated on a
+    vector of K + 1 copies (as the lanes are)."""
 
     name = "float-left-to-right"
 
@@ -65,25 +67,28 @@ class LeftToRight(FloatNumbers):
             return float(f(*(np.full(K + 1, float(a)) for a in args))[0])
 
     def exp(self, x):
-        return self._np(np.exp, x)
+        return self._np(pm.exp, x)
 
     def log(self, x):
-        return self._np(np.log, x)
+        return self._np(pm.log, x)
 
     def sqrt(self, x):
         return self._np(np.sqrt, x)
 
     def tanh(self, x):
-        return self._np(np.tanh, x)
+        return self._np(pm.tanh, x)
+
+    def erf(self, x):
+        return self._np(pm.erf, x)
 
     def sin(self, x):
-        return self._np(np.sin, x)
+        return self._np(pm.sin, x)
 
     def cos(self, x):
-        return self._np(np.cos, x)
+        return self._np(pm.cos, x)
 
     def pow(self, base, exponent):
-        return self._np(np.power, base, exponent)
+        return self._np(pm.pow, base, exponent)
 
 
 def _mc(u: float = 2.0**-24, seed: int = 0, eta: float = 0.0, batched: bool = True) -> MonteCarloNumbers:
