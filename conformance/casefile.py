@@ -37,7 +37,8 @@ from ftspec.spec.variants import VariantSet
 
 from .case import Case
 
-__all__ = ["FORMAT", "LIMITS", "CaseFileError", "read_case", "read_untrusted_json", "write_case"]
+__all__ = ["FORMAT", "JSON_LIMITS", "LIMITS", "CaseFileError", "read_case", "read_untrusted_bytes",
+           "read_untrusted_json", "write_case"]
 
 FORMAT = "ftspec-case/1"
 
@@ -105,28 +106,114 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def read_untrusted_json(path: Path, *, what: str, limit: int, error: type[ValueError] = CaseFileError,
-                        parse_constant: Optional[Callable[[str], Any]] = None) -> Any:
-    """The JSON document in ``path``, read as untrusted input: a regular file of at most ``limit``
-    bytes holding UTF-8 JSON. Every refusal is an ``error`` (default ``CaseFileError``) with one line
-    naming ``what`` ("case file", "table file"); ``parse_constant`` may refuse NaN and infinities.
-    Used by the case files here and by the tables of ``ftspec identify --table``."""
+#: the bounds every untrusted JSON document is read under (case files, ``identify --table`` tables,
+#: certificates), beside its own size limit
+JSON_LIMITS = {
+    "depth": 64,  # nesting of arrays and objects
+    "containers": 1_000_000,  # "{" and "[" bytes in the file (strings included): counted before parsing
+    "number_chars": 64,  # characters of one number as written (digits, sign, point, exponent)
+}
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def read_untrusted_bytes(path: Path | str, *, what: str, limit: int,
+                         error: type[ValueError] = CaseFileError) -> bytes:
+    """The bytes of ``path``, read as untrusted input: a regular file (a symbolic link is followed,
+    but what it names must be a regular file: no FIFO, device such as ``/dev/zero``, socket or
+    directory) of at most ``limit`` bytes. The file is checked with ``stat`` before it is opened,
+    opened without blocking (a FIFO swapped in meanwhile cannot hang the open), checked again on
+    the open descriptor, and at most ``limit + 1`` bytes are ever read. Every refusal is an
+    ``error`` with one line naming ``what``."""
+    def check(info: os.stat_result) -> None:
+        if not stat.S_ISREG(info.st_mode):
+            raise error(f"the {what} is not a regular file ({_kind(info.st_mode)})")
+        if info.st_size > limit:
+            raise error(f"the {what} has {info.st_size} bytes; at most {limit} are allowed")
+
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    chunks: list[bytes] = []
     try:
-        info = os.stat(path)
+        check(os.stat(path))  # before opening: a FIFO or device is not even opened
+        fd = os.open(path, flags)
+        try:
+            check(os.fstat(fd))  # what was opened, whatever the path names by now
+            left = limit + 1
+            while left > 0:
+                chunk = os.read(fd, min(left, 1 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+        finally:
+            os.close(fd)
+    except FileNotFoundError:
+        raise error(f"cannot read the {what}: no such file") from None
     except OSError as exc:
         raise error(f"cannot read the {what}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise error(f"the {what} is not a regular file")
-    if info.st_size > limit:
-        raise error(f"the {what} has {info.st_size} bytes; at most {limit} are allowed")
+    data = b"".join(chunks)
+    if len(data) > limit:
+        raise error(f"the {what} grew beyond {limit} bytes while being read")
+    return data
+
+
+def _too_deep(doc: Any, depth: int) -> bool:
+    """Whether arrays and objects nest more than ``depth`` levels in ``doc`` (no recursion)."""
+    stack = [(doc, 1)] if isinstance(doc, (dict, list)) else []
+    while stack:
+        node, level = stack.pop()
+        if level > depth:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((c, level + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
+def read_untrusted_json(path: Path | str, *, what: str, limit: int, error: type[ValueError] = CaseFileError,
+                        parse_constant: Optional[Callable[[str], Any]] = None,
+                        depth: int = JSON_LIMITS["depth"], containers: int = JSON_LIMITS["containers"],
+                        number_chars: int = JSON_LIMITS["number_chars"]) -> Any:
+    """The JSON document in ``path``, read as untrusted input: ``read_untrusted_bytes`` (a regular
+    file of at most ``limit`` bytes), then UTF-8 JSON within ``JSON_LIMITS``: at most ``containers``
+    "{" and "[" bytes (counted before parsing, so a file of a million tiny rows is refused unparsed),
+    numbers of at most ``number_chars`` characters (a 100,000-digit integer is refused before
+    Python converts it), arrays and objects nested at most ``depth`` deep. Every refusal is an
+    ``error`` (default ``CaseFileError``) with one line naming ``what`` ("case file", "table file",
+    "certificate"); ``parse_constant`` may refuse NaN and infinities. Used by the case files here,
+    the tables of ``ftspec identify --table`` and certificates (conformance/certificate.py)."""
+    data = read_untrusted_bytes(path, what=what, limit=limit, error=error)
+    count = data.count(b"{") + data.count(b"[")
+    if count > containers:
+        raise error(f"the {what} holds {count} '{{' and '[' characters; at most {containers} JSON objects and "
+                    "arrays are allowed")
+
+    def number(text: str) -> str:
+        if len(text) > number_chars:
+            raise error(f"the {what} holds a number written with {len(text)} characters; at most {number_chars} "
+                        "are allowed")
+        return text
+
     try:
-        return json.loads(path.read_bytes().decode("utf-8"), parse_constant=parse_constant)
+        doc = json.loads(data.decode("utf-8"), parse_constant=parse_constant,
+                         parse_int=lambda s: int(number(s)), parse_float=lambda s: float(number(s)))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise error(f"not valid UTF-8 JSON: {exc}") from None
-    except (OSError, RecursionError, ValueError) as exc:
-        if isinstance(exc, error):  # parse_constant's own refusal
+        raise error(f"the {what} is not JSON (not valid UTF-8 JSON: {exc})") from None
+    except RecursionError:
+        raise error(f"the {what} nests arrays and objects too deeply (at most {depth} levels are allowed)") from None
+    except MemoryError:
+        raise error(f"the {what} is too large to parse") from None
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, error):  # our own refusal, or parse_constant's
             raise
         raise error(f"cannot read the {what}: {exc}") from None
+    if _too_deep(doc, depth):
+        raise error(f"the {what} nests arrays and objects more than {depth} levels deep")
+    return doc
 
 
 def _read_doc(path: Path) -> dict[str, Any]:

@@ -1,7 +1,16 @@
 """``ftspec certify TARGET``: certify one implementation; verify or reproduce a certificate.
 
 Parses arguments and prints; ``conformance.session.certify`` and
-``reproduce`` and ``conformance.certificate.verify`` do the work.
+``reproduce`` and ``conformance.certificate.verify`` and
+``check_reproduction`` do the work.
+
+A certificate is data from whoever wrote it, like a case file
+(docs/robustness.md, "Certificates"): ``--verify`` and ``--reproduce`` read
+it as untrusted input, and ``--reproduce CERT --impl NAME`` runs only the
+implementation named on the command line (the target the certificate
+records is shown, never imported), with the recorded settings bounded and
+never in this process. Every refusal is one line on stderr: exit 1 for
+``--verify``, 2 for ``--reproduce``.
 """
 
 from __future__ import annotations
@@ -25,18 +34,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("target", nargs="?", metavar="TARGET", help="registered name or module:object")
     p.add_argument("--out", metavar="DIR", help="where to write the certificate (default: certificates/NAME)")
     p.add_argument("--verify", metavar="FILE",
-                   help="check a certificate instead of certifying: its content hash, and that its verdict is "
-                        "what its recorded results give")
+                   help="check a certificate instead of certifying: its content hash, and that it agrees with "
+                        "itself (its verdict is what its recorded results give); a forgery that agrees with "
+                        "itself passes: only --reproduce shows the results are true")
     p.add_argument("--reproduce", metavar="FILE",
-                   help="run a certificate's certification again (recorded target, seed and settings; TARGET "
-                        "or --impl to name another) and compare the verdicts cell by cell")
-    p.add_argument("--impl", metavar="NAME", help="with --reproduce: the implementation to run")
+                   help="run a certificate's certification again on the implementation named by --impl, with "
+                        "the recorded seed and settings (bounded), and compare the verdicts cell by cell")
+    p.add_argument("--impl", metavar="NAME",
+                   help="with --reproduce (required): the implementation to run, a registered name or "
+                        "module:object; the target the certificate records is shown, never imported")
     add_selection_options(p)
     p.set_defaults(func=run)
 
 
 def _safe(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name) or "implementation"
+
+
+def _one_line(text: str) -> str:
+    """Text from a certificate or about one, on one line, control characters shown escaped."""
+    return " ".join("".join(ch if ch.isprintable() or ch.isspace() else repr(ch)[1:-1] for ch in str(text)).split())
 
 
 def _verify(path: str) -> int:
@@ -48,8 +65,8 @@ def _verify(path: str) -> int:
 
     ok, message = verify(path)
     if not ok:
-        return error(message, code=1)
-    console.print(f"[green]{escape(message)}[/]")
+        return error(_one_line(message), code=1)
+    console.print(f"[green]{escape(_one_line(message))}[/]", soft_wrap=True)
     return 0
 
 
@@ -57,19 +74,35 @@ def _reproduce(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from ftspec.conformance.certificate import CertificateError
+    from ftspec.conformance.certificate import (
+        CertificateError,
+        check_reproduction,
+        recorded_target,
+        reproduce_command,
+    )
     from ftspec.conformance.session import NothingTested, SessionError, reproduce
 
     from .console import RunProgress, console, error
 
+    if args.target:
+        return error("with --reproduce, name the implementation to run with --impl, not as TARGET: "
+                     + reproduce_command(args.reproduce, args.target))
+    if args.in_process:
+        return error("--reproduce runs the implementation in worker processes; --in-process is not available")
     try:
-        rep = reproduce(args.reproduce, args.impl or args.target, jobs=args.jobs,
+        doc = check_reproduction(args.reproduce, args.impl)
+    except CertificateError as exc:
+        return error(_one_line(str(exc)))
+    console.print(f"reproducing {escape(str(args.reproduce))} on {escape(args.impl)} (the certificate records "
+                  f"{escape(repr(recorded_target(doc)))}, not imported)", soft_wrap=True, highlight=False)
+    try:
+        rep = reproduce(args.reproduce, args.impl, jobs=args.jobs,
                         case_dir=None if args.case_dir == "reports/cases" else args.case_dir,
                         progress=RunProgress(quiet=args.quiet))
     except (CertificateError, SessionError, NothingTested) as exc:
-        return error(str(exc))
+        return error(_one_line(str(exc)))
     for line in rep.differences:
-        console.print(f"[yellow]version differs[/]: {escape(line)}")
+        console.print(f"[yellow]version differs[/]: {escape(_one_line(line))}", soft_wrap=True)
     t = Table(title=f"Reproduction of {escape(str(args.reproduce))}")
     for col in ("algorithm", "dtype", "device", "recorded", "now", "same"):
         t.add_column(col)

@@ -150,12 +150,12 @@ def test_reproduce_reruns_the_recorded_settings_cell_by_cell(label, tmp_path):
     cert = certify(label, _settings(tmp_path, examples=12, seconds=0, algorithms=("rms_norm",), fixtures="none"))
     json_path, md_path = cert.write(tmp_path / "out")
     assert md_path.read_text().startswith("# ftspec certificate")
-    rep = reproduce(json_path, case_dir=str(tmp_path / "again"))
+    rep = reproduce(json_path, label, jobs=1, case_dir=str(tmp_path / "again"))
     assert rep.same and [r["algorithm"] for r in rep.rows] == ["rms_norm", "rms_norm"]
     new = rep.certificate.doc
     assert [c["examples"] for c in new["results"] if c["status"] == "pass"] == [12, 12]  # same settings
     # another implementation under the same record: the verdicts differ cell by cell
     (Path.cwd() / "cert_wrong.py").write_text(EXAMPLE + "\nimplementation.algorithms['rms_norm'] = "
                                             "lambda inputs, params, ctx: inputs['X']\n")
-    rep = reproduce(json_path, "cert_wrong:implementation", case_dir=str(tmp_path / "wrong"))
+    rep = reproduce(json_path, "cert_wrong:implementation", jobs=1, case_dir=str(tmp_path / "wrong"))
     assert not rep.same and {r["got"] for r in rep.rows} == {"fail"}
