@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["register"]
+if TYPE_CHECKING:
+    from .console import Fitted
+
+__all__ = ["listing_view", "register"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,23 +35,73 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0 if all(r["loaded"] for r in rows) else 1
+    from .console import console
+
+    console.print(listing_view(rows))
+    return 0 if all(r["loaded"] for r in rows) else 1
+
+
+def variant_text(variants: Any) -> str:
+    """A plugin's variant sets, one a line, each ``preset + switch=value, ...``: spaces where rich
+    may wrap, so that a switch is never cut ("phuong-hutter+epsilon=...,..." runs to 130 characters)."""
+    if isinstance(variants, str):
+        return variants
+    out = []
+    for text in variants:
+        base, plus, rest = str(text).partition("+")
+        out.append(base + (" + " + ", ".join(rest.split(",")) if plus else ""))
+    return "\n".join(out)
+
+
+def algorithm_text(row: dict[str, Any]) -> str:
+    """Coverage, and the shorter of the lists of algorithms implemented and missing."""
+    have, missing = list(row["algorithms"]), list(row["missing"])
+    if not missing:
+        return f"{row['coverage']} (all)"
+    if len(have) <= len(missing):
+        return f"{row['coverage']}: " + ", ".join(have)
+    return f"{row['coverage']}, missing: " + ", ".join(missing)
+
+
+def listing_view(rows: list[dict[str, Any]]) -> Fitted:
+    """The listing for the console: a table of one row per implementation where it fits, else one
+    row per field under each implementation's name (no name, switch or algorithm is ever cut)."""
     from rich.markup import escape as e
     from rich.table import Table
 
-    from .console import console
+    from .console import Fitted
 
-    t = Table(title="ftspec implementations")
-    for col in ("name", "version", "devices", "dtypes", "variants", "algorithms"):
-        t.add_column(col)
-    for r in rows:  # everything here is the plugin's: escaped for rich
+    def fields(r: dict[str, Any]) -> list[tuple[str, str]]:  # everything here is the plugin's: escaped for rich
         if not r["loaded"]:
-            hint = f"\n[dim]hint: {e(r['hint'])}[/]" if r.get("hint") else ""
-            t.add_row(e(r["name"]), "[red]failed to load[/]", f"[red]{e(str(r['error']))}[/]{hint}", "", "", "")
-            continue
-        algs = r["coverage"] + (" (all)" if not r["missing"] else "\nmissing: " + ", ".join(r["missing"]))
-        algs = e(algs) + "".join(f"\nlimits {e(a)}: {e(text)}" for a, text in r.get("limits", {}).items())
-        variants = r["variants"] if isinstance(r["variants"], str) else ", ".join(r["variants"])
-        t.add_row(e(r["name"]), e(str(r["version"])), e(", ".join(r["devices"])), e(", ".join(r["dtypes"])),
-                  e(variants), algs)
-    console.print(t)
-    return 0 if all(r["loaded"] for r in rows) else 1
+            out = [("error", f"[red]{e(str(r['error']))}[/]")]
+            return out + ([("hint", f"[dim]hint: {e(r['hint'])}[/]")] if r.get("hint") else [])
+        limits = "\n".join(f"{a}: {text}" for a, text in r.get("limits", {}).items())
+        return [("version", e(str(r["version"]))), ("devices", e(", ".join(r["devices"]))),
+                ("dtypes", e(", ".join(r["dtypes"]))), ("variants", e(variant_text(r["variants"]))),
+                ("algorithms", e(algorithm_text(r)))] + ([("limits", e(limits))] if limits else [])
+
+    def wide() -> list[Any]:
+        t = Table(title="ftspec implementations")
+        for col in ("name", "version", "devices", "dtypes", "variants", "algorithms"):
+            t.add_column(col)
+        for r in rows:
+            f = dict(fields(r))
+            if not r["loaded"]:
+                hint = f"\n{f['hint']}" if "hint" in f else ""
+                t.add_row(e(r["name"]), "[red]failed to load[/]", f["error"] + hint)
+                continue
+            algs = "\n".join([f["algorithms"], *(f"limits {line}" for line in f.get("limits", "").splitlines())])
+            t.add_row(e(r["name"]), f["version"], f["devices"], f["dtypes"], f["variants"], algs)
+        return [t]
+
+    def per_field() -> list[Any]:
+        t = Table(title="ftspec implementations")
+        for col in ("name", "", ""):
+            t.add_column(col)
+        for r in rows:
+            items = fields(r) if r["loaded"] else [("", "[red]failed to load[/]"), *fields(r)]
+            for i, (key, value) in enumerate(items):
+                t.add_row(f"[bold]{e(r['name'])}[/]" if i == 0 else "", key, value, end_section=i == len(items) - 1)
+        return [t]
+
+    return Fitted(wide, per_field)

@@ -3,8 +3,10 @@
 Case files are passed between people, so the file is untrusted: its
 recorded implementation is shown, never loaded; the one to run is named on
 the command line. Every refusal (a malformed or out-of-bounds case file, a
-tensors path outside its directory, an unknown implementation) is one line
-on stderr and exit status 2.
+tensors path outside its directory, an unknown implementation, a variant
+set, dtype or device the implementation does not declare) is one line on
+stderr and exit status 2; where an option fixes it, the line ends with the
+command to run. ``cpu`` and ``cpu:0`` name one device (conformance/replay.py).
 """
 
 from __future__ import annotations
@@ -18,13 +20,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("replay", help="replay a saved failing case",
                        description="Load a case file written by run or certify and judge the implementation "
                                    "named by --impl on it (the file's recorded implementation is shown, not "
-                                   "loaded). The file is validated first (schema: docs/casefile.md).")
+                                   "loaded). The file is validated first (schema: docs/casefile.md). The "
+                                   "implementation must declare the case's variant set, or one that differs "
+                                   "from it only in switches that change rounding.")
     p.add_argument("case_file", metavar="CASEFILE")
     p.add_argument("--impl", metavar="NAME", required=True,
                    help="the implementation to run: a registered name or module:object (required; the name "
                         "recorded in the file is never imported)")
     p.add_argument("--dtype", help="default: as recorded")
-    p.add_argument("--device", help="default: as recorded")
+    p.add_argument("--device", help="default: as recorded; a bare platform name and its device 0 are one device "
+                                    "(cpu and cpu:0)")
     p.add_argument("--call-timeout", type=float, default=60.0, metavar="SECONDS")
     p.set_defaults(func=run)
 
@@ -51,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         err_console.print(f"ftspec replay: error: {type(exc).__name__}: {_one_line(exc)}", markup=False,
                           highlight=False, soft_wrap=True)
         return 2
-    console.print(escape(verdict.text), highlight=False)
+    console.print(escape(verdict.text), highlight=False, soft_wrap=True)  # a variant set stays one word
     return 0 if verdict.ok else 1
 
 

@@ -42,16 +42,19 @@ def _algorithms(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from .console import console
+    from .console import Fitted, console
+
+    def shaped(name: str, shape: tuple) -> str:  # X(d_e, ell): short words, so that 80 columns hold the names
+        return f"{name}({', '.join(map(str, shape))})"
 
     t = Table(title="ftspec spec registry")
     for col in ("name", "paper", "inputs", "output"):
         t.add_column(col)
     for e in REGISTRY.values():  # titles hold brackets ("Mask[t_z, t_x]"): escaped for rich
-        inputs = ", ".join(f"{i.name}{tuple(i.shape)}" for i in e.inputs) or "-"
+        inputs = ", ".join(shaped(i.name, tuple(i.shape)) for i in e.inputs) or "-"
         t.add_row(escape(e.name), escape(e.title), escape(inputs),
-                  escape(", ".join(f"{o.name}{tuple(o.shape)}" for o in e.outputs)))
-    console.print(t)
+                  escape(", ".join(shaped(o.name, tuple(o.shape)) for o in e.outputs)))
+    console.print(Fitted(lambda: [t]))  # no algorithm name cut at 80 columns
     return 0
 
 

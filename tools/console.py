@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any, Optional
+from typing import Any, Callable, Iterator, Optional, Sequence
 
-from rich.console import Console
+from rich import box
+from rich.console import Console, ConsoleOptions, JustifyMethod, RenderableType
 from rich.markup import escape
+from rich.measure import Measurement
+from rich.padding import Padding
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ftspec.conformance.runner import RunResult
 
-__all__ = ["RunProgress", "console", "err_console", "error", "print_failures", "print_verdict", "summary_table"]
+__all__ = ["Fitted", "RunProgress", "console", "err_console", "error", "fit", "print_failures", "print_verdict",
+           "summary_table"]
 
 console = Console(stderr=False, highlight=False, emoji=False)
 err_console = Console(stderr=True, highlight=False, emoji=False)
@@ -169,10 +173,82 @@ class RunProgress:
             err_console.print(f"fixtures: {done}/{total} cases replayed")
 
 
-def summary_table(result: RunResult, title: str = "Conformance") -> Table:
-    t = Table(title=f"{escape(title)}: profile {result.profile}, seed {result.seed}, {result.seconds:.1f} s")
-    for col in ("algorithm", "implementation", "dtype", "device", "examples", "verdict", "worst error/bound"):
-        t.add_column(col, justify="right" if col in ("examples", "worst error/bound") else "left")
+# --- tables that never cut a name -------------------------------------------------------------------
+#
+# rich fits a table to the terminal by cutting cells ("positional…"), which made two rows of a
+# summary read the same at 80 columns. Every table here is a ``Fitted``: a few layouts of the same
+# content, the first whose every word fits the width it is printed at. rich wraps cells at spaces
+# only, and an identifier (algorithm, implementation, variant switch, dtype, device, fixture id) is
+# one word, so a layout whose longest words fit cuts none of them.
+
+#: a layout: the table first, then whatever is printed below it
+Layout = Callable[[], Sequence[RenderableType]]
+
+
+def fit(table: Table, console: Console, width: int) -> bool:
+    """Fix ``table``'s column widths so that it is at most ``width`` columns wide and no word of a
+    cell or header is cut. False, with the table left as it was, when its longest words alone do not
+    fit."""
+    options = console.options.update_width(1 << 16)
+    mins: list[int] = []
+    maxs: list[int] = []
+    for column in table.columns:
+        cells = [column.header, *column.cells] if table.show_header else list(column.cells)
+        sizes = [Measurement.get(console, options, cell) for cell in cells]
+        mins.append(max((m.minimum for m in sizes), default=0))
+        maxs.append(max((m.maximum for m in sizes), default=0))
+    overhead = Measurement.get(console, options, table).maximum - sum(maxs)  # rules and padding
+    room = width - overhead
+    if sum(maxs) <= room:
+        return True
+    if sum(mins) > room:
+        return False
+    widths, spare = list(mins), room - sum(mins)
+    for i in sorted(range(len(widths)), key=lambda i: maxs[i] - mins[i]):  # unwrap the cheapest columns first
+        more = min(maxs[i] - mins[i], spare)
+        widths[i] += more
+        spare -= more
+    for column, w in zip(table.columns, widths):
+        column.width = w
+    return True
+
+
+def compact(table: Table) -> Table:
+    """``table`` without vertical rules or outer frame: two spaces between columns."""
+    table.box = box.SIMPLE_HEAD
+    table.show_edge = False
+    table.pad_edge = False
+    table.collapse_padding = True
+    return table
+
+
+class Fitted:
+    """The first of ``layouts`` (each tried framed, then ``compact``) that fits the width it is printed
+    at with no word cut; the last one, compact, when none does."""
+
+    def __init__(self, *layouts: Layout) -> None:
+        self.layouts = layouts
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[RenderableType]:
+        parts: Sequence[RenderableType] = ()
+        for make in self.layouts:
+            for squeeze in (False, True):
+                parts = make()
+                table = parts[0]
+                assert isinstance(table, Table)
+                if squeeze:
+                    compact(table)
+                if fit(table, console, options.max_width):
+                    yield from parts
+                    return
+        yield from parts
+
+
+def summary_table(result: RunResult, title: str = "Conformance") -> Fitted:
+    """Algorithm × implementation × dtype × device: examples, verdict, worst error/bound. Wide: a row
+    per cell; narrower: rows grouped under their algorithm's name, then the device beside the implementation."""
+    head = f"{escape(title)}: profile {result.profile}, seed {result.seed}, {result.seconds:.1f} s"
+    rows: list[tuple[str, str, str, str, str, str, str]] = []
     missing: dict[str, list[str]] = {}
     for c in result.cells:
         if c.status == "not implemented":
@@ -182,8 +258,37 @@ def summary_table(result: RunResult, title: str = "Conformance") -> Table:
         verdict = c.status if c.status != "fail" else f"fail ({c.failure.check})" if c.failure else "fail"
         extra = f" +{c.out_of_range} out of range" if c.out_of_range else ""
         short = " [yellow](too few)[/]" if c.status == "pass" and c.examples < result.minimum else ""
-        t.add_row(escape(c.algorithm), escape(c.impl), c.dtype, escape(c.device), f"{c.examples}{extra}{short}",
-                  f"[{_STYLE.get(c.status, '')}]{escape(verdict)}[/]", ratio_text(c.worst_ratio) if c.examples else "-")
-    if missing:
-        t.caption = escape("; ".join(f"{impl} does not implement {', '.join(algs)}" for impl, algs in missing.items()))
-    return t
+        rows.append((escape(c.algorithm), escape(c.impl), escape(c.dtype), escape(c.device),
+                     f"{c.examples}{extra}{short}", f"[{_STYLE.get(c.status, '')}]{escape(verdict)}[/]",
+                     ratio_text(c.worst_ratio) if c.examples else "-"))
+    caption = escape("; ".join(f"{impl} does not implement {', '.join(algs)}" for impl, algs in missing.items()))
+    tail: list[tuple[str, JustifyMethod]] = [("examples", "right"), ("verdict", "left"), ("worst error/bound", "right")]
+
+    def table(columns: Sequence[tuple[str, JustifyMethod]]) -> Table:
+        t = Table(title=head, caption=caption or None)
+        for name, justify in columns:
+            t.add_column(name, justify=justify)
+        return t
+
+    def flat() -> Sequence[RenderableType]:
+        t = table([("algorithm", "left"), ("implementation", "left"), ("dtype", "left"), ("device", "left"), *tail])
+        for row in rows:
+            t.add_row(*row)
+        return [t]
+
+    def grouped(inline: bool) -> Sequence[RenderableType]:
+        where: list[tuple[str, JustifyMethod]] = [("dtype", "left")] if inline else [("dtype", "left"),
+                                                                                     ("device", "left")]
+        t = table([("algorithm / implementation" + (" on device" if inline else ""), "left"), *where, *tail])
+        last = None
+        for algorithm, impl, dtype, device, *rest in rows:
+            if algorithm != last:
+                t.add_row(f"[bold]{algorithm}[/]")
+                last = algorithm
+            if inline:  # indented as a block: a name that wraps stays under its algorithm
+                t.add_row(Padding(f"{impl} on {device}", (0, 0, 0, 2)), dtype, *rest)
+            else:
+                t.add_row(Padding(impl, (0, 0, 0, 2)), dtype, device, *rest)
+        return [t]
+
+    return Fitted(flat, lambda: grouped(False), lambda: grouped(True))
