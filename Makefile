@@ -32,7 +32,7 @@ $(STAMP): pyproject.toml constraints.txt
 env: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/ftspec run --profile $(PROFILE) $(foreach i,$(IMPLS),--impl $(i))
+	$(BIN)/ftspec run --profile $(PROFILE) $(foreach i,$(IMPLS),--impl $(i)) --json-report reports/run.json
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

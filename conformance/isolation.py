@@ -17,6 +17,16 @@ executor keeps each of those to the one task it was running:
 - a worker dies with its parent: ``PR_SET_PDEATHSIG`` on Linux (a worker
   stuck in C code is killed by the kernel), and otherwise a thread watching
   the parent's pid and the end of the task pipe;
+- each worker leads a process group of its own (POSIX), so the processes a
+  plugin starts in it (``subprocess.Popen``, ``os.fork``) are in that group:
+  the group is killed whenever its worker ends (retired at shutdown, lost,
+  killed by the watchdog or by ``terminate``), and at the latest when the
+  parent exits (``atexit``). A process that leaves the group (``setsid``) is
+  not followed, nor are a worker's children when the parent is killed with
+  SIGKILL (the kernel ends the workers, not what they started);
+- plugin loading is watched like a call: a worker publishes it with a
+  ``stage`` ("loading", "devices()") in place of an algorithm, and the
+  watchdog's message then names the load timeout;
 - what comes back is plain values: a worker sends its result as JSON, and
   an error as its type's name, message and traceback text. The parent never
   unpickles what a process running plugin code sends (tasks, which the
@@ -40,6 +50,7 @@ own; the scheduling around it (``parallel._drive``) is plain ``submit`` and
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
@@ -118,8 +129,17 @@ def _die_with(parent: int, conn: Any) -> None:
     threading.Thread(target=watch, daemon=True, name="ftspec-parent-watch").start()
 
 
+def _own_group() -> None:
+    """Lead a process group of our own: what a plugin starts here can be killed with us."""
+    try:
+        os.setpgid(0, 0)
+    except (AttributeError, OSError):  # not POSIX, or the parent did it already
+        pass
+
+
 def _worker(conn: Any, times: Any, ident: Any, parent: int,
             initializer: Optional[Callable[[], None]]) -> None:
+    _own_group()
     _die_with(parent, conn)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     from .calling import CallWatch, watch_calls
@@ -271,6 +291,13 @@ class IsolatedPool(Executor):
                                     daemon=True, name="ftspec-worker")
         process.start()
         child_conn.close()
+        pid = process.pid
+        if pid is not None and hasattr(os, "killpg"):
+            try:  # both sides set the group (the classic idiom), before any plugin code runs there
+                os.setpgid(pid, pid)
+            except OSError:  # it did it first, or has already exec'd (EACCES)
+                pass
+            _GROUPS.add(pid)
         return _Slot(process, parent_conn, times, ident)
 
     def _dispatch(self) -> None:
@@ -361,6 +388,7 @@ class IsolatedPool(Executor):
     def _lost(self, s: _Slot) -> None:
         if s.task is not None and not s.killed and _poll(s.conn):  # a reply sent just before the end counts
             self._receive(s)
+        _end_group(s.process.pid)  # what the plugin started there goes with it
         s.process.join(1)
         task, s.task = s.task, None
         self._slots.remove(s)
@@ -371,10 +399,7 @@ class IsolatedPool(Executor):
         call, seconds = s.call, s.call_seconds
         if call is None and s.times[0] > 0:
             call, seconds = _read_ident(s.ident), time.monotonic() - s.times[0]
-        during = ""
-        if call:
-            during = (f" during the call of {call.get('algorithm')} by {call.get('implementation')} on "
-                      f"{call.get('device')} at {call.get('dtype')}")
+        during = _during(call)
         if s.killed:
             message = f"the worker process was killed{during}: {s.killed}"
         else:
@@ -390,19 +415,24 @@ class IsolatedPool(Executor):
             ran = now - started
             if ran > timeout + self._grace(timeout):
                 s.call, s.call_seconds, s.deadline = _read_ident(s.ident), ran, True
-                s.killed = (f"no result after {ran:.1f} s (call timeout {timeout:g} s), and the process was "
-                            "too stuck to time the call out itself")
+                if s.call and s.call.get("stage"):  # plugin loading: no timer of its own in the worker
+                    s.killed = f"no result after {ran:.1f} s (load timeout {timeout:g} s)"
+                else:
+                    s.killed = (f"no result after {ran:.1f} s (call timeout {timeout:g} s), and the process was "
+                                "too stuck to time the call out itself")
                 _kill(s.process)
 
     def _retire(self, s: _Slot) -> None:
         try:
             if s.task is None and s.process.is_alive():
                 s.conn.send(None)
-                s.process.join(2)
-        except (OSError, EOFError):
+                # not the sentinel: a process the plugin forked holds a copy of it open
+                deadline = time.monotonic() + 2
+                while s.process.exitcode is None and time.monotonic() < deadline:
+                    time.sleep(0.01)
+        except (OSError, EOFError, ValueError):
             pass
-        if s.process.is_alive():
-            _kill(s.process)
+        _kill(s.process)  # the worker if it is still there, and every process of its group
         if s.task is not None:
             s.task.future.set_exception(WorkerLost("the pool was shut down before the task ended"))
             s.task = None
@@ -416,8 +446,44 @@ def _poll(conn: Any) -> bool:
         return False
 
 
+def _during(call: Optional[dict[str, str]]) -> str:
+    if not call:
+        return ""
+    if call.get("stage"):  # plugin loading or devices(), published by parallel._plugin
+        return f" during {call['stage']} of {call.get('implementation')}"
+    return (f" during the call of {call.get('algorithm')} by {call.get('implementation')} on "
+            f"{call.get('device')} at {call.get('dtype')}")
+
+
+#: process groups of workers started here and not yet ended (a worker's pid is its group's id)
+_GROUPS: set[int] = set()
+
+
+def _end_group(pgid: Optional[int]) -> None:
+    """SIGKILL to every process of a worker's group (the worker and what a plugin started there)."""
+    if pgid is None or pgid not in _GROUPS:  # ended already (a second kill could meet a reused id)
+        return
+    _GROUPS.discard(pgid)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:  # the group is empty already (ESRCH), or the worker never made it (it died first)
+        pass
+
+
+if hasattr(os, "register_at_fork"):  # a process forked from this one owns none of them
+    os.register_at_fork(after_in_child=_GROUPS.clear)
+
+
+@atexit.register
+def _end_groups() -> None:
+    """At exit, the groups of workers whose pool was never shut down (an error before that)."""
+    for pgid in list(_GROUPS):
+        _end_group(pgid)
+
+
 def _kill(process: Any) -> None:
     try:
+        _end_group(process.pid)
         process.kill()
         process.join(5)
     except (OSError, ValueError, AttributeError):

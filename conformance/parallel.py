@@ -48,6 +48,22 @@ call (the harness, plugin loading) fails the task's cells as an error. Hangs
 and crashes found are passed on to the fixture replay, which does not call
 that (implementation, algorithm, device) again (``calling.skipping_hangs``):
 a hang costs its timeout once.
+
+Plugin loading. A worker loads each plugin it needs once, and calls its
+``devices()`` once (``discovery.with_devices``: later calls get that first
+answer), each under the watchdog with the load timeout (``--load-timeout``)
+in place of a call's: a load that hangs, holding the GIL or not, or that
+takes the worker down, ends as ``WorkerLost`` naming the ``stage``.
+``probe_plugins`` does this for every plugin before the run's own process
+loads any (``session.run``/``certify``): a plugin whose loading hangs or
+crashes is then reported as failed to load, one whose ``devices()`` does
+gets an error verdict on its cells, and the run goes on without calling it
+in this process. A search task whose worker is lost while loading a plugin
+(one that loaded in the probe) gives that plugin's cells an error and runs
+again without it.
+
+``--jobs`` is capped at ``MAX_JOBS_PER_CPU`` workers per usable CPU
+(``jobs_cap``): each worker imports every framework.
 """
 
 from __future__ import annotations
@@ -64,28 +80,40 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
-from .calling import known_hangs, skipping_hangs
+from .calling import known_hangs, skipping_hangs, watched
 from .fixture_replay import FixtureResult
 from .interrupts import POLL_S, checkpoint, held_interrupt, holding
 from .isolation import IsolatedPool, WorkerLost
 from .runner import Cell, Failure, Runner, RunResult
 
-__all__ = ["ExecutorError", "RunSettings", "dask_executor", "default_jobs", "hangs_of", "replay_fixtures_parallel",
-           "run_parallel"]
+__all__ = ["ExecutorError", "RunSettings", "dask_executor", "default_jobs", "hangs_of", "jobs_cap", "probe_plugins",
+           "replay_fixtures_parallel", "run_parallel", "usable_cpus", "worker_pool"]
 
 #: default ceiling on worker processes: each imports every framework (~1 GB resident with JAX)
 MAX_DEFAULT_JOBS = 8
+#: ceiling on an explicit --jobs, per usable CPU: searches are CPU-bound, and each worker holds
+#: every framework in memory, so more workers only share the CPUs (and the memory runs out)
+MAX_JOBS_PER_CPU = 4
 #: fixture cases per task: small enough that progress moves, large enough to amortise a task
 FIXTURE_CHUNK = 16
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may use (its affinity mask; ``os.cpu_count()`` where there is none)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def default_jobs() -> int:
     """One worker per CPU this process may use, at most ``MAX_DEFAULT_JOBS``."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return max(1, min(MAX_DEFAULT_JOBS, cpus))
+    return max(1, min(MAX_DEFAULT_JOBS, usable_cpus()))
+
+
+def jobs_cap() -> int:
+    """The most worker processes a run starts: ``MAX_JOBS_PER_CPU`` per usable CPU."""
+    return MAX_JOBS_PER_CPU * usable_cpus()
 
 
 @dataclass(frozen=True)
@@ -103,6 +131,8 @@ class RunSettings:
     seconds: Optional[float] = None
     #: shards each search is split into (by seed; see the module docstring)
     shards: int = 1
+    #: seconds loading a plugin, or its devices(), may take in a worker (None: the default)
+    load_timeout: Optional[float] = None
 
 
 # -- worker side ------------------------------------------------------------------
@@ -122,24 +152,37 @@ def _init_worker() -> None:
     warnings.filterwarnings("ignore")
 
 
-def _plugins(labels: Sequence[str]):
-    """The implementations of ``labels``, loaded once per process."""
-    from ftspec.impls.discovery import load_target
+def _plugin(label: str, timeout: Optional[float] = None):
+    """The implementation ``label``, loaded once per process, with its ``devices()`` called once
+    (``discovery.with_devices``). Both are published to the watchdog as the ``stage`` of
+    ``label`` with the load timeout, so a hang there, in C code or not, ends this worker (in a
+    pool of ours) instead of hanging the task."""
+    from ftspec.impls.discovery import DEFAULT_LOAD_TIMEOUT, load_target, with_devices
 
-    key = ("plugins", tuple(labels))
+    key = ("plugin", label)
+    limit = timeout or DEFAULT_LOAD_TIMEOUT
     with _WORKER_LOCK:
         if key not in _WORKER:
             _init_worker()  # idempotent; a Dask worker has no initializer of ours
-            _WORKER[key] = [(label, load_target(label)) for label in labels]
+            with watched({"implementation": label, "stage": "loading"}, limit):
+                impl = load_target(label)
+            with watched({"implementation": label, "stage": "devices()"}, limit):
+                _WORKER[key] = with_devices(impl)
         return _WORKER[key]
+
+
+def _plugins(labels: Sequence[str], timeout: Optional[float] = None):
+    """The implementations of ``labels``, each loaded once per process (``_plugin``)."""
+    return [(label, _plugin(label, timeout)) for label in labels]
 
 
 def _runner(s: RunSettings, excluded: tuple[str, ...] = (), shard: int = 0) -> Runner:
     """A runner for one task (its reference cache is the task's: runners are not shared between
-    tasks, which a Dask worker may run at the same time in threads)."""
+    tasks, which a Dask worker may run at the same time in threads). The plugins in ``excluded``
+    are not even loaded."""
     from .profiles import profile
 
-    plugins = [(label, impl) for label, impl in _plugins(s.labels) if label not in excluded]
+    plugins = _plugins([label for label in s.labels if label not in excluded], s.load_timeout)
     return Runner(plugins, profile=profile(s.profile), seed=s.seed, case_dir=s.case_dir, examples=s.examples,
                   call_timeout=s.call_timeout, devices=s.devices, seconds=s.seconds, shard=(shard, s.shards))
 
@@ -180,17 +223,28 @@ def _search_task(settings: dict[str, Any], algorithm: str, dtype: str,
 
 def _replay_task(labels: Sequence[str], case_ids: Sequence[str], dtypes: Optional[Sequence[str]],
                  devices: Optional[Sequence[str]], directory: Optional[str], timeout: Optional[float] = None,
-                 hangs: Sequence[Sequence[str]] = ()) -> str:
+                 hangs: Sequence[Sequence[str]] = (), load_timeout: Optional[float] = None) -> str:
     """Replay ``case_ids``; (implementation, algorithm, device) in ``hangs`` are not called again."""
     from .fixture_replay import DEFAULT_TIMEOUT, replay_fixtures
 
+    plugins = _plugins(tuple(labels), load_timeout)
     with _TASK_LOCK, skipping_hangs(hangs):
-        results = replay_fixtures(_plugins(tuple(labels)), cases=set(case_ids),
+        results = replay_fixtures(plugins, cases=set(case_ids),
                                   dtypes=tuple(dtypes) if dtypes else None,
                                   devices=tuple(devices) if devices else None, directory=directory,
                                   timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
         found = known_hangs()
     return json.dumps({"results": [asdict(r) for r in results], "hangs": found})
+
+
+def _probe_task(label: str, load_timeout: Optional[float] = None) -> str:
+    """Load ``label`` and call its ``devices()`` here (``_plugin``: under the watchdog). An error
+    comes back as text; the caller's own loading reports it as usual."""
+    try:
+        _plugin(label, load_timeout)
+    except Exception as exc:  # noqa: BLE001 - e.g. an ImportError: the parent's load says it, with a hint
+        return json.dumps({"loaded": False, "error": f"{type(exc).__name__}: {exc}"})
+    return json.dumps({"loaded": True})
 
 
 def _plain(value: Any) -> dict[str, Any]:
@@ -277,8 +331,39 @@ def dask_executor(address: str, *, timeout: float = 10.0) -> Iterator[_DaskPool]
         client.close()
 
 
-def _executor(jobs: int) -> IsolatedPool:
+def worker_pool(jobs: int) -> IsolatedPool:
+    """``jobs`` local worker processes (an ``IsolatedPool``), for ``executor=``: the caller shuts it
+    down (which ends every worker's process group)."""
     return IsolatedPool(jobs, initializer=_init_worker)
+
+
+def probe_plugins(labels: Sequence[str], executor: Executor, *,
+                  load_timeout: Optional[float] = None) -> dict[str, WorkerLost]:
+    """Load each of ``labels`` and call its ``devices()`` in a worker process of ``executor`` (one
+    task per plugin, under the watchdog with the load timeout) before this process loads any.
+    Returns {label: the ``WorkerLost``} for each plugin whose loading or ``devices()`` hung or took
+    its worker down; ``exc.call["stage"]`` says which ("loading" or "devices()"). Errors that
+    are plain exceptions are left for this process's own loading to report. On Ctrl-C the
+    workers are killed and ``KeyboardInterrupt`` propagates."""
+    names = list(dict.fromkeys(labels))
+    lost: dict[str, WorkerLost] = {}
+
+    def done(i: int, f: Future) -> bool:
+        try:
+            _plain(f.result())
+        except WorkerLost as exc:
+            call = dict(exc.call or {})
+            call.setdefault("implementation", names[i])
+            call.setdefault("stage", "loading")
+            exc.call = call
+            lost[names[i]] = exc
+        except Exception:  # noqa: BLE001 - not the plugin's hang: this process's loading will say
+            pass
+        return False
+
+    _drive(executor, len(names), lambda i: executor.submit(_probe_task, names[i], load_timeout), done,
+           window=max(1, len(names)))
+    return lost
 
 
 def _drive(pool: Executor, count: int, submit: Callable[[int], Future], done: Callable[[int, Future], bool],
@@ -407,8 +492,11 @@ def run_parallel(settings: RunSettings, plugins, *, jobs: int, algorithms: Optio
 
     def submit(t: int) -> Future:
         i, k = divmod(t, shards)
-        entry, dtype, _, _ = plan[i]
-        return pool.submit(_search_task, plain, entry.name, dtype, list(shard_excluded[i][k]), k)
+        entry, dtype, members, _ = plan[i]
+        # an implementation with no member here (no device, not implemented) is not even loaded there:
+        # its cells are the plan's, and its loading or devices() cannot cost the others their search
+        idle = [label for label in settings.labels if label not in {m.label for m in members}]
+        return pool.submit(_search_task, plain, entry.name, dtype, list(shard_excluded[i][k]) + idle, k)
 
     def finish(i: int) -> None:
         """Every shard of search ``i`` ended: its cells, merged in shard order."""
@@ -461,6 +549,15 @@ def run_parallel(settings: RunSettings, plugins, *, jobs: int, algorithms: Optio
         if label not in labels:
             fail(i, f"{exc} (outside any implementation call: a harness or plugin-loading failure)")
             return False
+        if call.get("stage"):  # its loading or devices() in this worker: its cells error, the others go on
+            for m in members:
+                cell = result.cells[slots[(entry.name, m.label, dtype, m.device)]]
+                if m.label == label and cell.status != "fail":
+                    cell.status, cell.note = "error", f"not searched: {exc}"
+            if label not in excluded[i]:
+                excluded[i].append(label)
+            shard_excluded[i][k].append(label)
+            return bool(labels - {label})
         check = "timeout" if exc.deadline else "crash"
         command = (f"ftspec run --impl {label} --algorithm {entry.name} --dtype {dtype} --seed {settings.seed} "
                    f"--call-timeout {timeout:g} --jobs 1" + (f" --shards {shards}" if shards > 1 else ""))
@@ -499,7 +596,7 @@ def run_parallel(settings: RunSettings, plugins, *, jobs: int, algorithms: Optio
 
     runnable = [i for i, (_, _, members, _) in enumerate(plan) if {m.label for m in members} - set(excluded[i])]
     tasks = [i * shards + k for i in runnable for k in range(shards)]
-    pool: Executor = executor if executor is not None else _executor(jobs)
+    pool: Executor = executor if executor is not None else worker_pool(jobs)
     try:
         _drive(pool, len(tasks), lambda n: submit(tasks[n]), lambda n, f: done(tasks[n], f),
                window=max(len(tasks), 1))
@@ -539,13 +636,15 @@ def replay_fixtures_parallel(labels: Sequence[str], *, jobs: int, cases: Sequenc
                              progress: Optional[Callable[[int, int], None]] = None,
                              timeout: Optional[float] = None,
                              hangs: Iterable[Sequence[str]] = (),
-                             executor: Optional[Executor] = None) -> list[FixtureResult]:
+                             executor: Optional[Executor] = None,
+                             load_timeout: Optional[float] = None) -> list[FixtureResult]:
     """``replay_fixtures`` over ``cases`` ((id, algorithm) pairs), in chunks of ``FIXTURE_CHUNK`` cases
     spread over ``jobs`` worker processes; results in case order. ``progress(cases_done, cases_total)``
     after each chunk. ``timeout``: the call timeout (default: ``replay_fixtures``'s). ``hangs``
     (``hangs_of(search result)``) and every hang or crash met here are not called again, so a hung
     algorithm costs its timeout once; a chunk whose worker is lost in a call runs again without
-    that call. On Ctrl-C, ``KeyboardInterrupt`` propagates with the chunks that ended as its
+    that call. ``load_timeout``: seconds a worker may take to load each plugin (or call its
+    ``devices()``). On Ctrl-C, ``KeyboardInterrupt`` propagates with the chunks that ended as its
     ``partial_result``."""
     algorithm_of = dict(cases)
     ids = [cid for cid, _ in cases]
@@ -556,12 +655,20 @@ def replay_fixtures_parallel(labels: Sequence[str], *, jobs: int, cases: Sequenc
         known.setdefault((h[0], h[1], h[2]), list(h))
     parts: dict[int, list[FixtureResult]] = {}
     count = [0]
+    #: plugins whose loading or devices() was lost in a worker here: left out of later tasks
+    dropped: dict[str, str] = {}
+    sent: dict[int, list[str]] = {}  # the labels each chunk's latest task was given
 
     def submit(i: int) -> Future:
-        return pool.submit(_replay_task, labels_t, list(chunks[i]), list(dtypes) if dtypes else None,
-                           list(devices) if devices else None, directory, timeout, list(known.values()))
+        sent[i] = [label for label in labels_t if label not in dropped]
+        return pool.submit(_replay_task, sent[i], list(chunks[i]), list(dtypes) if dtypes else None,
+                           list(devices) if devices else None, directory, timeout, list(known.values()),
+                           load_timeout)
 
     def finish(i: int, results: list[FixtureResult]) -> None:
+        results = results + [FixtureResult(cid, algorithm_of[cid], label, "-", "-", False, math.inf, dropped[label])
+                             for label in labels_t if label in dropped and label not in sent.get(i, labels_t)
+                             for cid in chunks[i]]
         parts[i] = results
         count[0] += len(chunks[i])
         if progress is not None:
@@ -576,6 +683,13 @@ def replay_fixtures_parallel(labels: Sequence[str], *, jobs: int, cases: Sequenc
             values = _plain(f.result())
         except WorkerLost as exc:
             call = exc.call or {}
+            label = call.get("implementation")
+            if call.get("stage") and label in labels_t and label not in dropped:  # lost loading a plugin
+                dropped[label] = f"not replayed: {exc}"
+                if any(other not in dropped for other in labels_t):
+                    return True  # again, without that plugin
+                fail(i, f"worker lost: {exc}")
+                return False
             parts = (call.get("implementation"), call.get("algorithm"), call.get("device"))
             if parts[0] is None or parts[1] is None or parts[2] is None or parts in known:
                 fail(i, f"worker lost: {exc}")  # outside a call, or a record did not prevent it: give up
@@ -592,7 +706,7 @@ def replay_fixtures_parallel(labels: Sequence[str], *, jobs: int, cases: Sequenc
         finish(i, [FixtureResult(**v) for v in values["results"]])
         return False
 
-    pool: Executor = executor if executor is not None else _executor(jobs)
+    pool: Executor = executor if executor is not None else worker_pool(jobs)
     try:
         _drive(pool, len(chunks), submit, done, window=jobs)
     except KeyboardInterrupt as exc:  # the chunks replayed so far, for the interrupted report

@@ -22,6 +22,20 @@ they lack, from seed ``seed + EXTENSION_SEED``, at most the profile's
 ``ceiling`` seconds per search. Then the golden fixture replay. The verdict
 (``conformance/verdict.py``) is derived from the per-cell results.
 
+Plugins are loaded before all that, and loading is plugin code too. Unless
+``in_process``, the run's worker pool (one for the whole command, shut down
+with it, which ends every worker's process group) first loads each plugin
+named by a label and calls its ``devices()`` in a worker, under the watchdog
+and the load timeout (``load_timeout``, ``parallel.probe_plugins``); a
+plugin whose loading hangs or takes that worker down is recorded as failed to
+load (in ``broken``: the verdict is non-conformant) and never loaded here,
+and one whose ``devices()`` does gets an error on every cell without this
+process calling it. Only then does this process load them. ``in_process``
+(and for implementation objects) loading and ``devices()`` run in a helper
+thread abandoned after the load timeout: a hang that holds the GIL there
+hangs the run. A plugin's ``devices()`` is called once per process
+(``discovery.with_devices``).
+
 A plugin whose call hung or crashed in the searches is not called again:
 the extra round leaves it out (``exclude``) and the fixture replay skips it
 (``parallel.hangs_of``, ``calling.skipping_hangs``) under the run's call
@@ -41,7 +55,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
 from ftspec.impls.api import FLOAT_DTYPES, Implementation, select_devices
-from ftspec.impls.discovery import PluginError, PluginRecord, load_target, select
+from ftspec.impls.discovery import (DEFAULT_LOAD_TIMEOUT, PluginError, PluginLost, PluginRecord, PluginTimeout,
+                                    failing_devices, load_target, select, wanted, with_devices)
 from ftspec.spec.registry import REGISTRY
 
 from .certificate import Certificate, build
@@ -59,6 +74,7 @@ __all__ = [
     "RunResult",
     "SessionError",
     "Settings",
+    "capped_jobs",
     "certify",
     "reproduce",
     "run",
@@ -92,8 +108,10 @@ class Settings:
     or hangs it ends the run). ``shards``: each search split into this many by seed (same seed
     and shards, same cases; None: 1). ``scheduler``: the address of a Dask scheduler whose
     workers run the tasks instead of local worker processes (``ftspec[dask]``; not recorded in
-    a certificate: it says where, not what). ``progress(event, **info)`` receives progress
-    events."""
+    a certificate: it says where, not what). ``load_timeout``: seconds loading one plugin, or
+    its ``devices()``, may take (None: ``DEFAULT_LOAD_TIMEOUT``; not recorded in a certificate).
+    ``jobs`` is capped at ``parallel.jobs_cap()`` (``capped_jobs``). ``progress(event, **info)``
+    receives progress events."""
 
     profile: str = "default"
     algorithms: Optional[tuple[str, ...]] = None
@@ -109,6 +127,7 @@ class Settings:
     in_process: bool = False
     shards: Optional[int] = None
     scheduler: Optional[str] = None
+    load_timeout: Optional[float] = None
     progress: Optional[Callable[..., None]] = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -136,6 +155,8 @@ class Settings:
             raise SessionError(f"seconds must be 0 (no cap) or positive, given {self.seconds!r}")
         if self.call_timeout is not None and (not _is_number(self.call_timeout) or not self.call_timeout > 0):
             raise SessionError(f"call timeout must be positive seconds, given {self.call_timeout!r}")
+        if self.load_timeout is not None and (not _is_number(self.load_timeout) or not self.load_timeout > 0):
+            raise SessionError(f"load timeout must be positive seconds, given {self.load_timeout!r}")
         if self.jobs is not None and (not _is_int(self.jobs) or self.jobs < 1):
             raise SessionError(f"jobs must be a whole number of at least 1, given {self.jobs!r}")
         if self.shards is not None and (not _is_int(self.shards) or self.shards < 1):
@@ -153,7 +174,7 @@ class Settings:
     def recorded(self) -> dict[str, Any]:
         """The settings as plain values (what a certificate records, and ``reproduce`` reads back)."""
         out = {f.name: getattr(self, f.name) for f in fields(self)
-               if f.name not in ("progress", "case_dir", "scheduler")}
+               if f.name not in ("progress", "case_dir", "scheduler", "load_timeout")}
         for name in ("algorithms", "dtypes", "devices"):
             out[name] = None if out[name] is None else list(out[name])
         if out["seconds"] is not None and not math.isfinite(out["seconds"]):
@@ -171,27 +192,76 @@ def _is_number(x: Any) -> bool:
 
 # -- plugins ---------------------------------------------------------------------------
 
-def _loadable(label: str, impl: Implementation) -> bool:
+def _loadable(label: str, impl: Implementation, timeout: Optional[float] = None) -> bool:
     """Whether a worker process that loads ``label`` gets this very implementation."""
     try:
-        return load_target(label) is impl
+        return load_target(label, timeout=timeout) is impl
     except Exception:  # noqa: BLE001 - not loadable, whatever the reason
         return False
 
 
-def _plugins(plugins: Optional[Sequence[Plugin]]) -> tuple[list[tuple[str, Implementation]], list[PluginRecord],
-                                                            bool]:
+class _Workers:
+    """The command's local worker pool (``parallel.worker_pool``), started on first use and shut
+    down with the command: every worker's process group ends then (isolation.py)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.jobs = _jobs(settings)
+        self.load_timeout = settings.load_timeout or DEFAULT_LOAD_TIMEOUT
+        self._pool: Any = None
+
+    def pool(self) -> Any:
+        if self._pool is None:
+            from .parallel import worker_pool
+
+            self._pool = worker_pool(self.jobs)
+        return self._pool
+
+    def probe(self, labels: Sequence[str]) -> tuple[dict[str, str], dict[str, PluginError]]:
+        """Each plugin loaded, and its ``devices()`` called, in a worker first
+        (``parallel.probe_plugins``): ({label: why} of those whose loading hung or crashed the
+        worker, {label: the error its ``devices()`` raises here} of those whose ``devices()`` did)."""
+        from .parallel import probe_plugins
+
+        loading: dict[str, str] = {}
+        devices: dict[str, PluginError] = {}
+        if not labels:
+            return loading, devices
+        for label, exc in probe_plugins(labels, self.pool(), load_timeout=self.load_timeout).items():
+            if (exc.call or {}).get("stage") == "devices()":
+                devices[label] = (PluginTimeout if exc.deadline else PluginLost)(str(exc))
+            else:
+                loading[label] = str(exc)
+        return loading, devices
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+def _plugins(plugins: Optional[Sequence[Plugin]], settings: Settings = Settings(),
+             workers: Optional[_Workers] = None) -> tuple[list[tuple[str, Implementation]], list[PluginRecord],
+                                                          bool]:
     """(loaded (label, implementation) pairs, records of those that failed to load, whether every
-    label can be loaded again by a worker process)."""
+    label can be loaded again by a worker process). With ``workers``, each plugin named by a label
+    is loaded in a worker first (``_Workers.probe``) and here only if that did not hang or crash;
+    without, here in a helper thread abandoned after the load timeout. Every implementation comes
+    back with its ``devices()`` answered from one call (``with_devices``)."""
     if plugins is None or isinstance(plugins, str):
         plugins = None if plugins is None else [plugins]
     names = [p for p in (plugins or []) if isinstance(p, str)]
     objects = [p for p in (plugins or []) if not isinstance(p, str)]
     loaded: list[tuple[str, Implementation]] = []
     broken: list[PluginRecord] = []
+    timeout = settings.load_timeout or DEFAULT_LOAD_TIMEOUT
+    failed: dict[str, str] = {}
+    lost: dict[str, PluginError] = {}
     if plugins is None or names:
         try:
-            loaded, broken = select(names or None)
+            labels = wanted(names or None)
+            if workers is not None:
+                failed, lost = workers.probe(labels)
+            loaded, broken = select(names or None, timeout=None if workers is not None else timeout, failed=failed)
         except PluginError as exc:
             raise SessionError(str(exc)) from None
     portable = True
@@ -203,12 +273,20 @@ def _plugins(plugins: Optional[Sequence[Plugin]]) -> tuple[list[tuple[str, Imple
         else:
             raise SessionError(f"a plugin is a name, 'module:object', an Implementation or a (label, "
                                f"Implementation) pair; given {type(p).__name__}")
-        portable = portable and _loadable(label, impl)
+        portable = portable and _loadable(label, impl, timeout)
         loaded.append((label, impl))
     labels = [label for label, _ in loaded]
     if len(set(labels)) != len(labels):
         raise SessionError(f"two implementations have one label: {sorted(labels)}")
-    return loaded, broken, portable
+    return [(label, _answering(label, impl, lost, timeout)) for label, impl in loaded], broken, portable
+
+
+def _answering(label: str, impl: Implementation, lost: dict[str, PluginError], timeout: float) -> Implementation:
+    """``impl`` with its ``devices()`` answered from one call: made here in a helper thread (at most
+    ``timeout`` seconds), or, when that call hung or crashed a worker, never made."""
+    if label in lost:
+        return failing_devices(impl, lost[label])
+    return with_devices(impl, timeout)
 
 
 # -- the phases ------------------------------------------------------------------------
@@ -240,12 +318,30 @@ class _Plan:
     fixtures: str  # the selection replayed
     fixtures_required: str  # the least a complete run replays
     shards: int = 1  # each search split by seed into this many
-    executor: Any = None  # a Dask executor (parallel.dask_executor), None: local worker processes
+    executor: Any = None  # the command's worker pool, or a Dask executor (parallel.dask_executor)
+
+
+def capped_jobs(jobs: Optional[int]) -> tuple[Optional[int], Optional[str]]:
+    """``jobs`` within ``parallel.jobs_cap()`` (``MAX_JOBS_PER_CPU`` per usable CPU), and a
+    one-line note saying so when it was cut (None when it was not)."""
+    from .parallel import MAX_JOBS_PER_CPU, jobs_cap, usable_cpus
+
+    cap = jobs_cap()
+    if jobs is None or not _is_int(jobs) or jobs <= cap:
+        return jobs, None
+    cpus = usable_cpus()
+    return cap, (f"--jobs {jobs} capped at {cap} ({MAX_JOBS_PER_CPU} worker processes per CPU, "
+                 f"{cpus} CPU{'s' if cpus != 1 else ''} here)")
+
+
+def _jobs(settings: Settings) -> int:
+    """Worker processes: ``settings.jobs`` up to ``capped_jobs``'s cap, or one per CPU (at most 8)."""
+    from .parallel import default_jobs
+
+    return capped_jobs(settings.jobs)[0] or default_jobs()
 
 
 def _resolve(settings: Settings, command: str) -> _Plan:
-    from .parallel import default_jobs
-
     prof = profile(settings.profile)
     minimum = prof.certify_minimum if command == "certify" else prof.minimum
     if settings.examples is not None:
@@ -259,7 +355,7 @@ def _resolve(settings: Settings, command: str) -> _Plan:
     else:
         seconds = prof.seconds
     required = "all" if command == "certify" else prof.fixtures
-    return _Plan(command, prof, settings.jobs or default_jobs(), examples, seconds, minimum,
+    return _Plan(command, prof, _jobs(settings), examples, seconds, minimum,
                  settings.fixtures or required, required, settings.shards or 1)
 
 
@@ -275,7 +371,8 @@ def _search(loaded, settings: Settings, plan: _Plan, portable: bool, progress, *
     from .parallel import RunSettings, run_parallel
 
     run_settings = RunSettings(tuple(label for label, _ in loaded), plan.profile.name, seed, settings.case_dir,
-                               examples, settings.call_timeout, settings.devices, seconds, plan.shards)
+                               examples, settings.call_timeout, settings.devices, seconds, plan.shards,
+                               settings.load_timeout or DEFAULT_LOAD_TIMEOUT)
     return run_parallel(run_settings, loaded, jobs=plan.jobs, algorithms=algorithms, dtypes=dtypes,
                         progress=progress, exclude=exclude, executor=plan.executor)
 
@@ -433,7 +530,8 @@ def _replay(loaded, settings: Settings, plan: _Plan, portable: bool, progress, r
 
     return replay_fixtures_parallel([label for label, _ in loaded], jobs=plan.jobs, cases=cases,
                                     dtypes=settings.dtypes, devices=settings.devices, progress=counted,
-                                    timeout=timeout, hangs=hangs, executor=plan.executor)
+                                    timeout=timeout, hangs=hangs, executor=plan.executor,
+                                    load_timeout=settings.load_timeout or DEFAULT_LOAD_TIMEOUT)
 
 
 def _declared(loaded: Sequence[tuple[str, Implementation]]) -> dict[str, list[str]]:
@@ -443,7 +541,7 @@ def _declared(loaded: Sequence[tuple[str, Implementation]]) -> dict[str, list[st
     devices: list[str] = []
     for _, impl in loaded:
         try:
-            found = [str(d) for d in impl.devices()]
+            found = [str(d) for d in impl.devices()]  # answered from one call (_plugins: with_devices)
         except Exception:  # noqa: BLE001 - the runner reports it per cell
             found = []
         devices += [d for d in found if d not in devices]
@@ -467,14 +565,22 @@ def _check_something(settings: Settings, declared: dict[str, list[str]], loaded)
                             f"have {', '.join(declared['devices'])})")
 
 
-def _execute(loaded, settings: Settings, command: str, portable: bool, broken=()) -> RunResult:
-    """Search, extend, replay, judge. Ctrl-C ends it with what is done, marked interrupted."""
+def _execute(loaded, settings: Settings, command: str, portable: bool, broken=(),
+             workers: Optional[_Workers] = None) -> RunResult:
+    """Search, extend, replay, judge. Ctrl-C ends it with what is done, marked interrupted.
+    ``workers``: the command's pool (the searches and the replay run on it unless ``in_process``,
+    not portable, or on a Dask cluster); the caller shuts it down."""
     plan = _resolve(settings, command)
     declared = _declared(loaded)
     _check_something(settings, declared, loaded)
     if (settings.scheduler or plan.shards > 1) and not portable:
         raise SessionError("--scheduler and --shards above 1 need implementations a worker process can load "
                            "by name (a registered plugin or module:object), not an object made here")
+    if workers is not None:
+        if settings.in_process or not portable or settings.scheduler:
+            workers.close()  # it only loaded the plugins first: the run is elsewhere
+        else:
+            plan.executor = workers.pool()
     if settings.scheduler:
         from .parallel import ExecutorError, dask_executor
 
@@ -546,20 +652,30 @@ def run(plugins: Optional[Sequence[Plugin]] = None, settings: Settings = Setting
     plugin). The result carries ``verdict``, ``reasons``, ``cells``, ``fixtures``, ``broken``
     (plugins that failed to load) and ``interrupted``. Raises SessionError for bad input and
     NothingTested when the selection leaves nothing to run."""
-    loaded, broken, portable = _plugins(plugins)
-    if not loaded:
-        failed = "; ".join(f"{r.name}: {r.error}" for r in broken)
-        raise SessionError("no implementation to run" + (f" (failed to load: {failed})" if failed else ""))
-    return _execute(loaded, settings, "run", portable, broken)
+    workers = None if settings.in_process else _Workers(settings)
+    try:
+        loaded, broken, portable = _plugins(plugins, settings, workers)
+        if not loaded:
+            failed = "; ".join(f"{r.name}: {r.error}" for r in broken)
+            raise SessionError("no implementation to run" + (f" (failed to load: {failed})" if failed else ""))
+        return _execute(loaded, settings, "run", portable, broken, workers)
+    finally:
+        if workers is not None:
+            workers.close()
 
 
-def _one(target: Plugin) -> tuple[str, Implementation, bool]:
+def _one(target: Plugin, settings: Settings, workers: Optional[_Workers]) -> tuple[str, Implementation, bool]:
     if isinstance(target, str):
-        try:
-            return target, load_target(target), True
-        except PluginError as exc:
-            raise SessionError(str(exc)) from None
-    loaded, _, portable = _plugins([target])
+        loaded, broken, _ = _plugins([target], settings, workers)
+        if not loaded:  # the messages load_target gives
+            record = broken[0]
+            error = str(record.error)
+            if ":" in target:
+                raise SessionError(error if error.startswith("cannot load") else f"cannot load {target!r}: {error}")
+            hint = f" (hint: {record.hint})" if record.hint else ""
+            raise SessionError(f"plugin {target!r} failed to load: {error}{hint}")
+        return loaded[0][0], loaded[0][1], True
+    loaded, _, portable = _plugins([target], settings, workers)
     return loaded[0][0], loaded[0][1], portable
 
 
@@ -568,9 +684,14 @@ def certify(target: Plugin, settings: Settings = Settings(), *,
     """Certify one implementation (a name, ``module:object``, an Implementation or a (label,
     Implementation) pair) against every algorithm, dtype and device it declares, and every golden
     fixture; the certificate's verdict is ``conformant`` only if all of that ran and passed."""
-    label, impl, portable = _one(target)
-    issued = issued or _dt.datetime.now(_dt.timezone.utc)
-    result = _execute([(label, impl)], settings, "certify", portable)
+    workers = None if settings.in_process else _Workers(settings)
+    try:
+        label, impl, portable = _one(target, settings, workers)
+        issued = issued or _dt.datetime.now(_dt.timezone.utc)
+        result = _execute([(label, impl)], settings, "certify", portable, workers=workers)
+    finally:
+        if workers is not None:
+            workers.close()
     return Certificate(build(label, impl, result, settings=settings, issued=issued), result)
 
 
@@ -589,11 +710,12 @@ class Reproduction:
                 and self.recorded.get("verdict") == self.certificate.verdict)
 
 
-def reproduce(path: Path | str, impl: Optional[Plugin] = None, *, jobs: Optional[int] = None,
+def reproduce(path: Path | str, impl: Plugin, *, jobs: Optional[int] = None,
               case_dir: Optional[str] = None, progress: Optional[Callable[..., None]] = None) -> Reproduction:
-    """Run a certificate's certification again from its recorded target (or ``impl``), seed and
-    settings, and compare verdicts cell by cell. Raises CertificateError if the file is not an
-    intact, consistent certificate."""
+    """Run a certificate's certification again on ``impl`` (always the caller's choice: the target
+    a certificate records is data, never imported from it) with its recorded seed and settings
+    (bounded by ``certificate.recorded_settings``), and compare verdicts cell by cell. Raises
+    CertificateError if the file is not an intact, consistent certificate."""
     from .certificate import load, recorded_settings
     from .report import package_versions
 
@@ -603,8 +725,10 @@ def reproduce(path: Path | str, impl: Optional[Plugin] = None, *, jobs: Optional
     kwargs.update(progress=progress, jobs=jobs)
     if case_dir:
         kwargs["case_dir"] = case_dir
-    target = impl if impl is not None else doc["subject"]["target"]
-    new = certify(target, Settings(**kwargs))
+    if impl is None or impl == "":
+        raise SessionError("reproduce needs the implementation to run (the certificate's recorded target is "
+                           "never imported from the file)")
+    new = certify(impl, Settings(**kwargs))
     rep = Reproduction(doc, new)
     got = {(c["algorithm"], c["dtype"], c["device"]): c["status"] for c in new.doc["results"]}
     for c in doc["results"]:

@@ -5,32 +5,51 @@ module is imported when it is first loaded. A plugin that fails to import is
 recorded with the reason and an install hint instead of breaking discovery.
 Two plugins with one name are an error. ``FTSPEC_NO_PLUGINS=1`` keeps only
 the bundled implementations (those shipped by the ``ftspec`` distribution).
+
+Loading and ``devices()`` are plugin code, so they can hang. ``select`` and
+``load_target`` take a ``timeout``: the plugin is then loaded in a helper
+thread and abandoned after ``timeout`` seconds (``PluginTimeout``), which
+catches a hang that releases the GIL. ``with_devices`` calls ``devices()``
+once (in a helper thread when given a timeout) and returns a copy of the
+implementation that answers every later call from that first answer, so a
+run calls a plugin's ``devices()`` once per process. A hang that holds the
+GIL stops every thread of its process; ``ftspec run`` therefore loads each
+plugin in a worker process first, under the worker pool's watchdog
+(``conformance/parallel.probe_plugins``), and only then in its own.
 """
 
 from __future__ import annotations
 
+import copy
 import importlib
 import importlib.metadata as md
 import os
 import sys
+import threading
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ftspec.spec.registry import REGISTRY
 
 from .api import Implementation
 
 __all__ = [
+    "DEFAULT_LOAD_TIMEOUT",
     "GROUP",
     "PluginConflict",
     "PluginError",
+    "PluginLost",
     "PluginRecord",
+    "PluginTimeout",
     "discover",
+    "failing_devices",
     "load",
     "listing",
     "load_target",
     "select",
+    "wanted",
+    "with_devices",
 ]
 
 GROUP = "ftspec.impls"
@@ -56,6 +75,43 @@ class PluginError(RuntimeError):
 
 class PluginConflict(PluginError):
     """Two entry points declare the same plugin name."""
+
+
+class PluginTimeout(PluginError):
+    """Loading a plugin, or its ``devices()``, gave no result within the time allowed."""
+
+
+class PluginLost(PluginError):
+    """Loading a plugin, or its ``devices()``, took down the worker process that tried it."""
+
+
+#: seconds loading one plugin (import, factory) or its ``devices()`` may take (``--load-timeout``)
+DEFAULT_LOAD_TIMEOUT = 60.0
+
+
+def in_thread(fn: Callable[[], Any], timeout: float, what: str) -> Any:
+    """``fn()`` in a daemon thread (named after ``what``), abandoned after ``timeout`` seconds
+    (``PluginTimeout``); its exception, if any, is raised here. A hang that holds the GIL is not
+    caught: no thread of this process runs again."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True, name=f"ftspec-load {what}"[:60])
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise PluginTimeout(f"no result after {timeout:g} s (load timeout)")
+    if "error" in box:
+        exc = box["error"]
+        if not isinstance(exc, Exception):  # SystemExit and kin from plugin code: a failure, not our exit
+            raise PluginError(f"{what}: raised {type(exc).__name__}: {exc}")
+        raise exc
+    return box.get("value")
 
 
 @dataclass
@@ -142,12 +198,17 @@ def _materialise(obj: Any, where: str) -> Implementation:
     return obj
 
 
-def load_record(record: PluginRecord) -> PluginRecord:
-    """Import the plugin behind ``record`` (once); failures are recorded, not raised."""
+def load_record(record: PluginRecord, *, timeout: Optional[float] = None) -> PluginRecord:
+    """Import the plugin behind ``record`` (once); failures are recorded, not raised. With
+    ``timeout``, in a helper thread abandoned after that many seconds (``in_thread``)."""
     if record.impl is not None or record.error is not None:
         return record
+    where = f"plugin {record.name!r} ({record.target})"
     try:
-        impl = _materialise(_resolve(record.target), f"plugin {record.name!r} ({record.target})")
+        if timeout is None:
+            impl = _materialise(_resolve(record.target), where)
+        else:
+            impl = in_thread(lambda: _materialise(_resolve(record.target), where), timeout, f"loading {where}")
         if impl.name != record.name:
             raise PluginError(f"plugin {record.name!r} ({record.target}) calls itself {impl.name!r}; "
                               "the entry-point name and Implementation.name must agree")
@@ -172,18 +233,32 @@ def load(name: str) -> Implementation:
     return record.impl
 
 
-def load_target(target: str) -> Implementation:
+def load_target(target: str, *, timeout: Optional[float] = None) -> Implementation:
     """A registered name, or ``module:object`` (an unregistered implementation).
 
     For ``module:object`` the current directory is importable, as with
-    ``python -m``, so a user can certify a module next to them.
+    ``python -m``, so a user can certify a module next to them. With ``timeout``, loaded in a
+    helper thread abandoned after that many seconds (``PluginTimeout``).
     """
     if ":" not in target:
-        return load(target)
+        if timeout is None:
+            return load(target)
+        plugins = discover()
+        if target not in plugins:
+            raise PluginError(f"no plugin named {target!r}; registered: {sorted(plugins) or 'none'}")
+        record = load_record(plugins[target], timeout=timeout)
+        if record.impl is None:
+            shown = f" (hint: {record.hint})" if record.hint else ""
+            raise PluginError(f"plugin {target!r} failed to load: {record.error}{shown}")
+        return record.impl
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
-        return _materialise(_resolve(target), target)
+        if timeout is None:
+            return _materialise(_resolve(target), target)
+        return in_thread(lambda: _materialise(_resolve(target), target), timeout, f"loading {target!r}")
+    except PluginTimeout as exc:
+        raise PluginTimeout(f"cannot load {target!r}: {exc}") from None
     except PluginError:
         raise
     except Exception as exc:
@@ -192,27 +267,47 @@ def load_target(target: str) -> Implementation:
                           + (f" (hint: {hint})" if hint else "")) from exc
 
 
-def select(names: Optional[Sequence[str]] = None) -> tuple[list[tuple[str, Implementation]], list[PluginRecord]]:
+def wanted(names: Optional[Sequence[str]] = None) -> list[str]:
+    """The labels ``select(names)`` loads, without loading any: ``names``, or every registered
+    plugin. An unknown registered name raises PluginError."""
+    registered = discover()
+    out = list(names) if names else list(registered)
+    for name in out:
+        if ":" not in name and name not in registered:
+            raise PluginError(f"no plugin named {name!r}; registered: {', '.join(sorted(registered)) or 'none'}")
+    return out
+
+
+def select(names: Optional[Sequence[str]] = None, *, timeout: Optional[float] = None,
+           failed: Optional[Mapping[str, str]] = None) -> tuple[list[tuple[str, Implementation]], list[PluginRecord]]:
     """Loaded implementations to run, and the records of those that failed to load.
 
     ``names`` may mix registered names and ``module:object`` targets; none
     means every registered plugin. An unknown registered name raises
     PluginError (a typo is the user's to fix, not a plugin that failed).
+    ``timeout``: each plugin is loaded in a helper thread abandoned after that
+    many seconds (``in_thread``). ``failed``: {label: reason} of plugins found
+    to hang or crash elsewhere (a worker process): not loaded here, recorded as
+    failed with that reason.
     """
     loaded: list[tuple[str, Implementation]] = []
     broken: list[PluginRecord] = []
     registered = discover()
-    wanted = list(names) if names else list(registered)
-    for name in wanted:
+    failed = failed or {}
+    for name in wanted(names):
+        if name in failed:
+            record = registered.get(name)
+            broken.append(PluginRecord(name, record.target if record else name,
+                                       record.distribution if record else "-", bool(record and record.bundled),
+                                       error=failed[name]))
+            continue
         if ":" in name:
             try:
-                loaded.append((name, load_target(name)))
+                loaded.append((name, load_target(name, timeout=timeout)))
             except PluginError as exc:
                 broken.append(PluginRecord(name, name, "-", False, error=str(exc)))
             continue
-        if name not in registered:
-            raise PluginError(f"no plugin named {name!r}; registered: {', '.join(sorted(registered)) or 'none'}")
-        record = load_record(registered[name])
+        record = load_record(registered[name], timeout=timeout)
         if record.impl is None:
             broken.append(record)
         else:
@@ -220,14 +315,58 @@ def select(names: Optional[Sequence[str]] = None) -> tuple[list[tuple[str, Imple
     return loaded, broken
 
 
-def listing() -> list[dict[str, Any]]:
+class _Devices:
+    """A plugin's ``devices()`` answered from its first answer (the list, or the exception)."""
+
+    def __init__(self, found: Optional[list[str]], error: Optional[BaseException]) -> None:
+        self.found = found
+        self.error = error
+
+    def __call__(self) -> list[str]:
+        if self.error is not None:
+            raise self.error
+        return list(self.found or [])
+
+
+def _with(impl: Implementation, devices: _Devices) -> Implementation:
+    clone = copy.copy(impl)  # the caller's object is left as it is
+    object.__setattr__(clone, "devices", devices)  # frozen dataclass: set past its __setattr__
+    return clone
+
+
+def with_devices(impl: Implementation, timeout: Optional[float] = None) -> Implementation:
+    """A copy of ``impl`` whose ``devices()`` gives what ``impl.devices()`` gave (or raised) when
+    called here, once: in this thread, or with ``timeout`` in a helper thread abandoned after that
+    many seconds (later calls then raise ``PluginTimeout``)."""
+    if isinstance(getattr(impl, "devices", None), _Devices):
+        return impl
+    error: Optional[BaseException] = None
+    found: Optional[list[str]] = None
+    try:
+        if timeout is None:
+            found = [str(d) for d in impl.devices()]
+        else:
+            found = in_thread(lambda: [str(d) for d in impl.devices()], timeout, "devices()")
+    except Exception as exc:  # noqa: BLE001 - the plugin's failure (PluginTimeout too), raised on every call
+        error = exc
+    return _with(impl, _Devices(found, error))
+
+
+def failing_devices(impl: Implementation, error: BaseException) -> Implementation:
+    """A copy of ``impl`` whose ``devices()`` raises ``error`` without calling the plugin (its
+    ``devices()`` hung or crashed a worker process)."""
+    return _with(impl, _Devices(None, error))
+
+
+def listing(timeout: float = DEFAULT_LOAD_TIMEOUT) -> list[dict[str, Any]]:
     """Every registered plugin as plain values: name, target, distribution, and what it declares
     (version, devices, dtypes, precision, variants, algorithms covered and missing, shape limits per
-    algorithm where declared), or why it
-    failed to load (``ftspec list``)."""
+    algorithm where declared), or why it failed to load (``ftspec list``). Loading and ``devices()``
+    each run in a helper thread abandoned after ``timeout`` seconds (``in_thread``: a hang that
+    holds the GIL is not caught)."""
     rows = []
     for name, record in sorted(discover().items()):
-        load_record(record)
+        load_record(record, timeout=timeout)
         row: dict[str, Any] = {"name": name, "target": record.target, "distribution": record.distribution,
                                "bundled": record.bundled}
         if record.impl is None:
@@ -235,7 +374,7 @@ def listing() -> list[dict[str, Any]]:
         else:
             impl = record.impl
             try:
-                devices = [str(d) for d in impl.devices()]
+                devices = [str(d) for d in in_thread(impl.devices, timeout, f"devices() of {name}")]
             except Exception as exc:  # noqa: BLE001 - the plugin's failure, shown in the listing
                 devices = [f"error: {type(exc).__name__}: {exc}"]
             covered = [a for a in REGISTRY if a in impl.algorithms]

@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "codes: 0 conformant, 1 non-conformant, 2 bad input or nothing tested, 3 partial (a "
                     "selection), 4 inconclusive (too few examples), 130 interrupted (docs/reports.md).")
     p.add_argument("target", nargs="?", metavar="TARGET", help="registered name or module:object")
-    p.add_argument("--out", metavar="DIR", help="where to write the certificate (default: certificates/NAME)")
+    p.add_argument("--out", metavar="DIR",
+                   help="where to write the certificate (default: certificates/TARGET, with / and : as _)")
     p.add_argument("--verify", metavar="FILE",
                    help="check a certificate instead of certifying: its content hash, and that it agrees with "
                         "itself (its verdict is what its recorded results give); a forgery that agrees with "
@@ -82,7 +83,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     )
     from ftspec.conformance.session import NothingTested, SessionError, reproduce
 
-    from .console import RunProgress, console, error
+    from .console import Fitted, RunProgress, console, error
 
     if args.target:
         return error("with --reproduce, name the implementation to run with --impl, not as TARGET: "
@@ -109,7 +110,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     for r in rep.rows:
         same = "[green]yes[/]" if r["same"] else "[bold red]no[/]"
         t.add_row(r["algorithm"], r["dtype"], escape(r["device"]), r["recorded"], r["got"], same)
-    console.print(t)
+    console.print(Fitted(lambda: [t]))  # no algorithm name cut at 80 columns
     recorded, now = rep.recorded["verdict"], rep.certificate.verdict
     if rep.same:
         console.print(f"[green]reproduced[/]: every cell has its recorded verdict; the certificate's verdict "
@@ -127,8 +128,6 @@ def run(args: argparse.Namespace) -> int:
     from ftspec.conformance.report import OutputPathError, check_writable
     from ftspec.conformance.session import NothingTested, SessionError, certify
     from ftspec.conformance.verdict import EXIT_INTERRUPTED
-    from ftspec.impls.discovery import PluginError, load_target
-
     from .cmd_run import settings_from
     from .console import RunProgress, console, error, print_failures, print_verdict, summary_table
     from .console_fixtures import fixture_table
@@ -139,11 +138,9 @@ def run(args: argparse.Namespace) -> int:
         return _reproduce(args)
     if not args.target:
         return error("give a TARGET (a registered name or module:object), --verify FILE or --reproduce FILE")
-    try:
-        impl = load_target(args.target)
-    except PluginError as exc:
-        return error(str(exc))
-    out = Path(args.out or Path("certificates") / _safe(impl.name))
+    # the target is loaded once, by the session (in a worker first, under --load-timeout): a plugin
+    # whose loading hangs or crashes is refused there in one line, never here
+    out = Path(args.out or Path("certificates") / _safe(args.target))
     try:
         check_writable(out, directory=True)
         case_dir = str(out / "cases") if args.case_dir == "reports/cases" else args.case_dir
@@ -154,7 +151,8 @@ def run(args: argparse.Namespace) -> int:
     result = cert.result
     if result is None:  # certify() always keeps the run it judged
         return error("the certification returned no run")
-    console.print(summary_table(result, title=f"Certification of {impl.name} {impl.version}"))
+    subject = f"{cert.doc['subject']['name']} {cert.doc['subject']['version']}"
+    console.print(summary_table(result, title=f"Certification of {subject}"))
     if result.fixtures:
         console.print(fixture_table(result.fixtures))
     print_failures(result)
@@ -162,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         json_path, md_path = cert.write(out)
     except OSError as exc:
         return error(f"cannot write the certificate: {exc}")
-    print_verdict(result, subject=f"{impl.name} {impl.version}")
+    print_verdict(result, subject=subject)
     console.print(f"coverage {cert.doc['coverage']['fraction']} algorithms; certificate: "
                   f"{escape(str(json_path))} and {escape(str(md_path))}")
     return EXIT_INTERRUPTED if result.interrupted else cert.exit_code

@@ -202,7 +202,7 @@ def _print_identity(identity: Any) -> None:
 
     from ftspec.conformance.identify import value_text
 
-    from .console import console
+    from .console import Fitted, console
 
     declared = any(g.declared for g in identity.groups)
     t = Table(title=f"{identity.algorithm} at {identity.dtype}", title_justify="left")
@@ -232,7 +232,7 @@ def _print_identity(identity: Any) -> None:
             ok = g.declared is not None and any(v == g.declared for v in g.consistent)
             row.append(escape(d) + ("" if ok else " [red](not consistent)[/]"))
         t.add_row(*row)
-    console.print(t)
+    console.print(Fitted(lambda: [t]))  # no switch name cut at 80 columns
     fits = "[green]fits every case[/]" if identity.fits else "[bold red]no set in the search fits every case[/]"
     cases = "; ".join(o.label + (" (refused)" if o.outputs is None else "") for o in identity.observations)
     console.print(f"  cases: {escape(cases)}", soft_wrap=True)

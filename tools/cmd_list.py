@@ -20,14 +20,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "variant sets, algorithms covered and their shape limits, or why it "
                                    "failed to load.")
     p.add_argument("--json", action="store_true", help="print the same as JSON")
+    p.add_argument("--load-timeout", metavar="S", type=float, default=None,
+                   help="seconds loading one plugin, or its devices(), may take (default 60)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftspec.impls.discovery import PluginConflict, listing
+    from ftspec.impls.discovery import DEFAULT_LOAD_TIMEOUT, PluginConflict, listing
 
+    timeout = args.load_timeout if args.load_timeout and args.load_timeout > 0 else DEFAULT_LOAD_TIMEOUT
     try:
-        rows = listing()
+        rows = listing(timeout)
     except PluginConflict as exc:
         from .console import error
 

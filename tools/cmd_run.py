@@ -43,6 +43,9 @@ def add_selection_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="Hypothesis seed (default: %(default)s)")
     p.add_argument("--call-timeout", type=float, metavar="SECONDS",
                    help="a single implementation call taking longer fails as a hang (default: the profile's)")
+    p.add_argument("--load-timeout", type=float, metavar="SECONDS", default=None,
+                   help="loading one plugin (import, factory), or its devices(), taking longer fails that plugin, "
+                        "not the run (default: 60)")
     p.add_argument("--case-dir", default="reports/cases", metavar="DIR",
                    help="where shrunk failing cases are written (default: %(default)s)")
     p.add_argument("--fixtures", choices=["all", "sample", "none"], default=None,
@@ -52,8 +55,8 @@ def add_selection_options(p: argparse.ArgumentParser) -> None:
                    help="same as --fixtures none")
     p.add_argument("--jobs", "-j", type=_positive_int, metavar="N", default=None,
                    help="worker processes for the searches and the fixture replay (default: one per CPU, "
-                        "at most 8); 1 is one worker: at every N a plugin that crashes or hangs fails its "
-                        "algorithm, not the run")
+                        "at most 8; at most 4 per CPU); 1 is one worker: at every N a plugin that crashes or "
+                        "hangs fails its algorithm, not the run")
     p.add_argument("--shards", type=_positive_int, metavar="N", default=None,
                    help="split every search into N by seed (each shard runs its share of the examples, and "
                         "under a time cap the whole cap): more examples per cell on more workers; the same "
@@ -68,15 +71,31 @@ def add_selection_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress output")
 
 
+def _capped_jobs(jobs: Any, scheduler: Any) -> Any:
+    """``--jobs`` within the session's cap, with a one-line note on stderr when it was cut (not
+    with ``--scheduler``: the cluster's threads are the workers there)."""
+    from ftspec.conformance.session import capped_jobs
+
+    if scheduler:
+        return jobs
+    jobs, note = capped_jobs(jobs)
+    if note:
+        from .console import err_console
+
+        err_console.print(f"note: {note}", soft_wrap=True, markup=False)
+    return jobs
+
+
 def settings_from(args: argparse.Namespace, progress: Any = None, **overrides: Any):
     """``Settings`` from the shared options (SessionError on bad values)."""
     from ftspec.conformance.session import Settings
 
+    scheduler = getattr(args, "scheduler", None)
     values = dict(profile=args.profile, algorithms=args.algorithm, dtypes=args.dtype, devices=args.device,
                   examples=args.examples, seconds=args.seconds, seed=args.seed, call_timeout=args.call_timeout,
-                  case_dir=args.case_dir, fixtures=args.fixtures, jobs=args.jobs, in_process=args.in_process,
-                  shards=getattr(args, "shards", None), scheduler=getattr(args, "scheduler", None),
-                  progress=progress)
+                  case_dir=args.case_dir, fixtures=args.fixtures, jobs=_capped_jobs(args.jobs, scheduler),
+                  in_process=args.in_process, shards=getattr(args, "shards", None), scheduler=scheduler,
+                  load_timeout=getattr(args, "load_timeout", None), progress=progress)
     values.update(overrides)
     return Settings(**values)
 
@@ -85,12 +104,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run the conformance suite on the registered implementations",
                        description="Run every registered implementation × algorithm × dtype × device through the "
                                    "Hypothesis search and the golden fixtures. Exit codes: 0 conformant, "
-                                   "1 non-conformant, 2 bad input or nothing tested, 3 partial (a selection), "
-                                   "4 inconclusive (too few examples), 130 interrupted (docs/reports.md).")
+                                   "1 non-conformant, 2 bad input, nothing tested or a report not written, "
+                                   "3 partial (a selection), 4 inconclusive (too few examples), 130 interrupted "
+                                   "(docs/reports.md).")
     p.add_argument("--impl", action="append", metavar="NAME",
                    help="only this implementation: a registered name or module:object (repeatable)")
     add_selection_options(p)
-    p.add_argument("--json-report", metavar="PATH", help="also write the results as JSON (schema: docs/reports.md)")
+    p.add_argument("--json-report", metavar="PATH", help="also write the results as JSON (schema: docs/reports.md); "
+                   "a report that cannot be written makes the run exit 2")
     p.set_defaults(func=run)
 
 
@@ -117,13 +138,17 @@ def run(args: argparse.Namespace) -> int:
     if result.fixtures:
         console.print(fixture_table(result.fixtures))
     print_failures(result)
+    unwritten = False
     if args.json_report:
         try:
             path = write_json(args.json_report, report_dict(result, result.plugins, started))
             console.print(f"JSON report: {_e(str(path))}")
-        except OSError as exc:
-            error(f"cannot write the JSON report: {exc}", code=0)
+        except OSError as exc:  # e.g. ENOSPC (/dev/full), EIO: checked writable before the run, yet it failed
+            unwritten = True
+            error(f"cannot write the JSON report {args.json_report}: {exc.strerror or exc}", code=0)
     print_verdict(result)
+    if unwritten:  # the run's record is lost: whatever the verdict, a script must not read success
+        return EXIT_ERROR
     if result.interrupted:
         return EXIT_INTERRUPTED
     return exit_code(result.verdict) if result.verdict else EXIT_ERROR
