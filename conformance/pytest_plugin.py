@@ -77,8 +77,8 @@ def ftspec_plugins(pytestconfig: pytest.Config) -> list[tuple[str, Any]]:
 
 @pytest.fixture
 def ftspec_runner_factory(pytestconfig: pytest.Config, ftspec_plugins) -> Callable[..., Any]:
-    from ftspec.conformance.profiles import profile
-    from ftspec.conformance.runner import Runner
+    from ftspec.conformance.core.profiles import profile
+    from ftspec.conformance.running.runner import Runner
 
     def make(case_dir: Path, **kw: Any) -> Runner:
         return Runner(ftspec_plugins, profile=profile(pytestconfig.getoption("--ftspec-profile")),

@@ -247,7 +247,7 @@ class Implementation:
                     (``embedding``, ``layers.{l}``, ``final_norm``, ``head``,
                     ``logits``, ...; docs/plugins.md "Named intermediates").
                     When a model fails, the harness reports the first of them
-                    that departs from the spec (conformance/divergence.py).
+                    that departs from the spec (conformance/forensics/divergence.py).
     """
 
     name: str

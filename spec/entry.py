@@ -101,7 +101,7 @@ class Entry:
     summary: str
     hyper: tuple[str, ...]
     #: a small size for every name of ``hyper``: the default of fixed cases and of the fixtures
-    #: (``conformance/values.py``'s ``DEFAULT_HYPER``); dimensions a swap would confuse differ
+    #: (``conformance/core/values.py``'s ``DEFAULT_HYPER``); dimensions a swap would confuse differ
     sizes: Mapping[str, int]
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]

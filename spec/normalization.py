@@ -108,7 +108,7 @@ def _centred(e: Vector, m: Any, line: int) -> list:
 
     A number system may offer ``centres(e, m, line)``: the value of m that each
     term is centred at, m itself in every exact arithmetic. The Monte Carlo
-    arithmetic (conformance/rounding.py) gives each term its own rounding of
+    arithmetic (conformance/core/rounding.py) gives each term its own rounding of
     line 1, for line 2 and again for line 3. That is how implementations
     that do not centre at one rounded mean err: Welford's one-pass update
     centres each e[i] at a running mean (Welford 1962; its variance errs by

@@ -29,12 +29,12 @@ chosen by the caller:
     propagates through absolute values, so across layers it overestimates by
     orders of magnitude; the spec's own tests use it (a float64 result must
     lie within it), while the conformance harness derives its tolerances from
-    Monte Carlo arithmetic instead (``conformance/rounding.py``,
+    Monte Carlo arithmetic instead (``conformance/core/rounding.py``,
     ``docs/tolerances.md``).
 
 Two more systems live outside this module: ``GradNumbers`` (``spec/autodiff.py``,
 reverse-mode derivatives over any base system) and the harness's
-``MonteCarloNumbers`` (``conformance/rounding.py``, K perturbed lanes beside a
+``MonteCarloNumbers`` (``conformance/core/rounding.py``, K perturbed lanes beside a
 binary64 lane 0).
 
 The active system lives in a context variable: ``with using(MpNumbers(40)):``.

@@ -231,7 +231,7 @@ SWITCHES: dict[str, Switch] = _switches()
 SAME_MATHEMATICS: dict[tuple[str, Any], Any] = {("variance", "one_pass"): "biased"}
 #: Switches every value of which is the same mathematics (rounding only):
 #: the scale on S, on Q, or √ of it on Q and K. Fixtures made under one value
-#: replay under another (conformance/fixture_replay.py; tests/spec/test_rounding_only.py).
+#: replay under another (conformance/running/fixture_replay.py; tests/spec/test_rounding_only.py).
 ROUNDING_ONLY: frozenset[str] = frozenset({"scale_placement"})
 
 PAPER = VariantSet()

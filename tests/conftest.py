@@ -3,7 +3,7 @@
 Hypothesis now and then draws a literal of a local module already imported; pytest-xdist runs
 the tests in another order on each worker, so a sampled share (test_strategies*.py) or a seeded
 comparison could pass in one run and fail in the next. The harness's own searches empty the pool
-themselves (conformance/reproducible.py); a test marked ``local_constants`` checks that."""
+themselves (conformance/running/local_constants.py); a test marked ``local_constants`` checks that."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Iterator
 
 import pytest
 
-from ftspec.conformance.reproducible import no_local_constants
+from ftspec.conformance.running.local_constants import no_local_constants
 
 
 @pytest.fixture(autouse=True)

@@ -425,12 +425,70 @@ def test_no_import_cycles():
                        + "\n".join(_describe(c) for c in found))
 
 
+#: the rooms of the harness (conformance/), lowest first: each may import only its own and lower rooms
+#: (docs/development.md, "Rooms of the harness"); ``conformance/pytest_plugin.py`` and
+#: ``conformance/suite`` are the pytest face above them all
+ROOMS = ("core", "forensics", "running", "session")
+TOP_OF_HARNESS = {"ftspec.conformance", "ftspec.conformance.pytest_plugin", "ftspec.conformance.suite",
+                  "ftspec.conformance.suite.test_conformance"}
+
+
+def room_of(module: str) -> str | None:
+    """The room of a harness module (None outside the harness, or at its top)."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["ftspec", "conformance"] and parts[2] in ROOMS else None
+
+
+def rooms_upward(edges: list[Edge]) -> list[Edge]:
+    """Edges from a room of the harness to a higher room (TYPE_CHECKING imports included)."""
+    rank = {name: i for i, name in enumerate(ROOMS)}
+    out = []
+    for e in edges:
+        a, b = room_of(e.source), room_of(e.target)
+        if a is not None and b is not None and rank[b] > rank[a]:
+            out.append(e)
+        elif a is not None and e.target in TOP_OF_HARNESS - {"ftspec.conformance"}:
+            out.append(e)
+    return out
+
+
+def test_every_harness_module_lives_in_a_room():
+    modules, _, _ = GRAPH
+    loose = [m for m in modules if m.startswith("ftspec.conformance.") and room_of(m) is None
+             and m not in TOP_OF_HARNESS]
+    assert loose == [], f"harness modules outside core/forensics/running/session: {loose}"
+    assert {room_of(m) for m in modules} >= set(ROOMS)
+
+
+def test_the_rooms_of_the_harness_import_one_way():
+    _, edges, _ = GRAPH
+    bad = rooms_upward(edges)
+    assert not bad, "a room imports a higher one:\n" + "\n".join(str(e) for e in bad)
+
+
+def test_the_rooms_check_catches_an_upward_import(tmp_path):
+    root = _plant(tmp_path, {
+        **{f"conformance/{room}/__init__.py": "" for room in ROOMS},
+        "conformance/core/judge.py": "def f():\n    from ftspec.conformance.forensics import diagnosis\n",
+        "conformance/forensics/diagnosis.py": "from ..core import judge\n",
+        "conformance/running/runner.py": "from ftspec.conformance.session.commands import run\n",
+        "conformance/session/commands.py": "from ftspec.conformance.running import runner\n",
+    })
+    _, edges, _ = build_graph(root)
+    got = sorted((e.source, e.target) for e in rooms_upward(edges))
+    assert ("ftspec.conformance.core.judge", "ftspec.conformance.forensics.diagnosis") in got
+    assert ("ftspec.conformance.running.runner", "ftspec.conformance.session.commands") in got
+    assert not any(s.startswith("ftspec.conformance.forensics") or s.startswith("ftspec.conformance.session")
+                   for s, _ in got)
+
+
 def test_the_harness_reads_the_bundled_fixtures_without_importing_the_fixtures_package():
     """The runtime side of the layer order where it is least obvious: the golden reader finds
     ``fixtures/data`` through the import system without running ``ftspec.fixtures``."""
     code = (
         "import sys\n"
-        "from ftspec.conformance import fixture_replay, golden\n"
+        "from ftspec.conformance.running import fixture_replay\n"
+        "from ftspec.conformance.core import fixture_files as golden\n"
         "print(golden.data_dir())\n"
         "print(len(golden.load_manifest()['cases']))\n"
         "print(sorted(m for m in sys.modules if m.startswith(('ftspec.fixtures', 'ftspec.tools'))))\n"

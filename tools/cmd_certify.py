@@ -60,7 +60,7 @@ def _one_line(text: str) -> str:
 def _verify(path: str) -> int:
     from rich.markup import escape
 
-    from ftspec.conformance.certificate import verify
+    from ftspec.conformance.session.certificate import verify
 
     from .console import console, error
 
@@ -75,13 +75,13 @@ def _reproduce(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from ftspec.conformance.certificate import (
+    from ftspec.conformance.session.certificate import (
         CertificateError,
         check_reproduction,
         recorded_target,
         reproduce_command,
     )
-    from ftspec.conformance.session import NothingTested, SessionError, reproduce
+    from ftspec.conformance.session.commands import NothingTested, SessionError, reproduce
 
     from .console import Fitted, RunProgress, console, error
 
@@ -125,9 +125,9 @@ def _reproduce(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
-    from ftspec.conformance.report import OutputPathError, check_writable
-    from ftspec.conformance.session import NothingTested, SessionError, certify
-    from ftspec.conformance.verdict import EXIT_INTERRUPTED
+    from ftspec.conformance.session.report import OutputPathError, check_writable
+    from ftspec.conformance.session.commands import NothingTested, SessionError, certify
+    from ftspec.conformance.core.verdict import EXIT_INTERRUPTED
     from .cmd_run import settings_from
     from .console import RunProgress, console, error, print_failures, print_verdict, summary_table
     from .console_fixtures import fixture_table

@@ -2,8 +2,8 @@
 
 ``ftspec identify TARGET`` calls the implementation on a few designed cases
 per entry and searches the variant switches the entry reads
-(``conformance/identify.py``); ``ftspec identify --table FILE`` does the same
-for published numbers (``conformance/identify_table.py``). Both print a table
+(``conformance/forensics/identify.py``); ``ftspec identify --table FILE`` does the same
+for published numbers (``conformance/forensics/identify_table.py``). Both print a table
 per entry (each switch: the value found, decided or not, the values
 consistent and excluded, the declared value), a ready ``PAPER.replace(...)``
 expression, the time per entry, and optionally JSON. Exit codes: 0 every
@@ -64,13 +64,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftspec.conformance.identify import SECONDS
+    from ftspec.conformance.forensics.identify import SECONDS
 
     from .console import error
 
     seconds = args.seconds or SECONDS
     if args.json:
-        from ftspec.conformance.report import OutputPathError, check_writable
+        from ftspec.conformance.session.report import OutputPathError, check_writable
 
         try:
             check_writable(args.json)
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 def _table(args: argparse.Namespace, seconds: float) -> int:
     from rich.markup import escape
 
-    from ftspec.conformance.identify_table import TableError, identify_table, read_table
+    from ftspec.conformance.forensics.identify_table import TableError, identify_table, read_table
 
     from .console import console, error
 
@@ -112,8 +112,8 @@ def _table(args: argparse.Namespace, seconds: float) -> int:
 def _implementation(args: argparse.Namespace, seconds: float) -> int:
     from rich.markup import escape
 
-    from ftspec.conformance.execute import Member
-    from ftspec.conformance.identify import IdentifyError, call_variant, expression, identify, merge
+    from ftspec.conformance.core.execute import Member
+    from ftspec.conformance.forensics.identify import IdentifyError, call_variant, expression, identify, merge
     from ftspec.impls.discovery import PluginError, load_target
     from ftspec.spec.registry import REGISTRY
     from ftspec.spec.variants import parse
@@ -200,7 +200,7 @@ def _print_identity(identity: Any) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from ftspec.conformance.identify import value_text
+    from ftspec.conformance.forensics.identify import value_text
 
     from .console import Fitted, console
 

@@ -6,7 +6,7 @@ the command line. Every refusal (a malformed or out-of-bounds case file, a
 tensors path outside its directory, an unknown implementation, a variant
 set, dtype or device the implementation does not declare) is one line on
 stderr and exit status 2; where an option fixes it, the line ends with the
-command to run. ``cpu`` and ``cpu:0`` name one device (conformance/replay.py).
+command to run. ``cpu`` and ``cpu:0`` name one device (conformance/running/replay.py).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
-    from ftspec.conformance.casefile import CaseFileError
-    from ftspec.conformance.replay import ReplayError, replay
+    from ftspec.conformance.core.casefile import CaseFileError
+    from ftspec.conformance.running.replay import ReplayError, replay
     from ftspec.impls.discovery import PluginError
 
     from .console import console, err_console

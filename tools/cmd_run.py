@@ -24,7 +24,7 @@ def _positive_int(text: str) -> int:
 
 
 def add_selection_options(p: argparse.ArgumentParser) -> None:
-    from ftspec.conformance.profiles import PROFILES
+    from ftspec.conformance.core.profiles import PROFILES
 
     p.add_argument("--profile", choices=sorted(PROFILES), default="default",
                    help="Hypothesis profile: quick (CI), default, thorough (default: %(default)s)")
@@ -74,7 +74,7 @@ def add_selection_options(p: argparse.ArgumentParser) -> None:
 def _capped_jobs(jobs: Any, scheduler: Any) -> Any:
     """``--jobs`` within the session's cap, with a one-line note on stderr when it was cut (not
     with ``--scheduler``: the cluster's threads are the workers there)."""
-    from ftspec.conformance.session import capped_jobs
+    from ftspec.conformance.session.commands import capped_jobs
 
     if scheduler:
         return jobs
@@ -88,7 +88,7 @@ def _capped_jobs(jobs: Any, scheduler: Any) -> Any:
 
 def settings_from(args: argparse.Namespace, progress: Any = None, **overrides: Any):
     """``Settings`` from the shared options (SessionError on bad values)."""
-    from ftspec.conformance.session import Settings
+    from ftspec.conformance.session.commands import Settings
 
     scheduler = getattr(args, "scheduler", None)
     values = dict(profile=args.profile, algorithms=args.algorithm, dtypes=args.dtype, devices=args.device,
@@ -116,10 +116,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftspec.conformance.report import OutputPathError, check_writable, report_dict, write_json
-    from ftspec.conformance.session import NothingTested, SessionError
-    from ftspec.conformance.session import run as run_session
-    from ftspec.conformance.verdict import EXIT_ERROR, EXIT_INTERRUPTED, exit_code
+    from ftspec.conformance.session.report import OutputPathError, check_writable, report_dict, write_json
+    from ftspec.conformance.session.commands import NothingTested, SessionError
+    from ftspec.conformance.session.commands import run as run_session
+    from ftspec.conformance.core.verdict import EXIT_ERROR, EXIT_INTERRUPTED, exit_code
 
     from .console import RunProgress, error, print_failures, print_verdict, summary_table, console
     from .console_fixtures import fixture_table

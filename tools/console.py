@@ -20,7 +20,7 @@ from rich.padding import Padding
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ftspec.conformance.runner import RunResult
+from ftspec.conformance.running.runner import RunResult
 
 __all__ = ["Fitted", "RunProgress", "console", "err_console", "error", "fit", "print_failures", "print_verdict",
            "summary_table"]
@@ -48,7 +48,7 @@ def print_failures(result: RunResult) -> None:
         if cell.failure:
             # soft_wrap: the terminal folds long lines, rich inserts no newline (the reproducer stays one line)
             console.print(f"[bold red]FAIL[/] {escape(cell.failure.report)}", soft_wrap=True)
-            for more in getattr(cell, "more_failures", []):  # conformance/distinct.py
+            for more in getattr(cell, "more_failures", []):  # conformance/forensics/distinct_failures.py
                 console.print(f"[bold red]FAIL (another failure)[/] {escape(more['report'])}", soft_wrap=True)
         else:
             console.print(f"[bold red]{escape(cell.status.upper())}[/] {escape(cell.algorithm)} {escape(cell.impl)} "

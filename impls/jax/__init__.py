@@ -147,6 +147,6 @@ implementation = Implementation(
     precision="highest",
     description="JAX: unbatched layers (tokens as rows) + jax.vmap, einsum over stacked heads",
     # one compiled program per (variant, shape): a search draws at most 4 such pairs, so programs
-    # are reused (conformance/runner.py; measured: layer_norm 62-71 examples in 3 s against 7-15)
+    # are reused (conformance/running/runner.py; measured: layer_norm 62-71 examples in 3 s against 7-15)
     extra={"shapes_per_search": 4},
 )

@@ -194,7 +194,7 @@ def task_exits(code):
 
 def task_gil_hang(timeout):
     """A harness-style call (published for the watchdog) that hangs in C holding the GIL."""
-    from ftspec.conformance.execute import _timed
+    from ftspec.conformance.core.execute import _timed
 
     what = {"implementation": "hangs:impl", "algorithm": "layer_norm", "device": "cpu", "dtype": "float32"}
     return _timed(lambda: ctypes.PyDLL(None).sleep(3600), timeout, what)

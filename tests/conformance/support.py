@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from ftspec.conformance.profiles import profile
-from ftspec.conformance.runner import RunResult, Runner
+from ftspec.conformance.core.profiles import profile
+from ftspec.conformance.running.runner import RunResult, Runner
 from ftspec.impls.api import Implementation
 from ftspec.tools.zoo import build, mutant
 
@@ -14,7 +14,7 @@ from ftspec.tools.zoo import build, mutant
 def run(plugins: Sequence[tuple[str, Implementation]], algorithms: Sequence[str], dtypes: Sequence[str],
         tmp_path: Path, *, examples: int = 60, seed: int = 0, timeout: float | None = None,
         distinct: int = 0) -> RunResult:
-    """``distinct``: further distinct failures to look for after the first (conformance/distinct.py); 0 by
+    """``distinct``: further distinct failures to look for after the first (forensics/distinct_failures.py); 0 by
     default, since these tests ask whether and how a cell fails (tests/conformance/test_distinct.py
     tests the further search)."""
     runner = Runner(plugins, profile=profile("default"), seed=seed, case_dir=tmp_path / "cases",

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ftspec.conformance.case import Case
-from ftspec.conformance.casefile import LIMITS, CaseFileError, read_case, write_case
+from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.casefile import LIMITS, CaseFileError, read_case, write_case
 from ftspec.tools.cli import main
 
 

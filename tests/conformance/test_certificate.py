@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ftspec.conformance.certificate import CertificateError, consistency, content_hash, load, verify
-from ftspec.conformance.session import NothingTested, Settings, certify, reproduce
+from ftspec.conformance.session.certificate import CertificateError, consistency, content_hash, load, verify
+from ftspec.conformance.session.commands import NothingTested, Settings, certify, reproduce
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = (ROOT / "examples" / "minimal_plugin" / "ftspec_example" / "__init__.py").read_text()

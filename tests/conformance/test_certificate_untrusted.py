@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from ftspec.conformance import casefile
-from ftspec.conformance.casefile import CaseFileError, read_untrusted_json
-from ftspec.conformance.certificate import (
+from ftspec.conformance.core import casefile
+from ftspec.conformance.core.casefile import CaseFileError, read_untrusted_json
+from ftspec.conformance.session.certificate import (
     LIMITS,
     REPRODUCE_LIMITS,
     CertificateError,
@@ -37,7 +37,7 @@ from ftspec.conformance.certificate import (
     render_markdown,
     verify,
 )
-from ftspec.conformance.session import Settings, certify, reproduce
+from ftspec.conformance.session.commands import Settings, certify, reproduce
 from ftspec.tools.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

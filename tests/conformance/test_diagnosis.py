@@ -1,4 +1,4 @@
-"""Failure diagnosis (conformance/diagnosis.py): a failure names the convention the output follows.
+"""Failure diagnosis (conformance/forensics/diagnosis.py): a failure names the convention the output follows.
 
 Mutants of the bug zoo whose bug is a catalogue convention are searched in process (one dtype,
 a few examples) and the failure's diagnosis must name that convention; a correct implementation
@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from ftspec.conformance.calling import Prepared, call
-from ftspec.conformance.case import Case
-from ftspec.conformance.diagnosis import diagnose, structure
-from ftspec.conformance.report import cell_dict
+from ftspec.conformance.core.calling import Prepared, call
+from ftspec.conformance.core.case import Case
+from ftspec.conformance.forensics.diagnosis import diagnose, structure
+from ftspec.conformance.session.report import cell_dict
 from ftspec.impls.discovery import load
 from ftspec.spec.variants import PAPER
 from ftspec.tools.zoo import build, mutant
@@ -30,8 +30,8 @@ from .support import run
 def run_mutant(mutant_id, algorithms, dtypes, tmp_path, *, examples):
     """support.run_mutant with the distinct-failure search off: these tests read the first failure
     (tests/conformance/test_distinct.py tests the rest)."""
-    from ftspec.conformance.profiles import profile
-    from ftspec.conformance.runner import Runner
+    from ftspec.conformance.core.profiles import profile
+    from ftspec.conformance.running.runner import Runner
 
     m = mutant(mutant_id)
     runner = Runner([(f"mutant:{m.id}", build(m))], profile=profile("default"), seed=0,

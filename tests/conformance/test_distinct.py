@@ -1,4 +1,4 @@
-"""Every distinct failure, not only the smallest (conformance/distinct.py).
+"""Every distinct failure, not only the smallest (conformance/forensics/distinct_failures.py).
 
 The bug zoo's ``three-bugs-residual-softmax-crash`` has three independent bugs (its catalogue
 entry, after the issue's public implementation): a pre-LN residual taken from the normalised X,
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from ftspec.conformance.distinct import MAX_DISTINCT, describe, same, signature
-from ftspec.conformance.report import cell_dict
-from ftspec.conformance.verdict import derive
+from ftspec.conformance.forensics.distinct_failures import MAX_DISTINCT, describe, same, signature
+from ftspec.conformance.session.report import cell_dict
+from ftspec.conformance.core.verdict import derive
 
 from .support import run_mutant
 

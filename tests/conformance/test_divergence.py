@@ -1,4 +1,4 @@
-"""First divergence inside a model (conformance/divergence.py).
+"""First divergence inside a model (conformance/forensics/divergence.py).
 
 The spec's intermediate values are computed by calling the spec's layer functions in sequence;
 that sequence must reproduce the spec's own output exactly (float64, the same operations in the
@@ -13,15 +13,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ftspec.conformance.case import Case
-from ftspec.conformance.divergence import (
+from ftspec.conformance.core.case import Case
+from ftspec.conformance.forensics.divergence import (
     expected_matches,
     layer_walk,
     locate,
     model_walk,
     spec_intermediates,
 )
-from ftspec.conformance.execute import Member
+from ftspec.conformance.core.execute import Member
 from ftspec.impls.discovery import load
 from ftspec.spec.evaluation import evaluate
 from ftspec.spec.variants import PAPER
@@ -129,7 +129,7 @@ def test_a_loss_whose_forward_pass_is_right_is_blamed_on_the_loss():
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_an_exception_of_a_model_is_located_and_reported_without_a_variant_search():
     """W_e where W_eᵀ belongs (tied): the shapes clash when N_V ≠ d_e, the model raises."""
-    from ftspec.conformance.diagnosis import diagnose_failure
+    from ftspec.conformance.forensics.diagnosis import diagnose_failure
 
     variant = PAPER.replace(unembedding="tied")
     c = _case("d_transformer", variant)

@@ -46,8 +46,8 @@ import pytest
 
 import ftspec.impls.numpy.grad_layers as numpy_grad_layers
 import ftspec.impls.numpy.layers as numpy_layers
-from ftspec.conformance.replay import replay
-from ftspec.conformance.rounding import MonteCarloNumbers
+from ftspec.conformance.running.replay import replay
+from ftspec.conformance.core.rounding import MonteCarloNumbers
 from ftspec.impls.numpy.components import NormCache
 
 HERE = Path(__file__).parent / "false_failures"

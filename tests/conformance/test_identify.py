@@ -1,4 +1,4 @@
-"""``ftspec identify`` (conformance/identify.py): the conventions an implementation follows, found
+"""``ftspec identify`` (conformance/forensics/identify.py): the conventions an implementation follows, found
 without trusting its declaration.
 
 Each test calls a real implementation on the designed cases of one or two cheap entries and checks
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from ftspec.conformance.execute import Member
-from ftspec.conformance.identify import (EPSILON_CANDIDATES, GroupResult, Identity, designed_cases, expression,
-                                         identify, merge, value_text)
+from ftspec.conformance.core.execute import Member
+from ftspec.conformance.forensics.identify import (EPSILON_CANDIDATES, GroupResult, Identity, designed_cases,
+                                                   expression, identify, merge, value_text)
 from ftspec.impls.discovery import load
 from ftspec.spec.registry import entry
 from ftspec.spec.variants import PAPER, preset

@@ -1,4 +1,4 @@
-"""``ftspec identify --table`` (conformance/identify_table.py): conventions from printed numbers.
+"""``ftspec identify --table`` (conformance/forensics/identify_table.py): conventions from printed numbers.
 
 Tables are made from the spec under a known variant set, printed to 2-4 places: the set that made
 them must never be excluded, the switches the printed precision separates must be decided for it,
@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ftspec.conformance.case import Case
-from ftspec.conformance.identify import Identity
-from ftspec.conformance.identify_table import (FORMAT, LIMITS, TableError, half_step, identify_table, parse_table,
-                                               read_table, table_from_spec)
+from ftspec.conformance.core.case import Case
+from ftspec.conformance.forensics.identify import Identity
+from ftspec.conformance.forensics.identify_table import (FORMAT, LIMITS, TableError, half_step, identify_table,
+                                                         parse_table, read_table, table_from_spec)
 from ftspec.spec.variants import PAPER, preset
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""Ctrl-C during a run (conformance/interrupts.py): held, then raised at a checkpoint.
+"""Ctrl-C during a run (conformance/core/interrupts.py): held, then raised at a checkpoint.
 
 A Ctrl-C raised at an arbitrary bytecode once hung ``ftspec run --jobs 1`` (inside
 ``concurrent.futures.wait``; test_parallel.py has that case) and once turned into an "error"
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ftspec.conformance.interrupts import checkpoint, held_interrupt, holding, pending
-from ftspec.conformance.session import Settings, run
+from ftspec.conformance.core.interrupts import checkpoint, held_interrupt, holding, pending
+from ftspec.conformance.session.commands import Settings, run
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = (ROOT / "examples" / "minimal_plugin" / "ftspec_example" / "__init__.py").read_text()

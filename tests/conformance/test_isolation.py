@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from ftspec.conformance.isolation import IsolatedPool, TaskError, WorkerLost
-from ftspec.conformance.parallel import RunSettings, hangs_of, replay_fixtures_parallel, run_parallel
-from ftspec.conformance.profiles import profile
-from ftspec.conformance.runner import Runner
+from ftspec.conformance.running.isolation import IsolatedPool, TaskError, WorkerLost
+from ftspec.conformance.running.parallel import RunSettings, hangs_of, replay_fixtures_parallel, run_parallel
+from ftspec.conformance.core.profiles import profile
+from ftspec.conformance.running.runner import Runner
 from ftspec.fixtures import load_manifest
 from ftspec.impls.discovery import load_target
 
@@ -34,7 +34,7 @@ LINUX = sys.platform.startswith("linux")
 
 RUN = r'''
 import json, sys, time
-from ftspec.conformance.parallel import RunSettings, run_parallel
+from ftspec.conformance.running.parallel import RunSettings, run_parallel
 from ftspec.impls.discovery import load_target
 
 def main():

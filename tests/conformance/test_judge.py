@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ftspec.conformance.judge import judge
-from ftspec.conformance.tolerances import Reference
+from ftspec.conformance.core.judge import judge
+from ftspec.conformance.core.tolerances import Reference
 from ftspec.spec.registry import REGISTRY
 
 
@@ -34,14 +34,14 @@ def test_a_scalar_loss_is_judged_against_its_bound():
 def test_the_eta_zero_check_runs_only_where_the_spec_defines_eta_zero(monkeypatch):
     """η = 0 changes a training loop's trajectory; where the spec refuses that case (a gradient
     0/0 at the unchanged θ), θ − 0·∇ is no number and the check must not run."""
-    import ftspec.conformance.metamorphic as M
+    import ftspec.conformance.core.metamorphic as M
     from ftspec.spec import PAPER, SpecError
     from ftspec.impls.discovery import load
 
     from tests.impls.cases import make_case
 
     impl = load("numpy")
-    from ftspec.conformance.case import Case
+    from ftspec.conformance.core.case import Case
 
     entry = REGISTRY["d_sgd_step"]
     fixed = make_case(entry, PAPER)
@@ -50,7 +50,7 @@ def test_the_eta_zero_check_runs_only_where_the_spec_defines_eta_zero(monkeypatc
 
     def call(name, inputs, params):
         calls.append(float(inputs["eta"]))
-        from ftspec.conformance.calling import call as run
+        from ftspec.conformance.core.calling import call as run
         return run(impl, REGISTRY[name], inputs, params, hyper=case.hyper, variant=PAPER, dtype="float64",
                    device="cpu")
 

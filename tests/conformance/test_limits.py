@@ -17,11 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ftspec.conformance.certificate import _fixtures_outside, render_markdown
-from ftspec.conformance.execute import Member
-from ftspec.conformance.fixture_replay import replay_fixtures
-from ftspec.conformance.runner import Runner
-from ftspec.conformance.strategies import cases, hyperparameters
+from ftspec.conformance.session.certificate import _fixtures_outside, render_markdown
+from ftspec.conformance.core.execute import Member
+from ftspec.conformance.running.fixture_replay import replay_fixtures
+from ftspec.conformance.running.runner import Runner
+from ftspec.conformance.core.strategies import cases, hyperparameters
 from ftspec.impls.api import Implementation, Limits
 from ftspec.impls.discovery import PluginError, _materialise
 from ftspec.impls.numpy import implementation as numpy_impl

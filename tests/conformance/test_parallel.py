@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from ftspec.conformance import parallel
-from ftspec.conformance.fixture_replay import replay_fixtures, sample_cases
-from ftspec.conformance.parallel import RunSettings, replay_fixtures_parallel, run_parallel
-from ftspec.conformance.profiles import profile
-from ftspec.conformance.runner import Runner
+from ftspec.conformance.running import parallel
+from ftspec.conformance.running.fixture_replay import replay_fixtures, sample_cases
+from ftspec.conformance.running.parallel import RunSettings, replay_fixtures_parallel, run_parallel
+from ftspec.conformance.core.profiles import profile
+from ftspec.conformance.running.runner import Runner
 from ftspec.fixtures import load_manifest
 from ftspec.impls.discovery import load_target
 

@@ -1,4 +1,4 @@
-"""conformance/portable_math.py: accurate, C99's special values, and the same bits under any CPU dispatch."""
+"""conformance/core/portable_math.py: accurate, C99's special values, and the same bits under any CPU dispatch."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import mpmath
 import numpy as np
 import pytest
 
-from ftspec.conformance import portable_math as pm
+from ftspec.conformance.core import portable_math as pm
 
 MP = mpmath.MPContext()
 MP.prec = 160
@@ -108,7 +108,7 @@ def test_pow_special_values_follow_c99():
 
 _PROBE = """
 import hashlib, json, numpy as np
-from ftspec.conformance import portable_math as pm
+from ftspec.conformance.core import portable_math as pm
 x = np.random.default_rng(7).uniform(-30, 30, 50000)
 mine = b"".join(f(x).tobytes() for f in (pm.exp, pm.expm1, pm.tanh, pm.erf, pm.sin, pm.cos))
 mine += pm.log(np.abs(x)).tobytes() + pm.pow(np.abs(x), x / 30).tobytes()

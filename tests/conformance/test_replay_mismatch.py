@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ftspec.conformance.case import Case
-from ftspec.conformance.casefile import write_case
-from ftspec.conformance.replay import ReplayError, replay, same_device
+from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.casefile import write_case
+from ftspec.conformance.running.replay import ReplayError, replay, same_device
 from ftspec.impls.api import Context, Implementation, Limits
 from ftspec.spec.variants import PAPER, parse
 from ftspec.tools.cli import main

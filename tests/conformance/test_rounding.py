@@ -1,4 +1,4 @@
-"""Monte Carlo arithmetic (conformance/rounding.py), the source of every tolerance.
+"""Monte Carlo arithmetic (conformance/core/rounding.py), the source of every tolerance.
 
 Three claims the tolerance model rests on:
 
@@ -27,9 +27,9 @@ import operator
 import numpy as np
 import pytest
 
-from ftspec.conformance import portable_math as pm
-from ftspec.conformance.rounding import MonteCarloNumbers, lanes_array
-from ftspec.conformance.tolerances import reference
+from ftspec.conformance.core import portable_math as pm
+from ftspec.conformance.core.rounding import MonteCarloNumbers, lanes_array
+from ftspec.conformance.core.tolerances import reference
 from ftspec.spec import PAPER, evaluate
 from ftspec.spec.errors import SpecError
 from ftspec.spec.functions import apply, softmax
@@ -45,7 +45,7 @@ K = 32
 
 class LeftToRight(FloatNumbers):
     """Binary64 with sums and dot products accumulated left to right, and the lanes' library
-    functions (conformance/portable_math.py; sqrt is NumPy's, correctly rounded) evaluated on a
+    functions (conformance/core/portable_math.py; sqrt is NumPy's, correctly rounded) evaluated on a
     vector of K + 1 copies (as the lanes are)."""
 
     name = "float-left-to-right"

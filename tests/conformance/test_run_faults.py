@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from ftspec.conformance.isolation import IsolatedPool, WorkerLost
-from ftspec.conformance.parallel import MAX_JOBS_PER_CPU, jobs_cap, usable_cpus
+from ftspec.conformance.running.isolation import IsolatedPool, WorkerLost
+from ftspec.conformance.running.parallel import MAX_JOBS_PER_CPU, jobs_cap, usable_cpus
 from ftspec.tools.cli import main
 
 from . import misbehaving_plugins as mp
@@ -128,7 +128,7 @@ def test_a_plugin_that_hangs_loading_only_in_a_worker_costs_only_its_own_cells(t
     """Loaded here (and so planned), then hanging while a worker loads it: the search task's worker
     is killed at the load timeout, that plugin's cells become errors, and the search runs again
     without it; the fixture replay leaves it out the same way."""
-    from ftspec.conformance.parallel import RunSettings, replay_fixtures_parallel, run_parallel
+    from ftspec.conformance.running.parallel import RunSettings, replay_fixtures_parallel, run_parallel
     from ftspec.fixtures import load_manifest
     from ftspec.impls.discovery import load_target
 
@@ -245,7 +245,7 @@ def test_shutting_the_pool_down_ends_what_its_workers_started():
 def test_a_report_that_cannot_be_written_makes_the_run_exit_2(tmp_path, monkeypatch, capsys):
     """The path passed the check before the run, then the write failed (a full disk): the error
     was printed and the exit code was the verdict's, as if the report had been written."""
-    from ftspec.conformance import report as report_module
+    from ftspec.conformance.session import report as report_module
 
     def full(path, data):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -281,7 +281,7 @@ def test_an_absurd_jobs_is_capped_with_a_note(tmp_path):
 
 
 def test_the_library_caps_jobs_too(tmp_path):
-    from ftspec.conformance.session import Settings, run
+    from ftspec.conformance.session.commands import Settings, run
 
     result = run([GOOD], Settings(algorithms=("layer_norm",), dtypes=("float64",), examples=2, fixtures="none",
                                   jobs=10**6, case_dir=str(tmp_path / "cases")))

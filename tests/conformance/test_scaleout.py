@@ -17,11 +17,13 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 
-from ftspec.conformance import execute, runner as runner_module
-from ftspec.conformance.profiles import profile
-from ftspec.conformance.runner import BATCH_CHECKS, Runner
-from ftspec.conformance.session import SessionError, Settings
-from ftspec.conformance.strategies import cases
+from ftspec.conformance.core import execute
+
+from ftspec.conformance.running import runner as runner_module
+from ftspec.conformance.core.profiles import profile
+from ftspec.conformance.running.runner import BATCH_CHECKS, Runner
+from ftspec.conformance.session.commands import SessionError, Settings
+from ftspec.conformance.core.strategies import cases
 from ftspec.impls.discovery import load_target
 from ftspec.tools.cli import main
 
@@ -169,7 +171,7 @@ def test_the_same_seed_gives_the_same_cases_sharded_or_not(tmp_path):
 def test_the_same_seed_gives_the_same_cases_whatever_modules_are_loaded(tmp_path, monkeypatch):
     """Hypothesis draws now and then from the literals of the local modules loaded so far: a
     module imported between two runs (a user's plugin, a test helper) must not change the cases
-    (conformance/reproducible.py)."""
+    (conformance/running/local_constants.py)."""
     before = {k: _digests(tmp_path, (k, 2)) for k in range(2)}
     # a local module (outside site-packages and tests/) full of literals a float draw could take
     floats = [m * 2.0 ** e for m in (1.0, -1.0, 1.375, -1.8125, 1.0009765625) for e in range(-30, 31, 3)]
@@ -197,7 +199,7 @@ def _plain_only(value) -> bool:
 
 
 def test_a_worker_result_is_plain_values(tmp_path):
-    from ftspec.conformance.parallel import RunSettings, _search_task
+    from ftspec.conformance.running.parallel import RunSettings, _search_task
 
     settings = dataclasses.asdict(RunSettings(("numpy",), "default", seed=5, case_dir=str(tmp_path), examples=4))
     raw = _search_task(settings, "layer_norm", "float64")
@@ -210,8 +212,8 @@ def test_a_dask_cluster_runs_the_sharded_search(tmp_path, monkeypatch):
     """A LocalCluster started here runs the searches, two shards each: the cells are the merge of
     the shards the serial runner makes from the same seed, and every task result is JSON text."""
     distributed = pytest.importorskip("distributed", reason="Dask is an optional extra: pip install 'ftspec[dask]'")
-    from ftspec.conformance import parallel
-    from ftspec.conformance.session import run
+    from ftspec.conformance.running import parallel
+    from ftspec.conformance.session.commands import run
 
     results: list = []
     original = parallel._plain
@@ -239,7 +241,7 @@ def test_a_crash_in_one_shard_fails_only_its_implementation(tmp_path, monkeypatc
     (check ``crash``); each shard runs again without it, so NumPy's cell has both shards."""
     from pathlib import Path
 
-    from ftspec.conformance.parallel import RunSettings, run_parallel
+    from ftspec.conformance.running.parallel import RunSettings, run_parallel
 
     example = Path(__file__).resolve().parents[2] / "examples" / "minimal_plugin" / "ftspec_example" / "__init__.py"
     (tmp_path / "ends_itself.py").write_text(example.read_text() + """
@@ -266,7 +268,7 @@ implementation.algorithms["layer_norm"] = layer_norm
 
 def test_an_unreachable_scheduler_is_one_line(tmp_path):
     pytest.importorskip("distributed", reason="Dask is an optional extra: pip install 'ftspec[dask]'")
-    from ftspec.conformance.parallel import ExecutorError, dask_executor
+    from ftspec.conformance.running.parallel import ExecutorError, dask_executor
 
     with pytest.raises(ExecutorError, match="cannot reach a Dask scheduler") as info:
         with dask_executor("tcp://127.0.0.1:9", timeout=1.0):

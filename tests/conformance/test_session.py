@@ -1,4 +1,4 @@
-"""The library API (conformance/session.py) and the verdicts it gives.
+"""The library API (conformance/session/commands.py) and the verdicts it gives.
 
 Each test runs a plugin small enough to be quick: the example plugin
 (layer_norm and rms_norm at float64 and float32 on the CPU), or one
@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ftspec.conformance.session import NothingTested, SessionError, Settings, run
-from ftspec.conformance.verdict import EXIT_CODES, derive, narrowing
+from ftspec.conformance.session.commands import NothingTested, SessionError, Settings, run
+from ftspec.conformance.core.verdict import EXIT_CODES, derive, narrowing
 from ftspec.impls.api import Implementation
 from ftspec.impls.discovery import load_target
 from ftspec.spec.variants import PAPER
@@ -186,7 +186,7 @@ def test_the_paper_variant_draws_queries_with_no_key(name):
     """Once only the other empty_query settings drew an all-zero Mask column."""
     from hypothesis import find, settings
 
-    from ftspec.conformance.strategies import cases
+    from ftspec.conformance.core.strategies import cases
 
     found = find(cases(name, variants=[PAPER], budget="quick"),
                  lambda c: not np.asarray(c.inputs["Mask"], dtype=bool).any(axis=0).all(),

@@ -1,5 +1,5 @@
 """The library API with the isolation layer under it: a hang is paid for once
-per run, and Ctrl-C keeps what the searches found (conformance/session.py).
+per run, and Ctrl-C keeps what the searches found (conformance/session/commands.py).
 
 The plugin ``misbehaving_plugins:flagged`` counts its calls in a file and
 hangs (releasing the GIL) while a flag file exists, so a test decides when it
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ftspec.conformance.session import Settings, run
+from ftspec.conformance.session.commands import Settings, run
 
 from . import misbehaving_plugins as mp
 

@@ -20,9 +20,9 @@ from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import HypothesisWarning, UnsatisfiedAssumption
 
-from ftspec.conformance.case import Case
-from ftspec.conformance.dtypes import FORMATS, round_to
-from ftspec.conformance.strategies import (
+from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.dtypes import FORMATS, round_to
+from ftspec.conformance.core.strategies import (
     BUDGETS,
     EPSILONS,
     MAGNITUDES,
@@ -41,7 +41,7 @@ from ftspec.conformance.strategies import (
     tokens,
     variant_sets,
 )
-from ftspec.conformance.strategies._budgets import hyper_kind
+from ftspec.conformance.core.strategies._budgets import hyper_kind
 from ftspec.spec import REGISTRY, SpecError, evaluate
 from ftspec.spec.entry import Kind
 from ftspec.spec.numbers import FloatNumbers

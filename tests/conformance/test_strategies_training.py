@@ -25,20 +25,20 @@ from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import HypothesisWarning, UnsatisfiedAssumption
 
-from ftspec.conformance.case import Case
-from ftspec.conformance.dtypes import FORMATS, round_to
-from ftspec.conformance.strategies import MODEL_BUDGETS, cases, hyperparameters, variant_sets
-from ftspec.conformance.strategies._structure import padded
-from ftspec.conformance.strategies._datasets import rate_family
-from ftspec.conformance.strategies._budgets import hyper_kind
-from ftspec.conformance.strategies._sampling import (
+from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.dtypes import FORMATS, round_to
+from ftspec.conformance.core.strategies import MODEL_BUDGETS, cases, hyperparameters, variant_sets
+from ftspec.conformance.core.value_flow import padded
+from ftspec.conformance.core.strategies._datasets import rate_family
+from ftspec.conformance.core.strategies._budgets import hyper_kind
+from ftspec.conformance.core.strategies._sampling import (
     below_one,
     boundaries,
     distribution_family,
     neighbour,
     temperature_family,
 )
-from ftspec.conformance.tolerances import reference
+from ftspec.conformance.core.tolerances import reference
 from ftspec.spec import SpecError, evaluate
 from ftspec.spec.entry import Kind
 from ftspec.spec.registry import REGISTRY, entry

@@ -1,4 +1,4 @@
-"""The per-search time cap holds in every phase of Hypothesis's engine (conformance/timecap.py).
+"""The per-search time cap holds in every phase of Hypothesis's engine (conformance/core/timecap.py).
 
 The second thorough run of 2026-11-24 found a training-loop search 15 minutes past its 30-second
 cap inside Hypothesis's targeting phase (``Optimiser.hill_climb``), where the engine ran for a long
@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings, strategies as st, target
 from hypothesis.internal.conjecture import optimiser
 
-from ftspec.conformance.interrupts import held_interrupt
-from ftspec.conformance.profiles import profile
-from ftspec.conformance.runner import Runner
-from ftspec.conformance.session import Settings, run
-from ftspec.conformance.timecap import TimeCap, TimeUp
+from ftspec.conformance.core.interrupts import held_interrupt
+from ftspec.conformance.core.profiles import profile
+from ftspec.conformance.running.runner import Runner
+from ftspec.conformance.session.commands import Settings, run
+from ftspec.conformance.core.timecap import TimeCap, TimeUp
 from ftspec.impls.discovery import load_target
 
 #: how long the stand-in for a runaway hill climb spins when nothing stops it
@@ -175,7 +175,7 @@ def test_a_targeted_search_under_a_cap_that_never_binds_runs_every_example():
 
 def test_a_held_ctrl_c_is_raised_in_hypothesis_s_own_code(python_ctrl_c):
     """In the targeting phase no checkpoint takes a held Ctrl-C for as long as the engine does
-    not call the test; the watchdog raises it there (conformance/interrupts.py)."""
+    not call the test; the watchdog raises it there (conformance/core/interrupts.py)."""
     cap = TimeCap(lambda: False, grace=10.0, poll=0.05)
     with held_interrupt():
         start = time.monotonic()

@@ -1,4 +1,4 @@
-"""The sampled-token judge (conformance/token_judge.py), through the harness's
+"""The sampled-token judge (conformance/core/token_judge.py), through the harness's
 own entry point: ``tolerances.reference`` builds it for entries with sampled
 outputs, ``judge`` applies it.
 
@@ -20,8 +20,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from ftspec.conformance.judge import judge
-from ftspec.conformance.tolerances import reference
+from ftspec.conformance.core.judge import judge
+from ftspec.conformance.core.tolerances import reference
 from ftspec.spec import PAPER, evaluate
 from ftspec.spec.registry import REGISTRY
 
@@ -126,8 +126,8 @@ def test_tau_inf_is_floor_u_times_n_and_boundaries_accept_both(dtype):
 def test_a_cdf_value_lost_in_some_lanes_keeps_a_margin_from_the_others():
     # A lane that met NaN (finite in binary64) once made the margin 0, and a token that rounding
     # moves across that boundary was refused (tests/conformance/false_failures/sampling).
-    from ftspec.conformance.rounding import Lanes, MonteCarloNumbers
-    from ftspec.conformance.token_judge import _acceptable
+    from ftspec.conformance.core.rounding import Lanes, MonteCarloNumbers
+    from ftspec.conformance.core.token_judge import _acceptable
 
     ns = MonteCarloNumbers(u=2.0**-24, eta=2.0**-149, lanes=3, transcendental_units=2.0, seed=1, mantissa_bits=24)
 

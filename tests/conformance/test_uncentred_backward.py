@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ftspec.conformance.rounding import MonteCarloNumbers
-from ftspec.conformance.tolerances import GRADIENT_SAFETY, LANES
+from ftspec.conformance.core.rounding import MonteCarloNumbers
+from ftspec.conformance.core.tolerances import GRADIENT_SAFETY, LANES
 from ftspec.spec.autodiff import gradient
 from ftspec.spec.normalization import layer_norm
 from ftspec.spec.variants import PAPER

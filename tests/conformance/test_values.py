@@ -1,4 +1,4 @@
-"""The one value builder (``conformance/values.py``), the one variant
+"""The one value builder (``conformance/core/values.py``), the one variant
 enumeration, the default sizes, and the registry's ``Kind`` and keyword-only
 ``Entry`` that they read."""
 
@@ -9,8 +9,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from ftspec.conformance.case import Case
-from ftspec.conformance.values import (
+from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.values import (
     DEFAULT_HYPER,
     EPSILONS,
     STYLES,

@@ -2,7 +2,7 @@
 
 Used by the implementation tests (the full Hypothesis harness lives in
 ``conformance/``). A case is the harness's ``Case`` built by the one value
-builder (``conformance/values.py``) at the entry's ``DEFAULT_HYPER`` row,
+builder (``conformance/core/values.py``) at the entry's ``DEFAULT_HYPER`` row,
 for each variant set of the one enumeration (``variant_enumeration``), so a
 new entry is covered without touching this file.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Optional
 
-from ftspec.conformance.case import Case
-from ftspec.conformance.values import default_hyper, variant_enumeration
+from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.values import default_hyper, variant_enumeration
 from ftspec.spec import PAPER, VariantSet
 from ftspec.spec.entry import Kind
 from ftspec.spec.registry import REGISTRY, Entry

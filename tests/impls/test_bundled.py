@@ -27,9 +27,9 @@ import shlex
 
 import pytest
 
-from ftspec.conformance.calling import Prepared
-from ftspec.conformance.execute import Member, examine
-from ftspec.conformance.tolerances import reference
+from ftspec.conformance.core.calling import Prepared
+from ftspec.conformance.core.execute import Member, examine
+from ftspec.conformance.core.tolerances import reference
 from ftspec.impls.discovery import load
 from ftspec.spec import PAPER, SpecError, evaluate
 from ftspec.spec.registry import REGISTRY

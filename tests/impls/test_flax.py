@@ -1,7 +1,7 @@
 """The Flax linen plugin (``flax``).
 
 Found through discovery and searched by the harness as a user would run it
-(``ftspec.conformance.session.run``); then the
+(``ftspec.conformance.session.commands.run``); then the
 facts its variant set rests on are checked on fixed cases through the
 harness's own judge (``conformance.execute.examine``, the path of ``ftspec
 replay``): each holds for the declared set, and the set with that one fact
@@ -18,11 +18,11 @@ import pytest
 
 pytest.importorskip("flax")
 
-from ftspec.conformance.calling import Prepared
-from ftspec.conformance.case import Case
-from ftspec.conformance.execute import Member, examine
-from ftspec.conformance.session import Settings, run
-from ftspec.conformance.tolerances import reference
+from ftspec.conformance.core.calling import Prepared
+from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.execute import Member, examine
+from ftspec.conformance.session.commands import Settings, run
+from ftspec.conformance.core.tolerances import reference
 from ftspec.impls.discovery import discover, load
 from ftspec.impls.flax_linen import VARIANT as FLAX_VARIANT
 from ftspec.spec.registry import REGISTRY

@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from ftspec.conformance.session import Settings, run  # noqa: E402
+from ftspec.conformance.session.commands import Settings, run  # noqa: E402
 from ftspec.impls.api import Context  # noqa: E402
 from ftspec.impls.discovery import load  # noqa: E402
 from ftspec.spec.variants import preset  # noqa: E402

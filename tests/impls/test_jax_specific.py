@@ -22,7 +22,7 @@ _TWO_DEVICES = textwrap.dedent(
     sys.path.insert(0, {root!r})
     import numpy as np
     from ftspec.impls.discovery import load
-    from ftspec.conformance.calling import to_native
+    from ftspec.conformance.core.calling import to_native
     from ftspec.impls.api import Context
     from ftspec.spec import PAPER
     from ftspec.spec.registry import REGISTRY

@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 import pytest
 
-from ftspec.conformance.calling import call
+from ftspec.conformance.core.calling import call
 from ftspec.spec import PAPER, evaluate
 from ftspec.spec.registry import REGISTRY
 

@@ -156,10 +156,10 @@ def test_rms_norm_default_epsilon_is_the_declared_one(impl) -> None:
 # In-process, a few small cases each: certifying the four layer plugins through the CLI takes
 # 40-50 s each at --profile quick (docs/libraries.md), too long for this file's budget.
 
-from ftspec.conformance.calling import Prepared  # noqa: E402
-from ftspec.conformance.case import Case  # noqa: E402
-from ftspec.conformance.execute import Member, examine  # noqa: E402
-from ftspec.conformance.tolerances import reference  # noqa: E402
+from ftspec.conformance.core.calling import Prepared  # noqa: E402
+from ftspec.conformance.core.case import Case  # noqa: E402
+from ftspec.conformance.core.execute import Member, examine  # noqa: E402
+from ftspec.conformance.core.tolerances import reference  # noqa: E402
 from ftspec.spec.registry import REGISTRY  # noqa: E402
 from ftspec.impls.torch_nn import (  # noqa: E402
     VARIANT_FAST, VARIANT_FAST_PRE, VARIANT_LAYERS, VARIANT_LAYERS_PRE, implementation_layers,

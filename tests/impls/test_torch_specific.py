@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ftspec.conformance.calling import call  # noqa: E402
+from ftspec.conformance.core.calling import call  # noqa: E402
 from ftspec.impls.api import Context  # noqa: E402
 from ftspec.spec import PAPER  # noqa: E402
 from ftspec.spec.registry import REGISTRY  # noqa: E402

@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ftspec.conformance.calling import native_dtype  # noqa: E402
+from ftspec.conformance.core.calling import native_dtype  # noqa: E402
 from ftspec.impls.api import Context  # noqa: E402
 from ftspec.spec import PAPER, PRESETS, evaluate  # noqa: E402
 from ftspec.spec.registry import REGISTRY  # noqa: E402

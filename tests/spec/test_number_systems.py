@@ -29,7 +29,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from ftspec.conformance.rounding import Lanes, MonteCarloNumbers
+from ftspec.conformance.core.rounding import Lanes, MonteCarloNumbers
 from ftspec.spec import FLOAT, PAPER, MpNumbers, NumberSystem, TrackedNumbers, VariantSet, evaluate, preset
 from ftspec.spec import numbers as numbers_mod
 from ftspec.spec.autodiff import GradNumbers

@@ -3,7 +3,7 @@
 
 Fixture replay relies on this claim: a fixture made under one scale placement
 replays on an implementation that declares another, with the same expected
-values (conformance/fixture_replay.py). Here every entry that reads such a
+values (conformance/running/fixture_replay.py). Here every entry that reads such a
 switch is evaluated at 60 significant digits under each of its values; the
 results must agree to 1e-50 relative, far below any dtype's rounding but far
 above mpmath's own (the orders of the sums are the same). A switch that does
@@ -19,7 +19,7 @@ import math
 import numpy as np
 import pytest
 
-from ftspec.conformance.case import Case
+from ftspec.conformance.core.case import Case
 from ftspec.spec import variants as V
 from ftspec.spec.evaluation import evaluate
 from ftspec.spec.numbers import MpNumbers

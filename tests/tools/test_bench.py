@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from ftspec.conformance.tolerances import Reference
+from ftspec.conformance.core.tolerances import Reference
 from ftspec.tools.bench.baselines import assert_close_bound
 from ftspec.tools.bench.power import PowerOptions, run_power, summarise
 from ftspec.tools.bench.report import markdown, meta

@@ -3,7 +3,7 @@ keeps the hand-written parts of docs/libraries.md."""
 
 from __future__ import annotations
 
-from ftspec.conformance.session import Settings, certify
+from ftspec.conformance.session.commands import Settings, certify
 from ftspec.impls.discovery import INDEPENDENT, discover
 from ftspec.tools.bench.libraries import BEGIN, END, library_plugins, markdown, write_into
 

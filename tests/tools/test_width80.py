@@ -17,8 +17,8 @@ import pytest
 from rich.console import Console
 
 import ftspec.tools.console as console_module
-from ftspec.conformance.fixture_replay import FixtureResult
-from ftspec.conformance.runner import Cell, Failure, RunResult
+from ftspec.conformance.running.fixture_replay import FixtureResult
+from ftspec.conformance.running.runner import Cell, Failure, RunResult
 from ftspec.spec.registry import REGISTRY
 from ftspec.tools.cli import main
 from ftspec.tools.cmd_list import listing_view

@@ -20,10 +20,10 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from ftspec.conformance.calling import Prepared
-from ftspec.conformance.case import Case
-from ftspec.conformance.runner import Runner
-from ftspec.conformance.tolerances import Reference
+from ftspec.conformance.core.calling import Prepared
+from ftspec.conformance.core.case import Case
+from ftspec.conformance.running.runner import Runner
+from ftspec.conformance.core.tolerances import Reference
 from ftspec.spec.registry import Entry
 
 __all__ = ["ASSERT_CLOSE", "AssertCloseRunner", "assert_close_bound", "fixture_replay"]
@@ -54,7 +54,7 @@ def assert_close_bound(ref: Reference) -> Reference:
 class AssertCloseRunner(Runner):
     """The same search, judged with ``torch.testing.assert_close`` defaults."""
 
-    distinct_failures = 0  # a baseline counts first failures (conformance/distinct.py is the harness's)
+    distinct_failures = 0  # a baseline counts first failures (forensics/distinct_failures.py: the harness's)
 
     def _reference(self, entry: Entry, prepared: Prepared, case: Case, dtype: str, precision: str) -> Reference:
         return assert_close_bound(super()._reference(entry, prepared, case, dtype, precision))
@@ -68,12 +68,12 @@ def fixture_replay(plugins: Sequence[tuple[str, Any]], algorithms: Sequence[str]
     ``replay_fixtures`` does) or "assert_close" (within torch's default rtol/atol: fixtures as ONNX's
     backend tests use them)."""
     try:
-        from ftspec.conformance.fixture_replay import replay_fixtures
+        from ftspec.conformance.running.fixture_replay import replay_fixtures
     except ImportError:
         return None
     from unittest import mock
 
-    from ftspec.conformance import tolerances
+    from ftspec.conformance.core import tolerances
 
     original = tolerances.reference
 

@@ -110,8 +110,8 @@ def _run(mutant_id: str, algorithms: Sequence[str], dtypes: Sequence[str], examp
          distinct: int) -> Any:
     import warnings
 
-    from ftspec.conformance.profiles import profile
-    from ftspec.conformance.runner import Runner
+    from ftspec.conformance.core.profiles import profile
+    from ftspec.conformance.running.runner import Runner
     from ftspec.tools.zoo import build, mutant
 
     warnings.filterwarnings("ignore")
@@ -147,7 +147,7 @@ def _task(args: tuple[str, str, int, int]) -> dict[str, Any]:
             return {"kind": kind, "id": mutant_id, "want": CONVENTIONS[mutant_id], "cells": cells,
                     "seconds": time.perf_counter() - started}
         if kind == "divergence":
-            from ftspec.conformance.divergence import expected_matches
+            from ftspec.conformance.forensics.divergence import expected_matches
 
             model, want = DIVERGES[mutant_id]
             result, _ = _run(mutant_id, [model], ["float64"], examples, seed, 0)
@@ -158,8 +158,8 @@ def _task(args: tuple[str, str, int, int]) -> dict[str, Any]:
                     "check": c.failure.check if c.failure else None, "got": got,
                     "hit": bool(div) and expected_matches(want, div), "detail": div.get("detail", ""),
                     "locate_seconds": div.get("seconds"), "seconds": time.perf_counter() - started}
-        from ftspec.conformance.distinct import describe, signature_of_failure
-        from ftspec.conformance.divergence import expected_matches
+        from ftspec.conformance.forensics.distinct_failures import describe, signature_of_failure
+        from ftspec.conformance.forensics.divergence import expected_matches
 
         model, checks, places = COMBINED[mutant_id]
         result, exist = _run(mutant_id, [model], ["float64"], examples, seed, 4)

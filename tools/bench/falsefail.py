@@ -31,8 +31,8 @@ def _run(args: tuple) -> dict[str, Any]:
     """One process's share: a Runner over some algorithms (plain dictionaries back)."""
     import warnings
 
-    from ftspec.conformance.profiles import profile
-    from ftspec.conformance.runner import Runner
+    from ftspec.conformance.core.profiles import profile
+    from ftspec.conformance.running.runner import Runner
     from ftspec.impls.discovery import load
 
     from .baselines import AssertCloseRunner
@@ -67,7 +67,7 @@ def run_false_failures(examples: Optional[int] = None, *, impls: Sequence[str] =
 
     ``jobs`` > 1 splits the algorithms over worker processes (each runs every implementation on its share,
     so references are still shared between implementations within a search)."""
-    from ftspec.conformance.profiles import profile
+    from ftspec.conformance.core.profiles import profile
 
     names = list(algorithms or _algorithms())
     prof = profile(profile_name)
@@ -94,7 +94,7 @@ def run_false_failures(examples: Optional[int] = None, *, impls: Sequence[str] =
     }
     if fixtures and judge == "harness":
         try:
-            from ftspec.conformance.fixture_replay import replay_fixtures
+            from ftspec.conformance.running.fixture_replay import replay_fixtures
             from ftspec.impls.discovery import load
         except ImportError:
             out["fixtures"] = None

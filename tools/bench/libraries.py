@@ -51,7 +51,7 @@ def certify_libraries(names: Optional[Sequence[str]] = None, *, profile: str = "
                       jobs: Optional[int] = None,
                       progress: Optional[Callable[[str], None]] = None) -> list[dict[str, Any]]:
     """Certify each library plugin (all of them by default): a record per plugin, plain values only."""
-    from ftspec.conformance.session import SessionError, Settings, certify
+    from ftspec.conformance.session.commands import SessionError, Settings, certify
 
     say = progress or (lambda _msg: None)
     records: list[dict[str, Any]] = []

@@ -63,8 +63,8 @@ def _cells(result: Any) -> list[dict[str, Any]]:
 
 def run_mutant(mutant_id: str, options: PowerOptions, case_dir: Optional[str] = None) -> dict[str, Any]:
     """Run one mutant (and its baselines); a plain dictionary."""
-    from ftspec.conformance.profiles import profile
-    from ftspec.conformance.runner import Runner
+    from ftspec.conformance.core.profiles import profile
+    from ftspec.conformance.running.runner import Runner
     from ftspec.tools.zoo import build, mutant
     from ftspec.tools.zoo.injection import active_patches
 

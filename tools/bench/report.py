@@ -19,7 +19,7 @@ from .speed import GROWTH_BAND
 __all__ = ["markdown", "meta"]
 
 def meta(budgets: dict[str, Any]) -> dict[str, Any]:
-    from ftspec.conformance.report import package_versions
+    from ftspec.conformance.session.report import package_versions
     from ftspec.spec import SPEC_VERSION
 
     versions = package_versions()

@@ -34,8 +34,8 @@ __all__ = ["GROWTH_ENTRIES", "expected_cost", "growth", "rate", "throughput", "x
 
 def throughput(impls: Sequence[str] = ("numpy", "torch", "jax"), *, examples: int = 8, dtype: str = "float32",
                algorithms: Optional[Sequence[str]] = None, seed: int = 0, progress: Any = None) -> list[dict[str, Any]]:
-    from ftspec.conformance.profiles import profile
-    from ftspec.conformance.runner import Runner
+    from ftspec.conformance.core.profiles import profile
+    from ftspec.conformance.running.runner import Runner
     from ftspec.impls.discovery import load
     from ftspec.spec.registry import REGISTRY
 
@@ -71,8 +71,8 @@ def rate(impl_name: str = "numpy", dtypes: Sequence[str] = ("float32", "float64"
          seed: int = 0, algorithms: Optional[Sequence[str]] = None) -> dict[str, Any]:
     """Examples per second of ``impl_name`` alone over all its algorithms at ``dtypes``: one
     ``Runner`` in this process, ``examples`` per search, the default profile's strategies."""
-    from ftspec.conformance.profiles import profile
-    from ftspec.conformance.runner import Runner
+    from ftspec.conformance.core.profiles import profile
+    from ftspec.conformance.running.runner import Runner
     from ftspec.impls.discovery import load
     from ftspec.spec.registry import REGISTRY
 
@@ -160,8 +160,8 @@ def growth(entries: Optional[dict[str, dict[str, int]]] = None, *, repeat: int =
            dtype: str = "float32") -> list[dict[str, Any]]:
     """Seconds of the spec (binary64) and of the full reference at 1× and at 2× ℓ, d_e and (where the
     entry has it) L, best of ``repeat``; beside each ratio the ratio of ``expected_cost``."""
-    from ftspec.conformance.calling import Prepared
-    from ftspec.conformance.tolerances import reference
+    from ftspec.conformance.core.calling import Prepared
+    from ftspec.conformance.core.tolerances import reference
     from ftspec.spec import evaluate
     from ftspec.spec.registry import entry as registry_entry
     from ftspec.tools.zoo.witness import fixed_case

@@ -1,7 +1,7 @@
 """Mutants with several independent bugs at once (issue 15, item 5).
 
 A search that stops at its first failure shows one bug of such an
-implementation, the one its smallest case reaches; ``conformance/distinct.py``
+implementation, the one its smallest case reaches; ``conformance/forensics/distinct_failures.py``
 keeps searching for failures with other signatures. These members are the
 test of that: each bug alone is a catalogue mutant, and every one of them
 must be reported.

@@ -47,7 +47,7 @@ class Witness:
 
     ``algorithm`` (default: the first of ``breaks``), ``hyper`` and
     ``variant`` override the defaults (the entry's ``DEFAULT_HYPER`` row of
-    ``conformance/values.py``, the paper's variant set);
+    ``conformance/core/values.py``, the paper's variant set);
     ``inputs`` replaces drawn inputs by given values; ``params`` maps a
     flat parameter name to a value it is set to (a scalar fills it).
     """

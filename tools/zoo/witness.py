@@ -1,7 +1,7 @@
 """Fixed cases that show each mutant is a real bug.
 
 ``witness_case(mutant)`` builds one deterministic ``Case`` from the
-mutant's ``Witness``: the one value builder (``conformance/values.py``) at
+mutant's ``Witness``: the one value builder (``conformance/core/values.py``) at
 the entry's ``DEFAULT_HYPER`` row and the witness's seed, with the
 witness's overrides. ``differs(mutant)`` runs the correct base
 implementation and the mutant on it and says whether they disagree: an
@@ -19,10 +19,10 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from ftspec.conformance.calling import native_dtype, outputs_to_numpy
-from ftspec.conformance.case import Case
-from ftspec.conformance.dtypes import round_to
-from ftspec.conformance.values import default_hyper
+from ftspec.conformance.core.calling import native_dtype, outputs_to_numpy
+from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.dtypes import round_to
+from ftspec.conformance.core.values import default_hyper
 from ftspec.impls.api import Context, Implementation
 from ftspec.spec.entry import Kind
 from ftspec.spec.registry import entry as registry_entry

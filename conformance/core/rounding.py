@@ -1,0 +1,638 @@
+"""Monte Carlo arithmetic: how much a computation can lose to rounding in a dtype.
+
+``MonteCarloNumbers`` is a number system for the spec (it implements
+``spec.numbers.NumberSystem``): each number carries K+1 *lanes*. Lane 0 is the
+computation in binary64 (its sums accumulate left to right, so it can differ
+in the last bits from the spec's ``FLOAT``, whose sums are correctly rounded;
+the harness takes reference values from ``FLOAT`` and only the spread of the
+lanes from here); in lanes 1..K every operation's result is perturbed
+as the standard model of floating-point arithmetic allows for the target
+dtype with unit roundoff u::
+
+    fl(x op y) = (x op y)(1 + δ) + η,   |δ| ≤ u,  |η| ≤ η_dtype
+
+with δ, η drawn uniformly and independently per operation and lane (Parker,
+*Monte Carlo Arithmetic*, 1997; the same idea as Vignes' CESTAC and the
+Verrou tool). Sums and dot products perturb every product and every partial
+sum of a left-to-right accumulation. Library functions (exp, erf, tanh, sqrt,
+...) are perturbed by ``transcendental_units`` × u; they are evaluated by
+``conformance/core/portable_math.py`` (IEEE basic operations only), never by
+NumPy's or libm's own, whose last bits depend on the CPU: the lanes, and so
+the stored bounds, are the same bits on every machine. Inputs are exact (the
+harness rounds them to the dtype first); decimal constants of an algorithm
+(GELU's 0.044715, an epsilon) are perturbed once, as their rounding to the
+dtype.
+
+Because the perturbations propagate through the spec's own code path with
+their signs, cancellation is seen as it happens (softmax's shift invariance,
+layer norm's projection): the spread of the lanes around lane 0 estimates the
+rounding error of an implementation of the same mathematics in that dtype,
+which a first-order bound through absolute values overestimates by orders
+of magnitude (docs/tolerances.md). ``conformance/core/tolerances.py`` turns the
+spread into a tolerance.
+
+Lanes are float64 NumPy vectors; branches (softmax's max, a zero-variance
+check) follow lane 0, and elementwise maps like ReLU act per lane. Lane 0 is
+multiplied by exactly 1 where the other lanes are perturbed, so it stays the
+binary64 computation bit for bit.
+
+Whole matrices at once. A NumPy call per scalar operation costs far more
+than the arithmetic on 33 lanes, so the system takes the spec's optional
+hooks (``spec/linalg.py``, ``spec/functions.py``) and evaluates many entries
+in one call, under the same model:
+
+- ``matmul``: every entry of A B as ``dot`` would compute it (each product
+  and each partial sum of the left-to-right sum perturbed), over an
+  (m, k, n, K+1) array of products;
+- ``map_matrix(f, A, ...)`` (activations, residual sums, biases) and
+  ``map_columns(f, X)`` (layer norm of each token): ``f`` runs *once* on a
+  *batch*, a ``Lanes`` of shape (B, K+1) holding B independent numbers. While
+  a batch runs, every rounded result gets B independent perturbations, even
+  one computed from constants only (``√2`` inside GELU), so each entry
+  draws exactly what it would draw evaluated alone: the joint distribution
+  of the lanes is the scalar evaluation's, only the order of the random
+  stream differs. A branch (a comparison) must go the same way for the
+  whole batch; where it does not (``_Diverged``), or where ``f`` refuses an
+  entry (``SpecError``), the entries are evaluated one by one instead, so
+  branches and errors are exactly the scalar evaluation's;
+- ``softmax(z)``: the spec's four lines (shift by the first largest entry,
+  exp, left-to-right sum, divide) on the stacked vector.
+
+Two hooks change the model rather than its speed: ``centres`` (layer norm's
+e − m centred at independent roundings of the mean; its docstring and
+docs/tolerances.md "One-pass moments") and ``uncentred_slopes`` (the
+rounding of a backward pass that expands a·(e − m) as a·e − a·m;
+docs/tolerances.md "Uncentred backward passes").
+
+``tests/conformance/test_rounding.py`` checks that lane 0 is the binary64
+computation with and without the hooks, and that the hooks give the scalar
+evaluation's spreads within the sampling noise (``batched=False`` turns
+them off).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from ftspec.spec.errors import SpecError
+
+from . import portable_math as pm
+
+if TYPE_CHECKING:
+    from ftspec.spec.numbers import NumberSystem
+
+__all__ = ["Lanes", "MonteCarloNumbers", "lanes_array"]
+
+#: rows of random draws generated at once: the first time, and at most (a small evaluation
+#: needs a few hundred; generating thousands would cost more than it does)
+_FIRST_BUFFER, _MAX_BUFFER = 64, 8192
+
+
+class _Diverged(Exception):
+    """The numbers of a batch would take different branches: evaluate them one by one."""
+
+
+def _truth(c: Any) -> bool:
+    """A comparison's outcome: one bool, or the common outcome of a whole batch."""
+    if type(c) is np.bool_ or type(c) is bool:
+        return bool(c)
+    if c.all():
+        return True
+    if not c.any():
+        return False
+    raise _Diverged
+
+
+class Lanes:
+    """K+1 values of one number, lane 0 unperturbed: ``x`` of shape (K+1,).
+
+    Inside a batched hook, ``x`` has shape (B, K+1): B independent numbers
+    evaluated together (module docstring)."""
+
+    __slots__ = ("x", "ns")
+
+    def __init__(self, x: np.ndarray, ns: "MonteCarloNumbers") -> None:
+        self.x = x
+        self.ns = ns
+
+    # -- arithmetic: every operation rounds ------------------------------
+    def __add__(self, o: Any) -> "Lanes":
+        return self.ns._rounded(self.x + o.x if type(o) is Lanes else self.x + float(o))
+
+    __radd__ = __add__
+
+    def __sub__(self, o: Any) -> "Lanes":
+        return self.ns._rounded(self.x - o.x if type(o) is Lanes else self.x - float(o))
+
+    def __rsub__(self, o: Any) -> "Lanes":
+        return self.ns._rounded(_lane(o) - self.x)
+
+    def __mul__(self, o: Any) -> "Lanes":
+        return self.ns._rounded(self.x * o.x if type(o) is Lanes else self.x * float(o))
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, o: Any) -> "Lanes":
+        return self.ns._rounded(self.x / o.x if type(o) is Lanes else self.x / float(o))
+
+    def __rtruediv__(self, o: Any) -> "Lanes":
+        return self.ns._rounded(_lane(o) / self.x)
+
+    # -- exact operations ---------------------------------------------------
+    def __neg__(self) -> "Lanes":
+        return Lanes(-self.x, self.ns)
+
+    def __pos__(self) -> "Lanes":
+        return self
+
+    def __abs__(self) -> "Lanes":
+        return Lanes(np.abs(self.x), self.ns)
+
+    # -- comparisons follow lane 0 ---------------------------------------------
+    def __lt__(self, o: Any) -> bool:
+        return _truth(_first(self) < _first(o))
+
+    def __le__(self, o: Any) -> bool:
+        return _truth(_first(self) <= _first(o))
+
+    def __gt__(self, o: Any) -> bool:
+        return _truth(_first(self) > _first(o))
+
+    def __ge__(self, o: Any) -> bool:
+        return _truth(_first(self) >= _first(o))
+
+    def __eq__(self, o: object) -> bool:
+        return _truth(_first(self) == _first(o))
+
+    def __ne__(self, o: object) -> bool:
+        return _truth(_first(self) != _first(o))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __float__(self) -> float:
+        if self.x.ndim != 1:
+            raise _Diverged  # a batch has no one value
+        return float(self.x[0])
+
+    def __repr__(self) -> str:
+        if self.x.ndim != 1:
+            return f"Lanes(batch of {self.x.shape[0]})"
+        spread = np.max(np.abs(self.x[1:] - self.x[0])) if self.x.size > 1 else 0.0
+        return f"Lanes({self.x[0]!r} ± {spread:.3g})"
+
+
+def _underflow(rel: np.ndarray, absolute: np.ndarray) -> np.ndarray:
+    """Add the absolute (underflow) error without what rounding cannot do:
+    an exact zero stays zero and no result changes sign."""
+    with np.errstate(invalid="ignore", over="ignore"):  # inf lanes (masked scores) pass through
+        out = rel + absolute
+        return np.where((rel == 0) | (rel * out < 0), 0.0 * rel, out)
+
+
+def _lane(o: Any) -> Any:
+    return o.x if type(o) is Lanes else float(o)
+
+
+def _first(o: Any) -> Any:
+    """Lane 0: a float for one number, a (B,) array for a batch."""
+    if type(o) is Lanes:
+        x = o.x
+        return x[0] if x.ndim == 1 else x[:, 0]
+    return float(o)
+
+
+class MonteCarloNumbers:
+    """The spec's number interface, evaluated in K+1 lanes (see module docstring).
+
+    ``u``: unit roundoff of the target dtype; ``eta``: absolute error one
+    operation may make when its result underflows; ``lanes``: K;
+    ``transcendental_units``: a library function's error on an exact
+    argument, in units of u; ``matmul_u``: unit roundoff of matrix products
+    (a reduced-precision tier such as TF32 rounds them more coarsely);
+    ``seed``: makes the perturbations reproducible; ``batched``: offer the
+    spec the whole-matrix hooks (False: every operation one scalar at a
+    time, the model's definition, kept for tests).
+    """
+
+    def __init__(self, *, u: float, eta: float, lanes: int = 32, transcendental_units: float = 2.0,
+                 seed: int = 0, matmul_u: float | None = None, mantissa_bits: int = 53,
+                 round_const: Callable[[float], float] | None = None, batched: bool = True) -> None:
+        self.name = f"montecarlo(u={u:g},K={lanes})"
+        self.u = float(u)
+        self.eta = float(eta)
+        self.k = int(lanes)
+        self.t = float(transcendental_units)
+        self.mu = float(matmul_u if matmul_u is not None else u)
+        self.bits = mantissa_bits
+        #: the target dtype's rounding of a constant (its actual error may exceed u·|c| when the
+        #: constant is subnormal there, e.g. ε = 1e-5 in float16)
+        self.round_const = round_const
+        self.rng = np.random.default_rng(seed)
+        # rows of uniform draws in [-1, 1] with a 0 in lane 0, and the factors 1 + units·u·ξ
+        # of the two common unit counts (lane 0's factor is exactly 1)
+        self._xi_rows = np.zeros((0, self.k + 1))
+        self._f1 = self._ft = self._xi_rows
+        self._i = 0
+        self._chunk = _FIRST_BUFFER
+        self._ones = np.ones(self.k + 1)
+        #: B while a batch runs (module docstring), else 0
+        self._batch = 0
+        if not batched:  # the instance attribute hides the hooks from ``getattr``
+            self.matmul = self.map_matrix = self.map_columns = self.softmax = None  # type: ignore[assignment]
+        #: below this magnitude an underflow error η can rival the relative error u|x|
+        self.zone = 64.0 * self.eta / self.u
+        #: largest finite |value| of any intermediate result (lane 0)
+        self.max_abs = 0.0
+        #: the binary64 reference refuses underflowing variances first; lanes need not
+        self.tiny = 0.0
+        self.inf = Lanes(np.full(self.k + 1, math.inf), self)
+        self.nan = Lanes(np.full(self.k + 1, math.nan), self)
+        self.pi = self.const(repr(math.pi))
+
+    # -- random perturbations -------------------------------------------------
+    def _refill(self) -> None:
+        n, self._chunk = self._chunk, min(2 * self._chunk, _MAX_BUFFER)
+        self._xi_rows = np.zeros((n, self.k + 1))
+        self._xi_rows[:, 1:] = self.rng.uniform(-1.0, 1.0, size=(n, self.k))
+        self._f1 = 1.0 + self.u * self._xi_rows
+        self._ft = 1.0 + (self.t * self.u) * self._xi_rows
+        self._i = 0
+
+    def _row(self) -> int:
+        """Index of the next unused row of draws."""
+        if self._i >= len(self._xi_rows):
+            self._refill()
+        i = self._i
+        self._i = i + 1
+        return i
+
+    def _rows(self, n: int) -> np.ndarray:
+        """(n, K+1) uniform draws in [-1, 1], 0 in lane 0."""
+        i = self._i
+        if i + n <= len(self._xi_rows):
+            self._i = i + n
+            return self._xi_rows[i:i + n]
+        parts = []
+        while n > 0:
+            if self._i >= len(self._xi_rows):
+                self._refill()
+            take = min(n, len(self._xi_rows) - self._i)
+            parts.append(self._xi_rows[self._i:self._i + take])
+            self._i += take
+            n -= take
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def _rounded(self, r: np.ndarray, units: float = 1.0) -> Lanes:
+        """r (a fresh array: modified in place) with one rounding of ``units`` × u per number."""
+        if r.ndim == 1 and not self._batch:  # one number: the hot path, kept to two NumPy calls
+            a = abs(r.item(0))
+            if a > self.max_abs and a != math.inf:
+                self.max_abs = a
+            i = self._i
+            if i >= len(self._xi_rows):
+                self._refill()
+                i = 0
+            self._i = i + 1
+            if units == 1.0:
+                r *= self._f1[i]
+            elif units == self.t:
+                r *= self._ft[i]
+            else:
+                r *= 1.0 + (units * self.u) * self._xi_rows[i]
+            # only near the underflow threshold can η matter, and never to a zero in every lane
+            if a < self.zone and (a != 0.0 or r.any()):
+                r[1:] = _underflow(r[1:], self.eta * self._xi_rows[self._row(), 1:])
+            return Lanes(r, self)
+        if r.ndim == 1:  # a batch runs: each of its numbers rounds on its own
+            r = np.tile(r, (self._batch, 1))
+        a = np.abs(r[:, 0])
+        self._note(a)
+        r *= 1.0 + (units * self.u) * self._rows(len(r))
+        near = (a < self.zone) & r.any(axis=1)
+        if near.any():
+            r[near, 1:] = _underflow(r[near, 1:], self.eta * self._rows(int(near.sum()))[:, 1:])
+        return Lanes(r, self)
+
+    def _note(self, arr: np.ndarray) -> None:
+        finite = np.abs(arr[np.isfinite(arr)])
+        if finite.size:
+            self.max_abs = max(self.max_abs, float(finite.max()))
+
+    def _stack(self, values: Sequence[Any]) -> np.ndarray:
+        """(n, K+1) array of a sequence of Lanes or plain numbers; (n, B, K+1) in a batch."""
+        w = self.k + 1
+        rows = [v.x if type(v) is Lanes else np.full(w, float(v)) for v in values]
+        if self._batch:
+            return np.array(np.broadcast_arrays(*rows, np.empty((self._batch, w)))[:-1])
+        try:
+            return np.array(rows)
+        except ValueError:  # batches among scalars: a hook's fallback never mixes them
+            raise _Diverged from None
+
+    # -- the spec's number interface --------------------------------------------
+    def num(self, x: "float | int | Lanes") -> Lanes:
+        if type(x) is Lanes:
+            return x
+        return Lanes(float(x) * self._ones, self)  # x·1 is x exactly (inf, nan and −0 included)
+
+    def const(self, text: str) -> Lanes:
+        c = float(text)
+        shape = (self._batch, self.k + 1) if self._batch else (self.k + 1,)
+        lanes = Lanes(np.full(shape, c), self)
+        n = self._batch or 1
+        if c != 0 and math.isfinite(c):
+            if self.round_const is not None:
+                error = abs(self.round_const(c) - c)
+                if error:  # rounded once, by at most its actual rounding error
+                    lanes.x[..., 1:] += (max(error, self.u * abs(c)) * self._rows(n)[:, 1:]).reshape(
+                        lanes.x[..., 1:].shape)
+                return lanes
+            m, _ = math.frexp(abs(c))
+            if not (m * 2.0**self.bits).is_integer():  # not representable: rounded once
+                lanes.x[..., 1:] *= (1.0 + self.u * self._rows(n)[:, 1:]).reshape(lanes.x[..., 1:].shape)
+        return lanes
+
+    def to_float(self, x: Any) -> float:
+        return float(x)
+
+    def detach(self, x: Any) -> Any:
+        return x
+
+    def isfinite(self, x: Any) -> bool:
+        f = _first(x)
+        return math.isfinite(f) if type(f) is not np.ndarray else _truth(np.isfinite(f))
+
+    def isnan(self, x: Any) -> bool:
+        f = _first(x)
+        return math.isnan(f) if type(f) is not np.ndarray else _truth(np.isnan(f))
+
+    def _accumulate(self, terms: np.ndarray, u: float) -> np.ndarray:
+        """Left-to-right sum over axis 0 of (n, ..., K+1) terms, partial sums perturbed."""
+        n = terms.shape[0]
+        partial = np.cumsum(terms, axis=0)
+        self._note(partial[..., 0])
+        total = partial[-1].copy()
+        if n > 1:
+            shape = partial[1:, ..., 1:].shape
+            delta = self.rng.uniform(-1.0, 1.0, size=shape)
+            total[..., 1:] += u * np.sum(partial[1:, ..., 1:] * delta, axis=0)
+            near = (np.abs(total[..., 0]) < self.zone) & total.any(axis=-1)
+            if near.any():
+                eta = self.eta * np.sum(self.rng.uniform(-1.0, 1.0, size=shape), axis=0)
+                total[near, 1:] = _underflow(total[near, 1:], eta[near])
+        return total
+
+    def _sum_rows(self, terms: np.ndarray, u: float) -> np.ndarray:
+        """``_accumulate`` for one sum, (n, K+1) terms: the same model, drawn from the row buffer
+        (a sum of a few terms is called often, from the backward pass above all)."""
+        n = len(terms)
+        partial = terms.cumsum(axis=0)
+        lane0 = np.abs(partial[:, 0])
+        top = lane0.max()
+        if top > self.max_abs:
+            self._note(lane0)
+        total = partial[-1].copy()
+        if n > 1:
+            total[1:] += u * (partial[1:, 1:] * self._rows(n - 1)[:, 1:]).sum(axis=0)
+            a = abs(total.item(0))
+            if a < self.zone and (a != 0.0 or total.any()):
+                total[1:] = _underflow(total[1:], self.eta * self._rows(n - 1)[:, 1:].sum(axis=0))
+        return total
+
+    def fsum(self, xs: Iterable[Any]) -> Lanes:
+        items = list(xs)
+        if not items:
+            return self.num(0)
+        terms = self._stack(items)
+        if len(terms) > 1:
+            self._round_terms(terms)
+        if terms.ndim == 2:
+            return Lanes(self._sum_rows(terms, self.u), self)
+        return Lanes(self._accumulate(terms, self.u), self)
+
+    def _round_terms(self, terms: np.ndarray) -> None:
+        """Each term of a sum (n, ..., K+1) rounded once, in place, at its own scale.
+
+        The left-to-right partial sums model one order; another order (pairwise, blocked SIMD
+        lanes, Welford's running mean) adds each term to a partial sum of another size, and where
+        the terms cancel, left to right can be the lucky order (−86 + 75 first, then the small
+        terms). Any order's error is Σ x_i θ_i with |θ_i| ≤ (n − 1)u (Higham 2002, §4.2): one
+        rounding per term at |x_i| is its part that no order avoids. A dot product's terms are
+        its products, rounded already."""
+        if terms.ndim == 2:
+            terms *= 1.0 + self.u * self._rows(len(terms))
+        else:
+            terms[..., 1:] *= 1.0 + self.u * self.rng.uniform(-1.0, 1.0, size=terms[..., 1:].shape)
+
+    def dot(self, xs: Sequence[Any], ys: Sequence[Any]) -> Lanes:
+        if len(xs) != len(ys):
+            raise ValueError(f"dot of vectors of lengths {len(xs)} and {len(ys)}")
+        if not xs:
+            return self.num(0)
+        prod = self._stack(xs) * self._stack(ys)
+        if prod.ndim == 2:  # one dot product: lane 0's factor is exactly 1
+            top = np.abs(prod[:, 0]).max() if len(prod) else 0.0
+            if top > self.max_abs:
+                self._note(prod[:, 0])
+            prod *= 1.0 + self.mu * self._rows(len(prod))
+            return Lanes(self._sum_rows(prod, self.mu), self)
+        self._note(prod[..., 0])
+        prod[..., 1:] *= 1.0 + self.mu * self.rng.uniform(-1.0, 1.0, size=prod[..., 1:].shape)
+        return Lanes(self._accumulate(prod, self.mu), self)
+
+    # -- hooks: many entries per NumPy call (module docstring) -------------------
+    def matmul(self, A: Sequence[Sequence[Any]], B: Sequence[Sequence[Any]]) -> list[list[Lanes]]:
+        """All entries of A B at once; the same perturbation model as ``dot``."""
+        if self._batch:
+            raise _Diverged  # no product of batches: the caller evaluates entry by entry
+        a = self._stack([x for row in A for x in row]).reshape(len(A), len(A[0]), -1)  # (m, k, K+1)
+        b = self._stack([x for row in B for x in row]).reshape(len(B), len(B[0]), -1)  # (k, n, K+1)
+        prod = a[:, :, None, :] * b[None, :, :, :]  # (m, k, n, K+1)
+        self._note(prod[..., 0])
+        prod[..., 1:] *= 1.0 + self.mu * self.rng.uniform(-1.0, 1.0, size=prod[..., 1:].shape)
+        total = self._accumulate(np.moveaxis(prod, 1, 0), self.mu)  # (m, n, K+1)
+        return _rows_of(total, self)
+
+    def map_matrix(self, f: Callable[..., Any], *Ms: Sequence[Sequence[Any]]) -> list[list[Any]]:
+        """[[f(A[i][j], B[i][j], ...)]] for matrices of one shape, f run once on a batch of all entries."""
+        m, n = len(Ms[0]), len(Ms[0][0]) if Ms[0] else 0
+        if self._batch or m * n < 2:
+            return [[f(*(M[i][j] for M in Ms)) for j in range(n)] for i in range(m)]
+        args = [self._stack([x for row in M for x in row]) for M in Ms]  # each (m n, K+1)
+        out = self._in_batch(m * n, lambda: f(*(Lanes(a, self) for a in args)))
+        if out is None:
+            return [[f(*(M[i][j] for M in Ms)) for j in range(n)] for i in range(m)]
+        return _rows_of(out.reshape(m, n, -1), self)
+
+    def map_columns(self, f: Callable[[list], list], X: Sequence[Sequence[Any]]) -> list[list[Any]]:
+        """The matrix whose column t is f(column t of X), f run once on a batch of all columns."""
+        d, ell = len(X), len(X[0]) if X else 0
+        if self._batch or ell < 2 or d == 0:
+            cols = [f([row[t] for row in X]) for t in range(ell)]
+            return [[c[i] for c in cols] for i in range(len(cols[0]))] if cols else []
+        rows = [Lanes(self._stack(row), self) for row in X]  # row i: entry i of every column, (ℓ, K+1)
+        out = self._in_batch(ell, lambda: list(f(rows)))  # (d', ℓ, K+1): entry i of column t at [i, t]
+        if out is None:
+            cols = [f([row[t] for row in X]) for t in range(ell)]
+            return [[c[i] for c in cols] for i in range(len(cols[0]))] if cols else []
+        return _rows_of(out, self)
+
+    def _in_batch(self, size: int, run: Callable[[], Any]) -> np.ndarray | None:
+        """Lanes of ``run()`` evaluated as a batch of ``size`` numbers (stacked if a list),
+        or None where the batch diverges or is refused (the caller goes entry by entry)."""
+        self._batch = size
+        try:
+            out = run()
+            if isinstance(out, list):
+                return np.array([self._broadcast(v, size) for v in out]) if out else None
+            return self._broadcast(out, size)
+        except (_Diverged, SpecError):
+            return None
+        finally:
+            self._batch = 0
+
+    def _broadcast(self, v: Any, size: int) -> np.ndarray:
+        x = v.x if type(v) is Lanes else np.full(self.k + 1, float(v))
+        if x.ndim == 1:
+            return np.tile(x, (size, 1))  # an exact value: the same for every number of the batch
+        if x.shape != (size, self.k + 1):
+            raise _Diverged
+        return x
+
+    def softmax(self, z: Sequence[Any]) -> list[Lanes]:
+        """spec/functions.py ``softmax``, its four lines on the stacked vector (n, K+1)."""
+        Z = self._stack(z)
+        first = Z[:, 0] if Z.ndim == 2 else None
+        if first is None or np.isnan(first).any():  # Python's max over NaN, or a batch: line by line
+            m = self.detach(max(z))
+            if not self.isfinite(m):
+                raise SpecError("softmax", "at least one finite entry", f"max entry {self.to_float(m)!r}")
+            exps = [self.exp(x - m) for x in z]
+            total = self.fsum(exps)
+            return [y / total for y in exps]
+        top = int(np.argmax(first))  # the first largest entry, as Python's max
+        if not math.isfinite(first[top]):
+            raise SpecError("softmax", "at least one finite entry", f"max entry {float(first[top])!r}")
+        self._batch = len(z)
+        try:
+            shifted = Lanes(Z, self) - Lanes(Z[top].copy(), self)  # x − m, rounded
+            ex = self._fn(pm.exp, shifted)  # exp, t·u
+            terms = ex.x.copy()  # the exps are divided below: round the copy
+            if len(terms) > 1:
+                self._round_terms(terms)
+            s = Lanes(self._accumulate(terms, self.u), self)  # fsum: terms rounded, then left to right
+            y = ex / s  # rounded
+        finally:
+            self._batch = 0
+        return [Lanes(row, self) for row in y.x]
+
+    # -- the model of one-pass moments ------------------------------------------
+    def centres(self, e: Sequence[Any], m: Any, line: int) -> list[Lanes]:
+        """Line 1 of layer norm rounded afresh for each term e[i] − m (spec/normalization.py
+        ``_centred``, called for line 2 and again for line 3; both are rounded alike).
+
+        Centre i is e's left-to-right sum with its own perturbations, divided by d_e and rounded:
+        d_e independent draws of the mean's rounding error. One shared centre per lane models
+        only the paper's order, whose variance errs by about u and whose line 3 errs by about
+        u·|e − m|. Welford's one-pass update centres each term at a running mean (its variance
+        errs by about u·|m|/√v), and a fused e·(γ/σ) + (β − mγ/σ) errs by about u·|e| (ATen's
+        CPU layer norm does both, and its backward sums Σ dy·e uncentred); independent centres
+        make the spread cover those orders too. Lane 0 is ``m`` itself, so it stays the
+        binary64 computation.
+        """
+        d = len(e)
+        terms = self._stack(e)  # (d, K+1), or (d, B, K+1) in a batch
+        copies = np.repeat(terms[:, None], d, axis=1)  # (d terms, d copies, ...): one sum per copy
+        if d > 1:
+            self._round_terms(copies)  # as ``fsum`` rounds them
+        centres = self._accumulate(copies, self.u) / float(d)  # (d, ..., K+1)
+        centres[..., 1:] *= 1.0 + self.u * self.rng.uniform(-1.0, 1.0, size=centres[..., 1:].shape)
+        centres[..., 0] = m.x[..., 0] if type(m) is Lanes else float(m)
+        return [Lanes(c, self) for c in centres]
+
+    def uncentred_slopes(self, e: Sequence[Any], m: Any) -> list[Lanes]:
+        """∂centre_i/∂e[i] for a backward pass (spec/autodiff.py ``GradNumbers.centres``): 0 in
+        lane 0; in lane k, u·ξ·(|e[i]| + |m|)/|e[i] − m| with ξ uniform in [−1, 1], so that an
+        adjoint a·(e[i] − m) reaching e[i] errs by u·|a|·(|e[i]| + |m|), the rounding of the
+        expanded a·e[i] − a·m. A term at the mean exactly (lane 0) gets 0: its adjoint is 0.
+        """
+        x = self._stack(e)[..., :1]  # lane 0: (d, 1), or (d, B, 1) in a batch
+        c = np.asarray(_first(m))[..., None]  # (1,) or (B, 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(x != c, (np.abs(x) + np.abs(c)) / np.abs(x - c), 0.0)
+        xi = self.rng.uniform(-1.0, 1.0, size=ratio.shape[:-1] + (self.k + 1,))
+        xi[..., 0] = 0.0
+        return [Lanes(s, self) for s in (self.u * ratio) * xi]  # (K+1,) or (B, K+1) each
+
+    # -- library functions ----------------------------------------------------
+    def _fn(self, f: Callable[[np.ndarray], Any], x: Any) -> Lanes:
+        with np.errstate(all="ignore"):
+            r = np.asarray(f(np.array(_lane(x), dtype=np.float64)), dtype=np.float64)
+        if r.ndim == 0:
+            r = np.full(self.k + 1, float(r))
+        elif r.base is not None:  # rounded in place below: never a view of another number's lanes
+            r = r.copy()
+        return self._rounded(r, self.t)
+
+    def exp(self, x: Any) -> Lanes:
+        return self._fn(pm.exp, x)
+
+    def log(self, x: Any) -> Lanes:
+        return self._fn(pm.log, x)
+
+    def sqrt(self, x: Any) -> Lanes:
+        return self._fn(np.sqrt, x)
+
+    def tanh(self, x: Any) -> Lanes:
+        return self._fn(pm.tanh, x)
+
+    def erf(self, x: Any) -> Lanes:
+        return self._fn(pm.erf, x)
+
+    def sin(self, x: Any) -> Lanes:
+        return self._fn(pm.sin, x)
+
+    def cos(self, x: Any) -> Lanes:
+        return self._fn(pm.cos, x)
+
+    def pow(self, base: Any, exponent: Any) -> Lanes:
+        b, e = _lane(base), _lane(exponent)
+        shape = np.broadcast_shapes(np.shape(b), np.shape(e), (self.k + 1,))
+        r = pm.pow(np.broadcast_to(b, shape), e)
+        return self._rounded(r, self.t)
+
+    def step(self, x: Any) -> Lanes:
+        """[[x > 0]] per lane: ReLU's derivative, so a sign that rounding flips flips the branch."""
+        if type(x) is not Lanes:
+            x = self.num(x)
+        return Lanes(np.where(x.x > 0, 1.0, 0.0), self)
+
+    def relu(self, x: Any) -> Lanes:
+        if type(x) is not Lanes:
+            x = self.num(x)
+        return Lanes(np.where(np.isnan(x.x) | (x.x > 0), x.x, 0.0), self)
+
+
+def _rows_of(arr: np.ndarray, ns: MonteCarloNumbers) -> list[list[Lanes]]:
+    """(m, n, K+1) -> m rows of n Lanes (views of ``arr``, never modified in place)."""
+    return [[Lanes(x, ns) for x in row] for row in arr]
+
+
+def lanes_array(nested: Any, k: int) -> np.ndarray:
+    """Nested lists of Lanes (or plain numbers) -> array of shape (..., K+1)."""
+    if isinstance(nested, (list, tuple)):
+        if not nested:
+            return np.empty((0, k + 1))
+        if all(type(v) is Lanes for v in nested):  # the innermost level: one call
+            return np.array([v.x for v in nested])
+        return np.stack([lanes_array(item, k) for item in nested])
+    if type(nested) is Lanes:
+        return nested.x
+    return np.full(k + 1, float(nested))
+
+
+if TYPE_CHECKING:  # mypy checks the class against the spec's protocol
+    _system: type[NumberSystem] = MonteCarloNumbers

@@ -1,0 +1,146 @@
+"""Hyperparameters: every name of ``entry.hyper``, within a budget.
+
+Constraints come from the entry's fields and the variant, so every draw
+passes ``entry.check``:
+
+- normalised widths are ≥ 2 where a layer norm needs it (``width_minimum``;
+  with ``dtype`` given, an ε that rounds to 0 there counts as no ε: a
+  one-row layer norm would divide 0 by √0 in that dtype);
+- a tied unembedding copies the width it forces equal (``equal_widths``);
+- with ``ell_max`` among the names, every sequence length is ≤ ``ell_max``:
+  lengths are drawn first and ``ell_max`` adds room to the smallest value
+  the entry's check accepts (the longest length, or more where the check
+  asks for it, e.g. DInference's ℓ + ℓ_gen − 1; no room in about a third of
+  draws, so the tightest ℓ_max is common);
+- with two sequence lengths (ℓ_x, ℓ_z) the second equals the first unless a
+  coin says otherwise (cross-attention shapes with ℓ_z ≠ ℓ_x);
+- an implementation's ``Limits`` (impls/api.py), when given, narrow every
+  draw: minima raise and maxima lower each size's range, equalities are
+  settled by raising sizes (``Limits.settle``), ``cross_lengths`` off ties
+  the lengths, and a draw the limits still refuse (a settled size above its
+  maximum) is discarded, so no case outside them is ever drawn.
+
+Each size is ``st.integers(low, bound)``: it shrinks to its smallest value.
+Where the budget's ``often`` bounds a kind (layer counts of the training and
+inference budgets), the bound is the usual one except in one draw of
+``RARE``; kinds in the budget's ``uniform`` (a dataset's shape) are drawn
+uniformly (``uniform_integer``, shrinking to the smallest).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from hypothesis import assume
+from hypothesis import strategies as st
+
+from ftspec.impls.api import Limits
+from ftspec.spec.errors import SpecError
+from ftspec.spec.variants import PAPER, VariantSet
+
+from ..value_flow import equal_widths, width_minimum
+from ..dtypes import round_to
+from ._budgets import RARE, hyper_kind, resolve_budget, resolve_dtype, resolve_entry
+from ._draws import uniform_integer
+
+__all__ = ["TIE_WIDTH", "hyperparameters"]
+
+#: Smallest width of a zero-variance-singular norm per dtype (see ``hyperparameters``):
+#: exact ties of all d entries then have probability ≤ 2^-32 per column.
+TIE_WIDTH = {"float64": 2, "float32": 3, "bfloat16": 5, "float16": 4}
+
+
+@st.composite
+def hyperparameters(draw: st.DrawFn, entry: Any, *, variant: VariantSet = PAPER,
+                    budget: Any = "default", dtype: Optional[str] = None,
+                    limits: Optional[Limits] = None) -> dict[str, int]:
+    """{hyperparameter: int} for ``entry`` (Entry or name) under ``variant``, in ``entry.hyper`` order;
+    within ``limits`` when given."""
+    e = resolve_entry(entry)
+    b = resolve_budget(budget, e)
+    if not isinstance(variant, VariantSet):
+        raise ValueError(f"variant: expected a VariantSet, given {variant!r}")
+    for name in e.hyper:
+        hyper_kind(name)  # unknown names fail here, before any draw
+    if limits is not None and not isinstance(limits, Limits):
+        raise ValueError(f"limits: expected a Limits or None, given {limits!r}")
+    lim = limits if limits is not None else Limits()
+    low = {n: max(e.minimum.get(n, 1), int(lim.minimum.get(n, 1))) for n in e.hyper}
+    effective = variant
+    if dtype is not None and variant.epsilon_placement != "none" and \
+            round_to(np.array(variant.epsilon), resolve_dtype(dtype)) == 0:
+        effective = variant.replace(epsilon_placement="none", epsilon=0.0)
+    # A norm that is singular at zero variance (no ε; or ε outside the root, for gradients) is
+    # refused by the spec when a column is constant. In binary64 that never happens by chance, but
+    # in a low-precision implementation a column of d nearly equal values ties exactly with
+    # probability about 2^-(p(d-1)) per evaluation (p = mantissa bits), which the binary64
+    # reference cannot foresee. Wider columns make such ties negligible.
+    ties = TIE_WIDTH.get(dtype or "float64", 2) if effective.epsilon_placement in ("none", "outside_root") else 2
+    for n, m in width_minimum(e, effective).items():
+        if n in low:
+            low[n] = max(low[n], m, ties)
+    followers = dict(equal_widths(e, variant))
+    lengths = [n for n in e.hyper if hyper_kind(n) == "length"]
+
+    hyper: dict[str, int] = {}
+    for name in e.hyper:
+        if name == "ell_max" or name in followers:
+            continue
+        bound = b.bound(name)
+        if b.usual(name) < bound and uniform_integer(draw, "rare " + name, 1, RARE) < RARE:
+            bound = b.usual(name)
+        bound = min(bound, _most(lim, name, lengths))
+        if name in lengths[1:] and (not lim.cross_lengths or not draw(st.booleans())):
+            hyper[name] = hyper[lengths[0]]  # the same length as the first sequence
+            continue
+        if hyper_kind(name) in b.uniform:
+            hyper[name] = uniform_integer(draw, name, low[name], max(low[name], bound))
+        else:
+            hyper[name] = draw(st.integers(low[name], max(low[name], bound)))
+    for _ in range(2 if lim.relations(list(e.hyper)) else 1):
+        hyper = lim.settle(hyper)
+        for name, leader in followers.items():
+            hyper[name] = max(hyper[leader], hyper.get(name, 0), low[name])
+            hyper[leader] = hyper[name]
+    if "ell_max" in e.hyper:
+        longest = max((hyper[n] for n in lengths), default=low["ell_max"])
+        tightest = _tightest_context(e, hyper, variant, max(longest, low["ell_max"]))
+        room = 0
+        most = min(b.context, int(lim.maximum.get("ell_max", b.context)))
+        if draw(st.integers(0, 2)) and tightest < most:
+            room = draw(st.integers(0, most - tightest))
+        hyper["ell_max"] = tightest + room
+    hyper = {n: int(hyper[n]) for n in e.hyper}
+    assume(lim.admits(hyper))  # a settled size above its maximum (tests count these)
+    if e.check is not None:
+        try:
+            e.check(hyper, variant)
+        except SpecError:  # a constraint this module does not know: discard (tests count these)
+            assume(False)
+    return hyper
+
+
+def _most(limits: Limits, name: str, lengths: list[str]) -> int:
+    """The largest value ``limits`` allow ``name`` before settling (a length is also bounded by an
+    ℓ_max maximum)."""
+    most = int(limits.maximum.get(name, 1 << 30))
+    if name in lengths and "ell_max" in limits.maximum:
+        most = min(most, int(limits.maximum["ell_max"]))
+    return most
+
+
+def _tightest_context(e: Any, hyper: dict[str, int], variant: VariantSet, start: int) -> int:
+    """The smallest ℓ_max ≥ ``start`` that the entry's check accepts with the
+    other sizes (``start`` itself when none within reach: the caller's final
+    check then discards the draw)."""
+    if e.check is None:
+        return start
+    for ell_max in range(start, start + sum(hyper.values()) + 1):
+        try:
+            e.check({**hyper, "ell_max": ell_max}, variant)
+        except SpecError:
+            continue
+        return ell_max
+    return start

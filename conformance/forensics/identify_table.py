@@ -1,0 +1,427 @@
+"""Identifying conventions from published numbers (``ftspec identify --table``, issue 15 item 3).
+
+Papers, tutorials and blog posts print an entry's inputs, parameters and
+outputs to a few digits. A table file (format ``ftspec-table/1``,
+docs/diagnosis.md "Identify from a table") holds them as JSON with the printed
+precision of the outputs (significant ``digits``, ``decimals``, or an absolute
+``tolerance``), optionally that of the inputs and parameters, and the dtype
+the numbers were computed in. The spec is then evaluated under candidate
+variant sets exactly as ``ftspec identify`` does for an implementation
+(``identify.search``); only the judge differs: an output fits when
+
+    |printed − spec| ≤ printed half-step + the dtype's rounding bound
+                       + how far the input precision moves the output
+
+the last term measured by evaluating the spec on ``PERTURBATIONS`` inputs and
+parameters moved at random within their own printed half-steps (twice the
+largest move seen). A switch whose values all fit is one the numbers cannot
+decide, and the report says so.
+
+A table file is untrusted input, read like a case file (``casefile.py``):
+plain JSON only (no serialised objects, nothing imported or executed, NaN and infinities
+refused), bounded in size, every name and shape checked against the entry's
+schema before any array is built; every refusal is a ``TableError`` with a
+one-line message.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from ftspec.spec import SpecError, evaluate
+from ftspec.spec.entry import Kind
+from ftspec.spec.params import resolve_shape
+from ftspec.spec.registry import REGISTRY, Entry
+from ftspec.spec.variants import PAPER, VariantSet
+
+from ..core.casefile import read_untrusted_json
+from ..core.dtypes import FORMATS, round_to
+from .identify import EVALUATIONS, SECONDS, Identity, Observation, Verdict, groups, options, project, search
+
+__all__ = ["FORMAT", "LIMITS", "PERTURBATIONS", "Table", "TableError", "identify_table", "read_table",
+           "table_from_spec"]
+
+FORMAT = "ftspec-table/1"
+
+#: the bounds a table file must keep
+LIMITS = {"json_bytes": 1 << 20, "hyper": 1024, "elements": 100_000, "digits": 17, "decimals": 30, "text": 2000}
+
+#: spec evaluations on inputs moved within their printed precision (when it is given)
+PERTURBATIONS = 8
+
+_PRECISION_KEYS = ("digits", "decimals", "tolerance")
+_KEYS = {"format", "algorithm", "hyper", "inputs", "params", "outputs", "dtype", "source", "note",
+         *_PRECISION_KEYS, *(f"input_{k}" for k in _PRECISION_KEYS)}
+_INTEGER_KINDS = {Kind.TOKEN: "N_V", Kind.POSITION: "ell_max"}
+
+
+class TableError(ValueError):
+    """A table file that is malformed, out of bounds or does not fit its entry."""
+
+
+@dataclass
+class Table:
+    """A validated table: float64/int64/bool arrays in the entry's layout."""
+
+    entry: Entry
+    hyper: dict[str, int]
+    inputs: dict[str, np.ndarray]
+    params: dict[str, np.ndarray]
+    outputs: dict[str, np.ndarray]
+    precision: tuple[str, float]  # ("digits" | "decimals" | "tolerance", value) of the outputs
+    input_precision: Optional[tuple[str, float]]  # the same for inputs and parameters; None: exact
+    dtype: str = "float32"
+    source: str = ""
+
+    def describe(self) -> str:
+        kind, value = self.precision
+        what = {"digits": f"{value:g} significant digits", "decimals": f"{value:g} decimals",
+                "tolerance": f"absolute tolerance {value:g}"}[kind]
+        inputs = "exact" if self.input_precision is None else "printed"
+        return f"{self.entry.name}, outputs to {what}, inputs {inputs}, computed in {self.dtype}"
+
+
+# -- reading --------------------------------------------------------------------------------------
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _refuse_constant(name: str) -> Any:
+    raise TableError(f"{name} is not a number a table may hold (NaN and infinities are refused)")
+
+
+def read_table(path: Path | str) -> Table:
+    """The table in ``path``, validated as untrusted input (``TableError``, one line)."""
+    path = Path(path)
+    try:
+        return _read(path)
+    except TableError as exc:
+        raise TableError(f"{path}: {exc}") from None
+
+
+def _read(path: Path) -> Table:
+    doc = read_untrusted_json(path, what="table file", limit=LIMITS["json_bytes"], error=TableError,
+                              parse_constant=_refuse_constant)
+    return parse_table(doc)
+
+
+def parse_table(doc: Any) -> Table:
+    """A table from its JSON document (already parsed)."""
+    if not isinstance(doc, dict):
+        raise TableError(f"the table file must hold a JSON object, not {type(doc).__name__}")
+    if doc.get("format") != FORMAT:
+        raise TableError(f"not an ftspec table (format {_show(doc.get('format'))}, expected {FORMAT!r})")
+    unknown = sorted(set(doc) - _KEYS)
+    if unknown:
+        raise TableError(f"unknown fields {[_show(k) for k in unknown[:5]]}; a table has {sorted(_KEYS)}")
+    for key in ("source", "note"):
+        if key in doc and (not isinstance(doc[key], str) or len(doc[key]) > LIMITS["text"]):
+            raise TableError(f"field {key!r} must be a string of at most {LIMITS['text']} characters")
+    algorithm = doc.get("algorithm")
+    if not isinstance(algorithm, str) or algorithm not in REGISTRY:
+        raise TableError(f"unknown algorithm {_show(algorithm)}")
+    entry = REGISTRY[algorithm]
+    if entry.trace is not None or entry.family == "inference":
+        raise TableError(f"{algorithm}: tables of sampled outputs are not supported")
+    hyper = _hyper(entry, doc.get("hyper"))
+    dtype = doc.get("dtype", "float32")
+    if dtype not in FORMATS:
+        raise TableError(f"field 'dtype' must be one of {sorted(FORMATS)}, got {_show(dtype)}")
+    precision = _precision(doc, "")
+    if precision is None:
+        raise TableError("give the outputs' printed precision: exactly one of 'digits' (significant), "
+                         "'decimals' or 'tolerance' (absolute)")
+    input_precision = _precision(doc, "input_")
+    try:
+        input_shapes = entry.input_shapes(hyper)
+    except Exception as exc:  # noqa: BLE001 - sizes the spec cannot resolve
+        raise TableError(f"the hyperparameters do not fit {algorithm}: {type(exc).__name__}: {exc}") from None
+    total = sum(math.prod(s) for s in input_shapes.values())
+    if total > LIMITS["elements"]:
+        raise TableError(f"the hyperparameters call for {total} input elements; at most {LIMITS['elements']}")
+    kinds = {s.name: s for s in entry.inputs}
+    inputs = _arrays(doc.get("inputs"), "inputs", input_shapes, exact=True)
+    for name, spec in kinds.items():
+        inputs[name] = _kind(name, spec.kind, inputs[name], hyper, spec)
+    params_doc = doc.get("params")
+    if not isinstance(params_doc, dict) or len(params_doc) > 4096:
+        raise TableError("field 'params' must be a JSON object {parameter name: nested list}")
+    structure = _structure(entry, hyper, params_doc)
+    param_shapes = entry.param_shapes(hyper, structure)
+    params = _arrays(params_doc, "params", param_shapes, exact=True)
+    params = {k: v.astype(np.float64) for k, v in params.items()}
+    out_specs = {s.name: s for s in entry.output_specs(hyper, structure)}
+    out_doc = doc.get("outputs")
+    if not isinstance(out_doc, dict) or not out_doc:
+        raise TableError(f"field 'outputs' must be a non-empty JSON object; {algorithm} outputs "
+                         f"{sorted(out_specs)}")
+    stray = sorted(set(out_doc) - set(out_specs))
+    if stray:
+        raise TableError(f"unknown outputs {[_show(k) for k in stray[:5]]}; {algorithm} outputs {sorted(out_specs)}")
+    out_shapes = {k: tuple(resolve_shape(out_specs[k].shape, hyper)) for k in out_doc}
+    outputs = _arrays(out_doc, "outputs", out_shapes, exact=False)
+    outputs = {k: (v.astype(np.float64) if out_specs[k].kind == Kind.REAL else v) for k, v in outputs.items()}
+    return Table(entry, hyper, inputs, params, outputs, precision, input_precision, dtype,
+                 str(doc.get("source", "")))
+
+
+def _hyper(entry: Entry, value: Any) -> dict[str, int]:
+    if not isinstance(value, dict) or set(value) != set(entry.hyper):
+        got = sorted(map(str, value)) if isinstance(value, dict) else _show(value)
+        raise TableError(f"field 'hyper' must give exactly {entry.name}'s hyperparameters "
+                         f"{', '.join(entry.hyper)}; got {got}")
+    out = {}
+    for k in entry.hyper:
+        v = value[k]
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= LIMITS["hyper"]:
+            raise TableError(f"hyperparameter {k} must be an integer from 1 to {LIMITS['hyper']}, got {_show(v)}")
+        out[k] = v
+    return out
+
+
+def _precision(doc: Mapping[str, Any], prefix: str) -> Optional[tuple[str, float]]:
+    given = [k for k in _PRECISION_KEYS if prefix + k in doc]
+    if not given:
+        return None
+    if len(given) > 1:
+        raise TableError(f"give one of {', '.join(prefix + k for k in _PRECISION_KEYS)}, not {len(given)}")
+    key = given[0]
+    value = doc[prefix + key]
+    if key == "tolerance":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            raise TableError(f"field {prefix + key!r} must be a positive number, got {_show(value)}")
+        return key, float(value)
+    high = LIMITS[key]
+    low = 1 if key == "digits" else 0
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise TableError(f"field {prefix + key!r} must be an integer from {low} to {high}, got {_show(value)}")
+    return key, float(value)
+
+
+def _arrays(doc: Any, what: str, shapes: Mapping[str, tuple[int, ...]], *, exact: bool) -> dict[str, np.ndarray]:
+    """{name: array} with exactly the given names (``exact``) or a subset, each of its shape."""
+    if not isinstance(doc, dict):
+        raise TableError(f"field {what!r} must be a JSON object {{name: nested list}}")
+    if exact and set(doc) != set(shapes):
+        missing, extra = sorted(set(shapes) - set(doc)), sorted(set(doc) - set(shapes))
+        raise TableError(f"field {what!r} must hold exactly {sorted(shapes)[:8]}"
+                         f"{' ...' if len(shapes) > 8 else ''} (missing {missing[:5]}, unexpected "
+                         f"{[_show(x) for x in extra[:5]]})")
+    out = {}
+    for name, value in doc.items():
+        out[name] = _array(value, shapes[name], f"{what} {name!r}")
+    return out
+
+
+def _array(value: Any, shape: tuple[int, ...], what: str) -> np.ndarray:
+    flat: list[Any] = []
+
+    def walk(v: Any, depth: int) -> None:
+        if depth == len(shape):
+            if isinstance(v, bool) or isinstance(v, (int, float)):
+                flat.append(v)
+                return
+            raise TableError(f"{what}: expected numbers {_dims(shape)}, found {_show(v)}")
+        if not isinstance(v, list) or len(v) != shape[depth]:
+            raise TableError(f"{what}: expected shape {_dims(shape)} (axis {depth} of length {shape[depth]})")
+        for x in v:
+            walk(x, depth + 1)
+
+    walk(value, 0)
+    if all(isinstance(x, bool) for x in flat) and flat:
+        return np.array(flat, dtype=bool).reshape(shape)
+    arr = np.array([float(x) for x in flat], dtype=np.float64).reshape(shape)
+    if not np.all(np.isfinite(arr)):
+        raise TableError(f"{what}: every number must be finite")
+    return arr
+
+
+def _dims(shape: tuple[int, ...]) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]" if shape else "a scalar"
+
+
+def _kind(name: str, kind: Kind, a: np.ndarray, hyper: Mapping[str, int], spec: Any) -> np.ndarray:
+    """An input of its kind: integers in range for tokens, positions, lengths; booleans for masks."""
+    if kind in (Kind.TOKEN, Kind.POSITION, Kind.LENGTH):
+        if a.dtype == bool or np.any(a != np.round(a)):
+            raise TableError(f"input {name!r}: expected integers")
+        limit = hyper[_INTEGER_KINDS[kind]] if kind in _INTEGER_KINDS else hyper[spec.bound] + 1
+        low = 1 if kind == Kind.LENGTH else 0
+        if a.size and (a.min() < low or a.max() >= limit):
+            raise TableError(f"input {name!r}: values must lie in [{low}, {limit - 1}]")
+        return a.astype(np.int64)
+    if kind in (Kind.MASK, Kind.FLAG):
+        if a.dtype != bool:
+            if np.any((a != 0) & (a != 1)):
+                raise TableError(f"input {name!r}: expected true/false (or 1/0)")
+            a = a.astype(bool)
+        return a
+    if a.dtype == bool:
+        raise TableError(f"input {name!r}: expected numbers, found true/false")
+    return a.astype(np.float64)
+
+
+def _structure(entry: Entry, hyper: Mapping[str, int], params: Mapping[str, Any]) -> VariantSet:
+    """A variant set whose parameters are the names the table gives: from the paper's, switches that
+    change the parameter set moved one at a time while that brings the names closer."""
+    given = set(params)
+
+    def distance(v: VariantSet) -> int:
+        try:
+            return len(set(entry.param_shapes(dict(hyper), v)) ^ given)
+        except (SpecError, KeyError, ValueError):
+            return 1 << 30
+
+    current = project(PAPER, entry)
+    best = distance(current)
+    for _ in range(4):
+        moved = False
+        for g in groups(entry):
+            for opt in options(g):
+                try:
+                    cand = current.replace(**opt)
+                except ValueError:
+                    continue
+                d = distance(cand)
+                if d < best:
+                    current, best, moved = cand, d, True
+        if best == 0 or not moved:
+            break
+    if best:
+        want = sorted(entry.param_shapes(dict(hyper), current))
+        raise TableError(f"the parameters given ({len(given)}) match no variant set's parameters for {entry.name}; "
+                         f"nearest: {want[:6]}{' ...' if len(want) > 6 else ''}")
+    return current
+
+
+# -- judging ------------------------------------------------------------------------------------
+
+def half_step(values: np.ndarray, precision: tuple[str, float]) -> np.ndarray:
+    """The printed precision of each value: half a unit in the last printed place. With significant
+    ``digits`` a printed 0 gets the step of the largest |value| of its array (a zero printed among
+    numbers of that size)."""
+    kind, p = precision
+    v = np.asarray(values, dtype=np.float64)
+    if kind == "tolerance":
+        return np.full(v.shape, p)
+    if kind == "decimals":
+        return np.full(v.shape, 0.5 * 10.0 ** -p)
+    mag = np.abs(v)
+    top = float(mag.max()) if mag.size else 0.0
+    mag = np.where(mag > 0, mag, top if top > 0 else 1.0)
+    return 0.5 * 10.0 ** (np.floor(np.log10(mag)) - p + 1)
+
+
+def _spread(table: Table, variant: VariantSet, params: Mapping[str, np.ndarray]) -> Optional[dict[str, np.ndarray]]:
+    """Twice the largest move of each output when the real inputs and the parameters move within
+    their printed precision (``PERTURBATIONS`` random draws, a fixed seed); None: the spec refused
+    a moved case."""
+    if table.input_precision is None:
+        return None
+    entry = table.entry
+    rng = np.random.default_rng(0)
+    real = {s.name for s in entry.inputs if s.kind == Kind.REAL}
+    nominal = _evaluate(table, table.inputs, params, variant)
+    if nominal is None:
+        return None
+    worst = {k: np.zeros(np.shape(table.outputs[k])) for k in table.outputs}
+    for _ in range(PERTURBATIONS):
+        moved_in = {k: (v + rng.uniform(-1, 1, v.shape) * half_step(v, table.input_precision) if k in real else v)
+                    for k, v in table.inputs.items()}
+        moved_par = {k: v + rng.uniform(-1, 1, v.shape) * half_step(v, table.input_precision)
+                     for k, v in params.items()}
+        out = _evaluate(table, moved_in, moved_par, variant)
+        if out is None:
+            continue
+        for k in worst:
+            with np.errstate(invalid="ignore"):
+                worst[k] = np.fmax(worst[k], np.abs(out[k] - nominal[k]))
+    return {k: 2.0 * v for k, v in worst.items()}
+
+
+def _evaluate(table: Table, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
+              variant: VariantSet) -> Optional[dict[str, np.ndarray]]:
+    try:
+        out = evaluate(table.entry.name, {k: v.tolist() for k, v in inputs.items()},
+                       {k: v.tolist() for k, v in params.items()}, hyper=table.hyper, variant=variant)
+    except SpecError:
+        return None
+    return {k: np.asarray(out[k], dtype=np.float64) for k in table.outputs}
+
+
+def _table_judge(table: Table) -> Any:
+    def judge(ref: Any, variant: VariantSet, params: Mapping[str, np.ndarray]) -> Verdict:
+        moved = _spread(table, variant, params)
+        worst = 0.0
+        for name, printed in table.outputs.items():
+            want = np.asarray(ref.outputs[name])
+            if printed.dtype == bool or want.dtype == bool or want.dtype.kind in "iu":
+                if not np.array_equal(printed.astype(want.dtype), want):
+                    return Verdict(False, math.inf, ref.outputs)
+                continue
+            if np.isnan(want).any():
+                return Verdict(False, math.inf, ref.outputs, "the spec gives NaN where the table has a number")
+            bound = half_step(printed, table.precision) + ref.bound[name]
+            if moved is not None:
+                bound = bound + moved[name]
+            err = np.abs(printed - want)
+            worst = max(worst, float(np.max(err / bound)) if err.size else 0.0)
+        return Verdict(worst <= 1.0, worst, ref.outputs)
+
+    return judge
+
+
+def identify_table(table: Table, subject: str = "table", *, seconds: float = SECONDS,
+                   evaluations: int = EVALUATIONS) -> Identity:
+    """Which variant sets reproduce the table's outputs within its printed precision."""
+    entry = table.entry
+    structure = _structure(entry, table.hyper, table.params)
+    real = {s.name for s in entry.inputs if s.kind == Kind.REAL}
+    inputs = {k: (round_to(v, table.dtype) if k in real else v) for k, v in table.inputs.items()}
+    params = {k: round_to(v, table.dtype) for k, v in table.params.items()}
+    obs = Observation("the table", entry, dict(table.hyper), inputs, params, dict(table.outputs), table.dtype,
+                      judge=_table_judge(Table(entry, table.hyper, inputs, params, table.outputs, table.precision,
+                                               table.input_precision, table.dtype, table.source)))
+    identity = search(entry, [obs], structure, subject, table.dtype, seconds=seconds, evaluations=evaluations)
+    identity.notes.insert(0, f"table: {table.describe()}")
+    if identity.undecided:
+        identity.notes.append("undecided switches: the printed precision cannot tell their values apart")
+    return identity
+
+
+# -- making tables (tests, examples) --------------------------------------------------------------
+
+def table_from_spec(entry: Entry | str, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
+                    hyper: Mapping[str, int], variant: VariantSet, *, digits: Optional[int] = None,
+                    decimals: Optional[int] = None, dtype: str = "float64", source: str = "") -> dict[str, Any]:
+    """A table document: the spec's outputs under ``variant`` printed to ``digits`` significant digits
+    or ``decimals`` places (one of them), inputs and parameters exact."""
+    if (digits is None) == (decimals is None):
+        raise ValueError("give digits or decimals")
+    e = REGISTRY[entry] if isinstance(entry, str) else entry
+    out = evaluate(e.name, {k: np.asarray(v).tolist() for k, v in inputs.items()},
+                   {k: np.asarray(v).tolist() for k, v in params.items()}, hyper=dict(hyper), variant=variant)
+    fmt = f".{digits}g" if digits is not None else f".{decimals}f"
+    printed = {k: _print(np.asarray(v, dtype=np.float64), fmt) for k, v in out.items()}
+    doc: dict[str, Any] = {"format": FORMAT, "algorithm": e.name, "hyper": dict(hyper),
+                           "inputs": {k: np.asarray(v).tolist() for k, v in inputs.items()},
+                           "params": {k: np.asarray(v).tolist() for k, v in params.items()},
+                           "outputs": printed, "dtype": dtype}
+    doc.update({"digits": digits} if digits is not None else {"decimals": decimals})
+    if source:
+        doc["source"] = source
+    return doc
+
+
+def _print(a: np.ndarray, fmt: str) -> Any:
+    """Values as they print with ``fmt`` (``.3g``, ``.3f``), as nested lists of numbers."""
+    if not a.size:
+        return a.tolist()
+    return np.vectorize(lambda x: float(format(float(x), fmt)))(a).tolist()

@@ -1,0 +1,757 @@
+"""The library API under the ``ftspec`` command: a run, a certificate, a reproduction.
+
+    from ftspec.conformance.session import Settings, certify, run
+
+    result = run(["numpy"], Settings(profile="quick", algorithms=("layer_norm",)))
+    result.verdict, result.reasons, result.cells, result.fixtures
+    cert = certify("my_module:impl", Settings(profile="default"))
+    cert.verdict; cert.write("certificates/mine")
+
+The command-line modules (``tools/cmd_run.py``, ``cmd_certify.py``) only
+parse arguments into ``Settings`` and print what these return, so a Python
+user gets exactly what the CLI does.
+
+A run has three phases. The searches (``conformance/parallel.run_parallel``:
+each (algorithm, dtype) search in a worker process, at ``jobs=1`` too, so a
+plugin that ends or hangs its process cannot end the run; only with
+``in_process`` or for an ``Implementation`` object with no label a worker
+could load, ``Runner`` searches in this process). Then one extra round for
+the searches whose cells ran fewer examples than the minimum (the profile's
+``minimum`` for a run, ``certify_minimum`` for a certificate): the examples
+they lack, from seed ``seed + EXTENSION_SEED``, at most the profile's
+``ceiling`` seconds per search. Then the golden fixture replay. The verdict
+(``conformance/core/verdict.py``) is derived from the per-cell results.
+
+Plugins are loaded before all that, and loading is plugin code too. Unless
+``in_process``, the run's worker pool (one for the whole command, shut down
+with it, which ends every worker's process group) first loads each plugin
+named by a label and calls its ``devices()`` in a worker, under the watchdog
+and the load timeout (``load_timeout``, ``parallel.probe_plugins``); a
+plugin whose loading hangs or takes that worker down is recorded as failed to
+load (in ``broken``: the verdict is non-conformant) and never loaded here,
+and one whose ``devices()`` does gets an error on every cell without this
+process calling it. Only then does this process load them. ``in_process``
+(and for implementation objects) loading and ``devices()`` run in a helper
+thread abandoned after the load timeout: a hang that holds the GIL there
+hangs the run. A plugin's ``devices()`` is called once per process
+(``discovery.with_devices``).
+
+A plugin whose call hung or crashed in the searches is not called again:
+the extra round leaves it out (``exclude``) and the fixture replay skips it
+(``parallel.hangs_of``, ``calling.skipping_hangs``) under the run's call
+timeout, so a hang costs its timeout once. Ctrl-C keeps what had ended
+(``run_parallel``'s ``partial_result``; cells of searches not ended become
+"no examples") and marks the result interrupted.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import difflib
+import math
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence, Union
+
+from ftspec.impls.api import FLOAT_DTYPES, Implementation, select_devices
+from ftspec.impls.discovery import (DEFAULT_LOAD_TIMEOUT, PluginError, PluginLost, PluginRecord, PluginTimeout,
+                                    failing_devices, load_target, select, wanted, with_devices)
+from ftspec.spec.registry import REGISTRY
+
+from .certificate import Certificate, build
+from ..running.fixture_replay import DTYPES as FIXTURE_DTYPES
+from ..core.interrupts import held_interrupt
+from ..core.profiles import PROFILES, Profile, profile
+from ..running.runner import Cell, RunResult, Runner
+from ..core.verdict import NothingTested, derive
+
+__all__ = [
+    "EXTENSION_SEED",
+    "Certificate",
+    "NothingTested",
+    "Reproduction",
+    "RunResult",
+    "SessionError",
+    "Settings",
+    "capped_jobs",
+    "certify",
+    "reproduce",
+    "run",
+]
+
+#: the extra round's seed is the run's seed plus this (recorded in the result, reproducible)
+EXTENSION_SEED = 104_729
+FIXTURE_CHOICES = ("all", "sample", "none")
+
+Plugin = Union[str, Implementation, tuple[str, Implementation]]
+
+
+class SessionError(ValueError):
+    """Bad settings or an implementation that cannot be loaded: a one-line message for the user."""
+
+
+def _did_you_mean(word: str, choices: Sequence[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(choices)}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a run or a certification is asked to do (validated on construction).
+
+    ``examples``: examples per (algorithm, dtype) search (None: the profile's; a certificate
+    searches for at least the profile's ``certify_minimum``). ``seconds``: wall-time cap per search
+    (None: the profile's, none when ``examples`` is given; 0: none). ``fixtures``: "all",
+    "sample" or "none" (None: the command's default). ``jobs``: worker processes (None: one per
+    CPU, at most 8). ``in_process``: search in this process (debugging; a plugin that crashes
+    or hangs it ends the run). ``shards``: each search split into this many by seed (same seed
+    and shards, same cases; None: 1). ``scheduler``: the address of a Dask scheduler whose
+    workers run the tasks instead of local worker processes (``ftspec[dask]``; not recorded in
+    a certificate: it says where, not what). ``load_timeout``: seconds loading one plugin, or
+    its ``devices()``, may take (None: ``DEFAULT_LOAD_TIMEOUT``; not recorded in a certificate).
+    ``jobs`` is capped at ``parallel.jobs_cap()`` (``capped_jobs``). ``progress(event, **info)``
+    receives progress events."""
+
+    profile: str = "default"
+    algorithms: Optional[tuple[str, ...]] = None
+    dtypes: Optional[tuple[str, ...]] = None
+    devices: Optional[tuple[str, ...]] = None
+    examples: Optional[int] = None
+    seconds: Optional[float] = None
+    seed: int = 0
+    call_timeout: Optional[float] = None
+    case_dir: str = "reports/cases"
+    fixtures: Optional[str] = None
+    jobs: Optional[int] = None
+    in_process: bool = False
+    shards: Optional[int] = None
+    scheduler: Optional[str] = None
+    load_timeout: Optional[float] = None
+    progress: Optional[Callable[..., None]] = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for name in ("algorithms", "dtypes", "devices"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                value = (value,)
+            if value is not None:
+                value = tuple(dict.fromkeys(str(v) for v in value))  # repeats dropped, order kept
+                if not value:
+                    value = None
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "case_dir", str(self.case_dir))
+        if self.profile not in PROFILES:
+            raise SessionError(f"unknown profile {self.profile!r}{_did_you_mean(str(self.profile), sorted(PROFILES))}")
+        for name in self.algorithms or ():
+            if name not in REGISTRY:
+                raise SessionError(f"unknown algorithm {name!r}{_did_you_mean(name, list(REGISTRY))}")
+        for name in self.dtypes or ():
+            if name not in FLOAT_DTYPES:
+                raise SessionError(f"unknown dtype {name!r}; choose from {', '.join(FLOAT_DTYPES)}")
+        if self.examples is not None and (not _is_int(self.examples) or self.examples < 1):
+            raise SessionError(f"examples must be a whole number of at least 1, given {self.examples!r}")
+        if self.seconds is not None and (not _is_number(self.seconds) or self.seconds < 0):
+            raise SessionError(f"seconds must be 0 (no cap) or positive, given {self.seconds!r}")
+        if self.call_timeout is not None and (not _is_number(self.call_timeout) or not self.call_timeout > 0):
+            raise SessionError(f"call timeout must be positive seconds, given {self.call_timeout!r}")
+        if self.load_timeout is not None and (not _is_number(self.load_timeout) or not self.load_timeout > 0):
+            raise SessionError(f"load timeout must be positive seconds, given {self.load_timeout!r}")
+        if self.jobs is not None and (not _is_int(self.jobs) or self.jobs < 1):
+            raise SessionError(f"jobs must be a whole number of at least 1, given {self.jobs!r}")
+        if self.shards is not None and (not _is_int(self.shards) or self.shards < 1):
+            raise SessionError(f"shards must be a whole number of at least 1, given {self.shards!r}")
+        if self.scheduler is not None and (not isinstance(self.scheduler, str) or not self.scheduler.strip()):
+            raise SessionError(f"scheduler must be an address such as tcp://host:8786, given {self.scheduler!r}")
+        if self.in_process and (self.scheduler or (self.shards or 1) > 1):
+            raise SessionError("--in-process searches in this process: it takes neither --scheduler nor --shards "
+                               "above 1")
+        if not _is_int(self.seed) or self.seed < 0:
+            raise SessionError(f"seed must be a whole number of at least 0, given {self.seed!r}")
+        if self.fixtures is not None and self.fixtures not in FIXTURE_CHOICES:
+            raise SessionError(f"fixtures must be one of {', '.join(FIXTURE_CHOICES)}, given {self.fixtures!r}")
+
+    def recorded(self) -> dict[str, Any]:
+        """The settings as plain values (what a certificate records, and ``reproduce`` reads back)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)
+               if f.name not in ("progress", "case_dir", "scheduler", "load_timeout")}
+        for name in ("algorithms", "dtypes", "devices"):
+            out[name] = None if out[name] is None else list(out[name])
+        if out["seconds"] is not None and not math.isfinite(out["seconds"]):
+            out["seconds"] = 0
+        return out
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and not math.isnan(x)
+
+
+# -- plugins ---------------------------------------------------------------------------
+
+def _loadable(label: str, impl: Implementation, timeout: Optional[float] = None) -> bool:
+    """Whether a worker process that loads ``label`` gets this very implementation."""
+    try:
+        return load_target(label, timeout=timeout) is impl
+    except Exception:  # noqa: BLE001 - not loadable, whatever the reason
+        return False
+
+
+class _Workers:
+    """The command's local worker pool (``parallel.worker_pool``), started on first use and shut
+    down with the command: every worker's process group ends then (isolation.py)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.jobs = _jobs(settings)
+        self.load_timeout = settings.load_timeout or DEFAULT_LOAD_TIMEOUT
+        self._pool: Any = None
+
+    def pool(self) -> Any:
+        if self._pool is None:
+            from ..running.parallel import worker_pool
+
+            self._pool = worker_pool(self.jobs)
+        return self._pool
+
+    def probe(self, labels: Sequence[str]) -> tuple[dict[str, str], dict[str, PluginError]]:
+        """Each plugin loaded, and its ``devices()`` called, in a worker first
+        (``parallel.probe_plugins``): ({label: why} of those whose loading hung or crashed the
+        worker, {label: the error its ``devices()`` raises here} of those whose ``devices()`` did)."""
+        from ..running.parallel import probe_plugins
+
+        loading: dict[str, str] = {}
+        devices: dict[str, PluginError] = {}
+        if not labels:
+            return loading, devices
+        for label, exc in probe_plugins(labels, self.pool(), load_timeout=self.load_timeout).items():
+            if (exc.call or {}).get("stage") == "devices()":
+                devices[label] = (PluginTimeout if exc.deadline else PluginLost)(str(exc))
+            else:
+                loading[label] = str(exc)
+        return loading, devices
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+def _plugins(plugins: Optional[Sequence[Plugin]], settings: Settings = Settings(),
+             workers: Optional[_Workers] = None) -> tuple[list[tuple[str, Implementation]], list[PluginRecord],
+                                                          bool]:
+    """(loaded (label, implementation) pairs, records of those that failed to load, whether every
+    label can be loaded again by a worker process). With ``workers``, each plugin named by a label
+    is loaded in a worker first (``_Workers.probe``) and here only if that did not hang or crash;
+    without, here in a helper thread abandoned after the load timeout. Every implementation comes
+    back with its ``devices()`` answered from one call (``with_devices``)."""
+    if plugins is None or isinstance(plugins, str):
+        plugins = None if plugins is None else [plugins]
+    names = [p for p in (plugins or []) if isinstance(p, str)]
+    objects = [p for p in (plugins or []) if not isinstance(p, str)]
+    loaded: list[tuple[str, Implementation]] = []
+    broken: list[PluginRecord] = []
+    timeout = settings.load_timeout or DEFAULT_LOAD_TIMEOUT
+    failed: dict[str, str] = {}
+    lost: dict[str, PluginError] = {}
+    if plugins is None or names:
+        try:
+            labels = wanted(names or None)
+            if workers is not None:
+                failed, lost = workers.probe(labels)
+            loaded, broken = select(names or None, timeout=None if workers is not None else timeout, failed=failed)
+        except PluginError as exc:
+            raise SessionError(str(exc)) from None
+    portable = True
+    for p in objects:
+        if isinstance(p, Implementation):
+            label, impl = p.name, p
+        elif isinstance(p, tuple) and len(p) == 2 and isinstance(p[1], Implementation):
+            label, impl = str(p[0]), p[1]
+        else:
+            raise SessionError(f"a plugin is a name, 'module:object', an Implementation or a (label, "
+                               f"Implementation) pair; given {type(p).__name__}")
+        portable = portable and _loadable(label, impl, timeout)
+        loaded.append((label, impl))
+    labels = [label for label, _ in loaded]
+    if len(set(labels)) != len(labels):
+        raise SessionError(f"two implementations have one label: {sorted(labels)}")
+    return [(label, _answering(label, impl, lost, timeout)) for label, impl in loaded], broken, portable
+
+
+def _answering(label: str, impl: Implementation, lost: dict[str, PluginError], timeout: float) -> Implementation:
+    """``impl`` with its ``devices()`` answered from one call: made here in a helper thread (at most
+    ``timeout`` seconds), or, when that call hung or crashed a worker, never made."""
+    if label in lost:
+        return failing_devices(impl, lost[label])
+    return with_devices(impl, timeout)
+
+
+# -- the phases ------------------------------------------------------------------------
+
+class _Collector:
+    """Passes progress events on and keeps every cell of a search that ended (for Ctrl-C)."""
+
+    def __init__(self, progress: Optional[Callable[..., None]]) -> None:
+        self.progress = progress
+        self.ended: list[Cell] = []
+
+    def __call__(self, event: str, **info: Any) -> None:
+        if event == "end":
+            self.ended.extend(info.get("cells", []))
+        if self.progress is not None:
+            self.progress(event, **info)
+
+
+@dataclass
+class _Plan:
+    """What a command resolves its settings to."""
+
+    command: str  # run | certify
+    profile: Profile
+    jobs: int
+    examples: int  # per search
+    seconds: float  # cap per search (inf: none)
+    minimum: int  # examples a cell must run for a verdict
+    fixtures: str  # the selection replayed
+    fixtures_required: str  # the least a complete run replays
+    shards: int = 1  # each search split by seed into this many
+    executor: Any = None  # the command's worker pool, or a Dask executor (parallel.dask_executor)
+
+
+def capped_jobs(jobs: Optional[int]) -> tuple[Optional[int], Optional[str]]:
+    """``jobs`` within ``parallel.jobs_cap()`` (``MAX_JOBS_PER_CPU`` per usable CPU), and a
+    one-line note saying so when it was cut (None when it was not)."""
+    from ..running.parallel import MAX_JOBS_PER_CPU, jobs_cap, usable_cpus
+
+    cap = jobs_cap()
+    if jobs is None or not _is_int(jobs) or jobs <= cap:
+        return jobs, None
+    cpus = usable_cpus()
+    return cap, (f"--jobs {jobs} capped at {cap} ({MAX_JOBS_PER_CPU} worker processes per CPU, "
+                 f"{cpus} CPU{'s' if cpus != 1 else ''} here)")
+
+
+def _jobs(settings: Settings) -> int:
+    """Worker processes: ``settings.jobs`` up to ``capped_jobs``'s cap, or one per CPU (at most 8)."""
+    from ..running.parallel import default_jobs
+
+    return capped_jobs(settings.jobs)[0] or default_jobs()
+
+
+def _resolve(settings: Settings, command: str) -> _Plan:
+    prof = profile(settings.profile)
+    minimum = prof.certify_minimum if command == "certify" else prof.minimum
+    if settings.examples is not None:
+        examples = settings.examples
+    else:
+        examples = max(prof.examples, minimum) if command == "certify" else prof.examples
+    if settings.seconds is not None:
+        seconds = settings.seconds or math.inf
+    elif settings.examples is not None or prof.seconds is None:
+        seconds = math.inf
+    else:
+        seconds = prof.seconds
+    required = "all" if command == "certify" else prof.fixtures
+    return _Plan(command, prof, _jobs(settings), examples, seconds, minimum,
+                 settings.fixtures or required, required, settings.shards or 1)
+
+
+def _search(loaded, settings: Settings, plan: _Plan, portable: bool, progress, *, algorithms, dtypes,
+            examples: int, seconds: float, seed: int, exclude: Sequence[Sequence[str]] = ()) -> RunResult:
+    """One round of searches; ``exclude`` ((label, algorithm, dtype)) leaves those members out
+    (an extra round does not call again a plugin that hung or crashed)."""
+    if settings.in_process or not portable:
+        runner = Runner(loaded, profile=plan.profile, seed=seed, case_dir=settings.case_dir, examples=examples,
+                        call_timeout=settings.call_timeout, devices=settings.devices, progress=progress,
+                        seconds=seconds, exclude=exclude)
+        return runner.run(algorithms, dtypes)
+    from ..running.parallel import RunSettings, run_parallel
+
+    run_settings = RunSettings(tuple(label for label, _ in loaded), plan.profile.name, seed, settings.case_dir,
+                               examples, settings.call_timeout, settings.devices, seconds, plan.shards,
+                               settings.load_timeout or DEFAULT_LOAD_TIMEOUT)
+    return run_parallel(run_settings, loaded, jobs=plan.jobs, algorithms=algorithms, dtypes=dtypes,
+                        progress=progress, exclude=exclude, executor=plan.executor)
+
+
+def _not_ended(result: RunResult, ended: Sequence[Cell]) -> RunResult:
+    """An interrupted round's result with the cells of the searches that had not ended marked as
+    not run (they are planned with status "pass" and no examples)."""
+    done = {id(c) for c in ended}
+    for c in result.cells:
+        if id(c) not in done and c.status == "pass" and c.failure is None:
+            c.status, c.note = "no examples", "not run: interrupted before this search ended"
+    return result
+
+
+def _left_out(result: RunResult) -> list[tuple[str, str, str]]:
+    """(label, algorithm, dtype) an extra round must not search again: every member whose call hung
+    or crashed (a second call would hang or crash again), and every member none of whose cells an
+    extra round could change (all failed already)."""
+    by: dict[tuple[str, str, str], list[Cell]] = {}
+    for c in result.cells:
+        if c.status != "not implemented":
+            by.setdefault((c.impl, c.algorithm, c.dtype), []).append(c)
+    out = []
+    for key, cells in by.items():
+        hung = any(c.failure is not None and c.failure.check in ("timeout", "crash") for c in cells)
+        if hung or not any(c.status in ("pass", "no examples") for c in cells):
+            out.append(key)
+    return out
+
+
+def _merge(result: RunResult, extra: RunResult) -> int:
+    """Add an extra round's examples to the cells that had not failed; returns the cells extended."""
+    index = {(c.algorithm, c.impl, c.dtype, c.device): c for c in result.cells}
+    extended = 0
+    for e in extra.cells:
+        c = index.get((e.algorithm, e.impl, e.dtype, e.device))
+        if c is None or c.status not in ("pass", "no examples") or e.status == "not implemented":
+            continue
+        extended += 1
+        before = c.examples
+        c.add_counts(e)
+        if e.status == "no examples":
+            if c.examples:
+                c.status, c.note = "pass", ""
+            continue
+        c.status, c.note, c.failure = e.status, e.note or c.note, e.failure
+        if e.first_failure_examples is not None:
+            c.first_failure_examples = before + e.first_failure_examples
+            c.first_failure_s = e.first_failure_s
+    for key, n in extra.generated.items():
+        result.generated[key] += n
+    result.rejected.update(extra.rejected)
+    result.unmodelled.update(extra.unmodelled)
+    for key, table in extra.agreement.items():
+        mine = result.agreement.setdefault(key, {})
+        for pair, r in table.items():
+            mine[pair] = max(mine.get(pair, 0.0), r)
+    result.implementation_seconds.update(extra.implementation_seconds)
+    result.reference_seconds += extra.reference_seconds
+    result.seconds += extra.seconds
+    return extended
+
+
+def _extend(result: RunResult, loaded, settings: Settings, plan: _Plan, portable: bool, progress) -> None:
+    """One more round for the searches whose cells are short of the minimum (not when the user
+    asked for fewer examples than that: those cells stay short, and the verdict says so).
+
+    The short searches go in one call when their algorithms × dtypes are at most half again as
+    many searches (one set of worker processes, which import every framework); otherwise one call
+    per dtype. A search in the product that was not short runs the extra examples too: more
+    evidence, within the same cap."""
+    if plan.examples < plan.minimum:
+        return
+    short = [c for c in result.cells if c.status in ("pass", "no examples") and c.examples < plan.minimum]
+    if not short:
+        return
+    seed = settings.seed + EXTENSION_SEED
+    result.extension = {"seed": seed, "seconds": plan.profile.ceiling, "searches": []}
+    searches = list(dict.fromkeys((c.algorithm, c.dtype) for c in short))
+    algorithms = list(dict.fromkeys(a for a, _ in searches))
+    dtypes = [d for d in FLOAT_DTYPES if any(d == x for _, x in searches)]
+    if len(algorithms) * len(dtypes) <= 1.5 * len(searches):
+        rounds = [(algorithms, dtypes)]
+    else:
+        rounds = [(list(dict.fromkeys(a for a, x in searches if x == d)), [d]) for d in dtypes]
+    if progress is not None:
+        progress("extend", cells=len(short), minimum=plan.minimum, seconds=plan.profile.ceiling)
+    left_out = _left_out(result)
+    for algs, dts in rounds:
+        need = max(plan.minimum - c.examples for c in short if c.algorithm in algs and c.dtype in dts)
+        ended = len(getattr(progress, "ended", ()))
+        try:
+            extra = _search(loaded, settings, plan, portable, progress, algorithms=algs, dtypes=dts,
+                            examples=need, seconds=plan.profile.ceiling, seed=seed, exclude=left_out)
+        except KeyboardInterrupt as exc:  # keep the extra examples of the searches that ended
+            partial = getattr(exc, "partial_result", None)
+            if partial is not None:
+                _merge(result, _not_ended(partial, list(getattr(progress, "ended", ()))[ended:]))
+                result.extension["searches"] += [f"{a}/{d}" for (a, d) in partial.generated]
+            raise
+        _merge(result, extra)
+        result.extension["searches"] += [f"{a}/{d}" for (a, d) in extra.generated]
+
+
+def _replay(loaded, settings: Settings, plan: _Plan, portable: bool, progress, result: RunResult) -> list:
+    """The golden fixture replay: every case of the chosen algorithms, or the fixed sample of them,
+    under the run's call timeout. An (implementation, algorithm, device) whose call hung or crashed
+    in the searches (``parallel.hangs_of``) is not called again: a hang costs its timeout once."""
+    from ..core.calling import skipping_hangs
+    from ..running.fixture_replay import FixtureResult, replay_fixtures, sample_cases
+    from ..core.fixture_files import FixtureError, load_manifest
+    from ..running.parallel import hangs_of
+
+    which = plan.fixtures
+    timeout = settings.call_timeout or plan.profile.call_timeout
+    hangs = hangs_of(result)
+    try:
+        records = load_manifest()["cases"]
+    except FixtureError:  # replay_fixtures reports the unreadable set as a failed result
+        return replay_fixtures(loaded, algorithms=settings.algorithms, dtypes=settings.dtypes,
+                               devices=settings.devices)
+    if settings.algorithms:
+        records = [r for r in records if r["algorithm"] in settings.algorithms]
+    chosen = set(sample_cases(records)) if which == "sample" else {r["id"] for r in records}
+    cases = [(r["id"], r["algorithm"]) for r in records if r["id"] in chosen]
+    if progress is not None:
+        progress("fixtures", done=0, total=len(cases), which=which)
+    if settings.in_process or not portable:
+        seen: set[str] = set()
+
+        done: list[FixtureResult] = []
+
+        def each(r: FixtureResult) -> None:
+            done.append(r)
+            if r.case not in seen:
+                seen.add(r.case)
+                if progress is not None:
+                    progress("fixtures", done=len(seen), total=len(cases), which=which)
+
+        try:
+            with skipping_hangs(hangs):
+                results = replay_fixtures(loaded, dtypes=settings.dtypes, devices=settings.devices, cases=chosen,
+                                          progress=each, timeout=timeout)
+        except KeyboardInterrupt as exc:  # the replays that ended, for the interrupted report
+            exc.partial_result = done  # type: ignore[attr-defined]
+            raise
+        if len(seen) < len(cases) and progress is not None:  # cases nobody covers: finish the count
+            progress("fixtures", done=len(cases), total=len(cases), which=which)
+        return results
+    from ..running.parallel import replay_fixtures_parallel
+
+    def counted(done: int, total: int) -> None:
+        if progress is not None:
+            progress("fixtures", done=done, total=total, which=which)
+
+    return replay_fixtures_parallel([label for label, _ in loaded], jobs=plan.jobs, cases=cases,
+                                    dtypes=settings.dtypes, devices=settings.devices, progress=counted,
+                                    timeout=timeout, hangs=hangs, executor=plan.executor,
+                                    load_timeout=settings.load_timeout or DEFAULT_LOAD_TIMEOUT)
+
+
+def _declared(loaded: Sequence[tuple[str, Implementation]]) -> dict[str, list[str]]:
+    """What the implementations declare: algorithms, dtypes, devices (union, in a fixed order)."""
+    algorithms = [a for a in REGISTRY if any(a in impl.algorithms for _, impl in loaded)]
+    dtypes = [d for d in FLOAT_DTYPES if any(d in tuple(impl.dtypes) for _, impl in loaded)]
+    devices: list[str] = []
+    for _, impl in loaded:
+        try:
+            found = [str(d) for d in impl.devices()]  # answered from one call (_plugins: with_devices)
+        except Exception:  # noqa: BLE001 - the runner reports it per cell
+            found = []
+        devices += [d for d in found if d not in devices]
+    return {"algorithms": algorithms, "dtypes": dtypes, "devices": devices}
+
+
+def _check_something(settings: Settings, declared: dict[str, list[str]], loaded) -> None:
+    """NothingTested before any work when the selection misses everything the implementations declare."""
+    names = ", ".join(label for label, _ in loaded)
+    for key, chosen in (("algorithms", settings.algorithms), ("dtypes", settings.dtypes)):
+        if chosen and not set(chosen) & set(declared[key]):
+            raise NothingTested(f"nothing was tested: {names} declare{'s' if len(loaded) == 1 else ''} no "
+                                f"{' or '.join(chosen)} (declared {key}: {', '.join(declared[key]) or 'none'})")
+    if settings.algorithms and settings.dtypes and not any(
+            a in impl.algorithms and d in tuple(impl.dtypes)
+            for _, impl in loaded for a in settings.algorithms for d in settings.dtypes):
+        raise NothingTested(f"nothing was tested: no implementation declares {' or '.join(settings.algorithms)} "
+                            f"at {' or '.join(settings.dtypes)}")
+    if settings.devices and declared["devices"] and not select_devices(declared["devices"], settings.devices):
+        raise NothingTested(f"nothing was tested: no device {' or '.join(settings.devices)} (the implementations "
+                            f"have {', '.join(declared['devices'])})")
+
+
+def _execute(loaded, settings: Settings, command: str, portable: bool, broken=(),
+             workers: Optional[_Workers] = None) -> RunResult:
+    """Search, extend, replay, judge. Ctrl-C ends it with what is done, marked interrupted.
+    ``workers``: the command's pool (the searches and the replay run on it unless ``in_process``,
+    not portable, or on a Dask cluster); the caller shuts it down."""
+    plan = _resolve(settings, command)
+    declared = _declared(loaded)
+    _check_something(settings, declared, loaded)
+    if (settings.scheduler or plan.shards > 1) and not portable:
+        raise SessionError("--scheduler and --shards above 1 need implementations a worker process can load "
+                           "by name (a registered plugin or module:object), not an object made here")
+    if workers is not None:
+        if settings.in_process or not portable or settings.scheduler:
+            workers.close()  # it only loaded the plugins first: the run is elsewhere
+        else:
+            plan.executor = workers.pool()
+    if settings.scheduler:
+        from ..running.parallel import ExecutorError, dask_executor
+
+        try:
+            with dask_executor(settings.scheduler) as executor:
+                plan.executor = executor
+                plan.jobs = executor.threads()
+                return _execute_plan(loaded, settings, plan, declared, portable, broken)
+        except ExecutorError as exc:
+            raise SessionError(str(exc)) from None
+    return _execute_plan(loaded, settings, plan, declared, portable, broken)
+
+
+def _execute_plan(loaded, settings: Settings, plan: _Plan, declared: dict[str, list[str]], portable: bool,
+                  broken=()) -> RunResult:
+    collector = _Collector(settings.progress)
+    started = time.perf_counter()
+    result: Optional[RunResult] = None
+    replaying = False
+    try:
+        with held_interrupt():  # Ctrl-C stops the run at a checkpoint, never inside Hypothesis or a wait
+            result = _search(loaded, settings, plan, portable, collector, algorithms=settings.algorithms,
+                             dtypes=settings.dtypes, examples=plan.examples, seconds=plan.seconds,
+                             seed=settings.seed)
+            _extend(result, loaded, settings, plan, portable, collector)
+            if plan.fixtures != "none" and (not settings.dtypes or set(settings.dtypes) & set(FIXTURE_DTYPES)):
+                replaying = True
+                result.fixtures = _replay(loaded, settings, plan, portable, collector, result)
+    except KeyboardInterrupt as exc:
+        if replaying and result is not None:  # keep the fixture replays that ended
+            result.fixtures = list(getattr(exc, "partial_result", None) or [])
+        elif result is None:  # the searches were interrupted: run_parallel's partial result, or what ended
+            partial = getattr(exc, "partial_result", None)
+            if partial is not None:
+                result = _not_ended(partial, collector.ended)
+            else:
+                result = RunResult(list(collector.ended), plan.profile.name, settings.seed)
+            result.seconds = time.perf_counter() - started
+        result.interrupted = True
+    result.jobs = 0 if settings.in_process or not portable else plan.jobs  # 0: in this process
+    result.fixture_selection = plan.fixtures
+    result.minimum = plan.minimum
+    result.broken = [(r.name, f"{r.error}" + (f" (hint: {r.hint})" if r.hint else "")) for r in broken]
+    result.plugins = list(loaded)
+    result.selection = {
+        "algorithms": list(settings.algorithms) if settings.algorithms else None,
+        "dtypes": list(settings.dtypes) if settings.dtypes else None,
+        "devices": list(settings.devices) if settings.devices else None,
+        "fixtures": plan.fixtures,
+        "fixtures_required": plan.fixtures_required,
+        "examples_per_search": plan.examples,
+        "seconds_per_search": plan.seconds if math.isfinite(plan.seconds) else None,
+        "minimum": plan.minimum,
+    }
+    result.selection["declared"] = declared
+    from .report import cell_dict
+
+    result.verdict, result.reasons = derive(  # NothingTested goes to the caller
+        [cell_dict(c) for c in result.cells], [f.to_dict() for f in result.fixtures], minimum=plan.minimum,
+        selection=result.selection, declared=declared, interrupted=result.interrupted, broken=result.broken)
+    return result
+
+
+# -- the API -----------------------------------------------------------------------------
+
+def run(plugins: Optional[Sequence[Plugin]] = None, settings: Settings = Settings()) -> RunResult:
+    """Search (and replay the fixtures of) ``plugins``: names or ``module:object`` labels, loaded
+    here, or (label, Implementation) pairs and Implementation objects (None: every registered
+    plugin). The result carries ``verdict``, ``reasons``, ``cells``, ``fixtures``, ``broken``
+    (plugins that failed to load) and ``interrupted``. Raises SessionError for bad input and
+    NothingTested when the selection leaves nothing to run."""
+    workers = None if settings.in_process else _Workers(settings)
+    try:
+        loaded, broken, portable = _plugins(plugins, settings, workers)
+        if not loaded:
+            failed = "; ".join(f"{r.name}: {r.error}" for r in broken)
+            raise SessionError("no implementation to run" + (f" (failed to load: {failed})" if failed else ""))
+        return _execute(loaded, settings, "run", portable, broken, workers)
+    finally:
+        if workers is not None:
+            workers.close()
+
+
+def _one(target: Plugin, settings: Settings, workers: Optional[_Workers]) -> tuple[str, Implementation, bool]:
+    if isinstance(target, str):
+        loaded, broken, _ = _plugins([target], settings, workers)
+        if not loaded:  # the messages load_target gives
+            record = broken[0]
+            error = str(record.error)
+            if ":" in target:
+                raise SessionError(error if error.startswith("cannot load") else f"cannot load {target!r}: {error}")
+            hint = f" (hint: {record.hint})" if record.hint else ""
+            raise SessionError(f"plugin {target!r} failed to load: {error}{hint}")
+        return loaded[0][0], loaded[0][1], True
+    loaded, _, portable = _plugins([target], settings, workers)
+    return loaded[0][0], loaded[0][1], portable
+
+
+def certify(target: Plugin, settings: Settings = Settings(), *,
+            issued: Optional[_dt.datetime] = None) -> Certificate:
+    """Certify one implementation (a name, ``module:object``, an Implementation or a (label,
+    Implementation) pair) against every algorithm, dtype and device it declares, and every golden
+    fixture; the certificate's verdict is ``conformant`` only if all of that ran and passed."""
+    workers = None if settings.in_process else _Workers(settings)
+    try:
+        label, impl, portable = _one(target, settings, workers)
+        issued = issued or _dt.datetime.now(_dt.timezone.utc)
+        result = _execute([(label, impl)], settings, "certify", portable, workers=workers)
+    finally:
+        if workers is not None:
+            workers.close()
+    return Certificate(build(label, impl, result, settings=settings, issued=issued), result)
+
+
+@dataclass
+class Reproduction:
+    """``reproduce``'s answer: the new certificate and, per cell, the recorded and new status."""
+
+    recorded: dict
+    certificate: Certificate
+    rows: list[dict] = field(default_factory=list)  # {algorithm, dtype, device, recorded, got, same}
+    differences: list[str] = field(default_factory=list)  # versions that differ from the recorded ones
+
+    @property
+    def same(self) -> bool:
+        return (all(r["same"] for r in self.rows)
+                and self.recorded.get("verdict") == self.certificate.verdict)
+
+
+def reproduce(path: Path | str, impl: Plugin, *, jobs: Optional[int] = None,
+              case_dir: Optional[str] = None, progress: Optional[Callable[..., None]] = None) -> Reproduction:
+    """Run a certificate's certification again on ``impl`` (always the caller's choice: the target
+    a certificate records is data, never imported from it) with its recorded seed and settings
+    (bounded by ``certificate.recorded_settings``), and compare verdicts cell by cell. Raises
+    CertificateError if the file is not an intact, consistent certificate."""
+    from .certificate import load, recorded_settings
+    from .report import package_versions
+
+    doc = load(path)
+    known = {f.name for f in fields(Settings)}
+    kwargs = {k: v for k, v in recorded_settings(doc).items() if k in known}
+    kwargs.update(progress=progress, jobs=jobs)
+    if case_dir:
+        kwargs["case_dir"] = case_dir
+    if impl is None or impl == "":
+        raise SessionError("reproduce needs the implementation to run (the certificate's recorded target is "
+                           "never imported from the file)")
+    new = certify(impl, Settings(**kwargs))
+    rep = Reproduction(doc, new)
+    got = {(c["algorithm"], c["dtype"], c["device"]): c["status"] for c in new.doc["results"]}
+    for c in doc["results"]:
+        if c["status"] == "not implemented":
+            continue
+        key = (c["algorithm"], c["dtype"], c["device"])
+        now = got.get(key, "not run")
+        rep.rows.append({"algorithm": key[0], "dtype": key[1], "device": key[2], "recorded": c["status"],
+                         "got": now, "same": now == c["status"]})
+    seen = {(r["algorithm"], r["dtype"], r["device"]) for r in rep.rows}
+    for key, status in got.items():
+        if key not in seen and status != "not implemented":
+            rep.rows.append({"algorithm": key[0], "dtype": key[1], "device": key[2], "recorded": "not run",
+                             "got": status, "same": False})
+    subject, now_subject = doc["subject"], new.doc["subject"]
+    if subject.get("version") != now_subject.get("version"):
+        rep.differences.append(f"{subject.get('name')}: recorded {subject.get('version')}, "
+                               f"now {now_subject.get('version')}")
+    if doc.get("spec_version") != new.doc.get("spec_version"):
+        rep.differences.append(f"spec: recorded {doc.get('spec_version')}, now {new.doc.get('spec_version')}")
+    now_packages = package_versions()
+    for name, version in sorted(doc.get("environment", {}).get("packages", {}).items()):
+        if now_packages.get(name) != version:
+            rep.differences.append(f"{name}: recorded {version}, now {now_packages.get(name)}")
+    return rep
+
