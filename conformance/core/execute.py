@@ -28,7 +28,7 @@ from .interrupts import POLL_S, checkpoint, holding, pending
 from .judge import Finding, Judgement, compare_pair, identical, judge
 from .tolerances import Reference
 
-__all__ = ["CallTimeout", "Member", "Outcome", "PluginExit", "examine"]
+__all__ = ["CallTimeout", "Member", "Outcome", "PluginExit", "call_member", "describe_exception", "examine"]
 
 
 class CallTimeout(Exception):
@@ -173,10 +173,11 @@ def _mutated(m: Member, native: Mapping[str, Any], pristine: Mapping[str, np.nda
     return None
 
 
-def _call(m: Member, entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
-          case: Case, dtype: str, timeout: float, batched: bool,
-          hyper: Optional[Mapping[str, int]] = None) -> tuple[dict[str, np.ndarray], Optional[str]]:
-    """One call; returns (NumPy outputs, name of a mutated argument or None)."""
+def call_member(m: Member, entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
+                case: Case, dtype: str, timeout: float, batched: bool,
+                hyper: Optional[Mapping[str, int]] = None) -> tuple[dict[str, np.ndarray], Optional[str]]:
+    """One call of a member's implementation of ``entry`` under the call timeout; returns (NumPy outputs,
+    name of an argument the call mutated, or None). Public: the runner and the forensics call it too."""
     fn = m.impl.algorithms[entry.name]
     hyper = dict(case.hyper if hyper is None else hyper)
     ctx = Context(entry.name, dtype, m.device, hyper, case.variant, batched)
@@ -196,7 +197,7 @@ def _call(m: Member, entry: Entry, inputs: Mapping[str, np.ndarray], params: Map
         m.seconds += time.perf_counter() - started
 
 
-def _describe_exception(exc: BaseException) -> str:
+def describe_exception(exc: BaseException) -> str:
     trace = getattr(exc, "__ftspec_trace__", "")
     last = trace.strip().splitlines()[-3:] if trace else []
     where = (" | " + " | ".join(s.strip() for s in last[:-1])) if len(last) > 1 else ""
@@ -231,13 +232,13 @@ def _examine(m: Member, case: Case, inputs: Mapping[str, np.ndarray], params: Ma
     j = Judgement()
     outcome = Outcome(j)
     try:
-        out, mutated = _call(m, entry, inputs, params, case, dtype, timeout, batched=False)
+        out, mutated = call_member(m, entry, inputs, params, case, dtype, timeout, batched=False)
     except CallTimeout as exc:
         j.findings.append(Finding("timeout", f"call {exc}"))
         outcome.timed_out = True
         return outcome
     except Exception as exc:  # noqa: BLE001 - whatever the plugin raises is a finding
-        j.findings.append(Finding("exception", _describe_exception(exc)))
+        j.findings.append(Finding("exception", describe_exception(exc)))
         return outcome
     outcome.outputs = out
     j.add(judge(entry, out, ref))
@@ -248,13 +249,13 @@ def _examine(m: Member, case: Case, inputs: Mapping[str, np.ndarray], params: Ma
         return outcome
     # Same call again: a conforming implementation is deterministic.
     try:
-        again, _ = _call(m, entry, inputs, params, case, dtype, timeout, batched=False)
+        again, _ = call_member(m, entry, inputs, params, case, dtype, timeout, batched=False)
     except CallTimeout as exc:
         j.findings.append(Finding("timeout", f"second call {exc}"))
         outcome.timed_out = True
         return outcome
     except Exception as exc:  # noqa: BLE001 - whatever the plugin raises is a finding
-        j.findings.append(Finding("determinism", f"second identical call {_describe_exception(exc)}"))
+        j.findings.append(Finding("determinism", f"second identical call {describe_exception(exc)}"))
         return outcome
     differs = identical(out, again)
     if differs:
@@ -278,7 +279,7 @@ def _check_metamorphic(m: Member, case: Case, inputs, params, out, ref: Referenc
     def call(name: str, sub_inputs, sub_params) -> dict[str, np.ndarray]:
         sub = registry_entry(name)
         hyper = {k: case.hyper[k] for k in sub.hyper if k in case.hyper}
-        result, _ = _call(m, sub, sub_inputs, sub_params, case, dtype, timeout, batched=False, hyper=hyper)
+        result, _ = call_member(m, sub, sub_inputs, sub_params, case, dtype, timeout, batched=False, hyper=hyper)
         return result
 
     try:
@@ -289,7 +290,7 @@ def _check_metamorphic(m: Member, case: Case, inputs, params, out, ref: Referenc
         return
     except Exception as exc:  # noqa: BLE001 - whatever the plugin raises is a finding
         outcome.judgement.findings.append(Finding("metamorphic", f"a metamorphic check's call "
-                                                  f"{_describe_exception(exc)}"))
+                                                  f"{describe_exception(exc)}"))
         return
     outcome.judgement.add(j)
     outcome.checks.extend(ran)
@@ -301,24 +302,24 @@ def _check_batch(m: Member, case: Case, inputs, params, out, ref, batch, dtype, 
     members = [(inputs, ref, out)]
     for extra_inputs, extra_ref in batch:
         try:
-            single, _ = _call(m, entry, extra_inputs, params, case, dtype, timeout, batched=False)
+            single, _ = call_member(m, entry, extra_inputs, params, case, dtype, timeout, batched=False)
         except CallTimeout as exc:
             j.findings.append(Finding("timeout", f"call {exc}"))
             outcome.timed_out = True
             return
         except Exception as exc:  # noqa: BLE001 - whatever the plugin raises is a finding
-            j.findings.append(Finding("exception", _describe_exception(exc)))
+            j.findings.append(Finding("exception", describe_exception(exc)))
             return
         members.append((extra_inputs, extra_ref, single))
     stacked = {k: np.stack([mi[0][k] for mi in members]) for k in inputs}
     try:
-        batched, mutated = _call(m, entry, stacked, params, case, dtype, timeout, batched=True)
+        batched, mutated = call_member(m, entry, stacked, params, case, dtype, timeout, batched=True)
     except CallTimeout as exc:
         j.findings.append(Finding("timeout", f"batched call {exc}"))
         outcome.timed_out = True
         return
     except Exception as exc:  # noqa: BLE001 - whatever the plugin raises is a finding
-        j.findings.append(Finding("batch", f"batched call (batch of {len(members)}) {_describe_exception(exc)}"))
+        j.findings.append(Finding("batch", f"batched call (batch of {len(members)}) {describe_exception(exc)}"))
         return
     if mutated:
         j.findings.append(Finding("mutation", f"the batched call changed its argument {mutated!r}"))

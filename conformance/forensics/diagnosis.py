@@ -398,12 +398,12 @@ def diagnose_failure(member: Any, case: Optional[Case], check: str, dtype: str, 
         return d
     if case is None or check not in DIAGNOSED_CHECKS:
         return None
-    from ..core.execute import _call
+    from ..core.execute import call_member
 
     try:
         entry = case.entry
         prepared = Prepared(entry, case.inputs, case.params, dtype)
-        outputs, _ = _call(member, entry, prepared.inputs, prepared.params, case, dtype, timeout, False)
+        outputs, _ = call_member(member, entry, prepared.inputs, prepared.params, case, dtype, timeout, False)
         d = diagnose(entry, case, outputs, dtype, case.variant, precision=member.impl.precision,
                      seconds=seconds)
     except Exception:  # noqa: BLE001 - see above

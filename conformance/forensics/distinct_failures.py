@@ -180,7 +180,7 @@ def search_distinct(runner: Any, entry: Entry, dtype: str, variants: Any, limits
     each other; each is recorded through ``runner._fail`` (case file, report, diagnosis) and returned
     as plain data (the ``Cell.more_failures`` records). ``examples``: the examples left; ``refused``:
     the runner's ``refused_empty_query`` (a refusal the implementation must share)."""
-    from ..core.execute import CallTimeout, _call, examine
+    from ..core.execute import CallTimeout, call_member, examine
     from ..core.strategies import cases
     from ..core.tolerances import ToleranceModelError
 
@@ -217,7 +217,7 @@ def search_distinct(runner: Any, entry: Entry, dtype: str, variants: Any, limits
                 if not refused(entry, case, exc):
                     reject()
                 try:  # the spec refuses by definition: the implementation must raise
-                    _call(member, entry, prepared.inputs, prepared.params, case, dtype, runner.timeout, False)
+                    call_member(member, entry, prepared.inputs, prepared.params, case, dtype, runner.timeout, False)
                 except CallTimeout:
                     member.hung = True
                     return

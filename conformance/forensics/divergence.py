@@ -370,7 +370,7 @@ class _Checker:
         variant = variant or self.variant
         from ..core.calling import Prepared
         from ..core.case import Case
-        from ..core.execute import _call
+        from ..core.execute import call_member
         from ..core.judge import judge
         from ..core.tolerances import ToleranceModelError, reference
 
@@ -409,7 +409,8 @@ class _Checker:
             return None
         case = Case(name, dict(hyper), variant, prepared.inputs, prepared.params)
         try:
-            out, _ = _call(self.member, entry, prepared.inputs, prepared.params, case, self.dtype, self.timeout, False)
+            out, _ = call_member(self.member, entry, prepared.inputs, prepared.params, case, self.dtype,
+                                 self.timeout, False)
         except Exception as exc:  # noqa: BLE001 - the implementation's exception departs from the spec
             rec.update(ok=False, ratio="inf", note=f"raised {type(exc).__name__}: {str(exc)[:120]}")
             return False

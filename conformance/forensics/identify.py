@@ -534,18 +534,18 @@ def observe(member: Any, entry: Entry, cases: Sequence[tuple[str, Case]], dtype:
             timeout: float = 60.0) -> list[Observation]:
     """Call the implementation once per case (the harness's call machinery: conversions, a timeout,
     a plugin's exception recorded, never raised)."""
-    from ..core.execute import CallTimeout, _call, _describe_exception
+    from ..core.execute import CallTimeout, call_member, describe_exception
 
     out = []
     for label, case in cases:
         prepared = Prepared(entry, case.inputs, case.params, dtype)
         outputs, error = None, ""
         try:
-            outputs, _ = _call(member, entry, prepared.inputs, prepared.params, case, dtype, timeout, False)
+            outputs, _ = call_member(member, entry, prepared.inputs, prepared.params, case, dtype, timeout, False)
         except CallTimeout as exc:
             error = f"timed out: {exc}"
         except Exception as exc:  # noqa: BLE001 - a refusal is an observation
-            error = _describe_exception(exc)
+            error = describe_exception(exc)
         out.append(Observation(label, entry, dict(case.hyper), prepared.inputs, prepared.params, outputs, dtype,
                                member.impl.precision, error, structure(entry, case, limit=4)))
     return out

@@ -57,7 +57,7 @@ from ..core.case import Case
 from ..core.casefile import reproducer, write_case
 from ..forensics.diagnosis import diagnose_failure
 from ..forensics.distinct_failures import MAX_DISTINCT, SECONDS as DISTINCT_SECONDS, search_distinct
-from ..core.execute import CallTimeout, Member, _call, examine
+from ..core.execute import CallTimeout, Member, call_member, examine
 from ..core.interrupts import checkpoint
 from ..core.judge import Finding, compare_pair
 from ..core.profiles import Profile
@@ -637,7 +637,7 @@ class Runner:
             cell = cells[m.key]
             cell.examples += 1
             try:
-                _call(m, entry, prepared.inputs, prepared.params, case, dtype, self.timeout, False)
+                call_member(m, entry, prepared.inputs, prepared.params, case, dtype, self.timeout, False)
             except CallTimeout as exc:
                 m.hung = True
                 self._fail(cell, m, Finding("timeout", f"call {exc}"), case, dtype, shrunk=False)
