@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from . import numbers as numbers_mod
-from .numbers import FLOAT, Numbers, NumberSystem
+from .numbers import FLOAT, Numbers, NumberSystem, OnePassMoments, PerValueStep, UncentredBackward, offered
 
 __all__ = ["GradNumbers", "Var", "gradient"]
 
@@ -115,7 +115,10 @@ class GradNumbers(Numbers):
         self.inf = self.constant(base.inf)
         self.nan = self.constant(base.nan)
         self.pi = self.constant(base.pi)
-        if getattr(base, "centres", None) is None:  # hides the method from ``getattr``
+        #: ReLU's derivative per value, where the base carries several (its Monte Carlo lanes)
+        self._per_value = offered(base, PerValueStep)
+        self._moments = offered(base, OnePassMoments)
+        if self._moments is None:  # offers ``OnePassMoments`` exactly when the base does
             self.centres = None  # type: ignore[assignment]
 
     def _record(self, v: Var) -> None:
@@ -164,8 +167,8 @@ class GradNumbers(Numbers):
         return Var(value, self, parents)
 
     def centres(self, e: Sequence[Any], m: Any, line: int) -> list[Var]:
-        """The base system's centres, each differentiated as m itself (they differ from m by
-        rounding only).
+        """``OnePassMoments``, offered where the base offers it: the base system's centres, each
+        differentiated as m itself (they differ from m by rounding only).
 
         Line 2's centred terms also carry the rounding of a backward pass that expands them.
         Their adjoint is a product a·(e[i] − m) (line 2 squares them), and an uncentred
@@ -173,23 +176,25 @@ class GradNumbers(Numbers):
         with c ≈ −b·m (aten/src/ATen/native/cpu/layer_norm_kernel.cpp, PyTorch 2.x), whose
         rounding u·|b|·(|x| + |m|) grows with the condition number |m|/σ and is not
         orthogonal to the constant vector as the exact gradient is. A base system that models
-        rounding offers ``uncentred_slopes(e, m)``: the derivative of centre i with respect to
-        e[i], zero in exact arithmetic and u·(|e[i]| + |m|)/|e[i] − m| at most in its lanes, so
-        the adjoint reaching e[i] through line 2 errs as the expanded form does. Line 3's terms
+        rounding offers ``UncentredBackward``: ``uncentred_slopes(e, m)``, the derivative of
+        centre i with respect to e[i], zero in exact arithmetic and u·(|e[i]| + |m|)/|e[i] − m|
+        at most in its lanes, so the adjoint reaching e[i] through line 2 errs as the expanded
+        form does. Line 3's terms
         reach e[i] as a/σ, a product with no term to expand; their products with adjoints form
         σ's adjoint (ATen's ds = Σ dy·γ·x, summed uncentred too), whose error moves b and so
         adds along e − m, where the independent centres of the forward pass already spread.
         """
+        assert self._moments is not None  # __init__ withdraws this method otherwise
         m = self._lift(m)
         one = self.base.num(1)
         values = [_value(x) for x in e]
-        base_centres = getattr(self.base, "centres")  # present: __init__ hides this method otherwise
-        centres = base_centres(values, m.v, line)
-        slopes = getattr(self.base, "uncentred_slopes", None)
-        if line != 2 or slopes is None:
+        centres = self._moments.centres(values, m.v, line)
+        backward = offered(self.base, UncentredBackward)
+        if line != 2 or backward is None:
             return [Var(c, self, ((m, one),)) for c in centres]
         terms = [self._lift(x) for x in e]
-        return [Var(c, self, ((m, one), (x, s))) for c, x, s in zip(centres, terms, slopes(values, m.v))]
+        slopes = backward.uncentred_slopes(values, m.v)
+        return [Var(c, self, ((m, one), (x, s))) for c, x, s in zip(centres, terms, slopes)]
 
     def _unary(self, x: Any, value: Any, slope: Any) -> Var:
         x = self._lift(x)
@@ -239,12 +244,13 @@ class GradNumbers(Numbers):
         Carlo lanes) branches per value."""
         x = self._lift(x)
         B = self.base
-        step = B.step(x.v) if hasattr(B, "step") else (B.num(1) if x.v > 0 else B.num(0))
+        step = self._per_value.step(x.v) if self._per_value is not None else (B.num(1) if x.v > 0 else B.num(0))
         return Var(B.relu(x.v), self, ((x, step),))
 
 
-if TYPE_CHECKING:  # mypy checks the class against the protocol
+if TYPE_CHECKING:  # mypy checks the class against the protocol and the optional interface it offers
     _system: type[NumberSystem] = GradNumbers
+    _moments: type[OnePassMoments] = GradNumbers
 
 
 def _key(parent: Var) -> int:

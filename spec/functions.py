@@ -11,6 +11,7 @@ from typing import Any, Callable
 from . import numbers
 from .errors import SpecError
 from .linalg import Matrix, Vector, column, from_columns, map_matrix, shape
+from .numbers import Batched, offered
 
 __all__ = ["gelu_erf", "gelu_tanh", "relu", "softmax", "softmax_columns", "ACTIVATIONS"]
 
@@ -20,13 +21,13 @@ def softmax(z: Vector) -> Vector:
 
     Entries may be -inf (masked); at least one must be finite. Evaluated as
     exp(z[i] - max z) / sum_j exp(z[j] - max z), which is the same number in
-    exact arithmetic and cannot overflow. A number system may provide
-    ``softmax(z)`` computing these lines for the whole vector at once.
+    exact arithmetic and cannot overflow. A number system that offers
+    ``numbers.Batched`` computes these lines for the whole vector at once.
     """
     N = numbers.current()
-    fast = getattr(N, "softmax", None)
+    fast = offered(N, Batched)
     if fast is not None and z:
-        return fast(z)
+        return fast.softmax(z)
     m = N.detach(max(z))  # a constant shift: same softmax, and no gradient through the max
     if not N.isfinite(m):
         raise SpecError("softmax", "at least one finite entry", f"max entry {N.to_float(m)!r}")

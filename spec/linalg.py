@@ -8,10 +8,10 @@ Every operation checks its dimensions and raises ``SpecError`` on a mismatch
 (plain ``zip`` would silently truncate). Arithmetic goes through the active
 number system (``numbers.current()``).
 
-Hooks: a number system may offer ``matmul(A, B)``, ``map_matrix(f, A, ...)``
-and ``map_columns(f, X)``, found with ``getattr``, computing the same entries
-as the plain code here all at once (the harness's Monte Carlo arithmetic
-evaluates whole matrices per NumPy call). The mathematics is this module's.
+A number system that offers ``numbers.Batched`` computes the same entries
+as the plain code here all at once (``matmul``, ``map_matrix``,
+``map_columns``: the harness's Monte Carlo arithmetic evaluates whole
+matrices per NumPy call). The mathematics is this module's.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 
 from . import numbers
 from .errors import SpecError
+from .numbers import Batched, offered
 
 Vector = list
 Matrix = list  # list of rows
@@ -79,18 +80,18 @@ def from_columns(cols: Sequence[Vector]) -> Matrix:
 def matmul(A: Matrix, B: Matrix) -> Matrix:
     """A B, each entry a correctly rounded dot product (one rounding per product).
 
-    A number system may provide ``matmul(A, B)`` computing the same entries
-    all at once (the harness's Monte Carlo arithmetic does); the mathematics
-    is this function's.
+    A number system that offers ``Batched`` computes the same entries all at
+    once (the harness's Monte Carlo arithmetic does); the mathematics is this
+    function's.
     """
     N = numbers.current()
     m, k = shape(A)
     k2, n = shape(B)
     if k != k2:
         raise SpecError("matmul", f"inner dimensions to agree ({m}x{k} times {k}x?)", f"{m}x{k} times {k2}x{n}")
-    fast = getattr(N, "matmul", None)
+    fast = offered(N, Batched)
     if fast is not None and m and n and k:
-        return fast(A, B)
+        return fast.matmul(A, B)
     Bt = transpose(B) if k else [[] for _ in range(n)]
     return [[N.dot(row, col) for col in Bt] for row in A]
 
@@ -122,29 +123,28 @@ def add_bias(A: Matrix, b: Vector | None) -> Matrix:
 def map_matrix(f: Callable[..., Any], A: Matrix, *more: Matrix) -> Matrix:
     """[[f(A[i][j], B[i][j], ...)]]: f entry by entry over matrices of one shape.
 
-    A number system may provide ``map_matrix(f, A, ...)`` applying f to all
-    entries at once (module docstring); f must then use only the number
-    system's operations.
+    A number system that offers ``Batched`` applies f to all entries at once
+    (module docstring); f must use only the number system's operations.
     """
     for M in more:
         if shape(M) != shape(A):
             raise SpecError("matrix", f"matrices of shape {shape(A)}", f"{shape(M)}")
-    fast = getattr(numbers.current(), "map_matrix", None)
+    fast = offered(numbers.current(), Batched)
     if fast is not None and A and A[0]:
-        return fast(f, A, *more)
+        return fast.map_matrix(f, A, *more)
     return [[f(*args) for args in zip(*rows)] for rows in zip(A, *more)]
 
 
 def map_columns(f: Callable[[Vector], Vector], X: Matrix) -> Matrix:
     """The matrix whose column t is f(X[:, t]): f acting on each column (token) separately.
 
-    A number system may provide ``map_columns(f, X)`` applying f to all
-    columns at once (module docstring).
+    A number system that offers ``Batched`` applies f to all columns at once
+    (module docstring).
     """
-    fast = getattr(numbers.current(), "map_columns", None)
+    fast = offered(numbers.current(), Batched)
     _, n = shape(X)
     if fast is not None and n and X:
-        return fast(f, X)
+        return fast.map_columns(f, X)
     return from_columns([f(column(X, t)) for t in range(n)])
 
 

@@ -15,6 +15,7 @@ from typing import Any, Optional
 from . import numbers
 from .errors import SpecError, in_algorithm
 from .linalg import Matrix, Vector, map_columns
+from .numbers import centred
 from .variants import PAPER, VariantSet
 
 __all__ = ["layer_norm", "norm_columns", "rms_norm"]
@@ -80,6 +81,8 @@ def layer_norm(
     Variants: ``epsilon``/``epsilon_placement`` replace √v by √(v + ε) or
     √v + ε; ``affine`` drops β or both γ and β. ``one_pass`` is the same
     mathematics as ``biased``, rounded differently (``_one_pass_variance``).
+    e − m is ``numbers.centred``: the paper's subtraction, which the
+    harness's arithmetic rounds as real kernels do (docs/tolerances.md).
     """
     N = numbers.current()
     with in_algorithm("layer_norm"):
@@ -89,40 +92,17 @@ def layer_norm(
         if variant.variance == "unbiased" and d_e < 2:
             raise SpecError("e", "length d_e ≥ 2 (unbiased variance divides by d_e − 1)", f"length {d_e}")
         m = N.fsum(e) / N.num(d_e)  # line 1
-        if variant.variance == "one_pass":
-            v = _one_pass_variance(e, m)  # line 2, as E[e²] − m²
-            sigma = _sigma(v, variant, "variance", v != 0)
-            centred = _centred(e, m, line=3)
+        e_m: Optional[list] = None
+        if variant.variance != "one_pass":
+            e_m = centred(e, m, line=2)  # e − m
+            v = N.dot(e_m, e_m) / N.num(d_e if variant.variance == "biased" else d_e - 1)  # line 2
+            nonzero = any(c != 0 for c in e_m)
         else:
-            centred = _centred(e, m, line=2)
-            n_v = d_e if variant.variance == "biased" else d_e - 1
-            v = N.dot(centred, centred) / N.num(n_v)  # line 2
-            sigma = _sigma(v, variant, "variance", any(c != 0 for c in centred))
-            if getattr(N, "centres", None) is not None:
-                centred = _centred(e, m, line=3)  # line 3 subtracts m again: its own rounding (see _centred)
-        return _affine([c / sigma for c in centred], gamma, beta, variant)  # line 3
-
-
-def _centred(e: Vector, m: Any, line: int) -> list:
-    """e[i] − m for every i, as line ``line`` (2 or 3) subtracts it.
-
-    A number system may offer ``centres(e, m, line)``: the value of m that each
-    term is centred at, m itself in every exact arithmetic. The Monte Carlo
-    arithmetic (conformance/core/rounding.py) gives each term its own rounding of
-    line 1, for line 2 and again for line 3. That is how implementations
-    that do not centre at one rounded mean err: Welford's one-pass update
-    centres each e[i] at a running mean (Welford 1962; its variance errs by
-    the condition number |m|/√v times more than the two-pass order, Chan,
-    Golub & LeVeque 1983), and fused kernels compute line 3 as
-    e·(γ/σ) + (β − mγ/σ), whose rounding grows with |e| rather than |e − m|
-    (ATen's CPU layer norm does both). The tolerance then covers them as well
-    as the paper's order. ``line`` matters to a backward pass only: see
-    ``GradNumbers.centres`` (spec/autodiff.py).
-    """
-    hook = getattr(numbers.current(), "centres", None)
-    if hook is None:
-        return [ei - m for ei in e]
-    return [ei - ci for ei, ci in zip(e, hook(e, m, line))]
+            v = _one_pass_variance(e, m)  # line 2, as E[e²] − m²
+            nonzero = v != 0
+        sigma = _sigma(v, variant, "variance", nonzero)  # √v
+        e_m = centred(e, m, line=3, line_2=e_m)  # e − m
+        return _affine([c / sigma for c in e_m], gamma, beta, variant)  # line 3
 
 
 def _one_pass_variance(e: Vector, m: Any) -> Any:

@@ -37,6 +37,17 @@ reverse-mode derivatives over any base system) and the harness's
 ``MonteCarloNumbers`` (``conformance/core/rounding.py``, K perturbed lanes beside a
 binary64 lane 0).
 
+Beyond ``NumberSystem``, a system may offer optional interfaces, each a
+protocol below: ``Batched`` (many entries of a matrix at once, for speed),
+``OnePassMoments`` and ``UncentredBackward`` (how real kernels round a layer
+norm's e − m, for the harness's tolerances) and ``PerValueStep`` (ReLU's
+derivative per value, for a system that carries several). ``offered(N,
+Batched)`` gives ``N`` as that interface where it offers it, else None; mypy
+checks the systems that offer one against it. ``centred(e, m, line=...)`` is
+the spec's e − m of a layer norm: the paper's subtraction, or the system's
+model of it where it offers one. No optional interface changes a binary64 or
+mpmath result.
+
 The active system lives in a context variable: ``with using(MpNumbers(40)):``.
 """
 
@@ -45,7 +56,10 @@ from __future__ import annotations
 import contextvars
 import math
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol, Sequence, runtime_checkable
+from functools import cache
+from typing import (
+    TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Protocol, Sequence, TypeVar, cast, runtime_checkable,
+)
 
 import mpmath
 
@@ -53,13 +67,19 @@ from .errors import SpecError
 
 __all__ = [
     "FLOAT",
+    "Batched",
     "FloatNumbers",
     "MpNumbers",
     "NumberSystem",
     "Numbers",
+    "OnePassMoments",
+    "PerValueStep",
     "Tracked",
     "TrackedNumbers",
+    "UncentredBackward",
+    "centred",
     "current",
+    "offered",
     "using",
 ]
 
@@ -74,14 +94,9 @@ class NumberSystem(Protocol):
     branches, so a system that carries several values compares one of them).
     Plain ints and floats in spec code (0, 1, 2) mix with them exactly.
 
-    Optional, looked up with ``getattr`` where a system can do better:
-    ``matmul(A, B)``, ``map_matrix(f, *Ms)`` and ``map_columns(f, X)`` (many
-    entries at once, ``spec/linalg.py``), ``softmax(z)``
-    (``spec/functions.py``), ``step(x)`` (ReLU's derivative per value,
-    ``spec/autodiff.py``), ``centres(e, m, line)`` (the mean each term
-    e[i] − m of a layer norm's line 2 or 3 is centred at,
-    ``spec/normalization.py``) and ``uncentred_slopes(e, m)`` (the rounding
-    of a backward pass that expands those terms, ``spec/autodiff.py``).
+    Optional, where a system can do better: the protocols ``Batched``,
+    ``OnePassMoments``, ``UncentredBackward`` and ``PerValueStep`` below,
+    found with ``offered``.
     """
 
     #: shown in messages and reports, e.g. ``"float"``, ``"mpmath:40"``
@@ -135,6 +150,90 @@ class NumberSystem(Protocol):
     def isfinite(self, x: Any) -> bool: ...
 
     def isnan(self, x: Any) -> bool: ...
+
+
+# --------------------------------------------------------------------------
+# Optional interfaces: what a system may offer beyond ``NumberSystem``
+# --------------------------------------------------------------------------
+
+
+class Batched(Protocol):
+    """Many entries at once: the same numbers as the spec's plain code, in fewer calls.
+
+    The harness's Monte Carlo arithmetic evaluates whole matrices per NumPy
+    call (``conformance/core/rounding.py``); the mathematics is the spec's.
+    """
+
+    def matmul(self, A: Sequence[Sequence[Any]], B: Sequence[Sequence[Any]]) -> list[list[Any]]:
+        """Every entry of A B (``spec/linalg.py`` ``matmul``); A and B are not empty."""
+        ...
+
+    def map_matrix(self, f: Callable[..., Any], *Ms: Sequence[Sequence[Any]]) -> list[list[Any]]:
+        """[[f(A[i][j], B[i][j], ...)]] (``spec/linalg.py`` ``map_matrix``); f uses only the
+        system's operations."""
+        ...
+
+    def map_columns(self, f: Callable[[list[Any]], list[Any]], X: Sequence[Sequence[Any]]) -> list[list[Any]]:
+        """The matrix whose column t is f(X[:, t]) (``spec/linalg.py`` ``map_columns``)."""
+        ...
+
+    def softmax(self, z: Sequence[Any]) -> list[Any]:
+        """The lines of ``spec/functions.py`` ``softmax`` for the whole vector."""
+        ...
+
+
+class OnePassMoments(Protocol):
+    """A model of how implementations round a layer norm's e − m (``centred``)."""
+
+    def centres(self, e: Sequence[Any], m: Any, line: int) -> list[Any]:
+        """The value of the mean m that each term e[i] − m of Algorithm 6's line ``line`` (2 or
+        3) is centred at: m itself in exact arithmetic; in the Monte Carlo arithmetic an
+        independent rounding of line 1 per term and line, as one-pass (Welford) moments and
+        fused kernels round it (docs/tolerances.md, "One-pass moments")."""
+        ...
+
+
+class UncentredBackward(Protocol):
+    """A model of a backward pass that expands a·(e − m) as a·e − a·m (``spec/autodiff.py``)."""
+
+    def uncentred_slopes(self, e: Sequence[Any], m: Any) -> list[Any]:
+        """∂centre_i/∂e[i] for line 2's centres: zero in exact arithmetic, the rounding of the
+        expanded form in a system that models it (docs/tolerances.md, "Uncentred backward
+        passes")."""
+        ...
+
+
+class PerValueStep(Protocol):
+    """A system that carries several values per number takes ReLU's branch per value."""
+
+    def step(self, x: Any) -> Any:
+        """[[x > 0]] for each value of x (ReLU's derivative, ``spec/autodiff.py``)."""
+        ...
+
+
+_Offer = TypeVar("_Offer")
+
+
+def offered(N: object, interface: Callable[..., _Offer]) -> Optional[_Offer]:
+    """``N`` as the optional ``interface`` (one of the protocols above) where it offers every
+    method of it, else None.
+
+    A method set to None, on the class or the instance, is not offered: that is how
+    ``MonteCarloNumbers(batched=False)`` and the tests that switch a model off withdraw one.
+    (Not ``isinstance`` with a runtime protocol: Python 3.11 answers that from the class and
+    caches it, so it misses both. ``interface`` is typed as a callable so that mypy accepts a
+    protocol class; the result is typed as that protocol.)
+    """
+    for name in _methods(interface):
+        if getattr(N, name, None) is None:
+            return None
+    return cast(_Offer, N)
+
+
+@cache
+def _methods(interface: Any) -> tuple[str, ...]:
+    """The methods a protocol declares."""
+    return tuple(name for name, member in vars(interface).items() if callable(member) and not name.startswith("_"))
 
 
 class Numbers:
@@ -533,6 +632,26 @@ _current: contextvars.ContextVar[NumberSystem] = contextvars.ContextVar(
 def current() -> NumberSystem:
     """The number system the spec is evaluating in."""
     return _current.get()
+
+
+def centred(e: Sequence[Any], m: Any, *, line: int, line_2: Optional[list[Any]] = None) -> list[Any]:
+    """e − m, as line ``line`` (2 or 3) of Algorithm 6 (layer norm) subtracts it.
+
+    The paper's e[i] − m for every i: the same numbers in both lines, so line
+    3 takes line 2's terms (``line_2``) where it has them, and the binary64,
+    mpmath and tape results are those of one subtraction. A system that
+    models how implementations round it (``OnePassMoments``: the harness's
+    Monte Carlo arithmetic, and a tape over it) centres each term of each
+    line at its own value of m instead, so that its tolerance covers
+    one-pass (Welford) moments and fused kernels as well as the paper's
+    order (docs/tolerances.md, "One-pass moments").
+    """
+    moments = offered(current(), OnePassMoments)
+    if moments is not None:
+        return [ei - ci for ei, ci in zip(e, moments.centres(e, m, line))]
+    if line_2 is not None:
+        return line_2
+    return [ei - m for ei in e]
 
 
 @contextmanager

@@ -55,6 +55,8 @@ class Member:
     device: str
     hung: bool = False
     seconds: float = 0.0  # time spent in this member's calls (conversions included)
+    #: (algorithm, dtype, variant hash, refusal) -> whether every check of it refused (core/refusals.py)
+    refusals: dict = field(default_factory=dict, repr=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -79,7 +81,7 @@ _STACK_LOCK = threading.Lock()
 
 class _Caller:
     """A thread that runs plugin calls one after another (made once, not per call: a new thread
-    per call cost 7-9% of a search, issue 14). A call that outlives its timeout keeps the thread;
+    per call cost 7-9% of a search's time). A call that outlives its timeout keeps the thread;
     the thread is then abandoned (it ends after that call, if ever) and the next call gets a new
     one. Plugins thus see one long-lived thread per calling thread, as in ordinary use
     (thread-local state such as torch's grad mode persists between their calls)."""

@@ -25,13 +25,13 @@ one more search round of the examples it lacks, from a fresh seed, for at most
   cores) 98 of 351 cells ran a single example, and a minimum of 5 added an
   extra round of about 3 minutes per dtype, so the run's minimum only rules
   out single-example cells. A certificate is what people publish and must
-  rest on at least 100 examples per cell at the default profile (issue 12).
+  rest on at least 100 examples per cell at the default profile.
 - thorough: run and certify 1000, ceiling 600 s: no time cap, so a cell is
   short only when the spec refuses most drawn cases.
 
 Quick: at most 2 s per implementation search (the one search all implementations shared
 had 6 s; per implementation, 6 s made a JAX or Transformers search alone as long as that).
-Default: 100 examples per implementation search, at most 1 s each. Issue 14's
+Default: 100 examples per implementation search, at most 1 s each. The speed
 target is ``make run`` within 150 s on 2 cores with a median of at least 100
 examples per cell for NumPy and PyTorch and 20 for JAX; measured on a loaded
 2-core machine: 842 s, medians 36.5, 43 and 3 (docs/scaleout.md). The figures

@@ -37,9 +37,10 @@ multiplied by exactly 1 where the other lanes are perturbed, so it stays the
 binary64 computation bit for bit.
 
 Whole matrices at once. A NumPy call per scalar operation costs far more
-than the arithmetic on 33 lanes, so the system takes the spec's optional
-hooks (``spec/linalg.py``, ``spec/functions.py``) and evaluates many entries
-in one call, under the same model:
+than the arithmetic on 33 lanes, so the system offers the spec's optional
+interface ``Batched`` (``spec/numbers.py``; used by ``spec/linalg.py`` and
+``spec/functions.py``) and evaluates many entries in one call, under the
+same model:
 
 - ``matmul``: every entry of A B as ``dot`` would compute it (each product
   and each partial sum of the left-to-right sum perturbed), over an
@@ -58,11 +59,14 @@ in one call, under the same model:
 - ``softmax(z)``: the spec's four lines (shift by the first largest entry,
   exp, left-to-right sum, divide) on the stacked vector.
 
-Two hooks change the model rather than its speed: ``centres`` (layer norm's
-e − m centred at independent roundings of the mean; its docstring and
-docs/tolerances.md "One-pass moments") and ``uncentred_slopes`` (the
-rounding of a backward pass that expands a·(e − m) as a·e − a·m;
-docs/tolerances.md "Uncentred backward passes").
+Two optional interfaces change the model rather than its speed:
+``OnePassMoments``, whose ``centres`` centres layer norm's e − m at
+independent roundings of the mean (its docstring and docs/tolerances.md
+"One-pass moments"), and ``UncentredBackward``, whose ``uncentred_slopes``
+gives the rounding of a backward pass that expands a·(e − m) as a·e − a·m
+(docs/tolerances.md "Uncentred backward passes"). ``PerValueStep`` (``step``)
+takes ReLU's derivative per lane. mypy checks the class against all four
+(the end of this module).
 
 ``tests/conformance/test_rounding.py`` checks that lane 0 is the binary64
 computation with and without the hooks, and that the hooks give the scalar
@@ -82,7 +86,7 @@ from ftspec.spec.errors import SpecError
 from . import portable_math as pm
 
 if TYPE_CHECKING:
-    from ftspec.spec.numbers import NumberSystem
+    from ftspec.spec.numbers import Batched, NumberSystem, OnePassMoments, PerValueStep, UncentredBackward
 
 __all__ = ["Lanes", "MonteCarloNumbers", "lanes_array"]
 
@@ -213,8 +217,8 @@ class MonteCarloNumbers:
     argument, in units of u; ``matmul_u``: unit roundoff of matrix products
     (a reduced-precision tier such as TF32 rounds them more coarsely);
     ``seed``: makes the perturbations reproducible; ``batched``: offer the
-    spec the whole-matrix hooks (False: every operation one scalar at a
-    time, the model's definition, kept for tests).
+    spec ``Batched``, the whole-matrix hooks (False: every operation one
+    scalar at a time, the model's definition, kept for tests).
     """
 
     def __init__(self, *, u: float, eta: float, lanes: int = 32, transcendental_units: float = 2.0,
@@ -240,7 +244,7 @@ class MonteCarloNumbers:
         self._ones = np.ones(self.k + 1)
         #: B while a batch runs (module docstring), else 0
         self._batch = 0
-        if not batched:  # the instance attribute hides the hooks from ``getattr``
+        if not batched:  # withdraws ``Batched``: a method set to None is not offered (``numbers.offered``)
             self.matmul = self.map_matrix = self.map_columns = self.softmax = None  # type: ignore[assignment]
         #: below this magnitude an underflow error η can rival the relative error u|x|
         self.zone = 64.0 * self.eta / self.u
@@ -531,8 +535,8 @@ class MonteCarloNumbers:
 
     # -- the model of one-pass moments ------------------------------------------
     def centres(self, e: Sequence[Any], m: Any, line: int) -> list[Lanes]:
-        """Line 1 of layer norm rounded afresh for each term e[i] − m (spec/normalization.py
-        ``_centred``, called for line 2 and again for line 3; both are rounded alike).
+        """Line 1 of layer norm rounded afresh for each term e[i] − m (``OnePassMoments``, through
+        spec/numbers.py ``centred``, called for line 2 and again for line 3; both are rounded alike).
 
         Centre i is e's left-to-right sum with its own perturbations, divided by d_e and rounded:
         d_e independent draws of the mean's rounding error. One shared centre per lane models
@@ -634,5 +638,9 @@ def lanes_array(nested: Any, k: int) -> np.ndarray:
     return np.full(k + 1, float(nested))
 
 
-if TYPE_CHECKING:  # mypy checks the class against the spec's protocol
+if TYPE_CHECKING:  # mypy checks the class against the spec's protocol and the optional interfaces it offers
     _system: type[NumberSystem] = MonteCarloNumbers
+    _batched: type[Batched] = MonteCarloNumbers
+    _moments: type[OnePassMoments] = MonteCarloNumbers
+    _backward: type[UncentredBackward] = MonteCarloNumbers
+    _step: type[PerValueStep] = MonteCarloNumbers

@@ -3,13 +3,13 @@
 Three measurements on the bug zoo, each a real search (``Runner``, the harness's own judge), so
 every figure is what a user sees on the shrunk case:
 
-- **conventions** (issue 15 item 1): every mutant whose bug is a catalogue convention
+- **conventions**: every mutant whose bug is a catalogue convention
   (``CONVENTIONS``: the switch values the output must be said to match), searched on its bench
   targets at its dtypes; hit = a match of the failure's diagnosis contains the expected change;
-- **first divergence** (item 4): every mutant whose bug sits in one place of a whole model
+- **first divergence**: every mutant whose bug sits in one place of a whole model
   (``DIVERGES``), searched on one model at float64; hit = the failure's first divergence names
   that layer and sublayer (``divergence.expected_matches``);
-- **distinct failures** (item 5): the combined mutants (``COMBINED``), with their expected
+- **distinct failures**: the combined mutants (``COMBINED``), with their expected
   checks and places; hit = every check reported, every place named by a reported failure's first
   divergence or its "also departs" list, each failure with its own case file.
 
@@ -250,13 +250,13 @@ def markdown(out: list[str], diag: Mapping[str, Any]) -> None:
             f"Bug-zoo searches of {diag['examples']} examples, seed {diag['seed']}, distinct-failure search off "
             f"except for the combined mutants ({diag['seconds']:.0f} s in all; `tools/bench/diagnosis.py`, expected "
             "values written from each bug's description).", "",
-            f"- **Convention named** (issue 15 item 1): in {pct(s['convention_named'], s['convention_failing'])} "
+            f"- **Convention named**: in {pct(s['convention_named'], s['convention_failing'])} "
             f"failing cells of the {len(CONVENTIONS)} mutants whose bug is a catalogue convention "
             f"({s['convention_cells'] - s['convention_failing']} of {s['convention_cells']} cells did not fail).",
-            f"- **First divergence** (item 4): the right layer and sublayer in "
+            f"- **First divergence**: the right layer and sublayer in "
             f"{pct(s['divergence_hits'], s['divergence_failing'])} failing whole-model searches "
             f"({s['divergence_mutants'] - s['divergence_failing']} of {s['divergence_mutants']} did not fail).",
-            "- **Every distinct failure** (item 5): every bug reported for "
+            "- **Every distinct failure**: every bug reported for "
             f"{pct(s['distinct_hits'], s['distinct_mutants'])} combined mutants.", ""]
     if s["errors"]:
         out += ["Errors: " + "; ".join(s["errors"]), ""]

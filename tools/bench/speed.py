@@ -8,10 +8,11 @@
   rounding, judging, shrinking). Measured by ``RunResult.reference_seconds``
   and ``RunResult.implementation_seconds``.
 - ``rate``: examples per second of one implementation over every algorithm
-  it implements at float32 and float64 in one process (issue 14's figure:
-  numpy, same seed, same strategies), with CPU seconds beside the wall time
-  (on a shared machine the CPU time is the steadier figure) and the share
-  of the reference (binary64 plus Monte Carlo tolerances).
+  it implements at float32 and float64 in one process (the harness's
+  throughput figure: numpy, same seed, same strategies), with CPU seconds
+  beside the wall time (on a shared machine the CPU time is the steadier
+  figure) and the share of the reference (binary64 plus Monte Carlo
+  tolerances).
 - ``growth``: the spec's cost at 2× ℓ, 2× d_e or 2× L over its cost at 1×,
   for a few entries (binary64 evaluation alone, and the full reference with
   its tolerances), beside the ratio the arithmetic's order predicts

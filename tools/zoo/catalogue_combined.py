@@ -1,4 +1,4 @@
-"""Mutants with several independent bugs at once (issue 15, item 5).
+"""Mutants with several independent bugs at once, every one of which a run must report.
 
 A search that stops at its first failure shows one bug of such an
 implementation, the one its smallest case reaches; ``conformance/forensics/distinct_failures.py``
@@ -29,16 +29,18 @@ MUTANTS = [
            "two independent bugs: a crash whenever ℓ < ℓ_max, and layer norm's ε = 1e-5 inside the root",
            tuple(dict.fromkeys(_D_WITH_X + NORM_USERS)),
            combine((replace_function(crash_when_short), _D_WITH_X), (swap_variant(add_epsilon(1e-5)), NORM_USERS)),
-           source="the issue's public implementation: a crash for ℓ < ℓ_max hidden behind another bug",
+           source="a public implementation reported to the project: a crash for ℓ < ℓ_max hidden behind another "
+                  "bug",
            bench=("d_transformer",), tags=("combined",)),
     Mutant("three-bugs-residual-softmax-crash",
-           "the issue's public implementation: a pre-LN residual taken from the normalised X, the final softmax "
+           "a reported public implementation: a pre-LN residual taken from the normalised X, the final softmax "
            "over positions, and a crash whenever ℓ < ℓ_max",
            tuple(dict.fromkeys(_D_WITH_X + _BY_ID["pre-ln-residual-normalised"].breaks
                                + _BY_ID["unembedding-softmax-over-tokens"].breaks)),
            combine(_bug("pre-ln-residual-normalised"), _bug("unembedding-softmax-over-tokens"),
                    (replace_function(crash_when_short), _D_WITH_X)),
-           source="issue 15 item 5: its whole-model failure shrank to ℓ = ℓ_max = 1 and showed one bug",
+           source="a public implementation reported to the project: its whole-model failure shrank to "
+                  "ℓ = ℓ_max = 1 and showed one bug",
            bench=("d_transformer",), tags=("combined",)),
 ]
 

@@ -1,5 +1,6 @@
-"""Mutants of Algorithms 1-7: the handful of issue 4, embeddings and positions,
-attention, and the norms."""
+"""Mutants of Algorithms 1-7: the first handful (common convention slips and
+misbehaviours: a crash, a hang, NaN, a wrong shape or dtype, a mutated input),
+embeddings and positions, attention, and the norms."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from .groups import (
 )
 
 MUTANTS = [
-    # ================================================================ issue 4's handful
+    # ================================================================ the first handful
     Mutant("mask-transposed", "Mask read as [t_x, t_z] instead of [t_z, t_x]", ("attention", "mh_attention"),
            change_inputs(transpose_mask), source="index order [query, key] vs the paper's [key, query]; "
                                                   "pytorch#86120",

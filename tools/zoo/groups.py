@@ -44,7 +44,7 @@ C, L, A, GC, GL, TR, INF = (NP + m for m in ("components", "layers", "architectu
                                              "grad_layers", "training", "inference"))
 TORCH = "ftspec.impls.torch."
 
-# -- variant swaps (issue 4's handful) ------------------------------------------------
+# -- variant swaps: the mutant follows another value of a switch ------------------------
 
 
 def arch_of(algorithm: str) -> str:
