@@ -97,7 +97,7 @@ def test_the_fixture_table_cuts_no_case_id():
     assert "and 2 more" in text
 
 
-def _rows() -> list[dict]:
+def _rows(timeout: float = 60.0) -> list[dict]:
     row = {"name": "torch-nn-layers-fast-pre", "loaded": True, "version": VERSION, "devices": ["cpu", "cuda:0"],
            "dtypes": ["float64", "float32", "bfloat16", "float16"], "variants": [VARIANT, "hf-bert"],
            "algorithms": ["encoder_layer", "gpt2_layer"], "missing": [a for a in REGISTRY if a not in
