@@ -9,16 +9,15 @@
     ftspec bench libraries [--plugin NAME ...] [--write docs/libraries.md] [--json PATH]
 
 Results are one JSON document (``--json``); ``--write`` renders it as
-Markdown (docs/benchmarks.md). See tools/bench.
+Markdown (docs/benchmarks.md). This module parses arguments into the
+library calls of tools/bench/sections.py (and libraries.py) and writes or
+prints what they return.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,27 +28,6 @@ __all__ = ["register"]
 #: hours serially on 2 cores (``--xdist-command "-m pytest tests -x -q"`` times it).
 DEFAULTS: dict[str, Any] = {"examples": 30, "ff_examples": 12, "speed_examples": 20, "jobs": 2,
                             "xdist_command": "-m pytest tests/spec tests/tools -x -q"}
-
-
-def _json_default(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return "inf" if x > 0 else ("-inf" if x < 0 else "nan")
-    if hasattr(x, "item"):
-        return x.item()
-    if isinstance(x, (set, tuple)):
-        return list(x)
-    return str(x)
-
-
-def _clean(x: Any) -> Any:
-    """Non-finite floats as strings, so the JSON is standard."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return _json_default(x)
-    if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    return x
 
 
 def _say(quiet: bool, *msg: Any) -> None:
@@ -153,120 +131,43 @@ def register(sub: argparse._SubParsersAction) -> None:
 # --------------------------------------------------------------------------
 
 
+def _say_to(args: argparse.Namespace) -> Any:
+    return lambda message: _say(args.quiet, message)
+
+
 def _selected(args: argparse.Namespace) -> list[str]:
-    from ftspec.tools.zoo import MUTANTS
+    from ftspec.tools.bench.sections import BenchError, select_mutants
 
-    ids = list(args.mutant or MUTANTS)
-    unknown = [i for i in ids if i not in MUTANTS]
-    if unknown:
-        raise SystemExit(f"unknown mutant(s) {unknown}; `ftspec bench power --list` lists them")
-    if args.family:
-        ids = [i for i in ids if MUTANTS[i].family in args.family]
-    return ids
+    try:
+        return select_mutants(args.mutant, args.family)
+    except BenchError as exc:
+        raise SystemExit(str(exc)) from None
 
 
-def _power(args: argparse.Namespace, results: dict[str, Any], calibrate: bool) -> None:
-    from ftspec.tools.bench.power import PowerOptions, run_power, summarise
+def _options_of(args: argparse.Namespace) -> Any:
+    from ftspec.tools.bench.power import PowerOptions
 
-    ids = _selected(args)
-    options = PowerOptions(examples=args.examples, seed=args.seed, call_timeout=args.call_timeout,
-                           baselines=not args.no_baselines)
-    _say(args.quiet, f"bench power: {len(ids)} mutants, {args.examples} examples per search, {args.jobs} job(s)")
-    t = time.perf_counter()
-    done = [0]
-
-    def progress(rec: dict[str, Any]) -> None:
-        done[0] += 1
-        if "error" in rec:
-            _say(args.quiet, f"[{done[0]}/{len(ids)}] {rec['id']}: ERROR {rec['error']}")
-            return
-        verdict = ", ".join(f"{c['algorithm']} {c['dtype']} {c['status']}" for c in rec["harness"]["cells"])
-        _say(args.quiet, f"[{done[0]}/{len(ids)}] {rec['id']} ({rec['seconds']:.0f} s): {verdict}")
-
-    records = run_power(ids, options, jobs=args.jobs, progress=progress)
-    calibration = None
-    if calibrate and not args.no_baselines:
-        from ftspec.tools.bench.power import calibrate as run_calibration
-
-        t0 = time.perf_counter()
-        calibration = run_calibration(records, options, progress=lambda msg: _say(args.quiet, f"bench power: {msg}"))
-        calibration["seconds"] = time.perf_counter() - t0
-    results["power"] = {"records": records, "summary": summarise(records, calibration),
-                        "seconds": time.perf_counter() - t, "options": vars(options), "calibration": calibration}
+    return PowerOptions(examples=args.examples, seed=args.seed, call_timeout=args.call_timeout,
+                        baselines=not args.no_baselines)
 
 
-def _diagnosis(args: argparse.Namespace, results: dict[str, Any]) -> None:
-    from ftspec.tools.bench.diagnosis import run_diagnosis
+def _budgets(args: argparse.Namespace, sections: tuple[str, ...], **given: Any) -> Any:
+    from ftspec.tools.bench.sections import Budgets
 
-    _say(args.quiet, f"bench diagnosis: conventions, first divergence, distinct failures "
-                     f"({args.examples} examples per search, {args.jobs} job(s))")
-
-    def progress(rec: dict[str, Any]) -> None:
-        _say(args.quiet, f"bench diagnosis: {rec['kind']} {rec['id']} ({rec['seconds']:.0f} s)"
-                         + (f": ERROR {rec['error']}" if "error" in rec else ""))
-
-    results["diagnosis"] = run_diagnosis(args.examples, seed=args.seed, jobs=args.jobs, progress=progress,
-                                         only=getattr(args, "mutant", None) if args.bench_command == "diagnosis"
-                                         else None)
+    return Budgets(seed=args.seed, jobs=getattr(args, "jobs", 1) or 1, sections=sections, **given)
 
 
-def _false(args: argparse.Namespace, results: dict[str, Any], examples: Any) -> None:
-    from ftspec.tools.bench.falsefail import run_false_failures
+def _emit(args: argparse.Namespace, results: dict[str, Any], budgets: Any) -> int:
+    """The results document written as JSON (``--json``) and as Markdown (``--write``, or printed)."""
+    from ftspec.tools.bench.report import markdown
+    from ftspec.tools.bench.sections import document, json_text
 
-    _say(args.quiet, f"bench falsefail: numpy, torch, jax at the thorough profile, "
-                     f"{examples or 'all'} examples per search")
-    results["false_failures"] = run_false_failures(examples, seed=args.seed, jobs=getattr(args, "jobs", 1),
-                                                   fixtures=getattr(args, "fixtures", False))
-
-
-def _speed(args: argparse.Namespace, results: dict[str, Any]) -> None:
-    import shlex
-
-    from ftspec.tools.bench.speed import growth, rate, throughput, xdist
-
-    speed: dict[str, Any] = {"throughput_examples": args.speed_examples}
-    _say(args.quiet, f"bench speed: throughput ({args.speed_examples} examples per search at {args.speed_dtype})")
-    speed["throughput"] = throughput(examples=args.speed_examples, dtype=args.speed_dtype, seed=args.seed)
-    _say(args.quiet, f"bench speed: numpy over every algorithm at float32 and float64 "
-                     f"({args.speed_examples} examples per search)")
-    speed["rate"] = rate(examples=args.speed_examples, seed=args.seed)
-    _say(args.quiet, "bench speed: spec cost growth")
-    speed["growth"] = growth()
-    if not args.no_xdist:
-        _say(args.quiet, f"bench speed: pytest-xdist scaling of `python {args.xdist_command}` (slow)")
-        speed["xdist"] = xdist(shlex.split(args.xdist_command))
-    results["speed"] = speed
-
-
-def _budgets(args: argparse.Namespace, sections: list[str]) -> dict[str, Any]:
-    b: dict[str, Any] = {"seed": args.seed}
-    if "power" in sections:
-        b["power"] = (f"{args.examples} examples per (algorithm, dtype) search (default profile's sizes), "
-                      f"call timeout {args.call_timeout:g} s, {args.jobs} worker process(es); baselines "
-                      f"{'off' if args.no_baselines else 'on'}")
-    if "false_failures" in sections:
-        b["false failures"] = f"thorough profile capped at {args.ff_examples} examples per search"
-    if "diagnosis" in sections:
-        b["diagnosis"] = (f"{args.examples} examples per search (tools/bench/diagnosis.py), "
-                          f"{args.jobs} worker process(es)")
-    if "speed" in sections:
-        b["speed"] = (f"{args.speed_examples} examples per throughput search at {args.speed_dtype}; pytest-xdist "
-                      + ("skipped" if args.no_xdist else f"`python {args.xdist_command}` with and without -n 2"))
-    return b
-
-
-def _finish(args: argparse.Namespace, results: dict[str, Any], sections: list[str]) -> int:
-    from ftspec.tools.bench.report import markdown, meta
-
-    results["meta"] = meta(_budgets(args, sections))
-    results["meta"]["load_before"] = results.get("load_before")
-    results["meta"]["load_after"] = _load()
-    clean = _clean(results)
+    doc = document(results, budgets)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(clean, indent=1, default=_json_default) + "\n")
+        Path(args.json).write_text(json_text(doc))
         _say(args.quiet, f"results: {args.json}")
-    text = markdown(clean)
+    text = markdown(doc)
     if args.write:
         Path(args.write).parent.mkdir(parents=True, exist_ok=True)
         Path(args.write).write_text(text)
@@ -276,60 +177,68 @@ def _finish(args: argparse.Namespace, results: dict[str, Any], sections: list[st
     return 0
 
 
-def _load() -> Any:
-    import os
-
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
 def _cmd_power(args: argparse.Namespace) -> int:
+    from ftspec.tools.bench.sections import load_average, power_section
+
     if args.list:
         from ftspec.tools.zoo import MUTANTS
 
         for m in MUTANTS.values():
             print(f"{m.id:34s} {m.base:6s} {','.join(m.dtypes):24s} {', '.join(m.targets)}")
         return 0
-    results: dict[str, Any] = {"load_before": _load()}
-    _power(args, results, args.calibrate)
-    return _finish(args, results, ["power"])
+    results: dict[str, Any] = {"load_before": load_average()}
+    options = _options_of(args)
+    results["power"] = power_section(_selected(args), options, jobs=args.jobs, calibrate=args.calibrate,
+                                     say=_say_to(args))
+    return _emit(args, results, _budgets(args, ("power",), power=options))
 
 
 def _cmd_speed(args: argparse.Namespace) -> int:
-    results: dict[str, Any] = {"load_before": _load()}
-    _speed(args, results)
-    return _finish(args, results, ["speed"])
+    from ftspec.tools.bench.sections import load_average, speed_section
+
+    xdist = None if args.no_xdist else args.xdist_command
+    results: dict[str, Any] = {"load_before": load_average()}
+    results["speed"] = speed_section(args.speed_examples, dtype=args.speed_dtype, seed=args.seed,
+                                     xdist_command=xdist, say=_say_to(args))
+    return _emit(args, results, _budgets(args, ("speed",), speed_examples=args.speed_examples,
+                                         speed_dtype=args.speed_dtype, xdist_command=xdist))
 
 
 def _cmd_diagnosis(args: argparse.Namespace) -> int:
-    results: dict[str, Any] = {"load_before": _load()}
-    _diagnosis(args, results)
-    return _finish(args, results, ["diagnosis"])
+    from ftspec.tools.bench.sections import diagnosis_section, load_average
+
+    results: dict[str, Any] = {"load_before": load_average()}
+    results["diagnosis"] = diagnosis_section(args.examples, seed=args.seed, jobs=args.jobs, only=args.mutant,
+                                             say=_say_to(args))
+    return _emit(args, results, _budgets(args, ("diagnosis",), diagnosis_examples=args.examples))
 
 
 def _cmd_falsefail(args: argparse.Namespace) -> int:
-    results: dict[str, Any] = {"load_before": _load()}
-    args.ff_examples = args.examples
-    _false(args, results, args.examples)
-    return _finish(args, results, ["false_failures"])
+    from ftspec.tools.bench.sections import false_failures_section, load_average
+
+    results: dict[str, Any] = {"load_before": load_average()}
+    results["false_failures"] = false_failures_section(args.examples, seed=args.seed, jobs=args.jobs,
+                                                       fixtures=args.fixtures, say=_say_to(args))
+    return _emit(args, results, _budgets(args, ("false_failures",), false_failure_examples=args.examples))
 
 
 def _cmd_all(args: argparse.Namespace) -> int:
-    results: dict[str, Any] = {"load_before": _load()}
-    started = time.perf_counter()
-    # speed first and alone: its timings must not share the CPUs with worker processes
-    _speed(args, results)
-    _false(args, results, args.ff_examples)
-    _power(args, results, calibrate=True)
-    _diagnosis(args, results)
-    results["seconds"] = time.perf_counter() - started
-    return _finish(args, results, ["power", "false_failures", "speed", "diagnosis"])
+    from ftspec.tools.bench.sections import all_sections
+
+    options = _options_of(args)
+    xdist = None if args.no_xdist else args.xdist_command
+    results = all_sections(options, ids=_selected(args), jobs=args.jobs, false_failure_examples=args.ff_examples,
+                           speed_examples=args.speed_examples, speed_dtype=args.speed_dtype, xdist_command=xdist,
+                           say=_say_to(args))
+    return _emit(args, results, _budgets(args, ("power", "false_failures", "speed", "diagnosis"), power=options,
+                                         false_failure_examples=args.ff_examples, diagnosis_examples=args.examples,
+                                         speed_examples=args.speed_examples, speed_dtype=args.speed_dtype,
+                                         xdist_command=xdist))
 
 
 def _cmd_libraries(args: argparse.Namespace) -> int:
     from ftspec.tools.bench.libraries import certify_libraries, library_plugins, markdown, write_into
+    from ftspec.tools.bench.sections import json_text
 
     known = library_plugins()
     unknown = [n for n in args.plugin or () if n not in known]
@@ -339,7 +248,7 @@ def _cmd_libraries(args: argparse.Namespace) -> int:
                                 progress=lambda msg: _say(args.quiet, f"bench libraries: {msg}"))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(_clean(records), indent=1, default=_json_default) + "\n")
+        Path(args.json).write_text(json_text(records))
         _say(args.quiet, f"results: {args.json}")
     text = markdown(records, profile=args.profile, seed=args.seed)
     if args.write:
@@ -352,15 +261,11 @@ def _cmd_libraries(args: argparse.Namespace) -> int:
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    from ftspec.tools.bench.report import markdown
+    import json
 
-    results = json.loads(Path(args.results).read_text())
-    if "power" in results:  # summaries are recomputed, so a newer report reads older results
-        from ftspec.tools.bench.power import summarise
+    from ftspec.tools.bench.sections import rerender
 
-        power = results["power"]
-        power["summary"] = summarise(power["records"], power.get("calibration"))
-    text = markdown(results)
+    text = rerender(json.loads(Path(args.results).read_text()))
     if args.write:
         Path(args.write).write_text(text)
     else:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 __all__ = ["register"]
 
@@ -33,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "selection), 4 inconclusive (too few examples), 130 interrupted (docs/reports.md).")
     p.add_argument("target", nargs="?", metavar="TARGET", help="registered name or module:object")
     p.add_argument("--out", metavar="DIR",
-                   help="where to write the certificate (default: certificates/TARGET, with / and : as _)")
+                   help="where to write the certificate (default: certificates/NAME, NAME the implementation's)")
     p.add_argument("--verify", metavar="FILE",
                    help="check a certificate instead of certifying: its content hash, and that it agrees with "
                         "itself (its verdict is what its recorded results give); a forgery that agrees with "
@@ -97,8 +98,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     console.print(f"reproducing {escape(str(args.reproduce))} on {escape(args.impl)} (the certificate records "
                   f"{escape(repr(recorded_target(doc)))}, not imported)", soft_wrap=True, highlight=False)
     try:
-        rep = reproduce(args.reproduce, args.impl, jobs=args.jobs,
-                        case_dir=None if args.case_dir == "reports/cases" else args.case_dir,
+        rep = reproduce(args.reproduce, args.impl, jobs=args.jobs, case_dir=args.case_dir,
                         progress=RunProgress(quiet=args.quiet))
     except (CertificateError, SessionError, NothingTested) as exc:
         return error(_one_line(str(exc)))
@@ -140,12 +140,20 @@ def run(args: argparse.Namespace) -> int:
         return error("give a TARGET (a registered name or module:object), --verify FILE or --reproduce FILE")
     # the target is loaded once, by the session (in a worker first, under --load-timeout): a plugin
     # whose loading hangs or crashes is refused there in one line, never here
-    out = Path(args.out or Path("certificates") / _safe(args.target))
+    # the target is loaded once, by the session (in a worker first, under --load-timeout); the
+    # default folder is named for the implementation, known once it is loaded
+    def out_of(name: str) -> Path:
+        return Path(args.out) if args.out else Path("certificates") / _safe(name)
+
+    def case_dir_of(impl: Any) -> str:
+        return str(out_of(impl.name) / "cases")
+
     try:
+        check_writable(Path(args.out) if args.out else Path("certificates"), directory=True)
+        settings = settings_from(args, RunProgress(quiet=args.quiet), case_dir=args.case_dir)
+        cert = certify(args.target, settings, case_dir_of=None if args.case_dir else case_dir_of)
+        out = out_of(cert.doc["subject"]["name"])
         check_writable(out, directory=True)
-        case_dir = str(out / "cases") if args.case_dir == "reports/cases" else args.case_dir
-        settings = settings_from(args, RunProgress(quiet=args.quiet), case_dir=case_dir)
-        cert = certify(args.target, settings)
     except (SessionError, NothingTested, OutputPathError) as exc:
         return error(str(exc))
     result = cert.result

@@ -1,9 +1,11 @@
 """``ftspec identify``: which conventions an implementation, or a table of numbers, follows.
 
-``ftspec identify TARGET`` calls the implementation on a few designed cases
-per entry and searches the variant switches the entry reads
-(``conformance/forensics/identify.py``); ``ftspec identify --table FILE`` does the same
-for published numbers (``conformance/forensics/identify_table.py``). Both print a table
+Parses arguments into ``conformance.session.identify`` and prints what it
+returns; the work is the library's. ``ftspec identify TARGET`` calls the
+implementation on a few designed cases per entry and searches the variant
+switches the entry reads (``conformance/forensics/identify.py``); ``ftspec
+identify --table FILE`` does the same for published numbers
+(``conformance/forensics/identify_table.py``). Both print a table
 per entry (each switch: the value found, decided or not, the values
 consistent and excluded, the declared value), a ready ``PAPER.replace(...)``
 expression, the time per entry, and optionally JSON. Exit codes: 0 every
@@ -15,14 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from typing import Any, Optional
 
 __all__ = ["register"]
-
-#: families identified by default: their entries take seconds; training and inference entries only
-#: when named with --algorithm
-DEFAULT_FAMILIES = ("component", "layer", "architecture")
 
 
 def _positive(text: str) -> float:
@@ -64,136 +61,79 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftspec.conformance.forensics.identify import SECONDS
-
-    from .console import error
-
-    seconds = args.seconds or SECONDS
-    if args.json:
-        from ftspec.conformance.session.report import OutputPathError, check_writable
-
-        try:
-            check_writable(args.json)
-        except OutputPathError as exc:
-            return error(str(exc))
-    if args.table:
-        if args.target or args.algorithm or args.variant or args.device or args.dtype:
-            return error("--table takes no TARGET, --algorithm, --variant, --device or --dtype (the table "
-                         "names its entry and dtype)")
-        return _table(args, seconds)
-    if not args.target:
-        return error("give a TARGET (a registered name or module:object) or --table FILE")
-    return _implementation(args, seconds)
-
-
-def _table(args: argparse.Namespace, seconds: float) -> int:
-    from rich.markup import escape
-
-    from ftspec.conformance.forensics.identify_table import TableError, identify_table, read_table
+    from ftspec.conformance.session import SessionError, identify
+    from ftspec.conformance.session.report import OutputPathError, check_writable
 
     from .console import console, error
 
+    if args.table and (args.target or args.algorithm or args.variant or args.device or args.dtype):
+        return error("--table takes no TARGET, --algorithm, --variant, --device or --dtype (the table "
+                     "names its entry and dtype)")
+    if not args.table and not args.target:
+        return error("give a TARGET (a registered name or module:object) or --table FILE")
     try:
-        table = read_table(args.table)
-    except TableError as exc:
+        if args.json:
+            check_writable(args.json)
+        variant = _variant(args.variant)
+        found = identify(args.target, table=args.table, algorithms=args.algorithm, dtype=args.dtype,
+                         device=args.device, variant=variant, seconds=args.seconds, call_timeout=args.call_timeout,
+                         progress=_progress)
+    except (SessionError, OutputPathError) as exc:
         return error(str(exc))
-    console.print(f"identifying the table {escape(str(args.table))}: {escape(table.describe())}", soft_wrap=True)
-    identity = identify_table(table, str(args.table), seconds=seconds)
-    _print_identity(identity)
-    doc = {"format": "ftspec-identify/1", "table": str(args.table), "entries": [identity.to_dict()]}
-    if not _write(args.json, doc):
+    if found.table is None:
+        _print_summary(found)
+    if not _write(args.json, found.to_dict()):
         return 2
-    if not identity.fits:
+    if found.table is not None and not found.fits:
         console.print("[bold red]no variant set in the search reproduces the table[/]")
-        return 1
-    return 0
+    return 0 if found.fits else 1
 
 
-def _implementation(args: argparse.Namespace, seconds: float) -> int:
-    from rich.markup import escape
-
-    from ftspec.conformance.core.execute import Member
-    from ftspec.conformance.forensics.identify import IdentifyError, call_variant, expression, identify, merge
-    from ftspec.impls.discovery import PluginError, load_target
-    from ftspec.spec.registry import REGISTRY
+def _variant(text: Optional[str]) -> Any:
+    """``--variant``, parsed (SessionError naming the option)."""
+    if not text:
+        return None
+    from ftspec.conformance.session import SessionError
     from ftspec.spec.variants import parse
 
-    from .console import console, error
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise SessionError(f"--variant: {exc}") from None
 
-    try:
-        impl = load_target(args.target)
-    except PluginError as exc:
-        return error(str(exc))
-    variant = None
-    if args.variant:
-        try:
-            variant = parse(args.variant)
-        except ValueError as exc:
-            return error(f"--variant: {exc}")
-    if args.algorithm:
-        unknown = [a for a in args.algorithm if a not in REGISTRY]
-        if unknown:
-            import difflib
 
-            near = difflib.get_close_matches(unknown[0], list(REGISTRY), n=1)
-            hint = f"; did you mean {near[0]!r}?" if near else "; see ftspec spec list"
-            return error(f"unknown algorithm {unknown[0]!r}{hint}")
-        missing = [a for a in args.algorithm if a not in impl.algorithms]
-        if missing:
-            return error(f"{impl.name} does not implement {', '.join(missing)}")
-        names = list(dict.fromkeys(args.algorithm))
-        skipped: list[str] = []
-    else:
-        offered = [a for a in REGISTRY if a in impl.algorithms]
-        names = [a for a in offered if REGISTRY[a].family in DEFAULT_FAMILIES and REGISTRY[a].switches]
-        skipped = [a for a in offered if a not in names]
-    dtype = args.dtype or ("float64" if "float64" in impl.dtypes else list(impl.dtypes)[0])
-    if dtype not in impl.dtypes:
-        return error(f"{impl.name} does not declare dtype {dtype}; it declares {', '.join(impl.dtypes)}")
-    try:
-        devices = [str(d) for d in impl.devices()]
-    except Exception as exc:  # noqa: BLE001 - the plugin's failure
-        return error(f"{impl.name}: devices() raised {type(exc).__name__}: {exc}")
-    device = args.device or (devices[0] if devices else "cpu")
-    if device not in devices:
-        return error(f"{impl.name} has no device {device!r}; it has {', '.join(devices)}")
-    try:
-        call_variant(impl, variant)  # refused before anything runs
-    except IdentifyError as exc:
-        return error(str(exc))
-    console.print(f"identifying [bold]{escape(args.target)}[/] ({escape(str(impl.version))}) at {dtype} on "
-                  f"{escape(device)}: {_count(len(names), 'entry', 'entries')}", soft_wrap=True)
-    if skipped:
-        console.print(f"  not identified by default (name them with --algorithm): {', '.join(skipped)}",
-                      soft_wrap=True)
-    started = time.perf_counter()
-    member = Member(args.target, impl, device)
-    identities = []
-    for name in names:
-        try:
-            identity = identify(member, REGISTRY[name], dtype, variant=variant, seconds=seconds,
-                                timeout=args.call_timeout)
-        except IdentifyError as exc:
-            return error(str(exc))
-        except Exception as exc:  # noqa: BLE001 - a harness bug at one entry: one line, not a traceback
-            return error(f"{name}: identification failed: {type(exc).__name__}: {exc}")
-        identities.append(identity)
-        _print_identity(identity)
-    merged, conflicts = merge(identities)
-    total = time.perf_counter() - started
-    if len(identities) > 1:
-        console.print(f"[bold]all {len(identities)} entries[/]: {expression(merged)}", soft_wrap=True)
-        for c in conflicts:
+def _progress(event: str, **info: Any) -> None:
+    """What ``session.identify`` reports as it goes: what it identifies, then each entry's table."""
+    from rich.markup import escape
+
+    from .console import console
+
+    if event == "entry":
+        _print_identity(info["identity"])
+    elif event == "start" and "table" in info:
+        console.print(f"identifying the table {escape(info['table'])}: {escape(info['describe'])}", soft_wrap=True)
+    elif event == "start":
+        console.print(f"identifying [bold]{escape(info['subject'])}[/] ({escape(info['version'])}) at "
+                      f"{info['dtype']} on {escape(info['device'])}: "
+                      f"{_count(len(info['entries']), 'entry', 'entries')}", soft_wrap=True)
+        if info["not_identified"]:
+            console.print(f"  not identified by default (name them with --algorithm): "
+                          f"{', '.join(info['not_identified'])}", soft_wrap=True)
+
+
+def _print_summary(found: Any) -> None:
+    """The sets merged over the entries, their conflicts and the time."""
+    from rich.markup import escape
+
+    from ftspec.conformance.forensics.identify import expression
+
+    from .console import console
+
+    if len(found.identities) > 1:
+        console.print(f"[bold]all {len(found.identities)} entries[/]: {expression(found.merged)}", soft_wrap=True)
+        for c in found.conflicts:
             console.print(f"  conflict: {escape(c)}", soft_wrap=True)
-    console.print(f"{_count(len(identities), 'entry', 'entries')} in {total:.1f} s")
-    doc = {"format": "ftspec-identify/1", "implementation": args.target, "version": str(impl.version),
-           "dtype": dtype, "device": device, "entries": [i.to_dict() for i in identities],
-           "merged": {"expression": expression(merged), "variant": merged.to_dict(),
-                      "describe": merged.describe(), "conflicts": conflicts},
-           "not_identified": skipped, "seconds": round(total, 3)}
-    if not _write(args.json, doc):
-        return 2
-    return 0 if all(i.fits for i in identities) else 1
+    console.print(f"{_count(len(found.identities), 'entry', 'entries')} in {found.seconds:.1f} s")
 
 
 def _print_identity(identity: Any) -> None:

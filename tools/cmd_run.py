@@ -46,8 +46,9 @@ def add_selection_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--load-timeout", type=float, metavar="SECONDS", default=None,
                    help="loading one plugin (import, factory), or its devices(), taking longer fails that plugin, "
                         "not the run (default: 60)")
-    p.add_argument("--case-dir", default="reports/cases", metavar="DIR",
-                   help="where shrunk failing cases are written (default: %(default)s)")
+    p.add_argument("--case-dir", default=None, metavar="DIR",
+                   help="where shrunk failing cases are written (default: reports/cases; for certify, the "
+                        "certificate's folder's cases/)")
     p.add_argument("--fixtures", choices=["all", "sample", "none"], default=None,
                    help="golden fixtures to replay: all, a fixed sample (each algorithm's paper case and about "
                         "one in four of the rest), or none (default: the profile's for run, all for certify)")

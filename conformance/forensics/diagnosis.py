@@ -214,99 +214,157 @@ def diagnose(entry: Entry, case: Case, impl_outputs: Optional[Mapping[str, np.nd
     Stops after ``seconds`` or ``evaluations`` reference evaluations (``gave_up``)."""
     declared = declared or case.variant
     started = time.perf_counter()
-    prepared = Prepared(entry, case.inputs, case.params, dtype)
-    d = Diagnosis(entry.name, dtype, declared.describe(), structure=structure(entry, case),
-                  budget={"seconds": seconds, "evaluations": evaluations})
-    tried: dict[str, dict[str, Any]] = {}  # variant hash -> result record
-
-    def budget_left() -> bool:
-        return d.evaluated < evaluations and time.perf_counter() - started < seconds
-
-    def evaluate(changes: dict[str, Any], preset: Optional[str] = None,
-                 reading: Optional[tuple[str, str, np.ndarray]] = None) -> Optional[dict[str, Any]]:
-        try:
-            variant = declared.replace(**changes)
-        except ValueError:  # e.g. ε without a placement: not a variant set
-            return None
-        key = variant.hash + (f"/{reading[0]}:{reading[1]}" if reading else "")
-        rec = tried.get(key)
-        if rec is not None:
-            if preset and preset not in rec["presets"]:
-                rec["presets"].append(preset)
-            return rec
-        if not budget_left():
-            d.gave_up = True
-            return None
-        d.evaluated += 1
-        rec = {"changes": dict(changes), "declared": {k: getattr(declared, k) for k in changes},
-               "presets": [preset] if preset else [], "ratio": math.inf, "fits": False}
-        inputs = prepared.inputs
-        if reading is not None:  # the same switches, an input read another way (a mask's polarity)
-            name, how, value = reading
-            inputs = {**inputs, name: value}
-            rec["changes"] = {f"input {name}": how, **rec["changes"]}
-            rec["declared"] = {f"input {name}": _AS_DECLARED[how], **rec["declared"]}
-        tried[key] = rec
-        params, adapted = _adapt_params(entry, case.hyper, variant, prepared.params)
-        if adapted:
-            rec["parameters"] = adapted
-        try:
-            ref = reference(entry, inputs, params, hyper=case.hyper, variant=variant,
-                            dtype=dtype, precision=precision)
-        except SpecError:
-            rec["fits"] = impl_outputs is None  # the spec refuses the case under this set, as the implementation did
-            rec["ratio"] = 0.0 if rec["fits"] else math.inf
-            rec["refused"] = True
-            return rec
-        except ToleranceModelError:
-            return rec
-        if impl_outputs is None:
-            return rec
-        try:
-            j = judge(entry, impl_outputs, ref)
-        except Exception:  # noqa: BLE001 - outputs the judge cannot read fit nothing
-            return rec
-        rec["fits"] = j.ok
-        # a NaN, shape or infinity mismatch is no near miss: only value differences get a finite ratio
-        rec["ratio"] = j.ratio if all(f.check == "spec" for f in j.findings) else math.inf
-        return rec
-
-    first = evaluate({})  # the declared set itself: a repeat call may not fail at all
-    if first is not None and first["fits"]:
+    search = _Search(entry, case, impl_outputs, dtype, declared, precision, started, seconds, evaluations)
+    d = search.d
+    if search.declared_fits():  # a repeat call may not fail at all
         d.recurred = False
-        d.seconds = time.perf_counter() - started
-        return d
-    tried.clear()
-    singles = _singles(entry, declared)
-    presets = _presets(entry, declared)
-    d.candidates = len(singles) + len(presets)
-    d.searched.append("single switches")
-    single_recs = [(g, evaluate(ch)) for g, ch in singles]
-    d.searched.append("presets")
-    for name, ch in presets:
-        evaluate(ch, name)
-    readings = _readings(entry, prepared.inputs)
-    if readings:  # cheap, and a mask read the other way can look like an empty_query convention
-        d.searched.append("mask readings")
+    else:
+        single_recs = search.singles_and_presets()
+        search.mask_readings()
+        search.pairs(single_recs)
+        _conclude(d, list(search.tried.values()))
+    d.seconds = time.perf_counter() - started
+    return d
+
+
+class _Search:
+    """The variant sets evaluated for one diagnosis (by variant hash and input reading), within a
+    budget of ``seconds`` from ``started`` and ``evaluations``; ``d``, the ``Diagnosis`` being built,
+    counts them and says when the budget ran out."""
+
+    def __init__(self, entry: Entry, case: Case, impl_outputs: Optional[Mapping[str, np.ndarray]], dtype: str,
+                 declared: VariantSet, precision: str, started: float, seconds: float, evaluations: int) -> None:
+        self.entry, self.case, self.impl_outputs, self.dtype = entry, case, impl_outputs, dtype
+        self.declared, self.precision = declared, precision
+        self.started, self.seconds, self.evaluations = started, seconds, evaluations
+        self.prepared = Prepared(entry, case.inputs, case.params, dtype)
+        self.d = Diagnosis(entry.name, dtype, declared.describe(), structure=structure(entry, case),
+                           budget={"seconds": seconds, "evaluations": evaluations})
+        self.tried: dict[str, dict[str, Any]] = {}  # variant hash (and reading) -> result record
+
+    def budget_left(self) -> bool:
+        return self.d.evaluated < self.evaluations and time.perf_counter() - self.started < self.seconds
+
+    def declared_fits(self) -> bool:
+        """Whether the declared set itself fits the outputs (the failure did not recur). Its
+        evaluation is then forgotten: it is no match of the search."""
+        first = self.evaluate({})
+        if first is not None and first["fits"]:
+            return True
+        self.tried.clear()
+        return False
+
+    def singles_and_presets(self) -> list[tuple[str, Optional[dict[str, Any]]]]:
+        """Every single-switch change, then every preset; returns the singles' records by group."""
+        d, entry, declared = self.d, self.entry, self.declared
+        singles = _singles(entry, declared)
+        presets = _presets(entry, declared)
+        d.candidates = len(singles) + len(presets)
+        d.searched.append("single switches")
+        single_recs = [(g, self.evaluate(ch)) for g, ch in singles]
+        d.searched.append("presets")
+        for name, ch in presets:
+            self.evaluate(ch, name)
+        return single_recs
+
+    def mask_readings(self) -> None:
+        """A mask read the other ways real code reads it, with each ``empty_query`` value: cheap, and
+        a mask read the other way can look like an empty_query convention."""
+        readings = _readings(self.entry, self.prepared.inputs)
+        if not readings:
+            return
+        self.d.searched.append("mask readings")
         eq: list[dict[str, Any]] = [{}]
-        if "empty_query" in entry.switches:
-            eq += [{"empty_query": c} for c in SWITCHES["empty_query"].choices if c != declared.empty_query]
-        d.candidates += len(readings) * len(eq)
+        if "empty_query" in self.entry.switches:
+            eq += [{"empty_query": c} for c in SWITCHES["empty_query"].choices if c != self.declared.empty_query]
+        self.d.candidates += len(readings) * len(eq)
         for reading in readings:
             for ch in eq:
-                evaluate(ch, reading=reading)
-    if not any(r["fits"] for r in tried.values()) and not d.gave_up and len(singles) > 1:
+                self.evaluate(ch, reading=reading)
+
+    def pairs(self, single_recs: list[tuple[str, Optional[dict[str, Any]]]]) -> None:
+        """Only when nothing fits and time is left: pairs of single changes of two switches, the
+        pairs whose members came closest first."""
+        d = self.d
+        if any(r["fits"] for r in self.tried.values()) or d.gave_up or len(single_recs) <= 1:
+            return
         scored = [(g, r) for g, r in single_recs if r is not None]
         pairs = [(a, b) for a, b in itertools.combinations(scored, 2) if a[0] != b[0]]
         pairs.sort(key=lambda p: _score(p[0][1]["ratio"]) + _score(p[1][1]["ratio"]))
         d.candidates += len(pairs)
         d.searched.append("pairs")
         for (_, a), (_, b) in pairs:
-            if not budget_left():
+            if not self.budget_left():
                 d.gave_up = True
                 break
-            evaluate({**a["changes"], **b["changes"]})
-    recs = list(tried.values())
+            self.evaluate({**a["changes"], **b["changes"]})
+
+    def evaluate(self, changes: dict[str, Any], preset: Optional[str] = None,
+                 reading: Optional[tuple[str, str, np.ndarray]] = None) -> Optional[dict[str, Any]]:
+        """The record of the declared set with ``changes`` (and ``reading`` of an input): evaluated
+        once, looked up after; None when it is no variant set or the budget has run out."""
+        try:
+            variant = self.declared.replace(**changes)
+        except ValueError:  # e.g. ε without a placement: not a variant set
+            return None
+        key = variant.hash + (f"/{reading[0]}:{reading[1]}" if reading else "")
+        rec = self.tried.get(key)
+        if rec is not None:
+            if preset and preset not in rec["presets"]:
+                rec["presets"].append(preset)
+            return rec
+        if not self.budget_left():
+            self.d.gave_up = True
+            return None
+        self.d.evaluated += 1
+        rec, inputs = self._record(changes, preset, reading)
+        self.tried[key] = rec
+        params, adapted = _adapt_params(self.entry, self.case.hyper, variant, self.prepared.params)
+        if adapted:
+            rec["parameters"] = adapted
+        self._judge(rec, variant, inputs, params)
+        return rec
+
+    def _record(self, changes: dict[str, Any], preset: Optional[str],
+                reading: Optional[tuple[str, str, np.ndarray]]) -> tuple[dict[str, Any], Mapping[str, np.ndarray]]:
+        """A fresh record (not fitting yet), and the inputs it is evaluated on."""
+        rec: dict[str, Any] = {"changes": dict(changes), "declared": {k: getattr(self.declared, k) for k in changes},
+                               "presets": [preset] if preset else [], "ratio": math.inf, "fits": False}
+        inputs = self.prepared.inputs
+        if reading is not None:  # the same switches, an input read another way (a mask's polarity)
+            name, how, value = reading
+            inputs = {**inputs, name: value}
+            rec["changes"] = {f"input {name}": how, **rec["changes"]}
+            rec["declared"] = {f"input {name}": _AS_DECLARED[how], **rec["declared"]}
+        return rec, inputs
+
+    def _judge(self, rec: dict[str, Any], variant: VariantSet, inputs: Mapping[str, np.ndarray],
+               params: Mapping[str, np.ndarray]) -> None:
+        """Fill ``rec``: the spec under ``variant`` against the outputs, judged as the search judges."""
+        impl_outputs = self.impl_outputs
+        try:
+            ref = reference(self.entry, inputs, params, hyper=self.case.hyper, variant=variant,
+                            dtype=self.dtype, precision=self.precision)
+        except SpecError:
+            rec["fits"] = impl_outputs is None  # the spec refuses the case under this set, as the implementation did
+            rec["ratio"] = 0.0 if rec["fits"] else math.inf
+            rec["refused"] = True
+            return
+        except ToleranceModelError:
+            return
+        if impl_outputs is None:
+            return
+        try:
+            j = judge(self.entry, impl_outputs, ref)
+        except Exception:  # noqa: BLE001 - outputs the judge cannot read fit nothing
+            return
+        rec["fits"] = j.ok
+        # a NaN, shape or infinity mismatch is no near miss: only value differences get a finite ratio
+        rec["ratio"] = j.ratio if all(f.check == "spec" for f in j.findings) else math.inf
+
+
+def _conclude(d: Diagnosis, recs: list[dict[str, Any]]) -> None:
+    """The matches (fewest changes first) and the three nearest misses among the evaluated sets."""
     fits = [r for r in recs if r["fits"]]
     fits.sort(key=lambda r: (len(r["changes"]), r["ratio"]))
     d.matches = [_public(r) for r in fits]
@@ -315,8 +373,6 @@ def diagnose(entry: Entry, case: Case, impl_outputs: Optional[Mapping[str, np.nd
     d.near_misses = [_public(r) for r in misses[:3]]
     if not d.gave_up:  # every planned set was evaluated (a preset equal to a single change counts once)
         d.candidates = d.evaluated
-    d.seconds = time.perf_counter() - started
-    return d
 
 
 def _adapt_params(entry: Entry, hyper: Mapping[str, int], variant: VariantSet,

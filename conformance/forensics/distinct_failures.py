@@ -1,4 +1,4 @@
-"""Every distinct failure, not only the smallest (issue 15, item 5).
+"""Every distinct failure of a cell, not only the smallest one a search shrinks to.
 
 A search stops an implementation at its first failure and shrinks it. An
 implementation with several independent bugs then shows one of them: the
@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
 from hypothesis import HealthCheck, Phase, given, reject, seed, settings, target
@@ -179,146 +180,199 @@ def search_distinct(runner: Any, entry: Entry, dtype: str, variants: Any, limits
     """Search ``member`` again for failures whose signature differs from ``cell.failure``'s and from
     each other; each is recorded through ``runner._fail`` (case file, report, diagnosis) and returned
     as plain data (the ``Cell.more_failures`` records). ``examples``: the examples left; ``refused``:
-    the runner's ``refused_empty_query`` (a refusal the implementation must share)."""
-    from ..core.execute import CallTimeout, call_member, examine
+    the runner's ``refused_empty_query`` (a refusal the implementation must share).
+
+    Rounds of one Hypothesis search each, every round finding (and shrinking) at most one new failure,
+    until the examples, the failures, the time or the member run out."""
     from ..core.strategies import cases
-    from ..core.tolerances import ToleranceModelError
 
     if cell.failure is None or examples <= 0 or max_failures <= 0 or member.hung:
         return []
-    known = {signature_of_failure(cell.failure)}
+    search = _DistinctSearch(runner, entry, dtype, member, refused, known={signature_of_failure(cell.failure)})
     found: list[dict[str, Any]] = []
     deadline = time.monotonic() + seconds
     strategy = cases(entry.name, dtype=dtype, variants=variants, max_batch=1, budget=runner.profile.budget,
                      limits=None if limits.unconstrained else limits)
     round_ = 0
-    spent = {"diagnosed": 0, "streak": 0}
     while examples > 0 and len(found) < max_failures and time.monotonic() < deadline and not member.hung:
-        state: dict[str, Any] = {"generated": 0, "best": None}
+        outcome = search.round(strategy, examples, runner.seed * 7919 + 104729 + round_, deadline)
+        examples = (0 if outcome.broken else examples) - outcome.generated
+        round_ += 1
+        if outcome.failure is None:
+            break
+        finding, case, sig = outcome.failure
+        record = _record(runner, member, cell, finding, case, dtype, sig, outcome.shrunk)
+        if search.is_new(record, sig, [cell.failure, *found]):
+            found.append(record)
+    return found
+
+
+@dataclass
+class _Round:
+    """What one round of the search saw: the examples it drew, and the new failure it is shrinking."""
+
+    generated: int = 0  # drawn examples (not shrinking steps): they count against the examples left
+    sig: Optional[tuple] = None  # the new failure's signature, once one is found
+    level: int = 0  # how far that signature was computed (``_signature_at``)
+    best: Optional[tuple[Finding, Case, tuple]] = None  # the smallest failing case of that signature
+
+
+@dataclass
+class _Outcome:
+    """How a round ended: the failure it found (finding, case, signature) or None, whether that case
+    was shrunk, whether the search itself broke (no round follows), the examples it drew."""
+
+    failure: Optional[tuple[Finding, Case, tuple]]
+    shrunk: bool = True
+    broken: bool = False
+    generated: int = 0
+
+
+class _DistinctSearch:
+    """The search for further failures of one member on one cell: the signatures already known, and
+    the budget of diagnosed signatures and of known failures in a row, across rounds."""
+
+    def __init__(self, runner: Any, entry: Entry, dtype: str, member: Any,
+                 refused: Callable[[Entry, Case, SpecError], bool], known: set[tuple]) -> None:
+        self.runner, self.entry, self.dtype, self.member, self.refused = runner, entry, dtype, member, refused
+        self.known = known
+        self.diagnosed = 0  # signatures diagnosed so far (at most ``DIAGNOSED_SIGNATURES``)
+        self.streak = 0  # known failures in a row (the search stops at ``SATURATION``)
+
+    def round(self, strategy: Any, examples: int, round_seed: int, deadline: float) -> _Outcome:
+        """One Hypothesis search of at most ``examples`` examples, until it finds a new failure and
+        shrinks it, spends its examples, saturates, or reaches ``deadline``."""
+        state = _Round()
         # the whole search, shrinking included, in every phase of Hypothesis (timecap.py)
         timecap = TimeCap(lambda: time.monotonic() > deadline)
 
         @settings(max_examples=examples, deadline=None, database=None, report_multiple_bugs=False,
                   derandomize=False, print_blob=False, phases=(Phase.generate, Phase.target, Phase.shrink),
                   suppress_health_check=list(HealthCheck))
-        @seed(runner.seed * 7919 + 104729 + round_)
+        @seed(round_seed)
         @given(timecap.strategy(strategy))
         def search(case: Case) -> None:
             with timecap.checked():
-                _example(case)
+                self.example(case, state)
 
-        def _example(case: Case) -> None:
-            if state.get("sig") is None:  # drawn, not a shrinking step: counts against the examples
-                state["generated"] += 1
-            prepared = Prepared(entry, case.inputs, case.params, dtype)
-            try:
-                ref = runner._reference(entry, prepared, case, dtype, member.impl.precision)
-            except SpecError as exc:
-                if not refused(entry, case, exc):
-                    reject()
-                try:  # the spec refuses by definition: the implementation must raise
-                    call_member(member, entry, prepared.inputs, prepared.params, case, dtype, runner.timeout, False)
-                except CallTimeout:
-                    member.hung = True
-                    return
-                except Exception:  # noqa: BLE001 - raising is what the spec asks for
-                    return
-                finding = Finding("refusal", "returned a result for a case the spec refuses (a query with no key "
-                                  "it may attend to under empty_query='error'); the implementation must raise")
-                _judge(finding, case)
-                return
-            except ToleranceModelError:
-                reject()
-            if not ref.in_range:
-                reject()
-            outcome = examine(member, case, prepared.inputs, prepared.params, ref, dtype=dtype,
-                              timeout=runner.timeout, batch=[])
-            if outcome.timed_out:
-                member.hung = True
-                return
-            ratio = outcome.judgement.ratio
-            if outcome.judgement.ok:
-                target(min(ratio, 1e300) if math.isfinite(ratio) else 1e300, label="error/bound")
-                return
-            _judge(outcome.judgement.findings[0], case)
-
-        def _judge(finding: Finding, case: Case) -> None:
-            def at(level: int) -> tuple:
-                return _signature_at(level, member, case, finding, dtype, runner.timeout)
-
-            sig: Optional[tuple]
-            if state.get("sig") is not None:  # shrinking a new failure: the same test that found it
-                sig = at(state["level"])
-                if not _matches(state["level"], sig, state["sig"]):
-                    return  # another failure (found in a later round) or a known one: passing here
-            else:
-                sig, level = _new(finding, at)
-                if sig is None:  # a failure already reported: passing, for this search
-                    spent["streak"] += 1
-                    if spent["streak"] >= SATURATION:
-                        raise _Saturated()
-                    return
-                spent["streak"] = 0
-                state["sig"], state["level"] = sig, level
-            best = state["best"]
-            if best is None or case.size() < best[1].size():
-                state["best"] = (finding, case, sig)
-            raise _NewFailure(finding, case, sig)
-
-        def _new(finding: Finding, at: Callable[[int], tuple]) -> tuple[Optional[tuple], int]:
-            """(signature, level) when the failure is new, as cheaply as can tell: its check and
-            exception type, else where it departs, else its convention; (None, level) when known."""
-            sig = at(0)
-            if not any(_matches(0, sig, k) for k in known):
-                return sig, 0
-            if finding.check not in DIAGNOSED_CHECKS:
-                return None, 0
-            sig = at(1)
-            alike = [k for k in known if _matches(1, sig, k)]
-            if not alike:
-                if spent["diagnosed"] < DIAGNOSED_SIGNATURES and any(_definite(k[2]) for k in known):
-                    spent["diagnosed"] += 1  # departs elsewhere: is it a known convention all the same?
-                    full = at(2)
-                    if any(same(full, k) for k in known):
-                        return None, 1
-                return sig, 1
-            if spent["diagnosed"] >= DIAGNOSED_SIGNATURES or any(k[2] == "?" for k in alike):
-                return None, 1  # no budget left, or a known one of any convention
-            spent["diagnosed"] += 1
-            sig = at(2)
-            return (None if any(_matches(2, sig, k) for k in known) else sig), 2
-
-        shrunk = True
         try:
             with timecap.watching():
                 search()
-            break  # the examples ran out with no new failure
+            return _Outcome(None, generated=state.generated)  # the examples ran out with no new failure
         except _Saturated:
-            break
+            return _Outcome(None, generated=state.generated)
         except _NewFailure as exc:
-            finding, case, sig = exc.finding, exc.case, exc.sig
+            return _Outcome((exc.finding, exc.case, exc.sig), generated=state.generated)
         except TimeUp:
-            if state["best"] is None:
-                break
-            finding, case, sig = state["best"]
-            shrunk = False
+            return _Outcome(state.best, shrunk=False, generated=state.generated)
         except Exception:  # noqa: BLE001 - a flaky or broken extra search ends it, never the run
-            if state["best"] is None:
-                break
-            finding, case, sig = state["best"]  # the smallest case seen, unshrunk
-            shrunk = False
-            examples = 0
-        finally:
-            examples -= state["generated"]
-            round_ += 1
-        record = _record(runner, member, cell, finding, case, dtype, sig, shrunk)
+            # the smallest case seen, unshrunk
+            return _Outcome(state.best, shrunk=False, broken=state.best is not None, generated=state.generated)
+
+    def example(self, case: Case, state: _Round) -> None:
+        """One example: the spec's reference (or its refusal), the member's outputs, the judgement;
+        a failure goes to ``judge``, a pass steers the search towards larger error/bound ratios."""
+        from ..core.execute import examine
+        from ..core.tolerances import ToleranceModelError
+
+        if state.sig is None:  # drawn, not a shrinking step: counts against the examples
+            state.generated += 1
+        member, dtype, timeout = self.member, self.dtype, self.runner.timeout
+        prepared = Prepared(self.entry, case.inputs, case.params, dtype)
+        try:
+            ref = self.runner.reference_for(self.entry, prepared, case, dtype, member.impl.precision)
+        except SpecError as exc:
+            if not self.refused(self.entry, case, exc):
+                reject()
+            self._refusal(case, prepared, state)
+            return
+        except ToleranceModelError:
+            reject()
+        if not ref.in_range:
+            reject()
+        outcome = examine(member, case, prepared.inputs, prepared.params, ref, dtype=dtype, timeout=timeout, batch=[])
+        if outcome.timed_out:
+            member.hung = True
+            return
+        ratio = outcome.judgement.ratio
+        if outcome.judgement.ok:
+            target(min(ratio, 1e300) if math.isfinite(ratio) else 1e300, label="error/bound")
+            return
+        self.judge(outcome.judgement.findings[0], case, state)
+
+    def _refusal(self, case: Case, prepared: Prepared, state: _Round) -> None:
+        """The spec refuses the case by definition: the implementation must raise."""
+        from ..core.execute import CallTimeout, call_member
+
+        member = self.member
+        try:
+            call_member(member, self.entry, prepared.inputs, prepared.params, case, self.dtype, self.runner.timeout,
+                        False)
+        except CallTimeout:
+            member.hung = True
+            return
+        except Exception:  # noqa: BLE001 - raising is what the spec asks for
+            return
+        finding = Finding("refusal", "returned a result for a case the spec refuses (a query with no key "
+                          "it may attend to under empty_query='error'); the implementation must raise")
+        self.judge(finding, case, state)
+
+    def judge(self, finding: Finding, case: Case, state: _Round) -> None:
+        """A failing example: raise ``_NewFailure`` when its signature is new (or, while shrinking, the
+        one being shrunk); return (passing, for this search) when it is known."""
+        def at(level: int) -> tuple:
+            return _signature_at(level, self.member, case, finding, self.dtype, self.runner.timeout)
+
+        sig: Optional[tuple]
+        if state.sig is not None:  # shrinking a new failure: the same test that found it
+            sig = at(state.level)
+            if not _matches(state.level, sig, state.sig):
+                return  # another failure (found in a later round) or a known one: passing here
+        else:
+            sig, level = self.new_signature(finding, at)
+            if sig is None:  # a failure already reported: passing, for this search
+                self.streak += 1
+                if self.streak >= SATURATION:
+                    raise _Saturated()
+                return
+            self.streak = 0
+            state.sig, state.level = sig, level
+        best = state.best
+        if best is None or case.size() < best[1].size():
+            state.best = (finding, case, sig)
+        raise _NewFailure(finding, case, sig)
+
+    def new_signature(self, finding: Finding, at: Callable[[int], tuple]) -> tuple[Optional[tuple], int]:
+        """(signature, level) when the failure is new, as cheaply as can tell: its check and
+        exception type, else where it departs, else its convention; (None, level) when known."""
+        known = self.known
+        sig = at(0)
+        if not any(_matches(0, sig, k) for k in known):
+            return sig, 0
+        if finding.check not in DIAGNOSED_CHECKS:
+            return None, 0
+        sig = at(1)
+        alike = [k for k in known if _matches(1, sig, k)]
+        if not alike:
+            if self.diagnosed < DIAGNOSED_SIGNATURES and any(_definite(k[2]) for k in known):
+                self.diagnosed += 1  # departs elsewhere: is it a known convention all the same?
+                full = at(2)
+                if any(same(full, k) for k in known):
+                    return None, 1
+            return sig, 1
+        if self.diagnosed >= DIAGNOSED_SIGNATURES or any(k[2] == "?" for k in alike):
+            return None, 1  # no budget left, or a known one of any convention
+        self.diagnosed += 1
+        sig = at(2)
+        return (None if any(_matches(2, sig, k) for k in known) else sig), 2
+
+    def is_new(self, record: Mapping[str, Any], sig: tuple, earlier: list[Any]) -> bool:
+        """Whether a recorded failure differs from the ``earlier`` ones (the cell's first failure and
+        those found before) under the report's full diagnosis; both its signatures become known."""
         full = signature_of_failure(record)  # with the report's full diagnosis budget
-        earlier = [signature_of_failure(cell.failure), *(signature_of_failure(f) for f in found)]
-        known.update({sig, full})
-        if any(same(full, k) for k in earlier):
-            continue  # the short budget told it apart, the full diagnosis does not: the same failure
-        found.append(record)
-    return found
+        self.known.update({sig, full})
+        # the short budget may tell it apart where the full diagnosis does not: then the same failure
+        return not any(same(full, signature_of_failure(f)) for f in earlier)
 
 
 def _record(runner: Any, member: Any, cell: Any, finding: Finding, case: Case, dtype: str, sig: tuple,

@@ -59,7 +59,8 @@ from ftspec.spec.training import masked_sequence
 from ftspec.spec.unembedding import unembed, unembedding_matrix
 from ftspec.spec.variants import VariantSet
 
-__all__ = ["MODEL_OF", "SECONDS", "Divergence", "Step", "layer_walk", "locate", "locate_failure", "model_walk"]
+__all__ = ["MODEL_OF", "SECONDS", "Block", "Divergence", "Step", "expected_matches", "layer_walk", "locate",
+           "locate_failure", "model_inputs", "model_walk", "spec_intermediates"]
 
 #: wall seconds per failure (checked before each implementation call)
 SECONDS = 20.0
@@ -255,7 +256,7 @@ def model_walk(model: str, inputs: Mapping[str, np.ndarray], params: Mapping[str
 # -- inside one layer -----------------------------------------------------------------------------
 
 @dataclass
-class _Block:
+class Block:
     """One residual block of a layer: X ← norm(X + f(X)) (post-LN) or X ← X + f(norm(X)) (pre-LN)."""
 
     name: str  # self-attention | cross-attention | MLP
@@ -271,17 +272,17 @@ class _Block:
     pre: Any = None
 
 
-def _blocks(name: str) -> list[_Block]:
+def _blocks(name: str) -> list[Block]:
     if name == "decoder_layer":
-        return [_Block("self-attention", "gamma3", "beta3", attn="self_attn."),
-                _Block("cross-attention", "gamma4", "beta4", attn="cross_attn."),
-                _Block("MLP", "gamma5", "beta5", mlp=("3", "4"))]
-    return [_Block("self-attention", "gamma1", "beta1", attn="attn."),
-            _Block("MLP", "gamma2", "beta2", mlp=("1", "2"))]
+        return [Block("self-attention", "gamma3", "beta3", attn="self_attn."),
+                Block("cross-attention", "gamma4", "beta4", attn="cross_attn."),
+                Block("MLP", "gamma5", "beta5", mlp=("3", "4"))]
+    return [Block("self-attention", "gamma1", "beta1", attn="attn."),
+            Block("MLP", "gamma2", "beta2", mlp=("1", "2"))]
 
 
 def layer_walk(name: str, X: list, params: Mapping[str, np.ndarray], variant: VariantSet,
-               Z: Optional[list] = None) -> tuple[list[_Block], list]:
+               Z: Optional[list] = None) -> tuple[list[Block], list]:
     """The layer ``name`` computed block by block with the spec's functions, as ``spec/layers.py``
     does, recording each block's intermediate values; returns (blocks, the layer's output)."""
     arch = _LAYERS[name]
@@ -317,7 +318,7 @@ def layer_walk(name: str, X: list, params: Mapping[str, np.ndarray], variant: Va
     return blocks, X
 
 
-def _sublayer(b: _Block, W: Mapping[str, Any], Z: Optional[list], mask: Any, act: str,
+def _sublayer(b: Block, W: Mapping[str, Any], Z: Optional[list], mask: Any, act: str,
               variant: VariantSet) -> Any:
     """The block's f as a function of its (normalised or not) input Y."""
     if b.attn:
@@ -332,7 +333,7 @@ def _strip_lists(W: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     return {k[len(prefix):]: v for k, v in W.items() if k.startswith(prefix)}
 
 
-def _silenced(params: dict[str, np.ndarray], b: _Block) -> dict[str, np.ndarray]:
+def _silenced(params: dict[str, np.ndarray], b: Block) -> dict[str, np.ndarray]:
     """The block's f made zero: its output weights (W_o, b_o or the MLP's second W, b) set to 0."""
     keys = [b.attn + "W_o", b.attn + "b_o"] if b.attn else [f"W_mlp{b.mlp[1]}", f"b_mlp{b.mlp[1]}"]
     return {**params, **{k: np.zeros_like(params[k]) for k in keys if k in params}}
@@ -431,117 +432,166 @@ class _Checker:
 
 
 def _locate_in_layer(check: _Checker, step: Step, variant: VariantSet) -> tuple[str, str]:
-    """(sublayer, how it was found) for a layer whose entry departs on the spec's input."""
-    name = step.entry
-    x_name = _LAYER_INPUT[name]
-    X = _l(step.inputs[x_name])
-    Z = _l(step.context) if step.context is not None else None
-    blocks, _ = layer_walk(name, X, step.params, variant, Z)
-    post = variant.resolved_norm_placement(_LAYERS[name]) == "post"
-    d_e, ell = len(X), len(X[0])
-    norm_entry = "rms_norm" if variant.norm == "rms_norm" else "layer_norm"
-
-    def run(params: dict[str, np.ndarray], config: str) -> Optional[bool]:
-        return check(step.where, name, step.inputs, params, step.hyper, config)
-
-    def norm_ok(b: _Block) -> Optional[bool]:
-        return check(step.where, norm_entry, {"X": _a(b.norm_in)}, _norm_params(step.params, b.gamma, b.beta),
-                     {"d_e": d_e, "ell": ell}, f"the norm of the {b.name} block ({b.gamma}, {b.beta})", values=True)
-
-    def attn_ok(b: _Block) -> Optional[bool]:
-        if b.attn_in is None:
-            return None
-        q, kv, mask = b.attn_in
-        p = _strip(step.params, b.attn)
-        H = step.hyper["H"]
-        h = {"H": H, "d_x": d_e, "d_z": len(kv), "d_attn": step.hyper["d_attn"], "d_mid": step.hyper["d_mid"],
-             "d_out": d_e, "ell_x": ell, "ell_z": len(kv[0])}
-        return check(step.where, "mh_attention", {"X": _a(q), "Z": _a(kv), "Mask": np.asarray(mask, dtype=bool)},
-                     p, h, f"the {b.name} with the spec's input and mask", values=True)
-
-    def causal(b: _Block) -> bool:
-        return b.name == "self-attention" and name in ("gpt2_layer", "decoder_layer")
-
-    def mask_ok(b: _Block) -> Optional[bool]:
-        """The implementation's causal mask, when the block's mask is causal (its own entry)."""
-        if not causal(b) or not b.attn_in:
-            return None
-        mask = np.asarray(b.attn_in[2], dtype=bool)
-        return check(step.where, "unidirectional_mask", {}, {}, {"ell_z": mask.shape[0], "ell_x": mask.shape[1]},
-                     f"the {b.name}'s causal mask", values=True)
-
+    """(sublayer, how it was found) for a layer whose entry departs on the spec's input: the layer
+    with every sublayer silenced, then with the sublayers switched on one at a time."""
+    probe = _LayerProbe(check, step, variant)
+    blocks = probe.blocks
     silent = dict(step.params)
     for b in blocks:
         silent = _silenced(silent, b)
-    if run(silent, "every sublayer silenced (output weights 0)") is False:
-        silenced_note = str(check.record[-1].get("note", ""))
-        # a NaN or an exception is not silenced by zero weights: ask the pieces first
-        for b in blocks:
-            if (not post or b is blocks[0]) and norm_ok(b) is False:
-                return "norm", f"the layer departs with every sublayer silenced; the {b.name} block's norm departs"
-            if b.attn and attn_ok(b) is False:
-                return b.name, ("the layer departs with every sublayer silenced; mh_attention departs on the "
-                                f"{b.name}'s input")
-        nan = "NaN" in silenced_note and any(causal(b) for b in blocks)  # an empty query needs a mask
-        structural = silenced_note.startswith("raised") or " has shape " in silenced_note
-        if structural and variant.mlp_bias:  # raised, or another shape
-            # zero weights cannot silence a crash: the MLP without its biases (mlp_bias=False) then
-            lean = {k: v for k, v in step.params.items() if not k.startswith("b_mlp")}
-            if check(step.where, name, step.inputs, lean, step.hyper, "the layer with mlp_bias=False",
-                     variant.replace(mlp_bias=False)) is True:
-                return "MLP", (f"the layer departs whatever its weights ({silenced_note[:60]}) but agrees "
-                               "without the MLP's biases: how b1, b2 are added")
-        for b in blocks:
-            if b.attn and (mask_ok(b) is False or nan):
-                return b.name, ("the layer departs with every sublayer silenced, "
-                                + ("and its unidirectional_mask entry departs" if not nan else
-                                   "with a NaN that zero weights do not silence: a query left with no key "
-                                   "(the layer's own mask)"))
-        return "residual", ("the layer departs with every sublayer silenced while its norm and attention entries "
-                            "agree: the residual path (or where the norms sit) differs")
+    if probe.run(silent, "every sublayer silenced (output weights 0)") is False:
+        return _departs_silenced(probe, str(check.record[-1].get("note", "")))
     for k, b in enumerate(blocks):
-        later = dict(step.params)
+        later = dict(step.params)  # the blocks up to b on, those after it silenced
         for c in blocks[k + 1:]:
             later = _silenced(later, c)
-        if b.attn:
-            if run(later, f"sublayers up to the {b.name} on") is not False:
-                continue
-            if norm_ok(b) is False:
-                return "norm", f"the layer departs once the {b.name} is on, and its norm entry departs on its input"
-            a = attn_ok(b)
-            if mask_ok(b) is False:
-                return b.name, f"the layer departs once the {b.name} is on; its unidirectional_mask entry departs"
-            if a is False:
-                return b.name, f"the layer departs once the {b.name} is on; mh_attention departs on its input"
-            return b.name, (f"the layer departs once the {b.name} is on, though mh_attention "
-                            f"{'agrees' if a else 'was not checked'} on the spec's input and mask: the layer's "
-                            "own mask or call of it differs")
-        i, _j = b.mlp
-        const = {**later, f"W_mlp{i}": np.zeros_like(later[f"W_mlp{i}"])}
-        if f"b_mlp{i}" in const:
-            const[f"b_mlp{i}"] = np.zeros_like(const[f"b_mlp{i}"])
-        if run(const, "MLP made constant (W1 = 0, b1 = 0)") is False:
-            return "MLP", "the layer departs with a constant MLP (its biases or its residual)"
-        if f"b_mlp{i}" in later:
-            pre = _a(b.pre)  # (d_mlp, ℓ)
-            col = int(np.argmax(np.abs(pre).max(axis=0))) if pre.size else 0
-            h = pre[:, col].copy()
-            # the activation alone: b1 = c 1 for a few of the spec's pre-activations c (every MLP
-            # row, every column sees the same c: how b1 is broadcast cannot matter)
-            values = sorted(set(np.round(h, 12).tolist()), key=abs, reverse=True)[:4]
-            for c in values:
-                probe = {**const, f"b_mlp{i}": np.full_like(h, c)}
-                if run(probe, f"MLP activation probe (W1 = 0, b1 = {c:.3g} everywhere)") is False:
-                    return "MLP activation", ("the layer departs when only the MLP's activation is exercised "
-                                              f"(at {c:.3g})")
-            probe = {**const, f"b_mlp{i}": h}
-            if run(probe, f"MLP bias probe (W1 = 0, b1 = the spec's pre-activations of column {col})") is False:
-                return "MLP", "the layer departs when b1 varies along the MLP's rows: how b1 is added (its axis)"
-        if run(later, "the whole MLP on") is False:
-            if not post and norm_ok(b) is False:
-                return "norm", "the layer departs once the MLP is on, and its norm entry departs on its input"
-            return "MLP", "the layer departs once the whole MLP is on (its activation agrees on its own)"
+        found = _attention_on(probe, b, later) if b.attn else _mlp_on(probe, b, later)
+        if found is not None:
+            return found
     return "", "no ablation departs though the layer does (not reproducible piece by piece)"
+
+
+class _LayerProbe:
+    """The checks made inside one departing layer: the layer entry under other parameters, and the
+    ``layer_norm``/``rms_norm``, ``mh_attention`` and ``unidirectional_mask`` entries fed the spec's
+    values inside it (``blocks``: the layer computed block by block by ``layer_walk``)."""
+
+    def __init__(self, check: _Checker, step: Step, variant: VariantSet) -> None:
+        self.check, self.step, self.variant = check, step, variant
+        self.name = step.entry
+        X = _l(step.inputs[_LAYER_INPUT[self.name]])
+        Z = _l(step.context) if step.context is not None else None
+        self.blocks, _ = layer_walk(self.name, X, step.params, variant, Z)
+        self.post = variant.resolved_norm_placement(_LAYERS[self.name]) == "post"
+        self.d_e, self.ell = len(X), len(X[0])
+        self.norm_entry = "rms_norm" if variant.norm == "rms_norm" else "layer_norm"
+
+    def run(self, params: dict[str, np.ndarray], config: str) -> Optional[bool]:
+        """The layer entry on the spec's input with ``params``."""
+        step = self.step
+        return self.check(step.where, self.name, step.inputs, params, step.hyper, config)
+
+    def norm_ok(self, b: Block) -> Optional[bool]:
+        step = self.step
+        return self.check(step.where, self.norm_entry, {"X": _a(b.norm_in)},
+                          _norm_params(step.params, b.gamma, b.beta), {"d_e": self.d_e, "ell": self.ell},
+                          f"the norm of the {b.name} block ({b.gamma}, {b.beta})", values=True)
+
+    def attn_ok(self, b: Block) -> Optional[bool]:
+        if b.attn_in is None:
+            return None
+        step = self.step
+        q, kv, mask = b.attn_in
+        p = _strip(step.params, b.attn)
+        H = step.hyper["H"]
+        h = {"H": H, "d_x": self.d_e, "d_z": len(kv), "d_attn": step.hyper["d_attn"], "d_mid": step.hyper["d_mid"],
+             "d_out": self.d_e, "ell_x": self.ell, "ell_z": len(kv[0])}
+        return self.check(step.where, "mh_attention",
+                          {"X": _a(q), "Z": _a(kv), "Mask": np.asarray(mask, dtype=bool)},
+                          p, h, f"the {b.name} with the spec's input and mask", values=True)
+
+    def causal(self, b: Block) -> bool:
+        return b.name == "self-attention" and self.name in ("gpt2_layer", "decoder_layer")
+
+    def mask_ok(self, b: Block) -> Optional[bool]:
+        """The implementation's causal mask, when the block's mask is causal (its own entry)."""
+        if not self.causal(b) or not b.attn_in:
+            return None
+        mask = np.asarray(b.attn_in[2], dtype=bool)
+        return self.check(self.step.where, "unidirectional_mask", {}, {},
+                          {"ell_z": mask.shape[0], "ell_x": mask.shape[1]}, f"the {b.name}'s causal mask",
+                          values=True)
+
+
+def _departs_silenced(probe: _LayerProbe, silenced_note: str) -> tuple[str, str]:
+    """The layer departs with every sublayer silenced (``silenced_note``: what that check said). A
+    NaN or an exception is not silenced by zero weights: ask the pieces first, then the layer
+    without its MLP's biases, then its causal mask; else the residual path."""
+    blocks = probe.blocks
+    for b in blocks:
+        if (not probe.post or b is blocks[0]) and probe.norm_ok(b) is False:
+            return "norm", f"the layer departs with every sublayer silenced; the {b.name} block's norm departs"
+        if b.attn and probe.attn_ok(b) is False:
+            return b.name, ("the layer departs with every sublayer silenced; mh_attention departs on the "
+                            f"{b.name}'s input")
+    nan = "NaN" in silenced_note and any(probe.causal(b) for b in blocks)  # an empty query needs a mask
+    structural = silenced_note.startswith("raised") or " has shape " in silenced_note
+    if structural and probe.variant.mlp_bias and _agrees_without_mlp_biases(probe):  # raised, or another shape
+        return "MLP", (f"the layer departs whatever its weights ({silenced_note[:60]}) but agrees "
+                       "without the MLP's biases: how b1, b2 are added")
+    for b in blocks:
+        if b.attn and (probe.mask_ok(b) is False or nan):
+            return b.name, ("the layer departs with every sublayer silenced, "
+                            + ("and its unidirectional_mask entry departs" if not nan else
+                               "with a NaN that zero weights do not silence: a query left with no key "
+                               "(the layer's own mask)"))
+    return "residual", ("the layer departs with every sublayer silenced while its norm and attention entries "
+                        "agree: the residual path (or where the norms sit) differs")
+
+
+def _agrees_without_mlp_biases(probe: _LayerProbe) -> bool:
+    """Zero weights cannot silence a crash: whether the layer agrees without its MLP's biases
+    (``mlp_bias=False``)."""
+    step = probe.step
+    lean = {k: v for k, v in step.params.items() if not k.startswith("b_mlp")}
+    return probe.check(step.where, probe.name, step.inputs, lean, step.hyper, "the layer with mlp_bias=False",
+                       probe.variant.replace(mlp_bias=False)) is True
+
+
+def _attention_on(probe: _LayerProbe, b: Block, later: dict[str, np.ndarray]) -> Optional[tuple[str, str]]:
+    """The layer with the sublayers up to the attention block ``b`` on: None when it agrees, else
+    which of its norm, its mask and the attention departs."""
+    if probe.run(later, f"sublayers up to the {b.name} on") is not False:
+        return None
+    if probe.norm_ok(b) is False:
+        return "norm", f"the layer departs once the {b.name} is on, and its norm entry departs on its input"
+    a = probe.attn_ok(b)
+    if probe.mask_ok(b) is False:
+        return b.name, f"the layer departs once the {b.name} is on; its unidirectional_mask entry departs"
+    if a is False:
+        return b.name, f"the layer departs once the {b.name} is on; mh_attention departs on its input"
+    return b.name, (f"the layer departs once the {b.name} is on, though mh_attention "
+                    f"{'agrees' if a else 'was not checked'} on the spec's input and mask: the layer's "
+                    "own mask or call of it differs")
+
+
+def _mlp_on(probe: _LayerProbe, b: Block, later: dict[str, np.ndarray]) -> Optional[tuple[str, str]]:
+    """The layer with the sublayers up to the MLP block ``b`` on, in steps: the MLP made constant,
+    its activation alone, b1 varying along its rows, the whole MLP. None when every step agrees."""
+    i, _j = b.mlp
+    const = {**later, f"W_mlp{i}": np.zeros_like(later[f"W_mlp{i}"])}
+    if f"b_mlp{i}" in const:
+        const[f"b_mlp{i}"] = np.zeros_like(const[f"b_mlp{i}"])
+    if probe.run(const, "MLP made constant (W1 = 0, b1 = 0)") is False:
+        return "MLP", "the layer departs with a constant MLP (its biases or its residual)"
+    if f"b_mlp{i}" in later:
+        found = _mlp_bias_probes(probe, b, const)
+        if found is not None:
+            return found
+    if probe.run(later, "the whole MLP on") is False:
+        if not probe.post and probe.norm_ok(b) is False:
+            return "norm", "the layer departs once the MLP is on, and its norm entry departs on its input"
+        return "MLP", "the layer departs once the whole MLP is on (its activation agrees on its own)"
+    return None
+
+
+def _mlp_bias_probes(probe: _LayerProbe, b: Block, const: dict[str, np.ndarray]) -> Optional[tuple[str, str]]:
+    """With W1 = 0, b1 set to the spec's pre-activations: first a few single values c (b1 = c 1:
+    every MLP row, every column sees the same c, so only the activation is exercised, never how b1
+    is broadcast), then one column of them (b1 varying along the rows: how b1 is added)."""
+    i = b.mlp[0]
+    pre = _a(b.pre)  # (d_mlp, ℓ)
+    col = int(np.argmax(np.abs(pre).max(axis=0))) if pre.size else 0
+    h = pre[:, col].copy()
+    values = sorted(set(np.round(h, 12).tolist()), key=abs, reverse=True)[:4]
+    for c in values:
+        probe_params = {**const, f"b_mlp{i}": np.full_like(h, c)}
+        if probe.run(probe_params, f"MLP activation probe (W1 = 0, b1 = {c:.3g} everywhere)") is False:
+            return "MLP activation", f"the layer departs when only the MLP's activation is exercised (at {c:.3g})"
+    probe_params = {**const, f"b_mlp{i}": h}
+    if probe.run(probe_params, f"MLP bias probe (W1 = 0, b1 = the spec's pre-activations of column {col})") is False:
+        return "MLP", "the layer departs when b1 varies along the MLP's rows: how b1 is added (its axis)"
+    return None
 
 
 # -- the walk ---------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Identifying the conventions an implementation follows (``ftspec identify``, issue 15 item 2).
+"""Identifying the conventions an implementation follows (``ftspec identify``).
 
 Finding which convention a library uses used to mean certifying one candidate
 variant set after another. The spec evaluates every named convention, so
@@ -70,8 +70,9 @@ from ..core.judge import judge
 from ..core.tolerances import ToleranceModelError, reference
 from ..core.values import EPSILONS, default_hyper
 
-__all__ = ["EPSILON_CANDIDATES", "GroupResult", "Identity", "IdentifyError", "Identifier", "Observation",
-           "designed_cases", "expression", "groups", "identify", "merge", "observe", "search", "value_text"]
+__all__ = ["EPSILON_CANDIDATES", "EVALUATIONS", "SECONDS", "GroupResult", "Identity", "IdentifyError", "Identifier",
+           "Observation", "Verdict", "call_variant", "designed_cases", "expression", "groups", "identify", "merge",
+           "observe", "options", "project", "search", "value_text"]
 
 #: ε values tried, inside or outside the root (plus 0 with no placement): the strategies' values, the
 #: fourth seed's ν = 1e-4 (../shared/ALGORITHMS.md) and the machine epsilons that real defaults use

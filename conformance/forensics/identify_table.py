@@ -1,4 +1,4 @@
-"""Identifying conventions from published numbers (``ftspec identify --table``, issue 15 item 3).
+"""Identifying conventions from published numbers (``ftspec identify --table``).
 
 Papers, tutorials and blog posts print an entry's inputs, parameters and
 outputs to a few digits. A table file (format ``ftspec-table/1``,
@@ -43,8 +43,8 @@ from ..core.casefile import read_untrusted_json
 from ..core.dtypes import FORMATS, round_to
 from .identify import EVALUATIONS, SECONDS, Identity, Observation, Verdict, groups, options, project, search
 
-__all__ = ["FORMAT", "LIMITS", "PERTURBATIONS", "Table", "TableError", "identify_table", "read_table",
-           "table_from_spec"]
+__all__ = ["FORMAT", "LIMITS", "PERTURBATIONS", "Table", "TableError", "half_step", "identify_table", "parse_table",
+           "read_table", "table_from_spec"]
 
 FORMAT = "ftspec-table/1"
 

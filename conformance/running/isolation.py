@@ -34,11 +34,11 @@ executor keeps each of those to the one task it was running:
 
 Anything written against ``concurrent.futures.Executor`` (``submit`` and
 futures) runs on it, so a Dask cluster's executor can take its place
-(``parallel.dask_executor``, ``ftspec run --scheduler``); there a lost worker
+(``executors.dask_executor``, ``ftspec run --scheduler``); there a lost worker
 shows up as Dask's own exception instead of ``WorkerLost``.
 
-Why not ``concurrent.futures.ProcessPoolExecutor`` (issue 14 asked to replace
-hand-written pools by an existing engine): it is the standard engine, but a
+Why not ``concurrent.futures.ProcessPoolExecutor`` (a hand-written pool should
+give way to an existing engine where one does the job): it is the standard engine, but a
 worker that dies breaks it for good (every pending and later task fails with
 ``BrokenProcessPool``, so one segfaulting plugin would end the run), it has no
 way to kill one hung task's process (``shutdown`` waits for it; a call stuck in

@@ -14,30 +14,18 @@ per cell grow with the workers. The same seed and shard count give the same
 cases (``runner.shard_seed``). Shards are merged in shard order, so the result
 does not depend on which finished first.
 
-Executors. Each task and each chunk of fixture cases goes to a
-``concurrent.futures.Executor``:
+Executors (conformance/running/executors.py, re-exported here): the local
+``IsolatedPool`` (``worker_pool``) by default, a Dask cluster's
+(``dask_executor``) with ``--scheduler``.
 
-- by default ``isolation.IsolatedPool``, local worker processes (jobs=1 too:
-  one worker, so a plugin that ends its process cannot end the run). It is an
-  ``Executor`` subclass written for this project and is kept rather than
-  replaced by ``concurrent.futures.ProcessPoolExecutor``, which cannot do what
-  a run needs: a worker death breaks a ``ProcessPoolExecutor`` for good
-  (``BrokenProcessPool`` for every pending task), it has no way to kill a call
-  hung in C code (no per-task watchdog), and it unpickles what workers send;
-- with ``--scheduler ADDRESS``, a Dask distributed cluster's executor
-  (``Client.get_executor``, optional extra ``ftspec[dask]``): the workers need
-  ftspec and the plugins installed; a lost Dask worker fails its task as an
-  error (Dask's own exception), and a call hung in C code is not killed there
-  (its worker stays busy until Dask's own timeouts): use the local executor to
-  find crashes and hangs. A worker process runs one task at a time (Hypothesis
-  is not thread-safe): start workers with ``--nthreads 1`` and as many
-  processes as cores.
-
-Tasks take plain values (settings, names) and return a JSON string (numbers,
+Tasks take plain values (the run's configuration as JSON text,
+``config.RunConfig.to_json``; names) and return a JSON string (numbers,
 strings, lists and dicts): no plugin object is ever sent back, on any
-executor. A failing search's shrunk case is read back from the case file the
-worker wrote (on a cluster, ``--case-dir`` must be a directory the workers
-and this process share).
+executor. A failing search's shrunk case comes back in its task's result
+(conformance/running/wire.py), so this process needs no directory shared
+with the workers; the workers still write the case files into ``--case-dir``
+(on a cluster, a directory the workers and the user share) for ``ftspec
+replay``.
 
 A task whose worker is lost (``isolation.WorkerLost``: a call past its
 deadline killed by the watchdog, ``os._exit``, a segfault) fails only the
@@ -62,8 +50,14 @@ in this process. A search task whose worker is lost while loading a plugin
 (one that loaded in the probe) gives that plugin's cells an error and runs
 again without it.
 
-``--jobs`` is capped at ``MAX_JOBS_PER_CPU`` workers per usable CPU
-(``jobs_cap``): each worker imports every framework.
+Ctrl-C kills the workers and raises ``interruption.SearchesInterrupted``
+(``run_parallel``) or ``ReplayInterrupted`` (``replay_fixtures_parallel``),
+each a ``KeyboardInterrupt`` carrying what had ended as its ``partial``.
+
+The steps: ``_SearchRound`` is one call of ``run_parallel`` (the parent's
+plan, a task per shard of each search, the merge of what comes back, and what
+a lost worker costs); ``_FixtureChunks`` is one call of
+``replay_fixtures_parallel``; ``_drive`` keeps the executor busy for both.
 """
 
 from __future__ import annotations
@@ -71,68 +65,34 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import threading
 import time
-from collections import Counter, deque
+from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
+from dataclasses import asdict, replace
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from ..core.calling import known_hangs, skipping_hangs, watched
-from .fixture_replay import FixtureResult
 from ..core.interrupts import POLL_S, checkpoint, held_interrupt, holding
-from .isolation import IsolatedPool, WorkerLost
+from .config import RunConfig
+from .executors import (MAX_DEFAULT_JOBS, MAX_JOBS_PER_CPU, ExecutorError, dask_executor, default_jobs, init_worker,
+                        jobs_cap, usable_cpus, worker_pool)
+from .fixture_replay import FixtureResult
+from .interruption import ReplayInterrupted, SearchesInterrupted
+from .isolation import WorkerLost
 from .runner import Cell, Failure, Runner, RunResult
+from .wire import cell_from_plain, cell_to_plain
 
-__all__ = ["ExecutorError", "RunSettings", "dask_executor", "default_jobs", "hangs_of", "jobs_cap", "probe_plugins",
-           "replay_fixtures_parallel", "run_parallel", "usable_cpus", "worker_pool"]
+__all__ = ["MAX_DEFAULT_JOBS", "MAX_JOBS_PER_CPU", "ExecutorError", "RunConfig", "RunSettings", "dask_executor",
+           "default_jobs", "hangs_of", "jobs_cap", "probe_plugins", "replay_fixtures_parallel", "run_parallel",
+           "usable_cpus", "worker_pool"]
 
-#: default ceiling on worker processes: each imports every framework (~1 GB resident with JAX)
-MAX_DEFAULT_JOBS = 8
-#: ceiling on an explicit --jobs, per usable CPU: searches are CPU-bound, and each worker holds
-#: every framework in memory, so more workers only share the CPUs (and the memory runs out)
-MAX_JOBS_PER_CPU = 4
 #: fixture cases per task: small enough that progress moves, large enough to amortise a task
 FIXTURE_CHUNK = 16
 
-
-def usable_cpus() -> int:
-    """The CPUs this process may use (its affinity mask; ``os.cpu_count()`` where there is none)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def default_jobs() -> int:
-    """One worker per CPU this process may use, at most ``MAX_DEFAULT_JOBS``."""
-    return max(1, min(MAX_DEFAULT_JOBS, usable_cpus()))
-
-
-def jobs_cap() -> int:
-    """The most worker processes a run starts: ``MAX_JOBS_PER_CPU`` per usable CPU."""
-    return MAX_JOBS_PER_CPU * usable_cpus()
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """Everything a worker needs to rebuild the parent's ``Runner`` (plain values only)."""
-
-    labels: tuple[str, ...]
-    profile: str
-    seed: int = 0
-    case_dir: str = "reports/cases"
-    examples: Optional[int] = None
-    call_timeout: Optional[float] = None
-    devices: Optional[tuple[str, ...]] = None
-    #: wall-time cap per search, as ``Runner``'s ``seconds`` (None: the profile's)
-    seconds: Optional[float] = None
-    #: shards each search is split into (by seed; see the module docstring)
-    shards: int = 1
-    #: seconds loading a plugin, or its devices(), may take in a worker (None: the default)
-    load_timeout: Optional[float] = None
+#: the run configuration under the name it had before ``RunConfig`` replaced it (tests and older
+#: callers build it as ``RunSettings(labels, profile, seed=..., ...)``)
+RunSettings = RunConfig
 
 
 # -- worker side ------------------------------------------------------------------
@@ -142,14 +102,6 @@ _WORKER_LOCK = threading.Lock()  # a Dask worker runs tasks in threads of one pr
 #: one task at a time per process: Hypothesis and the hang record (calling.skipping_hangs) are
 #: per process, not per thread, so the tasks a multi-threaded Dask worker gets wait their turn
 _TASK_LOCK = threading.Lock()
-
-
-def _init_worker() -> None:
-    # Several processes share one accelerator: JAX must not claim most of its memory up front.
-    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    import warnings
-
-    warnings.filterwarnings("ignore")
 
 
 def _plugin(label: str, timeout: Optional[float] = None):
@@ -163,7 +115,7 @@ def _plugin(label: str, timeout: Optional[float] = None):
     limit = timeout or DEFAULT_LOAD_TIMEOUT
     with _WORKER_LOCK:
         if key not in _WORKER:
-            _init_worker()  # idempotent; a Dask worker has no initializer of ours
+            init_worker()  # idempotent; a Dask worker has no initializer of ours
             with watched({"implementation": label, "stage": "loading"}, limit):
                 impl = load_target(label)
             with watched({"implementation": label, "stage": "devices()"}, limit):
@@ -176,39 +128,24 @@ def _plugins(labels: Sequence[str], timeout: Optional[float] = None):
     return [(label, _plugin(label, timeout)) for label in labels]
 
 
-def _runner(s: RunSettings, excluded: tuple[str, ...] = (), shard: int = 0) -> Runner:
+def _runner(config: RunConfig, excluded: tuple[str, ...] = (), shard: int = 0) -> Runner:
     """A runner for one task (its reference cache is the task's: runners are not shared between
     tasks, which a Dask worker may run at the same time in threads). The plugins in ``excluded``
     are not even loaded."""
-    from ..core.profiles import profile
-
-    plugins = _plugins([label for label in s.labels if label not in excluded], s.load_timeout)
-    return Runner(plugins, profile=profile(s.profile), seed=s.seed, case_dir=s.case_dir, examples=s.examples,
-                  call_timeout=s.call_timeout, devices=s.devices, seconds=s.seconds, shard=(shard, s.shards))
+    plugins = _plugins([label for label in config.labels if label not in excluded], config.load_timeout)
+    return Runner.from_config(plugins, config, shard=shard)
 
 
-def _cell_values(c: Cell) -> dict[str, Any]:
-    out = {f.name: getattr(c, f.name) for f in fields(Cell) if f.name not in ("checks", "failure")}
-    out["checks"] = dict(c.checks)
-    out["failure"] = None if c.failure is None else {
-        "check": c.failure.check, "message": c.failure.message, "case_file": c.failure.case_file,
-        "reproducer": c.failure.reproducer, "report": c.failure.report, "shrunk": c.failure.shrunk,
-        "diagnosis": c.failure.diagnosis}
-    return out
-
-
-def _search_task(settings: dict[str, Any], algorithm: str, dtype: str,
-                 excluded: Sequence[str] = (), shard: int = 0) -> str:
+def _search_task(config: Any, algorithm: str, dtype: str, excluded: Sequence[str] = (), shard: int = 0) -> str:
     """Shard ``shard`` of one (algorithm, dtype) search, without the implementations in ``excluded``
-    (labels); the result as a JSON string of plain values."""
-    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()}
-    s = RunSettings(**values)
-    runner = _runner(s, tuple(excluded), shard)
+    (labels); ``config``: the run's configuration as JSON text (or its plain values). The result as
+    a JSON string of plain values, failing cells with their shrunk cases (``wire.cell_to_plain``)."""
+    runner = _runner(RunConfig.from_plain(config), tuple(excluded), shard)
     with _TASK_LOCK:
         res = runner.run([algorithm], [dtype])
     key = (algorithm, dtype)
     return json.dumps({
-        "cells": [_cell_values(c) for c in res.cells],
+        "cells": [cell_to_plain(c) for c in res.cells],
         "generated": res.generated.get(key, 0),
         "repeated": res.repeated.get(key, 0),
         "rejected": res.rejected.get(key, 0),
@@ -257,85 +194,6 @@ def _plain(value: Any) -> dict[str, Any]:
 
 
 # -- parent side ------------------------------------------------------------------
-
-def _cell_from(values: dict[str, Any]) -> Cell:
-    from ..core.casefile import read_case
-
-    values = dict(values)
-    failure = values.pop("failure")
-    cell = Cell(**{**values, "checks": Counter(values["checks"])})
-    if failure is not None:
-        case = None
-        if failure["case_file"]:
-            try:
-                case, _ = read_case(failure["case_file"])
-            except Exception:  # noqa: BLE001 - the report still has the message and the reproducer
-                case = None
-        cell.failure = Failure(failure["check"], failure["message"], case,
-                               failure["case_file"], failure["reproducer"], failure["report"], failure["shrunk"],
-                               failure.get("diagnosis"))
-    return cell
-
-
-class ExecutorError(RuntimeError):
-    """The executor cannot be had (no Dask installed, no scheduler at the address): one line."""
-
-
-class _DaskPool(Executor):
-    """A Dask client's executor with the ``shutdown``/``terminate`` this module calls: tasks are
-    submitted impure (a task sent again after a loss runs again), and the client stays open."""
-
-    def __init__(self, client: Any) -> None:
-        self.client = client
-        self._inner = client.get_executor(pure=False)
-        self._futures: list[Future] = []
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
-        future = self._inner.submit(fn, *args, **kwargs)
-        self._futures.append(future)
-        return future
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        if cancel_futures:
-            for f in self._futures:
-                f.cancel()
-        self._futures = [f for f in self._futures if not f.done()]
-
-    def terminate(self) -> None:
-        self.shutdown(cancel_futures=True)
-
-    def threads(self) -> int:
-        """Worker threads in the cluster now (what shards can keep busy)."""
-        try:
-            return max(1, sum(self.client.nthreads().values()))
-        except Exception:  # noqa: BLE001 - a cluster that cannot say: one
-            return 1
-
-
-@contextmanager
-def dask_executor(address: str, *, timeout: float = 10.0) -> Iterator[_DaskPool]:
-    """An executor on the Dask scheduler at ``address`` (e.g. ``tcp://host:8786``); the client is
-    closed on exit. Raises ExecutorError with one line when Dask is missing or nobody answers."""
-    try:
-        from distributed import Client
-    except ImportError:
-        raise ExecutorError("--scheduler needs Dask: pip install 'ftspec[dask]'") from None
-    try:
-        client = Client(address, timeout=timeout, set_as_default=False)
-    except Exception as exc:  # noqa: BLE001 - OSError, TimeoutError, ValueError from an address
-        raise ExecutorError(f"cannot reach a Dask scheduler at {address!r} within {timeout:g} s: "
-                            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
-    try:
-        yield _DaskPool(client)
-    finally:
-        client.close()
-
-
-def worker_pool(jobs: int) -> IsolatedPool:
-    """``jobs`` local worker processes (an ``IsolatedPool``), for ``executor=``: the caller shuts it
-    down (which ends every worker's process group)."""
-    return IsolatedPool(jobs, initializer=_init_worker)
-
 
 def probe_plugins(labels: Sequence[str], executor: Executor, *,
                   load_timeout: Optional[float] = None) -> dict[str, WorkerLost]:
@@ -412,17 +270,16 @@ def _merge_shards(cell: Cell, parts: list[Optional[dict[str, Any]]], progress: C
     if not got:
         return cell
     if len(parts) == 1 and cell.status == "pass" and cell.examples == 0 and cell.failure is None:
-        merged = _cell_from(got[0][1])  # one shard: its cell as it is (the serial run's)
+        merged = cell_from_plain(got[0][1])  # one shard: its cell as it is (the serial run's)
         if merged.failure is not None:
             progress("failure", cell=merged)
         return merged
     empty_note = ""
     for k, v in got:
-        part = _cell_from(v)
+        part = cell_from_plain(v)
         before = cell.examples
         cell.add_counts(part)
-        if hasattr(cell, "more_failures"):  # conformance/forensics/distinct_failures.py: each shard's further failures
-            cell.more_failures = list(cell.more_failures) + list(getattr(part, "more_failures", []))
+        cell.more_failures = list(cell.more_failures) + list(part.more_failures)  # each shard's further failures
         if part.status == "fail" and cell.status != "fail":
             cell.status, cell.failure, cell.note = "fail", part.failure, part.note
             if part.first_failure_examples is not None:
@@ -443,128 +300,173 @@ def _merge_shards(cell: Cell, parts: list[Optional[dict[str, Any]]], progress: C
     return cell
 
 
-def run_parallel(settings: RunSettings, plugins, *, jobs: int, algorithms: Optional[Sequence[str]] = None,
-                 dtypes: Optional[Sequence[str]] = None,
-                 progress: Optional[Callable[..., None]] = None,
-                 exclude: Iterable[Sequence[str]] = (), executor: Optional[Executor] = None) -> RunResult:
-    """The same run as ``Runner(...).run(algorithms, dtypes)``, its searches spread over ``jobs`` worker
-    processes (1: one worker, still isolated from this process), or over ``executor`` when given
-    (e.g. ``dask_executor``'s; it is left open), each search in ``settings.shards`` shards.
+class _SearchRound:
+    """One round of searches spread over an executor: the parent's plan (which cells exist), one
+    task per shard of each search, the shards' results merged into the plan's cells in shard
+    order, and what a lost worker costs (only the implementation whose call was in progress)."""
 
-    ``plugins`` are the parent's loaded implementations (for the plan: which cells exist);
-    the workers load their own from ``settings.labels``. ``exclude``: (label, algorithm, dtype)
-    triples left out of their search (e.g. an extra round must not call again an implementation
-    whose call hung or crashed); their cells come back as "no examples". On Ctrl-C the workers
-    are killed and ``KeyboardInterrupt`` propagates with the results so far as its
-    ``partial_result``."""
-    from ..core.profiles import profile
+    def __init__(self, config: RunConfig, plugins: Sequence[Any], algorithms: Optional[Sequence[str]],
+                 dtypes: Optional[Sequence[str]], exclude: Iterable[Sequence[str]],
+                 progress: Callable[..., None]) -> None:
+        self.progress = progress
+        planner = Runner.from_config(plugins, config)
+        self.shards = max(1, min(int(config.shards), planner.examples))  # no shard without an example
+        self.config = replace(config, shards=self.shards)
+        self.wire = self.config.to_json()  # what every task gets
+        self.timeout = planner.timeout
+        self.result, self.plan = planner.plan(algorithms, dtypes)
+        self.result.shards = self.shards
+        progress("plan", searches=len(self.plan), examples=planner.examples)
+        # Cells of the planned searches come back from the workers; keep the parent's order.
+        self.slots: dict[tuple[str, str, str, str], int] = {}
+        for entry, dtype, members, cells in self.plan:
+            for m in members:
+                self.slots[(entry.name, m.label, dtype, m.device)] = self.result.cells.index(cells[m.key])
+        #: per search, the labels left out of it (asked for, or lost in it), and per shard as well
+        self.excluded = self._left_out(exclude)
+        self.shard_excluded = [[list(self.excluded[i]) for _ in range(self.shards)] for i in range(len(self.plan))]
+        #: per search: each shard's values (None until it ends)
+        self.parts: list[list[Optional[dict[str, Any]]]] = [[None] * self.shards for _ in self.plan]
+        self.remaining = [self.shards] * len(self.plan)
+        self.reference_evaluations = 0
+        self.runnable = [i for i, (_, _, members, _) in enumerate(self.plan)
+                         if {m.label for m in members} - set(self.excluded[i])]
 
-    progress = progress or (lambda event, **info: None)
-    started = time.perf_counter()
-    planner = Runner(plugins, profile=profile(settings.profile), seed=settings.seed, case_dir=settings.case_dir,
-                     examples=settings.examples, call_timeout=settings.call_timeout, devices=settings.devices,
-                     seconds=settings.seconds)
-    shards = max(1, min(int(settings.shards), planner.examples))  # no shard without an example
-    settings = replace(settings, shards=shards)
-    result, plan = planner.plan(algorithms, dtypes)
-    result.shards = shards
-    progress("plan", searches=len(plan), examples=planner.examples)
-    # Cells of the planned searches come back from the workers; keep the parent's order.
-    slots: dict[tuple[str, str, str, str], int] = {}
-    for entry, dtype, members, cells in plan:
-        for m in members:
-            slots[(entry.name, m.label, dtype, m.device)] = result.cells.index(cells[m.key])
-    plain = asdict(settings)
-    left_out = {(str(a), str(b), str(c)) for a, b, c in exclude}
-    excluded: list[list[str]] = [sorted({m.label for m in members if (m.label, entry.name, dtype) in left_out})
-                                 for entry, dtype, members, _ in plan]
-    for i, (entry, dtype, members, _) in enumerate(plan):
-        for m in members:
-            if m.label in excluded[i]:
-                cell = result.cells[slots[(entry.name, m.label, dtype, m.device)]]
-                cell.status, cell.note = "no examples", "left out of this search (exclude)"
-    timeout = planner.timeout
-    #: per search: each shard's values (None until it ends) and, per shard, the labels it left out
-    parts: list[list[Optional[dict[str, Any]]]] = [[None] * shards for _ in plan]
-    shard_excluded: list[list[list[str]]] = [[list(excluded[i]) for _ in range(shards)] for i in range(len(plan))]
-    remaining = [shards] * len(plan)
-    reference_evaluations = [0]
+    def _left_out(self, exclude: Iterable[Sequence[str]]) -> list[list[str]]:
+        """Per search, the labels ``exclude`` leaves out of it; their cells are "no examples"."""
+        left_out = {(str(a), str(b), str(c)) for a, b, c in exclude}
+        excluded = [sorted({m.label for m in members if (m.label, entry.name, dtype) in left_out})
+                    for entry, dtype, members, _ in self.plan]
+        for i, (entry, dtype, members, _) in enumerate(self.plan):
+            for m in members:
+                if m.label in excluded[i]:
+                    cell = self.cell(i, m)
+                    cell.status, cell.note = "no examples", "left out of this search (exclude)"
+        return excluded
 
-    def submit(t: int) -> Future:
-        i, k = divmod(t, shards)
-        entry, dtype, members, _ = plan[i]
+    def cell(self, i: int, m: Any) -> Cell:
+        """The parent's cell of member ``m`` in search ``i``."""
+        entry, dtype, _, _ = self.plan[i]
+        return self.result.cells[self.slots[(entry.name, m.label, dtype, m.device)]]
+
+    def current(self, i: int) -> list[Cell]:
+        return [self.cell(i, m) for m in self.plan[i][2]]
+
+    # -- tasks ---------------------------------------------------------------------------------
+    def drive(self, pool: Executor) -> None:
+        tasks = [i * self.shards + k for i in self.runnable for k in range(self.shards)]
+        _drive(pool, len(tasks), lambda n: self.submit(pool, tasks[n]), lambda n, f: self.done(tasks[n], f),
+               window=max(len(tasks), 1))
+
+    def submit(self, pool: Executor, t: int) -> Future:
+        i, k = divmod(t, self.shards)
+        entry, dtype, members, _ = self.plan[i]
         # an implementation with no member here (no device, not implemented) is not even loaded there:
         # its cells are the plan's, and its loading or devices() cannot cost the others their search
-        idle = [label for label in settings.labels if label not in {m.label for m in members}]
-        return pool.submit(_search_task, plain, entry.name, dtype, list(shard_excluded[i][k]) + idle, k)
+        idle = [label for label in self.config.labels if label not in {m.label for m in members}]
+        return pool.submit(_search_task, self.wire, entry.name, dtype, list(self.shard_excluded[i][k]) + idle, k)
 
-    def finish(i: int) -> None:
+    def done(self, t: int, f: Future) -> bool:
+        """Task ``t`` ended; True: run it again (without the implementation its worker lost)."""
+        i, k = divmod(t, self.shards)
+        try:
+            self.parts[i][k] = _plain(f.result())
+        except WorkerLost as exc:
+            if self.lost(i, k, exc):
+                return True
+        except Exception as exc:  # noqa: BLE001 - a harness or plugin-loading error, or a lost Dask worker
+            self.fail(i, f"worker error: {type(exc).__name__}: {exc}")
+        self.remaining[i] -= 1
+        if self.remaining[i] == 0:
+            self.finish(i)
+        return False
+
+    # -- results -------------------------------------------------------------------------------
+    def finish(self, i: int) -> None:
         """Every shard of search ``i`` ended: its cells, merged in shard order."""
-        entry, dtype, members, _ = plan[i]
-        key = (entry.name, dtype)
+        entry, dtype, _, _ = self.plan[i]
         by_cell: dict[int, list[Optional[dict[str, Any]]]] = {}
-        for k, values in enumerate(parts[i]):
+        for k, values in enumerate(self.parts[i]):
             if values is None:
                 continue
             for v in values["cells"]:
-                slot = slots.get((v["algorithm"], v["impl"], v["dtype"], v["device"]))
+                slot = self.slots.get((v["algorithm"], v["impl"], v["dtype"], v["device"]))
                 if slot is None:  # e.g. "not implemented": the parent's plan has it already
                     continue
-                by_cell.setdefault(slot, [None] * shards)[k] = v
-            result.generated[key] += values["generated"]
-            result.repeated[key] += values.get("repeated", 0)
-            result.rejected[key] += values["rejected"]
-            result.unmodelled[key] += values["unmodelled"]
-            if values["time_capped"]:
-                result.time_capped[key] = True
-            table = result.agreement.setdefault(key, {})
-            for a, b, r in values["agreement"]:
-                table[(a, b)] = max(table.get((a, b), 0.0), r)
-            result.reference_seconds += values["reference_seconds"]
-            reference_evaluations[0] += values.get("reference_evaluations", 0)
-            result.implementation_seconds.update(values["implementation_seconds"])
+                by_cell.setdefault(slot, [None] * self.shards)[k] = v
+            self._add_counts((entry.name, dtype), values)
         for slot, cell_parts in by_cell.items():
-            result.cells[slot] = _merge_shards(result.cells[slot], cell_parts, progress)
-        progress("end", algorithm=entry.name, dtype=dtype, cells=current(i))
+            self.result.cells[slot] = _merge_shards(self.result.cells[slot], cell_parts, self.progress)
+        self.progress("end", algorithm=entry.name, dtype=dtype, cells=self.current(i))
 
-    def current(i: int) -> list[Cell]:
-        entry, dtype, members, _ = plan[i]
-        return [result.cells[slots[(entry.name, m.label, dtype, m.device)]] for m in members]
+    def _add_counts(self, key: tuple[str, str], values: dict[str, Any]) -> None:
+        """A shard's search-wide counts added to the result's."""
+        result = self.result
+        result.generated[key] += values["generated"]
+        result.repeated[key] += values.get("repeated", 0)
+        result.rejected[key] += values["rejected"]
+        result.unmodelled[key] += values["unmodelled"]
+        if values["time_capped"]:
+            result.time_capped[key] = True
+        table = result.agreement.setdefault(key, {})
+        for a, b, r in values["agreement"]:
+            table[(a, b)] = max(table.get((a, b), 0.0), r)
+        result.reference_seconds += values["reference_seconds"]
+        self.reference_evaluations += values.get("reference_evaluations", 0)
+        result.implementation_seconds.update(values["implementation_seconds"])
 
-    def fail(i: int, message: str) -> None:
-        entry, dtype, members, _ = plan[i]
-        for m in members:
-            if m.label in excluded[i]:
+    def fail(self, i: int, message: str) -> None:
+        """Search ``i`` could not be made: its cells err (those that failed or were left out keep theirs)."""
+        for m in self.plan[i][2]:
+            if m.label in self.excluded[i]:
                 continue  # its verdict is in already
-            cell = result.cells[slots[(entry.name, m.label, dtype, m.device)]]
+            cell = self.cell(i, m)
             if cell.status != "fail":
                 cell.status, cell.note = "error", message
 
-    def lost(i: int, k: int, exc: WorkerLost) -> bool:
+    def end_unrunnable(self) -> None:
+        """The searches with every member left out: nothing ran, their cells are as planned."""
+        for i in range(len(self.plan)):
+            if i not in self.runnable:
+                entry, dtype, _, _ = self.plan[i]
+                self.progress("end", algorithm=entry.name, dtype=dtype, cells=self.current(i))
+
+    # -- a lost worker -------------------------------------------------------------------------
+    def lost(self, i: int, k: int, exc: WorkerLost) -> bool:
         """The culprit's cell fails; True: search shard ``k`` again without it."""
-        entry, dtype, members, _ = plan[i]
         call = exc.call or {}
-        label, device = call.get("implementation"), call.get("device")
-        labels = {m.label for m in members if m.label not in shard_excluded[i][k]}
+        label = call.get("implementation")
+        labels = {m.label for m in self.plan[i][2] if m.label not in self.shard_excluded[i][k]}
         if label not in labels:
-            fail(i, f"{exc} (outside any implementation call: a harness or plugin-loading failure)")
+            self.fail(i, f"{exc} (outside any implementation call: a harness or plugin-loading failure)")
             return False
         if call.get("stage"):  # its loading or devices() in this worker: its cells error, the others go on
-            for m in members:
-                cell = result.cells[slots[(entry.name, m.label, dtype, m.device)]]
-                if m.label == label and cell.status != "fail":
-                    cell.status, cell.note = "error", f"not searched: {exc}"
-            if label not in excluded[i]:
-                excluded[i].append(label)
-            shard_excluded[i][k].append(label)
-            return bool(labels - {label})
+            self._lost_loading(i, label, exc)
+        else:
+            self._lost_in_call(i, label, call.get("device"), exc)
+        if label not in self.excluded[i]:
+            self.excluded[i].append(label)
+        self.shard_excluded[i][k].append(label)
+        return bool(labels - {label})
+
+    def _lost_loading(self, i: int, label: str, exc: WorkerLost) -> None:
+        for m in self.plan[i][2]:
+            cell = self.cell(i, m)
+            if m.label == label and cell.status != "fail":
+                cell.status, cell.note = "error", f"not searched: {exc}"
+
+    def _lost_in_call(self, i: int, label: str, device: Optional[str], exc: WorkerLost) -> None:
+        """The member whose call hung or crashed fails (``timeout`` or ``crash``, no case file: the
+        process that held the case is gone); the implementation's other devices err."""
+        entry, dtype, members, _ = self.plan[i]
         check = "timeout" if exc.deadline else "crash"
-        command = (f"ftspec run --impl {label} --algorithm {entry.name} --dtype {dtype} --seed {settings.seed} "
-                   f"--call-timeout {timeout:g} --jobs 1" + (f" --shards {shards}" if shards > 1 else ""))
+        command = (f"ftspec run --impl {label} --algorithm {entry.name} --dtype {dtype} --seed {self.config.seed} "
+                   f"--call-timeout {self.timeout:g} --jobs 1" + (f" --shards {self.shards}" if self.shards > 1
+                                                                  else ""))
         for m in members:
             if m.label != label:
                 continue
-            cell = result.cells[slots[(entry.name, m.label, dtype, m.device)]]
+            cell = self.cell(i, m)
             if cell.status == "fail":
                 continue  # another shard's loss came first
             if m.device == device:
@@ -572,49 +474,47 @@ def run_parallel(settings: RunSettings, plugins, *, jobs: int, algorithms: Optio
                 cell.failure = Failure(check, str(exc), None, None, command,
                                        _lost_report(entry.name, label, dtype, m.device, exc, check, command),
                                        shrunk=False)
-                progress("failure", cell=cell)
+                self.progress("failure", cell=cell)
             else:
                 cell.status, cell.note = "error", f"not searched: on {device}, {exc}"
-        if label not in excluded[i]:
-            excluded[i].append(label)
-        shard_excluded[i][k].append(label)
-        return bool(labels - {label})
 
-    def done(t: int, f: Future) -> bool:
-        i, k = divmod(t, shards)
-        try:
-            parts[i][k] = _plain(f.result())
-        except WorkerLost as exc:
-            if lost(i, k, exc):
-                return True
-        except Exception as exc:  # noqa: BLE001 - a harness or plugin-loading error, or a lost Dask worker
-            fail(i, f"worker error: {type(exc).__name__}: {exc}")
-        remaining[i] -= 1
-        if remaining[i] == 0:
-            finish(i)
-        return False
 
-    runnable = [i for i, (_, _, members, _) in enumerate(plan) if {m.label for m in members} - set(excluded[i])]
-    tasks = [i * shards + k for i in runnable for k in range(shards)]
+def run_parallel(config: RunConfig, plugins: Sequence[Any], *, jobs: Optional[int] = None,
+                 algorithms: Optional[Sequence[str]] = None, dtypes: Optional[Sequence[str]] = None,
+                 progress: Optional[Callable[..., None]] = None,
+                 exclude: Iterable[Sequence[str]] = (), executor: Optional[Executor] = None) -> RunResult:
+    """The same run as ``Runner.from_config(plugins, config).run(algorithms, dtypes)``, its searches
+    spread over ``jobs`` worker processes (None: ``config.jobs``; 1: one worker, still isolated from
+    this process), or over ``executor`` when given (e.g. ``dask_executor``'s; it is left open),
+    each search in ``config.shards`` shards. ``algorithms``, ``dtypes``: None for the
+    configuration's selection (``config.algorithms``, ``config.dtypes``; None there: all).
+
+    ``plugins`` are the parent's loaded implementations (for the plan: which cells exist);
+    the workers load their own from ``config.labels``. ``exclude``: (label, algorithm, dtype)
+    triples left out of their search (e.g. an extra round must not call again an implementation
+    whose call hung or crashed); their cells come back as "no examples". On Ctrl-C the workers
+    are killed and ``SearchesInterrupted`` (a ``KeyboardInterrupt``) is raised with the results so
+    far as its ``partial``."""
+    started = time.perf_counter()
+    jobs = jobs or config.jobs
+    round_ = _SearchRound(config, plugins, config.algorithms if algorithms is None else algorithms,
+                          config.dtypes if dtypes is None else dtypes, exclude,
+                          progress or (lambda event, **info: None))
     pool: Executor = executor if executor is not None else worker_pool(jobs)
     try:
-        _drive(pool, len(tasks), lambda n: submit(tasks[n]), lambda n, f: done(tasks[n], f),
-               window=max(len(tasks), 1))
-    except KeyboardInterrupt as exc:
-        result.seconds = time.perf_counter() - started
-        exc.partial_result = result  # type: ignore[attr-defined]
-        raise
+        round_.drive(pool)
+    except KeyboardInterrupt:
+        round_.result.seconds = time.perf_counter() - started
+        raise SearchesInterrupted(round_.result) from None
     finally:
         if executor is None:
             pool.shutdown(wait=True, cancel_futures=True)
-    for i in range(len(plan)):  # every member left out: nothing ran
-        if i not in runnable:
-            entry, dtype, _, _ = plan[i]
-            progress("end", algorithm=entry.name, dtype=dtype, cells=current(i))
+    round_.end_unrunnable()
+    result = round_.result
     result.seconds = time.perf_counter() - started
     result.jobs = jobs
-    result.reference_evaluations = reference_evaluations[0]
-    progress("done", result=result)
+    result.reference_evaluations = round_.reference_evaluations
+    round_.progress("done", result=result)
     return result
 
 
@@ -628,6 +528,94 @@ def hangs_of(result: RunResult) -> list[list[str]]:
             out.append([c.impl, c.algorithm, c.device, c.failure.check,
                         f"{what} in the search at {c.dtype}: {c.failure.message}"])
     return out
+
+
+class _FixtureChunks:
+    """One fixture replay spread over an executor: a task per chunk of ``FIXTURE_CHUNK`` cases,
+    results in case order; every hang or crash met is passed on to the later chunks, and a
+    chunk whose worker is lost in a call runs again without that call."""
+
+    def __init__(self, labels: Sequence[str], cases: Sequence[tuple[str, str]], *,
+                 dtypes: Optional[Sequence[str]], devices: Optional[Sequence[str]], directory: Optional[str],
+                 timeout: Optional[float], hangs: Iterable[Sequence[str]], load_timeout: Optional[float],
+                 progress: Optional[Callable[[int, int], None]]) -> None:
+        self.algorithm_of = dict(cases)
+        self.ids = [cid for cid, _ in cases]
+        self.chunks = [tuple(self.ids[i:i + FIXTURE_CHUNK]) for i in range(0, len(self.ids), FIXTURE_CHUNK)]
+        self.labels = list(labels)
+        self.dtypes = list(dtypes) if dtypes else None
+        self.devices = list(devices) if devices else None
+        self.directory, self.timeout, self.load_timeout, self.progress = directory, timeout, load_timeout, progress
+        self.known: dict[tuple[str, str, str], list[str]] = {}
+        for h in hangs:
+            self.known.setdefault((h[0], h[1], h[2]), list(h))
+        self.parts: dict[int, list[FixtureResult]] = {}
+        self.count = 0
+        #: plugins whose loading or devices() was lost in a worker here: left out of later tasks
+        self.dropped: dict[str, str] = {}
+        self.sent: dict[int, list[str]] = {}  # the labels each chunk's latest task was given
+
+    def drive(self, pool: Executor, window: int) -> None:
+        _drive(pool, len(self.chunks), lambda i: self.submit(pool, i), self.done, window=window)
+
+    def submit(self, pool: Executor, i: int) -> Future:
+        self.sent[i] = [label for label in self.labels if label not in self.dropped]
+        return pool.submit(_replay_task, self.sent[i], list(self.chunks[i]), self.dtypes, self.devices,
+                           self.directory, self.timeout, list(self.known.values()), self.load_timeout)
+
+    def done(self, i: int, f: Future) -> bool:
+        """Chunk ``i``'s task ended; True: run it again (without what its worker lost)."""
+        try:
+            values = _plain(f.result())
+        except WorkerLost as exc:
+            return self._lost(i, exc)
+        except Exception as exc:  # noqa: BLE001
+            self._fail(i, f"worker error: {exc}")
+            return False
+        for h in values["hangs"]:
+            self.known.setdefault((h[0], h[1], h[2]), list(h))
+        self._finish(i, [FixtureResult(**v) for v in values["results"]])
+        return False
+
+    def _lost(self, i: int, exc: WorkerLost) -> bool:
+        call = exc.call or {}
+        label = call.get("implementation")
+        if call.get("stage") and label in self.labels and label not in self.dropped:  # lost loading a plugin
+            self.dropped[label] = f"not replayed: {exc}"
+            if any(other not in self.dropped for other in self.labels):
+                return True  # again, without that plugin
+            self._fail(i, f"worker lost: {exc}")
+            return False
+        parts = (call.get("implementation"), call.get("algorithm"), call.get("device"))
+        if parts[0] is None or parts[1] is None or parts[2] is None or parts in self.known:
+            self._fail(i, f"worker lost: {exc}")  # outside a call, or a record did not prevent it: give up
+            return False
+        key = (parts[0], parts[1], parts[2])
+        check = "timeout" if exc.deadline else "crash"
+        self.known[key] = [*key, check, f"{'hung' if exc.deadline else 'crashed'} in the fixture replay: {exc}"]
+        return True  # again, without that call
+
+    def _finish(self, i: int, results: list[FixtureResult]) -> None:
+        given = self.sent.get(i, self.labels)
+        results = results + [FixtureResult(cid, self.algorithm_of[cid], label, "-", "-", False, math.inf,
+                                           self.dropped[label])
+                             for label in self.labels if label in self.dropped and label not in given
+                             for cid in self.chunks[i]]
+        self.parts[i] = results
+        self.count += len(self.chunks[i])
+        if self.progress is not None:
+            self.progress(self.count, len(self.ids))
+
+    def _fail(self, i: int, message: str) -> None:
+        self._finish(i, [FixtureResult(cid, self.algorithm_of[cid], label, "-", "-", False, math.inf, message)
+                         for cid in self.chunks[i] for label in self.labels])
+
+    def ended(self) -> list[FixtureResult]:
+        """The chunks replayed so far, in case order."""
+        return [r for i in sorted(self.parts) for r in self.parts[i]]
+
+    def results(self) -> list[FixtureResult]:
+        return [r for i in range(len(self.chunks)) for r in self.parts[i]]
 
 
 def replay_fixtures_parallel(labels: Sequence[str], *, jobs: int, cases: Sequence[tuple[str, str]],
@@ -644,75 +632,16 @@ def replay_fixtures_parallel(labels: Sequence[str], *, jobs: int, cases: Sequenc
     (``hangs_of(search result)``) and every hang or crash met here are not called again, so a hung
     algorithm costs its timeout once; a chunk whose worker is lost in a call runs again without
     that call. ``load_timeout``: seconds a worker may take to load each plugin (or call its
-    ``devices()``). On Ctrl-C, ``KeyboardInterrupt`` propagates with the chunks that ended as its
-    ``partial_result``."""
-    algorithm_of = dict(cases)
-    ids = [cid for cid, _ in cases]
-    chunks = [tuple(ids[i:i + FIXTURE_CHUNK]) for i in range(0, len(ids), FIXTURE_CHUNK)]
-    labels_t = list(labels)
-    known: dict[tuple[str, str, str], list[str]] = {}
-    for h in hangs:
-        known.setdefault((h[0], h[1], h[2]), list(h))
-    parts: dict[int, list[FixtureResult]] = {}
-    count = [0]
-    #: plugins whose loading or devices() was lost in a worker here: left out of later tasks
-    dropped: dict[str, str] = {}
-    sent: dict[int, list[str]] = {}  # the labels each chunk's latest task was given
-
-    def submit(i: int) -> Future:
-        sent[i] = [label for label in labels_t if label not in dropped]
-        return pool.submit(_replay_task, sent[i], list(chunks[i]), list(dtypes) if dtypes else None,
-                           list(devices) if devices else None, directory, timeout, list(known.values()),
-                           load_timeout)
-
-    def finish(i: int, results: list[FixtureResult]) -> None:
-        results = results + [FixtureResult(cid, algorithm_of[cid], label, "-", "-", False, math.inf, dropped[label])
-                             for label in labels_t if label in dropped and label not in sent.get(i, labels_t)
-                             for cid in chunks[i]]
-        parts[i] = results
-        count[0] += len(chunks[i])
-        if progress is not None:
-            progress(count[0], len(ids))
-
-    def fail(i: int, message: str) -> None:
-        finish(i, [FixtureResult(cid, algorithm_of[cid], label, "-", "-", False, math.inf, message)
-                   for cid in chunks[i] for label in labels_t])
-
-    def done(i: int, f: Future) -> bool:
-        try:
-            values = _plain(f.result())
-        except WorkerLost as exc:
-            call = exc.call or {}
-            label = call.get("implementation")
-            if call.get("stage") and label in labels_t and label not in dropped:  # lost loading a plugin
-                dropped[label] = f"not replayed: {exc}"
-                if any(other not in dropped for other in labels_t):
-                    return True  # again, without that plugin
-                fail(i, f"worker lost: {exc}")
-                return False
-            parts = (call.get("implementation"), call.get("algorithm"), call.get("device"))
-            if parts[0] is None or parts[1] is None or parts[2] is None or parts in known:
-                fail(i, f"worker lost: {exc}")  # outside a call, or a record did not prevent it: give up
-                return False
-            key = (parts[0], parts[1], parts[2])
-            check = "timeout" if exc.deadline else "crash"
-            known[key] = [*key, check, f"{'hung' if exc.deadline else 'crashed'} in the fixture replay: {exc}"]
-            return True  # again, without that call
-        except Exception as exc:  # noqa: BLE001
-            fail(i, f"worker error: {exc}")
-            return False
-        for h in values["hangs"]:
-            known.setdefault((h[0], h[1], h[2]), list(h))
-        finish(i, [FixtureResult(**v) for v in values["results"]])
-        return False
-
+    ``devices()``). On Ctrl-C, ``ReplayInterrupted`` (a ``KeyboardInterrupt``) is raised with the
+    chunks that ended as its ``partial``."""
+    chunks = _FixtureChunks(labels, cases, dtypes=dtypes, devices=devices, directory=directory, timeout=timeout,
+                            hangs=hangs, load_timeout=load_timeout, progress=progress)
     pool: Executor = executor if executor is not None else worker_pool(jobs)
     try:
-        _drive(pool, len(chunks), submit, done, window=jobs)
-    except KeyboardInterrupt as exc:  # the chunks replayed so far, for the interrupted report
-        exc.partial_result = [r for i in sorted(parts) for r in parts[i]]  # type: ignore[attr-defined]
-        raise
+        chunks.drive(pool, window=jobs)
+    except KeyboardInterrupt:  # the chunks replayed so far, for the interrupted report
+        raise ReplayInterrupted(chunks.ended()) from None
     finally:
         if executor is None:
             pool.shutdown(wait=True, cancel_futures=True)
-    return [r for i in range(len(chunks)) for r in parts[i]]
+    return chunks.results()

@@ -10,7 +10,7 @@ replayable case file, that member leaves the search, and the search goes on
 with the others on fresh examples. A timeout is recorded at once (shrinking a
 hang would mean waiting for it again).
 
-One search per implementation (issue 14): the members of one implementation (its devices)
+One search per implementation: the members of one implementation (its devices)
 search together, and every implementation gets its own search and its own time cap, from the
 same seed, so that a slow implementation (JAX compiling a program per shape) holds no other
 back. Implementations whose strategies agree draw the same cases, and the spec's reference
@@ -31,6 +31,15 @@ A case the spec refuses because a query has no key it may attend to, under
 ``empty_query="error"``, is not rejected like other refused input: the
 implementation must refuse it too (raise any exception), or the cell fails
 the ``refusal`` check (docs/spec.md).
+
+The steps: ``Runner`` plans the searches (``plan``: members and cells), runs
+them in order (``run``) and keeps what they share (the references, the
+outputs for the peer comparison, the case files of failures:
+``reference_for``, ``record_failure``); ``_Search`` is one implementation's
+search of one (algorithm, dtype): rounds of Hypothesis under the time cap
+(``_Search.run``, ``_round``), each drawn case examined on every member
+(``_Search.example``), then the further distinct failures and the cells'
+totals.
 """
 
 from __future__ import annotations
@@ -39,7 +48,6 @@ import hashlib
 import math
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
@@ -61,11 +69,14 @@ from ..core.execute import CallTimeout, Member, call_member, examine
 from ..core.interrupts import checkpoint
 from ..core.judge import Finding, compare_pair
 from ..core.profiles import Profile
+from .config import DEFAULT_CASE_DIR, RunConfig
 from .local_constants import no_local_constants
+from .results import Cell, Failure, RunResult
 from ..core.timecap import TimeCap, TimeUp
 from ..core.tolerances import Reference, ToleranceModelError, reference
 
-__all__ = ["BATCH_CHECKS", "Cell", "Failure", "RunResult", "Runner", "refused_empty_query", "shard_seed"]
+__all__ = ["BATCH_CHECKS", "Cell", "Failure", "RunResult", "Runner", "refused_empty_query", "shard_examples",
+           "shard_seed"]
 
 #: passing batch checks per (variant, sizes, batch length) in a search (see the module docstring)
 BATCH_CHECKS = 3
@@ -75,109 +86,6 @@ BATCH_CHECKS = 3
 CACHE_CASES = 4096
 #: search rounds at most: a round ends early on a failure, or draws repeats that are not examples
 MAX_ROUNDS = 16
-
-
-@dataclass
-class Failure:
-    check: str
-    message: str
-    case: Optional[Case]  # None: no case (the worker that held it was lost) or its case file is unreadable
-    case_file: Optional[str]
-    reproducer: str
-    report: str
-    shrunk: bool = True
-    diagnosis: Optional[dict] = None  # forensics/diagnosis.py: the conventions the output matches (plain data)
-
-
-@dataclass
-class Cell:
-    """One row of the summary: algorithm × implementation × dtype × device."""
-
-    algorithm: str
-    impl: str
-    dtype: str
-    device: str
-    status: str = "pass"  # pass | fail | not implemented | no examples | error
-    examples: int = 0
-    out_of_range: int = 0
-    worst_ratio: float = 0.0
-    checks: Counter = field(default_factory=Counter)
-    failure: Optional[Failure] = None
-    note: str = ""
-    ambiguous: int = 0  # sampled tokens accepted because u lay within rounding of a CDF boundary
-    undetermined: int = 0  # non-finite elements accepted where the dtype cannot determine the value
-    #: seconds from the start of this cell's search to its first failing example (before shrinking),
-    #: and how many examples the member had run by then (the failing one included)
-    first_failure_s: Optional[float] = None
-    first_failure_examples: Optional[int] = None
-    #: sha256 (hex) over the digests of the cases examined, in order: same seed, same cases
-    cases_digest: str = ""
-    #: further failures with other signatures than ``failure``'s, as plain data (forensics/distinct_failures.py)
-    more_failures: list = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.status in ("pass", "not implemented")
-
-    def add_counts(self, other: "Cell") -> None:
-        """Add ``other``'s examples and findings to this cell's counts (another shard's or another
-        round's search of the same cell); status and failure are the caller's to merge."""
-        self.examples += other.examples
-        self.out_of_range += other.out_of_range
-        self.worst_ratio = max(self.worst_ratio, other.worst_ratio)
-        self.checks.update(other.checks)
-        self.ambiguous += other.ambiguous
-        self.undetermined += other.undetermined
-
-
-@dataclass
-class RunResult:
-    cells: list[Cell]
-    profile: str
-    seed: int
-    seconds: float = 0.0
-    generated: Counter = field(default_factory=Counter)  # (algorithm, dtype) -> examples drawn
-    rejected: Counter = field(default_factory=Counter)  # (algorithm, dtype) -> cases the spec refused
-    unmodelled: Counter = field(default_factory=Counter)  # (algorithm, dtype) -> no tolerance could be derived
-    time_capped: dict = field(default_factory=dict)  # (algorithm, dtype) -> True if the time cap ended it
-    agreement: dict = field(default_factory=dict)  # (algorithm, dtype) -> {(a, b): worst |a-b| / (2 bound)}
-    fixtures: list = field(default_factory=list)  # fixture replay results (conformance/replay_fixtures)
-    #: which fixtures were replayed ("all", "sample", "none") and over how many worker processes
-    #: (0: in this process, ``--in-process``)
-    fixture_selection: str = "none"
-    jobs: int = 0
-    #: seconds spent computing spec references (binary64 + Monte Carlo tolerances, cache misses only)
-    reference_seconds: float = 0.0
-    #: seconds spent in implementation calls (conversions included), per implementation label
-    implementation_seconds: Counter = field(default_factory=Counter)
-    #: (algorithm, dtype) -> cases a search drew again and did not examine again
-    repeated: Counter = field(default_factory=Counter)
-    #: shards each search was split into (conformance/running/parallel.py; 1: not split)
-    shards: int = 1
-    #: spec references computed (distinct input sets: cache misses), every search together
-    reference_evaluations: int = 0
-    # -- set by conformance/session/commands.py, which judges the run as a whole ---------------------
-    #: conformant | partial | inconclusive | non-conformant ("" until judged)
-    verdict: str = ""
-    reasons: list = field(default_factory=list)  # why the verdict is not "conformant"
-    minimum: int = 0  # examples a cell must run for a verdict
-    #: what was asked for: algorithms, dtypes, devices (None: all declared), fixtures, and what that narrows
-    selection: dict = field(default_factory=dict)
-    #: the extra search round for cells short of the minimum: seed, seconds cap, searches
-    extension: dict = field(default_factory=dict)
-    #: Ctrl-C: the result holds what ended before it (cells of searches not ended: "no examples")
-    interrupted: bool = False
-    #: plugins that failed to load: (name, error) pairs
-    broken: list = field(default_factory=list)
-    #: the (label, Implementation) pairs that ran (for the report's environment)
-    plugins: list = field(default_factory=list, repr=False)
-
-    @property
-    def ok(self) -> bool:
-        return all(c.ok for c in self.cells) and all(getattr(f, "ok", True) for f in self.fixtures)
-
-    def failures(self) -> list[Cell]:
-        return [c for c in self.cells if not c.ok]
 
 
 def refused_empty_query(entry: Entry, case: Case, exc: SpecError) -> bool:
@@ -248,6 +156,24 @@ def _shapes_per_search(impl: Implementation) -> Optional[int]:
     return None
 
 
+def _culprit(exc: BaseException) -> Optional[tuple[Member, Finding, Case]]:
+    """The member failure inside a Hypothesis error (e.g. ``Flaky``), if there is one."""
+    stack = [exc]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, _MemberFailed):
+            return e.member, e.finding, e.case
+        stack.extend(getattr(e, "exceptions", []) or [])
+        if e.__cause__:
+            stack.append(e.__cause__)
+        if e.__context__:
+            stack.append(e.__context__)
+    return None
+
+
+Group = tuple[Any, Limits, list[Member]]  # (variant sets, limits, the members that search together)
+
+
 class Runner:
     """Runs the search; ``progress(event, **info)`` receives progress events."""
 
@@ -255,11 +181,12 @@ class Runner:
     distinct_failures = MAX_DISTINCT
 
     def __init__(self, plugins: Sequence[tuple[str, Implementation]], *, profile: Profile, seed: int = 0,
-                 case_dir: Path | str = "reports/cases", examples: Optional[int] = None,
+                 case_dir: Path | str | None = None, examples: Optional[int] = None,
                  call_timeout: Optional[float] = None, devices: Optional[Sequence[str]] = None,
                  progress: Optional[Callable[..., None]] = None, seconds: Any = None,
                  exclude: Iterable[Sequence[str]] = (), shard: tuple[int, int] = (0, 1)) -> None:
-        """``seconds``: wall-time cap per implementation search; by default the profile's when
+        """``case_dir``: where failing cases are written (None: ``config.DEFAULT_CASE_DIR``).
+        ``seconds``: wall-time cap per implementation search; by default the profile's when
         ``examples`` is not given explicitly (an explicit example count means exactly that many).
         ``exclude``: (label, algorithm, dtype) left out of their search, cells "no examples" (as
         ``run_parallel``'s). ``shard``: (k, n), this runner makes shard k of n of each search."""
@@ -273,7 +200,7 @@ class Runner:
         self.plugins = list(plugins)
         self.profile = profile
         self.seed = seed
-        self.case_dir = Path(case_dir)
+        self.case_dir = Path(DEFAULT_CASE_DIR if case_dir is None else case_dir)
         self.examples = examples or profile.examples
         self.seconds = profile.seconds if seconds is _PROFILE else seconds
         self.timeout = call_timeout or profile.call_timeout
@@ -282,14 +209,25 @@ class Runner:
         self._refs: dict[tuple, Any] = {}  # references of the (algorithm, dtype) being searched
         #: case key -> {member key: (outputs, reference)}: what each implementation answered
         self._outputs: dict[tuple, dict[tuple[str, str], tuple[dict, Reference]]] = {}
-        self._seen: dict[tuple, float] = {}  # case key -> score, for the passing cases of this search
-        self._batched: Counter = Counter()  # (variant, sizes, batch length) -> passing batch checks
         self.reference_evaluations = 0  # references computed (cache misses), for tests and reports
+        self._reference_seconds = 0.0
         self._devices: dict[str, list[str]] = {}
         self._device_errors: dict[str, str] = {}
-        self._reference_seconds = 0.0
-        self._search_started = 0.0
         self._found: dict[str, list[str]] = {}
+        self._discover_devices()
+
+    @classmethod
+    def from_config(cls, plugins: Sequence[tuple[str, Implementation]], config: RunConfig, *,
+                    progress: Optional[Callable[..., None]] = None, exclude: Iterable[Sequence[str]] = (),
+                    shard: int = 0) -> "Runner":
+        """The runner of ``config`` (shard ``shard`` of its ``shards``) over ``plugins``, the loaded
+        implementations of ``config.labels``."""
+        return cls(plugins, profile=config.hypothesis_profile, seed=config.seed, case_dir=config.case_dir,
+                   examples=config.examples, call_timeout=config.call_timeout, devices=config.devices,
+                   progress=progress, seconds=config.seconds, exclude=exclude, shard=(shard, config.shards))
+
+    def _discover_devices(self) -> None:
+        """Each implementation's devices (one ``devices()`` call), and those the selection keeps."""
         for label, impl in self.plugins:
             try:
                 found = [str(d) for d in impl.devices()]
@@ -300,7 +238,10 @@ class Runner:
             self._devices[label] = select_devices(found, self.device_filter)
 
     # -- references, cached: every member of a search shares them -------------
-    def _reference(self, entry: Entry, prepared: Prepared, case: Case, dtype: str, precision: str) -> Reference:
+    def reference_for(self, entry: Entry, prepared: Prepared, case: Case, dtype: str, precision: str) -> Reference:
+        """The spec's reference (value and tolerance) of a prepared case, evaluated once per distinct
+        input set of the (algorithm, dtype) being searched; raises the spec's refusal (SpecError,
+        ToleranceModelError) as the first evaluation did."""
         key = (entry.name, dtype, precision, case.variant.hash, tuple(sorted(case.hyper.items())),
                *_prepared_digests(prepared))
         if key in self._refs:
@@ -320,6 +261,10 @@ class Runner:
         if isinstance(value, (SpecError, ToleranceModelError)):
             raise value
         return value
+
+    def _reference(self, entry: Entry, prepared: Prepared, case: Case, dtype: str, precision: str) -> Reference:
+        """``reference_for`` under the name conformance/forensics/distinct_failures.py calls."""
+        return self.reference_for(entry, prepared, case, dtype, precision)
 
     # -- the run ------------------------------------------------------------------
     def plan(self, algorithms: Optional[Sequence[str]] = None, dtypes: Optional[Sequence[str]] = None,
@@ -387,7 +332,7 @@ class Runner:
         return members, cells
 
     @staticmethod
-    def _variant_groups(members: list[Member], algorithm: str = "") -> list[tuple[Any, Limits, list[Member]]]:
+    def _variant_groups(members: list[Member], algorithm: str = "") -> list[Group]:
         """Members that share one search: the devices of one implementation (one search per
         implementation, so none holds another back), with its variant sets and its limits for
         ``algorithm`` (each is examined on every case within its own limits and on no case
@@ -403,297 +348,20 @@ class Runner:
                         ms[0].impl.limits_for(algorithm), ms))
         return out
 
-    def _search(self, entry: Entry, dtype: str, group: tuple[Any, Limits, list[Member]], cells: dict,
-                result: RunResult) -> None:
-        with no_local_constants():  # the same seed draws the same cases in any process (reproducible.py)
-            self._search_drawn(entry, dtype, group, cells, result)
-
-    def _search_drawn(self, entry: Entry, dtype: str, group: tuple[Any, Limits, list[Member]], cells: dict,
-                      result: RunResult) -> None:
-        from ..core.strategies import cases
-
-        variants, limits, members = group
-        active = list(members)
-        budget = shard_examples(self.examples, self.shard)
-        round_ = 0
-        cap = float(self.seconds or 0.0)
-        deadline = time.monotonic() + cap if cap else None
-        references_before = self._reference_seconds
-        self._search_started = time.perf_counter()
-        self._seen = {}
-        self._batched = Counter()
-        digests = {m.key: hashlib.sha256() for m in members}
-        self.progress("start", algorithm=entry.name, dtype=dtype, members=[f"{m.label}@{m.device}" for m in active],
-                      examples=budget)
-        # Built once per search (not per round or per draw); the shape pool lives as long as the search.
-        shapes = _shapes_per_search(members[0].impl) if members else None
-        strategy = cases(entry.name, dtype=dtype, variants=variants, max_batch=self.profile.max_batch,
-                         budget=self.profile.budget, limits=None if limits.unconstrained else limits,
-                         shapes=shapes)
-        while active and budget > 0:
-            state: dict[str, Any] = {"generated": 0, "repeated": 0, "digests": digests}
-
-            def over(state: dict[str, Any] = state) -> bool:
-                # Never while shrinking a failure: the time cap must not lose a counterexample.
-                # The spec's references are shared by the searches of a task, and whichever
-                # implementation is searched first would pay for them: their time is not counted
-                # against an implementation's cap, up to the cap again (a search whose references
-                # dominate, a training loop's, takes at most twice its cap).
-                return (deadline is not None and not state.get("failed") and state["generated"] + round_ > 0
-                        and time.monotonic() > deadline + min(self._reference_seconds - references_before, cap))
-
-            # Checked before every draw and in the body, and by a watchdog while Hypothesis's own
-            # code runs (its targeting phase can run long without drawing: timecap.py), which
-            # also raises a held Ctrl-C there.
-            timecap = TimeCap(over)
-
-            # Every Hypothesis run draws its minimal case first; after round 0 that case is a
-            # repeat, so a later round asks for one more (without it a search of N examples
-            # examined N - 1, and a thorough cell ended at 999 of its 1,000).
-            @settings(max_examples=budget + (1 if round_ else 0), deadline=None, database=None,
-                      report_multiple_bugs=False, derandomize=False, print_blob=False,
-                      phases=(Phase.explicit, Phase.generate, Phase.target, Phase.shrink),
-                      suppress_health_check=list(HealthCheck))
-            @seed(shard_seed(self.seed, round_, self.shard))
-            @given(timecap.strategy(strategy))
-            def search(case: Case) -> None:
-                checkpoint()  # a held Ctrl-C stops the search here, in the test, not in Hypothesis's engine
-                with timecap.checked():
-                    state["generated"] += 1
-                    try:
-                        self._example(entry, dtype, case, active, cells, result, state)
-                    except _MemberFailed:
-                        state["failed"] = True
-                        raise
-
-            try:
-                with timecap.watching():
-                    search()
-                # Repeats (Hypothesis's targeting draws a case again) are not examples: a round
-                # that drew some goes on with a fresh seed for the examples it lacks, while it
-                # still finds new cases (at most MAX_ROUNDS rounds).
-                if not (state["repeated"] and state["generated"] > state["repeated"] and round_ + 1 < MAX_ROUNDS):
-                    break
-            except TimeUp:
-                result.time_capped[(entry.name, dtype)] = True
-                break
-            except _MemberFailed as exc:
-                self._fail(cells[exc.member.key], exc.member, exc.finding, exc.case, dtype, shrunk=True)
-                active = [m for m in active if m.key != exc.member.key]
-            except Flaky as exc:  # failed, then passed when replayed: nondeterminism
-                culprit = self._culprit(exc)
-                if culprit is None:
-                    self._harness_error(active, cells, f"flaky search: {exc}")
-                    break
-                member, finding, case = culprit
-                finding.message = "failed, then passed on an identical replay (nondeterministic): " + finding.message
-                self._fail(cells[member.key], member, finding, case, dtype, shrunk=False)
-                active = [m for m in active if m.key != member.key]
-            except Exception as exc:  # noqa: BLE001 - a harness problem must not end the run
-                self._harness_error(active, cells, f"{type(exc).__name__}: {exc}")
-                break
-            finally:
-                budget -= state["generated"] - state["repeated"]
-                round_ += 1
-            active = [m for m in active if not m.hung]
-        for m in members:  # every distinct failure, within what is left of the budget
-            if cells[m.key].failure is not None and self.distinct_failures > 0:
-                cells[m.key].more_failures = search_distinct(
-                    self, entry, dtype, variants, limits, m, cells[m.key], examples=budget,
-                    seconds=self.seconds or DISTINCT_SECONDS, max_failures=self.distinct_failures,
-                    refused=refused_empty_query)
-        for m in members:
-            result.implementation_seconds[m.label] += m.seconds  # type: ignore[assignment]  # float seconds
-            cell = cells[m.key]
-            cell.cases_digest = digests[m.key].hexdigest()
-            if cell.status == "pass" and cell.examples == 0:
-                cell.status = "no examples"
-                cell.note = "every drawn case was refused or out of range"
-        self.progress("end", algorithm=entry.name, dtype=dtype, cells=[cells[m.key] for m in members])
-
-    @staticmethod
-    def _culprit(exc: BaseException) -> Optional[tuple[Member, Finding, Case]]:
-        stack = [exc]
-        while stack:
-            e = stack.pop()
-            if isinstance(e, _MemberFailed):
-                return e.member, e.finding, e.case
-            stack.extend(getattr(e, "exceptions", []) or [])
-            if e.__cause__:
-                stack.append(e.__cause__)
-            if e.__context__:
-                stack.append(e.__context__)
-        return None
-
-    def _harness_error(self, active: list[Member], cells: dict, message: str) -> None:
-        for m in active:
-            cell = cells[m.key]
-            if cell.status == "pass":
-                cell.status = "error"
-                cell.note = message
+    def _search(self, entry: Entry, dtype: str, group: Group, cells: dict, result: RunResult) -> None:
+        with no_local_constants():  # the same seed draws the same cases in any process (local_constants.py)
+            _Search(self, entry, dtype, group, cells, result).run()
 
     def _prepare(self, entry: Entry, case: Case, inputs: dict, dtype: str) -> Prepared:
         return Prepared(entry, inputs, case.params, dtype)
 
-    def _example(self, entry: Entry, dtype: str, case: Case, active: list[Member], cells: dict,
-                 result: RunResult, state: Optional[dict] = None) -> None:
-        state = state if state is not None else {}
-        prepared = self._prepare(entry, case, case.inputs, dtype)
-        batched = entry.batchable and bool(case.batch)
-        shape = (case.variant.hash, tuple(sorted(case.hyper.items())), len(case.batch) if batched else 0)
-        if batched and not (state.get("failed") or self._batched[shape] < BATCH_CHECKS):
-            batched = False  # this shape's batch checks have passed often enough in this search
-        extras = [self._prepare(entry, case, extra, dtype) for extra in (case.batch if batched else [])]
-        # the case as examined: a batch left out is no part of it
-        key: tuple[Any, ...] = (case.variant.hash, tuple(sorted(case.hyper.items())), *_prepared_digests(prepared),
-               *(_prepared_digests(e)[0] for e in extras))
-        if key in self._seen:  # drawn again (targeting): examined already, and it passed
-            result.repeated[(entry.name, dtype)] += 1
-            state["repeated"] = state.get("repeated", 0) + 1
-            if self._seen[key] >= 0:
-                target(self._seen[key], label="error/bound")
-            return
-        result.generated[(entry.name, dtype)] += 1
-        precisions = {m.impl.precision for m in active if not m.hung}
-        refs: dict[str, Reference] = {}
-        try:
-            for p in precisions:
-                refs[p] = self._reference(entry, prepared, case, dtype, p)
-        except SpecError as exc:
-            if refused_empty_query(entry, case, exc):
-                self._expect_refusal(entry, dtype, case, prepared, active, cells, exc)
-                return
-            result.rejected[(entry.name, dtype)] += 1
-            reject()
-        except ToleranceModelError:  # counted and reported, never a silent zero tolerance
-            result.unmodelled[(entry.name, dtype)] += 1
-            reject()
-        if not all(r.in_range for r in refs.values()):
-            for m in active:
-                cells[m.key].out_of_range += 1
-            reject()
-        batch: dict[str, list] = {p: [] for p in precisions}
-        for extra_prep in extras:
-            try:
-                extra_refs = {p: self._reference(entry, extra_prep, case, dtype, p) for p in precisions}
-            except (SpecError, ToleranceModelError):
-                continue
-            if all(r.in_range for r in extra_refs.values()):
-                for p in precisions:
-                    batch[p].append((extra_prep.inputs, extra_refs[p]))
-        worst = 0.0
-        outputs: dict[tuple[str, str], dict] = {}
-        failed: list[tuple[Member, Finding]] = []
-        for m in active:
-            if m.hung:
-                continue
-            ref = refs[m.impl.precision]
-            outcome = examine(m, case, prepared.inputs, prepared.params, ref, dtype=dtype,
-                              timeout=self.timeout, batch=batch[m.impl.precision])
-            cell = cells[m.key]
-            cell.examples += 1
-            if "digests" in state:
-                state["digests"][m.key].update(repr(key[:2]).encode() + b"".join(key[2:]))
-            cell.worst_ratio = max(cell.worst_ratio, outcome.judgement.ratio)
-            cell.checks.update(outcome.checks)
-            cell.ambiguous += outcome.judgement.ambiguous
-            cell.undetermined += outcome.judgement.undetermined
-            worst = max(worst, outcome.judgement.ratio if math.isfinite(outcome.judgement.ratio) else 1e300)
-            if not outcome.judgement.ok and cell.first_failure_s is None:
-                cell.first_failure_s = time.perf_counter() - self._search_started
-                cell.first_failure_examples = cell.examples
-            if outcome.timed_out:
-                m.hung = True
-                self._fail(cell, m, outcome.judgement.findings[0], case, dtype, shrunk=False)
-                continue
-            if not outcome.judgement.ok:
-                failed.append((m, outcome.judgement.findings[0]))
-            elif outcome.outputs is not None:
-                outputs[m.key] = outcome.outputs
-        self._agreement(entry, dtype, outputs, refs, active, result, key)
-        self.progress("example", algorithm=entry.name, dtype=dtype)
-        # Targeting climbs the error/bound ratio; an entry whose outputs are all exact (tokens, masks)
-        # scores 0 on every example, and targeting a constant only makes Hypothesis repeat one case.
-        score = -1.0
-        if any(spec.kind == Kind.REAL for spec in refs[next(iter(refs))].specs):
-            score = min(worst, 1e300)
-            target(score, label="error/bound")
-        if failed:
-            member, finding = failed[0]
-            raise _MemberFailed(member, finding, case)
-        if not any(m.hung for m in active):  # passed: a repeat of it is not examined again
-            self._seen[key] = score
-            if any(batch.values()):
-                self._batched[shape] += 1
-
-    def _expect_refusal(self, entry: Entry, dtype: str, case: Case, prepared: Prepared, active: list[Member],
-                        cells: dict, refusal: SpecError) -> None:
-        """A case the spec refuses by definition (a query with no key under ``empty_query="error"``,
-        docs/spec.md): every member must raise (any exception) to pass the example."""
-        failed: list[tuple[Member, Finding]] = []
-        for m in active:
-            if m.hung:
-                continue
-            cell = cells[m.key]
-            cell.examples += 1
-            try:
-                call_member(m, entry, prepared.inputs, prepared.params, case, dtype, self.timeout, False)
-            except CallTimeout as exc:
-                m.hung = True
-                self._fail(cell, m, Finding("timeout", f"call {exc}"), case, dtype, shrunk=False)
-                continue
-            except Exception:  # noqa: BLE001 - raising is what the spec asks for
-                cell.checks["refusal"] += 1
-                continue
-            finding = Finding("refusal", "returned a result for a case the spec refuses: "
-                              f"{refusal.given} of Mask under empty_query='error' (a query with no key it may "
-                              "attend to); the implementation must raise")
-            if cell.first_failure_s is None:
-                cell.first_failure_s = time.perf_counter() - self._search_started
-                cell.first_failure_examples = cell.examples
-            failed.append((m, finding))
-        self.progress("example", algorithm=entry.name, dtype=dtype)
-        if failed:
-            member, finding = failed[0]
-            raise _MemberFailed(member, finding, case)
-
-    def _agreement(self, entry: Entry, dtype: str, outputs: dict, refs: dict, active: list[Member],
-                   result: RunResult, key: Optional[tuple] = None) -> None:
-        """Implementation vs implementation and device vs device, on the same example: this
-        search's members with each other, and with the members of earlier searches (other
-        implementations) that answered the same case (``key``)."""
-        by_key = {m.key: m for m in active}
-        answered = {k: (outputs[k], refs[by_key[k].impl.precision]) for k in outputs}
-        earlier = self._outputs.get(key, {}) if key is not None else {}
-        mine = set(answered)
-        pool = {**earlier, **answered}
-        keys = sorted(pool)
-        table = result.agreement.setdefault((entry.name, dtype), {})
-        for i, a in enumerate(keys):
-            for b in keys[i + 1:]:
-                if a not in mine and b not in mine:
-                    continue  # compared when the later of them was searched
-                ref = pool[a][1]
-                kind = "device" if a[0] == b[0] else "peer"
-                j = compare_pair(entry, pool[a][0], pool[b][0], ref, f"{a[0]}@{a[1]} vs {b[0]}@{b[1]}", kind)
-                pair = (f"{a[0]}@{a[1]}", f"{b[0]}@{b[1]}")
-                table[pair] = max(table.get(pair, 0.0), j.ratio)
-        if key is not None and answered and (key in self._outputs or len(self._outputs) < CACHE_CASES):
-            self._outputs.setdefault(key, {}).update(answered)
-
-    def _fail(self, cell: Cell, m: Member, finding: Finding, case: Case, dtype: str, *, shrunk: bool) -> None:
+    # -- failures ------------------------------------------------------------------
+    def record_failure(self, cell: Cell, m: Member, finding: Finding, case: Case, dtype: str, *,
+                       shrunk: bool) -> None:
+        """``cell`` fails on ``case``: its case file written, its report (diagnosis included) and
+        reproducer set, the ``failure`` progress event sent."""
         cell.status = "fail"
-        tag = hashlib.sha256(f"{case.algorithm}{m.label}{dtype}{m.device}{case.size()}".encode()).hexdigest()[:8]
-        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in m.label)
-        device = m.device.replace(":", "_")
-        target = self.case_dir / f"{case.algorithm}-{safe}-{dtype}-{device}-{tag}.json"
-        path: Optional[Path] = target
-        try:
-            write_case(case, target, impl=m.label, impl_version=m.impl.version, dtype=dtype, device=m.device,
-                       check=finding.check, message=finding.message)
-        except Exception as exc:  # noqa: BLE001 - reporting must not end the run
-            path = None
-            cell.note = f"could not write the case file: {exc}"
+        path = self._write_case_file(cell, m, finding, case, dtype)
         command = reproducer(path, m.label, m.device, dtype) if path else "(no case file)"
         report = (f"{case.algorithm}: implementation {m.label!r} ({m.impl.version}) at {dtype} on {m.device} "
                   f"fails the {finding.check} check.\n"
@@ -707,3 +375,345 @@ class Runner:
         cell.failure = Failure(finding.check, finding.message, case, str(path) if path else None, command, report,
                                shrunk, diagnosis.to_dict() if diagnosis is not None else None)
         self.progress("failure", cell=cell)
+
+    def _fail(self, cell: Cell, m: Member, finding: Finding, case: Case, dtype: str, *, shrunk: bool) -> None:
+        """``record_failure`` under the name conformance/forensics/distinct_failures.py calls."""
+        self.record_failure(cell, m, finding, case, dtype, shrunk=shrunk)
+
+    def _write_case_file(self, cell: Cell, m: Member, finding: Finding, case: Case, dtype: str) -> Optional[Path]:
+        """The failing case's replayable file in ``case_dir`` (None, with a note on the cell, when it
+        cannot be written: reporting must not end the run)."""
+        tag = hashlib.sha256(f"{case.algorithm}{m.label}{dtype}{m.device}{case.size()}".encode()).hexdigest()[:8]
+        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in m.label)
+        device = m.device.replace(":", "_")
+        path = self.case_dir / f"{case.algorithm}-{safe}-{dtype}-{device}-{tag}.json"
+        try:
+            write_case(case, path, impl=m.label, impl_version=m.impl.version, dtype=dtype, device=m.device,
+                       check=finding.check, message=finding.message)
+        except Exception as exc:  # noqa: BLE001 - reporting must not end the run
+            cell.note = f"could not write the case file: {exc}"
+            return None
+        return path
+
+
+class _Search:
+    """One implementation's search of one (algorithm, dtype): its members (the implementation's
+    devices) examined on every case Hypothesis draws, in rounds, under the time cap."""
+
+    def __init__(self, runner: Runner, entry: Entry, dtype: str, group: Group, cells: dict,
+                 result: RunResult) -> None:
+        self.runner, self.entry, self.dtype, self.cells, self.result = runner, entry, dtype, cells, result
+        self.variants, self.limits, self.members = group
+        self.active = list(self.members)
+        self.budget = shard_examples(runner.examples, runner.shard)
+        self.round = 0
+        self.cap = float(runner.seconds or 0.0)
+        self.deadline = time.monotonic() + self.cap if self.cap else None
+        self.references_before = runner._reference_seconds
+        self.started = time.perf_counter()
+        self.seen: dict[tuple, float] = {}  # case key -> score, for the passing cases of this search
+        self.batched: Counter = Counter()  # (variant, sizes, batch length) -> passing batch checks
+        self.digests = {m.key: hashlib.sha256() for m in self.members}
+
+    def run(self) -> None:
+        self.runner.progress("start", algorithm=self.entry.name, dtype=self.dtype,
+                             members=[f"{m.label}@{m.device}" for m in self.active], examples=self.budget)
+        strategy = self._strategy()
+        while self.active and self.budget > 0:
+            if not self._round(strategy):
+                break
+            self.active = [m for m in self.active if not m.hung]
+        self._distinct_failures()
+        self._finish()
+
+    def _strategy(self) -> Any:
+        """The case strategy, built once per search (not per round or per draw); the shape pool
+        lives as long as the search."""
+        from ..core.strategies import cases
+
+        shapes = _shapes_per_search(self.members[0].impl) if self.members else None
+        return cases(self.entry.name, dtype=self.dtype, variants=self.variants,
+                     max_batch=self.runner.profile.max_batch, budget=self.runner.profile.budget,
+                     limits=None if self.limits.unconstrained else self.limits, shapes=shapes)
+
+    # -- rounds ------------------------------------------------------------------------
+    def _round(self, strategy: Any) -> bool:
+        """One Hypothesis run; True: search on (another round, with the members left)."""
+        state: dict[str, Any] = {"generated": 0, "repeated": 0}
+        # Checked before every draw and in the body, and by a watchdog while Hypothesis's own
+        # code runs (its targeting phase can run long without drawing: timecap.py), which
+        # also raises a held Ctrl-C there.
+        timecap = TimeCap(lambda: self._over(state))
+        search = self._hypothesis_test(strategy, timecap, state)
+        try:
+            with timecap.watching():
+                search()
+            # Repeats (Hypothesis's targeting draws a case again) are not examples: a round
+            # that drew some goes on with a fresh seed for the examples it lacks, while it
+            # still finds new cases (at most MAX_ROUNDS rounds).
+            return bool(state["repeated"] and state["generated"] > state["repeated"]
+                        and self.round + 1 < MAX_ROUNDS)
+        except TimeUp:
+            self.result.time_capped[(self.entry.name, self.dtype)] = True
+            return False
+        except _MemberFailed as exc:
+            self._member_failed(exc.member, exc.finding, exc.case, shrunk=True)
+            return True
+        except Flaky as exc:  # failed, then passed when replayed: nondeterminism
+            return self._flaky(exc)
+        except Exception as exc:  # noqa: BLE001 - a harness problem must not end the run
+            self._harness_error(f"{type(exc).__name__}: {exc}")
+            return False
+        finally:
+            self.budget -= state["generated"] - state["repeated"]
+            self.round += 1
+
+    def _over(self, state: dict[str, Any]) -> bool:
+        """Whether the time cap is spent. Never while shrinking a failure: the time cap must not
+        lose a counterexample. The spec's references are shared by the searches of a task, and
+        whichever implementation is searched first would pay for them: their time is not counted
+        against an implementation's cap, up to the cap again (a search whose references
+        dominate, a training loop's, takes at most twice its cap)."""
+        return (self.deadline is not None and not state.get("failed") and state["generated"] + self.round > 0
+                and time.monotonic() > self.deadline + min(self.runner._reference_seconds - self.references_before,
+                                                           self.cap))
+
+    def _hypothesis_test(self, strategy: Any, timecap: TimeCap, state: dict[str, Any]) -> Callable[[], None]:
+        """This round's Hypothesis test. Every Hypothesis run draws its minimal case first; after
+        round 0 that case is a repeat, so a later round asks for one more (without it a search of N
+        examples examined N - 1, and a thorough cell ended at 999 of its 1,000)."""
+
+        @settings(max_examples=self.budget + (1 if self.round else 0), deadline=None, database=None,
+                  report_multiple_bugs=False, derandomize=False, print_blob=False,
+                  phases=(Phase.explicit, Phase.generate, Phase.target, Phase.shrink),
+                  suppress_health_check=list(HealthCheck))
+        @seed(shard_seed(self.runner.seed, self.round, self.runner.shard))
+        @given(timecap.strategy(strategy))
+        def search(case: Case) -> None:
+            checkpoint()  # a held Ctrl-C stops the search here, in the test, not in Hypothesis's engine
+            with timecap.checked():
+                state["generated"] += 1
+                try:
+                    self.example(case, state)
+                except _MemberFailed:
+                    state["failed"] = True
+                    raise
+
+        return search
+
+    def _member_failed(self, member: Member, finding: Finding, case: Case, *, shrunk: bool) -> None:
+        self.runner.record_failure(self.cells[member.key], member, finding, case, self.dtype, shrunk=shrunk)
+        self.active = [m for m in self.active if m.key != member.key]
+
+    def _flaky(self, exc: Flaky) -> bool:
+        """A failure that passed when Hypothesis replayed it: the member fails as nondeterministic
+        (True: search on without it), or, when no member's failure is inside, the search errs."""
+        culprit = _culprit(exc)
+        if culprit is None:
+            self._harness_error(f"flaky search: {exc}")
+            return False
+        member, finding, case = culprit
+        finding.message = "failed, then passed on an identical replay (nondeterministic): " + finding.message
+        self._member_failed(member, finding, case, shrunk=False)
+        return True
+
+    def _harness_error(self, message: str) -> None:
+        for m in self.active:
+            cell = self.cells[m.key]
+            if cell.status == "pass":
+                cell.status = "error"
+                cell.note = message
+
+    def _distinct_failures(self) -> None:
+        """Every distinct failure of a failing member, within what is left of the budget."""
+        runner = self.runner
+        for m in self.members:
+            if self.cells[m.key].failure is not None and runner.distinct_failures > 0:
+                self.cells[m.key].more_failures = search_distinct(
+                    runner, self.entry, self.dtype, self.variants, self.limits, m, self.cells[m.key],
+                    examples=self.budget, seconds=runner.seconds or DISTINCT_SECONDS,
+                    max_failures=runner.distinct_failures, refused=refused_empty_query)
+
+    def _finish(self) -> None:
+        for m in self.members:
+            self.result.implementation_seconds[m.label] += m.seconds  # type: ignore[assignment]  # float seconds
+            cell = self.cells[m.key]
+            cell.cases_digest = self.digests[m.key].hexdigest()
+            if cell.status == "pass" and cell.examples == 0:
+                cell.status = "no examples"
+                cell.note = "every drawn case was refused or out of range"
+        self.runner.progress("end", algorithm=self.entry.name, dtype=self.dtype,
+                             cells=[self.cells[m.key] for m in self.members])
+
+    # -- one drawn case ----------------------------------------------------------------------
+    def example(self, case: Case, state: dict[str, Any]) -> None:
+        """Examine ``case`` on every active member; raises ``_MemberFailed`` for the first member
+        that fails it (Hypothesis then shrinks it), and Hypothesis's rejection for a case the spec
+        refuses or cannot bound."""
+        runner, entry, dtype = self.runner, self.entry, self.dtype
+        prepared = runner._prepare(entry, case, case.inputs, dtype)
+        batched = entry.batchable and bool(case.batch)
+        shape = (case.variant.hash, tuple(sorted(case.hyper.items())), len(case.batch) if batched else 0)
+        if batched and not (state.get("failed") or self.batched[shape] < BATCH_CHECKS):
+            batched = False  # this shape's batch checks have passed often enough in this search
+        extras = [runner._prepare(entry, case, extra, dtype) for extra in (case.batch if batched else [])]
+        # the case as examined: a batch left out is no part of it
+        key: tuple[Any, ...] = (case.variant.hash, tuple(sorted(case.hyper.items())), *_prepared_digests(prepared),
+                                *(_prepared_digests(e)[0] for e in extras))
+        if key in self.seen:  # drawn again (targeting): examined already, and it passed
+            self.result.repeated[(entry.name, dtype)] += 1
+            state["repeated"] = state.get("repeated", 0) + 1
+            if self.seen[key] >= 0:
+                target(self.seen[key], label="error/bound")
+            return
+        self.result.generated[(entry.name, dtype)] += 1
+        precisions = {m.impl.precision for m in self.active if not m.hung}
+        refs = self._references(case, prepared, precisions)
+        if refs is None:  # a refusal the members had to share: examined already
+            return
+        batch = self._batch_references(case, extras, precisions)
+        worst, outputs, failed = self._examine(case, prepared, refs, batch, key)
+        self._agreement(outputs, refs, key)
+        runner.progress("example", algorithm=entry.name, dtype=dtype)
+        # Targeting climbs the error/bound ratio; an entry whose outputs are all exact (tokens, masks)
+        # scores 0 on every example, and targeting a constant only makes Hypothesis repeat one case.
+        score = -1.0
+        if any(spec.kind == Kind.REAL for spec in refs[next(iter(refs))].specs):
+            score = min(worst, 1e300)
+            target(score, label="error/bound")
+        if failed:
+            member, finding = failed[0]
+            raise _MemberFailed(member, finding, case)
+        if not any(m.hung for m in self.active):  # passed: a repeat of it is not examined again
+            self.seen[key] = score
+            if any(batch.values()):
+                self.batched[shape] += 1
+
+    def _references(self, case: Case, prepared: Prepared, precisions: set[str]) -> Optional[dict[str, Reference]]:
+        """The reference at each precision the members compute in; None when the case is one the
+        spec refuses by definition (the members were examined for their refusal). A case the
+        spec refuses otherwise, cannot bound, or finds out of range is rejected."""
+        entry, dtype = self.entry, self.dtype
+        refs: dict[str, Reference] = {}
+        try:
+            for p in precisions:
+                refs[p] = self.runner.reference_for(entry, prepared, case, dtype, p)
+        except SpecError as exc:
+            if refused_empty_query(entry, case, exc):
+                self._expect_refusal(case, prepared, exc)
+                return None
+            self.result.rejected[(entry.name, dtype)] += 1
+            reject()
+        except ToleranceModelError:  # counted and reported, never a silent zero tolerance
+            self.result.unmodelled[(entry.name, dtype)] += 1
+            reject()
+        if not all(r.in_range for r in refs.values()):
+            for m in self.active:
+                self.cells[m.key].out_of_range += 1
+            reject()
+        return refs
+
+    def _batch_references(self, case: Case, extras: list[Prepared], precisions: set[str]) -> dict[str, list]:
+        """Per precision, the batch's further input sets with their references (those the spec
+        takes and finds in range)."""
+        batch: dict[str, list] = {p: [] for p in precisions}
+        for extra_prep in extras:
+            try:
+                extra_refs = {p: self.runner.reference_for(self.entry, extra_prep, case, self.dtype, p)
+                              for p in precisions}
+            except (SpecError, ToleranceModelError):
+                continue
+            if all(r.in_range for r in extra_refs.values()):
+                for p in precisions:
+                    batch[p].append((extra_prep.inputs, extra_refs[p]))
+        return batch
+
+    def _examine(self, case: Case, prepared: Prepared, refs: dict[str, Reference], batch: dict[str, list],
+                 key: tuple) -> tuple[float, dict[tuple[str, str], dict], list[tuple[Member, Finding]]]:
+        """Every active member on the case: (the worst error/bound ratio, the outputs of those that
+        passed, the members that failed with their first finding). A member whose call timed out
+        fails at once (no shrinking: that would wait for the hang again)."""
+        worst = 0.0
+        outputs: dict[tuple[str, str], dict] = {}
+        failed: list[tuple[Member, Finding]] = []
+        for m in self.active:
+            if m.hung:
+                continue
+            outcome = examine(m, case, prepared.inputs, prepared.params, refs[m.impl.precision], dtype=self.dtype,
+                              timeout=self.runner.timeout, batch=batch[m.impl.precision])
+            cell = self.cells[m.key]
+            cell.examples += 1
+            self.digests[m.key].update(repr(key[:2]).encode() + b"".join(key[2:]))
+            cell.worst_ratio = max(cell.worst_ratio, outcome.judgement.ratio)
+            cell.checks.update(outcome.checks)
+            cell.ambiguous += outcome.judgement.ambiguous
+            cell.undetermined += outcome.judgement.undetermined
+            worst = max(worst, outcome.judgement.ratio if math.isfinite(outcome.judgement.ratio) else 1e300)
+            if not outcome.judgement.ok and cell.first_failure_s is None:
+                cell.first_failure_s = time.perf_counter() - self.started
+                cell.first_failure_examples = cell.examples
+            if outcome.timed_out:
+                m.hung = True
+                self.runner.record_failure(cell, m, outcome.judgement.findings[0], case, self.dtype, shrunk=False)
+                continue
+            if not outcome.judgement.ok:
+                failed.append((m, outcome.judgement.findings[0]))
+            elif outcome.outputs is not None:
+                outputs[m.key] = outcome.outputs
+        return worst, outputs, failed
+
+    def _expect_refusal(self, case: Case, prepared: Prepared, refusal: SpecError) -> None:
+        """A case the spec refuses by definition (a query with no key under ``empty_query="error"``,
+        docs/spec.md): every member must raise (any exception) to pass the example."""
+        failed: list[tuple[Member, Finding]] = []
+        for m in self.active:
+            if m.hung:
+                continue
+            cell = self.cells[m.key]
+            cell.examples += 1
+            try:
+                call_member(m, self.entry, prepared.inputs, prepared.params, case, self.dtype, self.runner.timeout,
+                            False)
+            except CallTimeout as exc:
+                m.hung = True
+                self.runner.record_failure(cell, m, Finding("timeout", f"call {exc}"), case, self.dtype,
+                                           shrunk=False)
+                continue
+            except Exception:  # noqa: BLE001 - raising is what the spec asks for
+                cell.checks["refusal"] += 1
+                continue
+            finding = Finding("refusal", "returned a result for a case the spec refuses: "
+                              f"{refusal.given} of Mask under empty_query='error' (a query with no key it may "
+                              "attend to); the implementation must raise")
+            if cell.first_failure_s is None:
+                cell.first_failure_s = time.perf_counter() - self.started
+                cell.first_failure_examples = cell.examples
+            failed.append((m, finding))
+        self.runner.progress("example", algorithm=self.entry.name, dtype=self.dtype)
+        if failed:
+            member, finding = failed[0]
+            raise _MemberFailed(member, finding, case)
+
+    def _agreement(self, outputs: dict, refs: dict, key: tuple) -> None:
+        """Implementation vs implementation and device vs device, on the same example: this
+        search's members with each other, and with the members of earlier searches (other
+        implementations) that answered the same case (``key``)."""
+        known = self.runner._outputs  # the runner's, for the (algorithm, dtype): every search adds to it
+        by_key = {m.key: m for m in self.active}
+        answered = {k: (outputs[k], refs[by_key[k].impl.precision]) for k in outputs}
+        earlier = known.get(key, {})
+        mine = set(answered)
+        pool = {**earlier, **answered}
+        keys = sorted(pool)
+        table = self.result.agreement.setdefault((self.entry.name, self.dtype), {})
+        for i, a in enumerate(keys):
+            for b in keys[i + 1:]:
+                if a not in mine and b not in mine:
+                    continue  # compared when the later of them was searched
+                ref = pool[a][1]
+                kind = "device" if a[0] == b[0] else "peer"
+                j = compare_pair(self.entry, pool[a][0], pool[b][0], ref, f"{a[0]}@{a[1]} vs {b[0]}@{b[1]}", kind)
+                pair = (f"{a[0]}@{a[1]}", f"{b[0]}@{b[1]}")
+                table[pair] = max(table.get(pair, 0.0), j.ratio)
+        if answered and (key in known or len(known) < CACHE_CASES):
+            known.setdefault(key, {}).update(answered)

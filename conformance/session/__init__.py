@@ -1,13 +1,15 @@
-"""Sessions: ``run``, ``certify`` and ``reproduce`` as library calls (``commands``), their JSON
-reports (``report``) and certificates (``certificate``). The top room of the harness: it may import
-every room below it (docs/development.md, "Rooms of the harness")::
+"""Sessions: ``run``, ``certify``, ``reproduce`` and ``identify`` as library calls (``commands``;
+``phases`` is a run's phases, ``identification`` the identification), their JSON reports
+(``report``) and certificates (``certificate``). The top room of the harness: it may import every
+room below it (docs/development.md, "Rooms of the harness")::
 
-    from ftspec.conformance.session import Settings, certify, run
+    from ftspec.conformance.session import Settings, certify, identify, run
 """
 
 from .commands import (
     EXTENSION_SEED,
     Certificate,
+    Identification,
     NothingTested,
     Reproduction,
     RunResult,
@@ -15,9 +17,10 @@ from .commands import (
     Settings,
     capped_jobs,
     certify,
+    identify,
     reproduce,
     run,
 )
 
-__all__ = ["EXTENSION_SEED", "Certificate", "NothingTested", "Reproduction", "RunResult", "SessionError",
-           "Settings", "capped_jobs", "certify", "reproduce", "run"]
+__all__ = ["EXTENSION_SEED", "Certificate", "Identification", "NothingTested", "Reproduction", "RunResult",
+           "SessionError", "Settings", "capped_jobs", "certify", "identify", "reproduce", "run"]

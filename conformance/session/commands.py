@@ -1,17 +1,26 @@
-"""The library API under the ``ftspec`` command: a run, a certificate, a reproduction.
+"""The library API under the ``ftspec`` command: a run, a certificate, a reproduction, an identification.
 
-    from ftspec.conformance.session import Settings, certify, run
+    from ftspec.conformance.session import Settings, certify, identify, run
 
     result = run(["numpy"], Settings(profile="quick", algorithms=("layer_norm",)))
     result.verdict, result.reasons, result.cells, result.fixtures
     cert = certify("my_module:impl", Settings(profile="default"))
     cert.verdict; cert.write("certificates/mine")
+    identify("torch-nn", algorithms=("layer_norm",)).fits
 
-The command-line modules (``tools/cmd_run.py``, ``cmd_certify.py``) only
-parse arguments into ``Settings`` and print what these return, so a Python
-user gets exactly what the CLI does.
+The command-line modules (``tools/cmd_run.py``, ``cmd_certify.py``,
+``cmd_identify.py``) only parse arguments into these calls and print what
+they return, so a Python user gets exactly what the CLI does. ``identify``
+lives in ``identification.py`` and is re-exported here.
 
-A run has three phases. The searches (``conformance/parallel.run_parallel``:
+The user's ``Settings`` are resolved once, after the plugins are loaded, into
+one frozen ``RunConfig`` (conformance/running/config.py: the profile's
+examples, time cap and call timeout filled in, the minimum and the fixtures
+the command needs, the labels workers load, the workers), and that object is
+what every phase passes down: to ``Runner.from_config`` in this process, to
+``parallel.run_parallel``, and as JSON text to every worker.
+
+A run has three phases (``phases.RunPhases``). The searches (``parallel.run_parallel``:
 each (algorithm, dtype) search in a worker process, at ``jobs=1`` too, so a
 plugin that ends or hangs its process cannot end the run; only with
 ``in_process`` or for an ``Implementation`` object with no label a worker
@@ -40,8 +49,9 @@ A plugin whose call hung or crashed in the searches is not called again:
 the extra round leaves it out (``exclude``) and the fixture replay skips it
 (``parallel.hangs_of``, ``calling.skipping_hangs``) under the run's call
 timeout, so a hang costs its timeout once. Ctrl-C keeps what had ended
-(``run_parallel``'s ``partial_result``; cells of searches not ended become
-"no examples") and marks the result interrupted.
+(the ``partial`` of ``interruption.SearchesInterrupted`` or
+``ReplayInterrupted``; cells of searches not ended become "no examples") and
+marks the result interrupted.
 """
 
 from __future__ import annotations
@@ -49,8 +59,7 @@ from __future__ import annotations
 import datetime as _dt
 import difflib
 import math
-import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -60,15 +69,18 @@ from ftspec.impls.discovery import (DEFAULT_LOAD_TIMEOUT, PluginError, PluginLos
 from ftspec.spec.registry import REGISTRY
 
 from .certificate import Certificate, build
-from ..running.fixture_replay import DTYPES as FIXTURE_DTYPES
-from ..core.interrupts import held_interrupt
-from ..core.profiles import PROFILES, Profile, profile
-from ..running.runner import Cell, RunResult, Runner
-from ..core.verdict import NothingTested, derive
+from .errors import SessionError
+from .identification import Identification, identify
+from .phases import EXTENSION_SEED, RunPhases
+from ..running.config import DEFAULT_CASE_DIR, RunConfig
+from ..core.profiles import PROFILES, profile
+from ..running.runner import RunResult
+from ..core.verdict import NothingTested
 
 __all__ = [
     "EXTENSION_SEED",
     "Certificate",
+    "Identification",
     "NothingTested",
     "Reproduction",
     "RunResult",
@@ -76,19 +88,14 @@ __all__ = [
     "Settings",
     "capped_jobs",
     "certify",
+    "identify",
     "reproduce",
     "run",
 ]
 
-#: the extra round's seed is the run's seed plus this (recorded in the result, reproducible)
-EXTENSION_SEED = 104_729
 FIXTURE_CHOICES = ("all", "sample", "none")
 
 Plugin = Union[str, Implementation, tuple[str, Implementation]]
-
-
-class SessionError(ValueError):
-    """Bad settings or an implementation that cannot be loaded: a one-line message for the user."""
 
 
 def _did_you_mean(word: str, choices: Sequence[str]) -> str:
@@ -110,8 +117,9 @@ class Settings:
     workers run the tasks instead of local worker processes (``ftspec[dask]``; not recorded in
     a certificate: it says where, not what). ``load_timeout``: seconds loading one plugin, or
     its ``devices()``, may take (None: ``DEFAULT_LOAD_TIMEOUT``; not recorded in a certificate).
-    ``jobs`` is capped at ``parallel.jobs_cap()`` (``capped_jobs``). ``progress(event, **info)``
-    receives progress events."""
+    ``case_dir``: where shrunk failing cases are written (None: ``reports/cases``; ``ftspec
+    certify`` names ``OUT/cases``). ``jobs`` is capped at ``parallel.jobs_cap()``
+    (``capped_jobs``). ``progress(event, **info)`` receives progress events."""
 
     profile: str = "default"
     algorithms: Optional[tuple[str, ...]] = None
@@ -121,7 +129,7 @@ class Settings:
     seconds: Optional[float] = None
     seed: int = 0
     call_timeout: Optional[float] = None
-    case_dir: str = "reports/cases"
+    case_dir: Optional[str] = None
     fixtures: Optional[str] = None
     jobs: Optional[int] = None
     in_process: bool = False
@@ -140,7 +148,8 @@ class Settings:
                 if not value:
                     value = None
             object.__setattr__(self, name, value)
-        object.__setattr__(self, "case_dir", str(self.case_dir))
+        if self.case_dir is not None:
+            object.__setattr__(self, "case_dir", str(self.case_dir))
         if self.profile not in PROFILES:
             raise SessionError(f"unknown profile {self.profile!r}{_did_you_mean(str(self.profile), sorted(PROFILES))}")
         for name in self.algorithms or ():
@@ -289,42 +298,12 @@ def _answering(label: str, impl: Implementation, lost: dict[str, PluginError], t
     return with_devices(impl, timeout)
 
 
-# -- the phases ------------------------------------------------------------------------
-
-class _Collector:
-    """Passes progress events on and keeps every cell of a search that ended (for Ctrl-C)."""
-
-    def __init__(self, progress: Optional[Callable[..., None]]) -> None:
-        self.progress = progress
-        self.ended: list[Cell] = []
-
-    def __call__(self, event: str, **info: Any) -> None:
-        if event == "end":
-            self.ended.extend(info.get("cells", []))
-        if self.progress is not None:
-            self.progress(event, **info)
-
-
-@dataclass
-class _Plan:
-    """What a command resolves its settings to."""
-
-    command: str  # run | certify
-    profile: Profile
-    jobs: int
-    examples: int  # per search
-    seconds: float  # cap per search (inf: none)
-    minimum: int  # examples a cell must run for a verdict
-    fixtures: str  # the selection replayed
-    fixtures_required: str  # the least a complete run replays
-    shards: int = 1  # each search split by seed into this many
-    executor: Any = None  # the command's worker pool, or a Dask executor (parallel.dask_executor)
-
+# -- the configuration -------------------------------------------------------------------
 
 def capped_jobs(jobs: Optional[int]) -> tuple[Optional[int], Optional[str]]:
     """``jobs`` within ``parallel.jobs_cap()`` (``MAX_JOBS_PER_CPU`` per usable CPU), and a
     one-line note saying so when it was cut (None when it was not)."""
-    from ..running.parallel import MAX_JOBS_PER_CPU, jobs_cap, usable_cpus
+    from ..running.executors import MAX_JOBS_PER_CPU, jobs_cap, usable_cpus
 
     cap = jobs_cap()
     if jobs is None or not _is_int(jobs) or jobs <= cap:
@@ -336,12 +315,16 @@ def capped_jobs(jobs: Optional[int]) -> tuple[Optional[int], Optional[str]]:
 
 def _jobs(settings: Settings) -> int:
     """Worker processes: ``settings.jobs`` up to ``capped_jobs``'s cap, or one per CPU (at most 8)."""
-    from ..running.parallel import default_jobs
+    from ..running.executors import default_jobs
 
     return capped_jobs(settings.jobs)[0] or default_jobs()
 
 
-def _resolve(settings: Settings, command: str) -> _Plan:
+def _configure(settings: Settings, command: str, labels: Sequence[str], *, jobs: int,
+               in_process: bool) -> RunConfig:
+    """The run's one configuration, resolved from ``settings`` for ``command`` ("run" or
+    "certify"): the profile's examples, time cap and call timeout filled in, the minimum a cell
+    needs and the fixtures a complete run replays."""
     prof = profile(settings.profile)
     minimum = prof.certify_minimum if command == "certify" else prof.minimum
     if settings.examples is not None:
@@ -355,183 +338,13 @@ def _resolve(settings: Settings, command: str) -> _Plan:
     else:
         seconds = prof.seconds
     required = "all" if command == "certify" else prof.fixtures
-    return _Plan(command, prof, _jobs(settings), examples, seconds, minimum,
-                 settings.fixtures or required, required, settings.shards or 1)
-
-
-def _search(loaded, settings: Settings, plan: _Plan, portable: bool, progress, *, algorithms, dtypes,
-            examples: int, seconds: float, seed: int, exclude: Sequence[Sequence[str]] = ()) -> RunResult:
-    """One round of searches; ``exclude`` ((label, algorithm, dtype)) leaves those members out
-    (an extra round does not call again a plugin that hung or crashed)."""
-    if settings.in_process or not portable:
-        runner = Runner(loaded, profile=plan.profile, seed=seed, case_dir=settings.case_dir, examples=examples,
-                        call_timeout=settings.call_timeout, devices=settings.devices, progress=progress,
-                        seconds=seconds, exclude=exclude)
-        return runner.run(algorithms, dtypes)
-    from ..running.parallel import RunSettings, run_parallel
-
-    run_settings = RunSettings(tuple(label for label, _ in loaded), plan.profile.name, seed, settings.case_dir,
-                               examples, settings.call_timeout, settings.devices, seconds, plan.shards,
-                               settings.load_timeout or DEFAULT_LOAD_TIMEOUT)
-    return run_parallel(run_settings, loaded, jobs=plan.jobs, algorithms=algorithms, dtypes=dtypes,
-                        progress=progress, exclude=exclude, executor=plan.executor)
-
-
-def _not_ended(result: RunResult, ended: Sequence[Cell]) -> RunResult:
-    """An interrupted round's result with the cells of the searches that had not ended marked as
-    not run (they are planned with status "pass" and no examples)."""
-    done = {id(c) for c in ended}
-    for c in result.cells:
-        if id(c) not in done and c.status == "pass" and c.failure is None:
-            c.status, c.note = "no examples", "not run: interrupted before this search ended"
-    return result
-
-
-def _left_out(result: RunResult) -> list[tuple[str, str, str]]:
-    """(label, algorithm, dtype) an extra round must not search again: every member whose call hung
-    or crashed (a second call would hang or crash again), and every member none of whose cells an
-    extra round could change (all failed already)."""
-    by: dict[tuple[str, str, str], list[Cell]] = {}
-    for c in result.cells:
-        if c.status != "not implemented":
-            by.setdefault((c.impl, c.algorithm, c.dtype), []).append(c)
-    out = []
-    for key, cells in by.items():
-        hung = any(c.failure is not None and c.failure.check in ("timeout", "crash") for c in cells)
-        if hung or not any(c.status in ("pass", "no examples") for c in cells):
-            out.append(key)
-    return out
-
-
-def _merge(result: RunResult, extra: RunResult) -> int:
-    """Add an extra round's examples to the cells that had not failed; returns the cells extended."""
-    index = {(c.algorithm, c.impl, c.dtype, c.device): c for c in result.cells}
-    extended = 0
-    for e in extra.cells:
-        c = index.get((e.algorithm, e.impl, e.dtype, e.device))
-        if c is None or c.status not in ("pass", "no examples") or e.status == "not implemented":
-            continue
-        extended += 1
-        before = c.examples
-        c.add_counts(e)
-        if e.status == "no examples":
-            if c.examples:
-                c.status, c.note = "pass", ""
-            continue
-        c.status, c.note, c.failure = e.status, e.note or c.note, e.failure
-        if e.first_failure_examples is not None:
-            c.first_failure_examples = before + e.first_failure_examples
-            c.first_failure_s = e.first_failure_s
-    for key, n in extra.generated.items():
-        result.generated[key] += n
-    result.rejected.update(extra.rejected)
-    result.unmodelled.update(extra.unmodelled)
-    for key, table in extra.agreement.items():
-        mine = result.agreement.setdefault(key, {})
-        for pair, r in table.items():
-            mine[pair] = max(mine.get(pair, 0.0), r)
-    result.implementation_seconds.update(extra.implementation_seconds)
-    result.reference_seconds += extra.reference_seconds
-    result.seconds += extra.seconds
-    return extended
-
-
-def _extend(result: RunResult, loaded, settings: Settings, plan: _Plan, portable: bool, progress) -> None:
-    """One more round for the searches whose cells are short of the minimum (not when the user
-    asked for fewer examples than that: those cells stay short, and the verdict says so).
-
-    The short searches go in one call when their algorithms × dtypes are at most half again as
-    many searches (one set of worker processes, which import every framework); otherwise one call
-    per dtype. A search in the product that was not short runs the extra examples too: more
-    evidence, within the same cap."""
-    if plan.examples < plan.minimum:
-        return
-    short = [c for c in result.cells if c.status in ("pass", "no examples") and c.examples < plan.minimum]
-    if not short:
-        return
-    seed = settings.seed + EXTENSION_SEED
-    result.extension = {"seed": seed, "seconds": plan.profile.ceiling, "searches": []}
-    searches = list(dict.fromkeys((c.algorithm, c.dtype) for c in short))
-    algorithms = list(dict.fromkeys(a for a, _ in searches))
-    dtypes = [d for d in FLOAT_DTYPES if any(d == x for _, x in searches)]
-    if len(algorithms) * len(dtypes) <= 1.5 * len(searches):
-        rounds = [(algorithms, dtypes)]
-    else:
-        rounds = [(list(dict.fromkeys(a for a, x in searches if x == d)), [d]) for d in dtypes]
-    if progress is not None:
-        progress("extend", cells=len(short), minimum=plan.minimum, seconds=plan.profile.ceiling)
-    left_out = _left_out(result)
-    for algs, dts in rounds:
-        need = max(plan.minimum - c.examples for c in short if c.algorithm in algs and c.dtype in dts)
-        ended = len(getattr(progress, "ended", ()))
-        try:
-            extra = _search(loaded, settings, plan, portable, progress, algorithms=algs, dtypes=dts,
-                            examples=need, seconds=plan.profile.ceiling, seed=seed, exclude=left_out)
-        except KeyboardInterrupt as exc:  # keep the extra examples of the searches that ended
-            partial = getattr(exc, "partial_result", None)
-            if partial is not None:
-                _merge(result, _not_ended(partial, list(getattr(progress, "ended", ()))[ended:]))
-                result.extension["searches"] += [f"{a}/{d}" for (a, d) in partial.generated]
-            raise
-        _merge(result, extra)
-        result.extension["searches"] += [f"{a}/{d}" for (a, d) in extra.generated]
-
-
-def _replay(loaded, settings: Settings, plan: _Plan, portable: bool, progress, result: RunResult) -> list:
-    """The golden fixture replay: every case of the chosen algorithms, or the fixed sample of them,
-    under the run's call timeout. An (implementation, algorithm, device) whose call hung or crashed
-    in the searches (``parallel.hangs_of``) is not called again: a hang costs its timeout once."""
-    from ..core.calling import skipping_hangs
-    from ..running.fixture_replay import FixtureResult, replay_fixtures, sample_cases
-    from ..core.fixture_files import FixtureError, load_manifest
-    from ..running.parallel import hangs_of
-
-    which = plan.fixtures
-    timeout = settings.call_timeout or plan.profile.call_timeout
-    hangs = hangs_of(result)
-    try:
-        records = load_manifest()["cases"]
-    except FixtureError:  # replay_fixtures reports the unreadable set as a failed result
-        return replay_fixtures(loaded, algorithms=settings.algorithms, dtypes=settings.dtypes,
-                               devices=settings.devices)
-    if settings.algorithms:
-        records = [r for r in records if r["algorithm"] in settings.algorithms]
-    chosen = set(sample_cases(records)) if which == "sample" else {r["id"] for r in records}
-    cases = [(r["id"], r["algorithm"]) for r in records if r["id"] in chosen]
-    if progress is not None:
-        progress("fixtures", done=0, total=len(cases), which=which)
-    if settings.in_process or not portable:
-        seen: set[str] = set()
-
-        done: list[FixtureResult] = []
-
-        def each(r: FixtureResult) -> None:
-            done.append(r)
-            if r.case not in seen:
-                seen.add(r.case)
-                if progress is not None:
-                    progress("fixtures", done=len(seen), total=len(cases), which=which)
-
-        try:
-            with skipping_hangs(hangs):
-                results = replay_fixtures(loaded, dtypes=settings.dtypes, devices=settings.devices, cases=chosen,
-                                          progress=each, timeout=timeout)
-        except KeyboardInterrupt as exc:  # the replays that ended, for the interrupted report
-            exc.partial_result = done  # type: ignore[attr-defined]
-            raise
-        if len(seen) < len(cases) and progress is not None:  # cases nobody covers: finish the count
-            progress("fixtures", done=len(cases), total=len(cases), which=which)
-        return results
-    from ..running.parallel import replay_fixtures_parallel
-
-    def counted(done: int, total: int) -> None:
-        if progress is not None:
-            progress("fixtures", done=done, total=total, which=which)
-
-    return replay_fixtures_parallel([label for label, _ in loaded], jobs=plan.jobs, cases=cases,
-                                    dtypes=settings.dtypes, devices=settings.devices, progress=counted,
-                                    timeout=timeout, hangs=hangs, executor=plan.executor,
-                                    load_timeout=settings.load_timeout or DEFAULT_LOAD_TIMEOUT)
+    return RunConfig(
+        labels=tuple(labels), profile=prof.name, seed=settings.seed,
+        case_dir=DEFAULT_CASE_DIR if settings.case_dir is None else settings.case_dir, examples=examples,
+        call_timeout=settings.call_timeout or prof.call_timeout, devices=settings.devices, seconds=seconds,
+        shards=settings.shards or 1, load_timeout=settings.load_timeout or DEFAULT_LOAD_TIMEOUT,
+        command=command, algorithms=settings.algorithms, dtypes=settings.dtypes, minimum=minimum,
+        fixtures=settings.fixtures or required, fixtures_required=required, jobs=jobs, in_process=in_process)
 
 
 def _declared(loaded: Sequence[tuple[str, Implementation]]) -> dict[str, list[str]]:
@@ -567,81 +380,32 @@ def _check_something(settings: Settings, declared: dict[str, list[str]], loaded)
 
 def _execute(loaded, settings: Settings, command: str, portable: bool, broken=(),
              workers: Optional[_Workers] = None) -> RunResult:
-    """Search, extend, replay, judge. Ctrl-C ends it with what is done, marked interrupted.
-    ``workers``: the command's pool (the searches and the replay run on it unless ``in_process``,
-    not portable, or on a Dask cluster); the caller shuts it down."""
-    plan = _resolve(settings, command)
+    """The run of ``command`` over ``loaded``: its configuration built once (``_configure``), on the
+    command's worker pool (``workers``), a Dask cluster (``settings.scheduler``) or, ``in_process``
+    or for implementations no worker can load, in this process; the caller shuts ``workers`` down."""
     declared = _declared(loaded)
     _check_something(settings, declared, loaded)
-    if (settings.scheduler or plan.shards > 1) and not portable:
+    if (settings.scheduler or (settings.shards or 1) > 1) and not portable:
         raise SessionError("--scheduler and --shards above 1 need implementations a worker process can load "
                            "by name (a registered plugin or module:object), not an object made here")
-    if workers is not None:
-        if settings.in_process or not portable or settings.scheduler:
-            workers.close()  # it only loaded the plugins first: the run is elsewhere
-        else:
-            plan.executor = workers.pool()
+    in_process = settings.in_process or not portable
+    labels = [label for label, _ in loaded]
+    if workers is not None and (in_process or settings.scheduler):
+        workers.close()  # it only loaded the plugins first: the run is elsewhere
     if settings.scheduler:
-        from ..running.parallel import ExecutorError, dask_executor
+        from ..running.executors import ExecutorError, dask_executor
 
         try:
             with dask_executor(settings.scheduler) as executor:
-                plan.executor = executor
-                plan.jobs = executor.threads()
-                return _execute_plan(loaded, settings, plan, declared, portable, broken)
+                config = _configure(settings, command, labels, jobs=executor.threads(), in_process=in_process)
+                return RunPhases(loaded, config, executor=executor, declared=declared, broken=broken,
+                            progress=settings.progress).execute()
         except ExecutorError as exc:
             raise SessionError(str(exc)) from None
-    return _execute_plan(loaded, settings, plan, declared, portable, broken)
-
-
-def _execute_plan(loaded, settings: Settings, plan: _Plan, declared: dict[str, list[str]], portable: bool,
-                  broken=()) -> RunResult:
-    collector = _Collector(settings.progress)
-    started = time.perf_counter()
-    result: Optional[RunResult] = None
-    replaying = False
-    try:
-        with held_interrupt():  # Ctrl-C stops the run at a checkpoint, never inside Hypothesis or a wait
-            result = _search(loaded, settings, plan, portable, collector, algorithms=settings.algorithms,
-                             dtypes=settings.dtypes, examples=plan.examples, seconds=plan.seconds,
-                             seed=settings.seed)
-            _extend(result, loaded, settings, plan, portable, collector)
-            if plan.fixtures != "none" and (not settings.dtypes or set(settings.dtypes) & set(FIXTURE_DTYPES)):
-                replaying = True
-                result.fixtures = _replay(loaded, settings, plan, portable, collector, result)
-    except KeyboardInterrupt as exc:
-        if replaying and result is not None:  # keep the fixture replays that ended
-            result.fixtures = list(getattr(exc, "partial_result", None) or [])
-        elif result is None:  # the searches were interrupted: run_parallel's partial result, or what ended
-            partial = getattr(exc, "partial_result", None)
-            if partial is not None:
-                result = _not_ended(partial, collector.ended)
-            else:
-                result = RunResult(list(collector.ended), plan.profile.name, settings.seed)
-            result.seconds = time.perf_counter() - started
-        result.interrupted = True
-    result.jobs = 0 if settings.in_process or not portable else plan.jobs  # 0: in this process
-    result.fixture_selection = plan.fixtures
-    result.minimum = plan.minimum
-    result.broken = [(r.name, f"{r.error}" + (f" (hint: {r.hint})" if r.hint else "")) for r in broken]
-    result.plugins = list(loaded)
-    result.selection = {
-        "algorithms": list(settings.algorithms) if settings.algorithms else None,
-        "dtypes": list(settings.dtypes) if settings.dtypes else None,
-        "devices": list(settings.devices) if settings.devices else None,
-        "fixtures": plan.fixtures,
-        "fixtures_required": plan.fixtures_required,
-        "examples_per_search": plan.examples,
-        "seconds_per_search": plan.seconds if math.isfinite(plan.seconds) else None,
-        "minimum": plan.minimum,
-    }
-    result.selection["declared"] = declared
-    from .report import cell_dict
-
-    result.verdict, result.reasons = derive(  # NothingTested goes to the caller
-        [cell_dict(c) for c in result.cells], [f.to_dict() for f in result.fixtures], minimum=plan.minimum,
-        selection=result.selection, declared=declared, interrupted=result.interrupted, broken=result.broken)
-    return result
+    config = _configure(settings, command, labels, jobs=_jobs(settings), in_process=in_process)
+    pool = workers.pool() if workers is not None and not in_process else None
+    return RunPhases(loaded, config, executor=pool, declared=declared, broken=broken,
+                progress=settings.progress).execute()
 
 
 # -- the API -----------------------------------------------------------------------------
@@ -680,13 +444,19 @@ def _one(target: Plugin, settings: Settings, workers: Optional[_Workers]) -> tup
 
 
 def certify(target: Plugin, settings: Settings = Settings(), *,
-            issued: Optional[_dt.datetime] = None) -> Certificate:
+            issued: Optional[_dt.datetime] = None,
+            case_dir_of: Optional[Callable[[Implementation], str]] = None) -> Certificate:
     """Certify one implementation (a name, ``module:object``, an Implementation or a (label,
     Implementation) pair) against every algorithm, dtype and device it declares, and every golden
-    fixture; the certificate's verdict is ``conformant`` only if all of that ran and passed."""
+    fixture; the certificate's verdict is ``conformant`` only if all of that ran and passed.
+    ``case_dir_of(impl)``: where failing cases go, once the target is loaded (``ftspec certify``
+    puts them beside the certificate, in a folder named for the implementation, without loading
+    the target a second time); it replaces ``settings.case_dir``."""
     workers = None if settings.in_process else _Workers(settings)
     try:
         label, impl, portable = _one(target, settings, workers)
+        if case_dir_of is not None:
+            settings = replace(settings, case_dir=case_dir_of(impl))
         issued = issued or _dt.datetime.now(_dt.timezone.utc)
         result = _execute([(label, impl)], settings, "certify", portable, workers=workers)
     finally:
@@ -714,8 +484,9 @@ def reproduce(path: Path | str, impl: Plugin, *, jobs: Optional[int] = None,
               case_dir: Optional[str] = None, progress: Optional[Callable[..., None]] = None) -> Reproduction:
     """Run a certificate's certification again on ``impl`` (always the caller's choice: the target
     a certificate records is data, never imported from it) with its recorded seed and settings
-    (bounded by ``certificate.recorded_settings``), and compare verdicts cell by cell. Raises
-    CertificateError if the file is not an intact, consistent certificate."""
+    (bounded by ``certificate.recorded_settings``), and compare verdicts cell by cell. ``case_dir``:
+    where failing cases go (None: the default). Raises CertificateError if the file is not an
+    intact, consistent certificate."""
     from .certificate import load, recorded_settings
     from .report import package_versions
 
@@ -723,7 +494,7 @@ def reproduce(path: Path | str, impl: Plugin, *, jobs: Optional[int] = None,
     known = {f.name for f in fields(Settings)}
     kwargs = {k: v for k, v in recorded_settings(doc).items() if k in known}
     kwargs.update(progress=progress, jobs=jobs)
-    if case_dir:
+    if case_dir is not None:
         kwargs["case_dir"] = case_dir
     if impl is None or impl == "":
         raise SessionError("reproduce needs the implementation to run (the certificate's recorded target is "

@@ -56,8 +56,8 @@ class AssertCloseRunner(Runner):
 
     distinct_failures = 0  # a baseline counts first failures (forensics/distinct_failures.py: the harness's)
 
-    def _reference(self, entry: Entry, prepared: Prepared, case: Case, dtype: str, precision: str) -> Reference:
-        return assert_close_bound(super()._reference(entry, prepared, case, dtype, precision))
+    def reference_for(self, entry: Entry, prepared: Prepared, case: Case, dtype: str, precision: str) -> Reference:
+        return assert_close_bound(super().reference_for(entry, prepared, case, dtype, precision))
 
 
 def fixture_replay(plugins: Sequence[tuple[str, Any]], algorithms: Sequence[str], dtypes: Sequence[str], *,

@@ -1,0 +1,149 @@
+"""The library/worker seam: one frozen run configuration, failing cases carried in the worker's
+result, a typed interruption, ``session.identify`` as a library call.
+
+- ``RunConfig`` (conformance/running/config.py) is built once from ``Settings``
+  (``commands._configure``) and travels to workers as standard JSON;
+- a search task's result carries its failing case (conformance/running/wire.py),
+  bit for bit, so the parent reads no case file;
+- Ctrl-C in ``run_parallel`` is ``SearchesInterrupted``, a ``KeyboardInterrupt`` whose
+  ``partial`` is the result so far;
+- ``session.identify`` returns what ``ftspec identify`` prints and writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.casefile import read_case
+from ftspec.conformance.running import wire
+from ftspec.conformance.running.config import DEFAULT_CASE_DIR, RunConfig
+from ftspec.conformance.running.interruption import ReplayInterrupted, RunInterrupted, SearchesInterrupted
+from ftspec.conformance.session import Identification, SessionError, Settings, identify
+from ftspec.conformance.session import commands
+from ftspec.impls.discovery import load_target
+from ftspec.spec.variants import PRESETS
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = (ROOT / "examples" / "minimal_plugin" / "ftspec_example" / "__init__.py").read_text()
+TABLE = ROOT / "examples" / "tables" / "layer_norm_fourth_seed.json"
+WRONG_EPSILON = """
+import numpy as np
+
+def layer_norm(inputs, params, ctx):  # epsilon 1e-5 inside the root: wrong for the paper's set
+    X = inputs["X"]
+    m = X.mean(axis=-2, keepdims=True)
+    v = ((X - m) ** 2).mean(axis=-2, keepdims=True)
+    return (X - m) / np.sqrt(v + 1e-5) * params["gamma"][:, None] + params["beta"][:, None]
+
+implementation.algorithms["layer_norm"] = layer_norm
+"""
+
+
+def test_the_configuration_is_standard_json_and_comes_back_the_same():
+    config = RunConfig(("numpy", "torch"), "default", seed=4, examples=7, seconds=math.inf, devices=("cpu",),
+                       algorithms=("layer_norm",), call_timeout=3.0, shards=2, command="certify", minimum=100)
+    text = config.to_json()
+    json.loads(text, parse_constant=lambda name: pytest.fail(f"non-standard JSON constant {name}"))
+    again = RunConfig.from_json(text)
+    assert again == config and again.seconds == math.inf and again.labels == ("numpy", "torch")
+    with pytest.raises(TypeError, match="unknown run configuration fields: extra"):
+        RunConfig.from_plain({**config.to_plain(), "extra": 1})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.seed = 5  # type: ignore[misc]
+
+
+def test_settings_are_resolved_once_into_the_configuration():
+    config = commands._configure(Settings(profile="quick", seed=3), "certify", ["numpy"], jobs=2, in_process=False)
+    assert (config.labels, config.profile, config.seed, config.jobs) == (("numpy",), "quick", 3, 2)
+    assert config.examples == 10 and config.minimum == 10 and config.fixtures == "all"  # certify's
+    assert config.seconds == 2.0 and config.call_timeout == 60.0 and config.case_dir == DEFAULT_CASE_DIR
+    run = commands._configure(Settings(profile="quick", examples=5, case_dir="here"), "run", ["numpy"], jobs=1,
+                              in_process=True)
+    assert run.seconds == math.inf and run.examples == 5 and run.fixtures == "sample" and run.case_dir == "here"
+    extra = run.extension(seed=9, examples=2, seconds=20.0)
+    assert (extra.seed, extra.examples, extra.seconds, extra.labels) == (9, 2, 20.0, run.labels)
+
+
+def test_the_default_case_dir_is_none_not_a_string():
+    assert Settings().case_dir is None
+    assert Settings(case_dir=Path("x")).case_dir == "x"
+
+
+def test_a_case_travels_bit_for_bit():
+    case = Case.build("mh_attention", seed=3, variant=PRESETS["hf-gpt2"])
+    case.batch = [{k: v + 1 for k, v in case.inputs.items()}]
+    plain = wire.case_to_plain(case)
+    json.dumps(plain)  # plain values only
+    again = wire.case_from_plain(json.loads(json.dumps(plain)))
+    assert again.algorithm == case.algorithm and again.hyper == case.hyper and again.style == case.style
+    assert again.variant == case.variant and len(again.batch) == 1
+    for mine, theirs in ((case.inputs, again.inputs), (case.params, again.params), (case.batch[0], again.batch[0])):
+        assert mine.keys() == theirs.keys()
+        for k in mine:
+            assert theirs[k].dtype == mine[k].dtype and np.array_equal(theirs[k], mine[k])
+    with pytest.raises(ValueError):
+        wire.case_from_plain({**plain, "algorithm": "no_such_algorithm"})
+    with pytest.raises(ValueError):
+        wire.case_from_plain({**plain, "tensors": "not base64!"})
+
+
+def test_a_worker_result_carries_its_failing_case(tmp_path, monkeypatch):
+    """The search task's JSON holds the shrunk case: the parent rebuilds it without the case file,
+    and it is the case the file holds."""
+    from ftspec.conformance.running.parallel import _search_task
+
+    (tmp_path / "wrong_eps.py").write_text(EXAMPLE + "\n" + WRONG_EPSILON)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = RunConfig(("wrong_eps:implementation",), "default", seed=3, case_dir=str(tmp_path / "cases"),
+                       examples=30)
+    values = json.loads(_search_task(config.to_json(), "layer_norm", "float32"))
+    (bad,) = [c for c in values["cells"] if c["status"] == "fail"]
+    cell = wire.cell_from_plain(bad)
+    on_disk, _ = read_case(cell.failure.case_file)
+    Path(cell.failure.case_file).unlink()  # the parent never needs it
+    again = wire.cell_from_plain(bad)
+    assert again.failure is not None and again.failure.case is not None
+    for k, v in on_disk.inputs.items():
+        assert np.array_equal(again.failure.case.inputs[k], v)
+    assert again.failure.case.hyper == on_disk.hyper and again.failure.case.variant == on_disk.variant
+
+
+def test_ctrl_c_in_the_searches_is_typed_with_the_result_so_far(tmp_path):
+    from ftspec.conformance.running.parallel import run_parallel
+
+    def progress(event: str, **info) -> None:
+        if event == "end":
+            raise KeyboardInterrupt  # as a held Ctrl-C would, after the first search ended
+
+    config = RunConfig(("numpy",), "default", seed=1, case_dir=str(tmp_path), examples=2)
+    with pytest.raises(SearchesInterrupted) as info:
+        run_parallel(config, [("numpy", load_target("numpy"))], jobs=1, algorithms=["layer_norm", "rms_norm"],
+                     dtypes=["float64"], progress=progress)
+    partial = info.value.partial
+    assert isinstance(info.value, KeyboardInterrupt) and isinstance(info.value, RunInterrupted)
+    assert {c.algorithm for c in partial.cells} == {"layer_norm", "rms_norm"}
+    assert sum(c.examples for c in partial.cells) == 2  # the one search that ended
+    assert issubclass(ReplayInterrupted, KeyboardInterrupt)
+
+
+def test_identify_is_a_library_call():
+    found = identify(table=TABLE)
+    assert isinstance(found, Identification) and found.fits and found.table == str(TABLE)
+    doc = found.to_dict()
+    assert doc["format"] == "ftspec-identify/1" and doc["entries"][0]["algorithm"] == "layer_norm"
+    events: list[str] = []
+    mine = identify("numpy", algorithms=["layer_norm"], seconds=5, progress=lambda event, **info: events.append(event))
+    assert events == ["start", "entry"] and mine.fits and mine.dtype == "float64" and mine.device == "cpu"
+    assert mine.to_dict()["merged"]["expression"] == "PAPER"
+    with pytest.raises(SessionError, match="unknown algorithm 'layer_nrom'; did you mean 'layer_norm'"):
+        identify("numpy", algorithms=["layer_nrom"])
+    with pytest.raises(SessionError, match="not both"):
+        identify("numpy", table=TABLE)
