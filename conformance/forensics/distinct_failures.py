@@ -178,7 +178,7 @@ def search_distinct(runner: Any, entry: Entry, dtype: str, variants: Any, limits
                     examples: int, seconds: float = SECONDS, max_failures: int = MAX_DISTINCT,
                     refused: Callable[[Entry, Case, SpecError], bool] = lambda e, c, x: False) -> list[dict[str, Any]]:
     """Search ``member`` again for failures whose signature differs from ``cell.failure``'s and from
-    each other; each is recorded through ``runner._fail`` (case file, report, diagnosis) and returned
+    each other; each is recorded through ``runner.record_failure`` (case file, report, diagnosis) and returned
     as plain data (the ``Cell.more_failures`` records). ``examples``: the examples left; ``refused``:
     the runner's ``refused_empty_query`` (a refusal the implementation must share).
 
@@ -379,7 +379,7 @@ def _record(runner: Any, member: Any, cell: Any, finding: Finding, case: Case, d
             shrunk: bool) -> dict[str, Any]:
     """One further failure as plain data, written and reported as the runner writes the first one."""
     scratch = type(cell)(cell.algorithm, cell.impl, cell.dtype, cell.device)  # runner.Cell
-    runner._fail(scratch, member, finding, case, dtype, shrunk=shrunk)
+    runner.record_failure(scratch, member, finding, case, dtype, shrunk=shrunk)
     f = scratch.failure
     return {"check": f.check, "message": f.message, "case_file": f.case_file, "reproducer": f.reproducer,
             "report": f.report, "shrunk": f.shrunk, "diagnosis": f.diagnosis,

@@ -262,10 +262,6 @@ class Runner:
             raise value
         return value
 
-    def _reference(self, entry: Entry, prepared: Prepared, case: Case, dtype: str, precision: str) -> Reference:
-        """``reference_for`` under the name conformance/forensics/distinct_failures.py calls."""
-        return self.reference_for(entry, prepared, case, dtype, precision)
-
     # -- the run ------------------------------------------------------------------
     def plan(self, algorithms: Optional[Sequence[str]] = None, dtypes: Optional[Sequence[str]] = None,
              result: Optional[RunResult] = None) -> tuple[RunResult, list[tuple[Entry, str, list[Member], dict]]]:
@@ -375,10 +371,6 @@ class Runner:
         cell.failure = Failure(finding.check, finding.message, case, str(path) if path else None, command, report,
                                shrunk, diagnosis.to_dict() if diagnosis is not None else None)
         self.progress("failure", cell=cell)
-
-    def _fail(self, cell: Cell, m: Member, finding: Finding, case: Case, dtype: str, *, shrunk: bool) -> None:
-        """``record_failure`` under the name conformance/forensics/distinct_failures.py calls."""
-        self.record_failure(cell, m, finding, case, dtype, shrunk=shrunk)
 
     def _write_case_file(self, cell: Cell, m: Member, finding: Finding, case: Case, dtype: str) -> Optional[Path]:
         """The failing case's replayable file in ``case_dir`` (None, with a note on the cell, when it
