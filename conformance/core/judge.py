@@ -46,7 +46,9 @@ def _at(index: tuple) -> str:
 
 
 def judge(entry: Entry, got: Mapping[str, np.ndarray], ref: Reference) -> Judgement:
-    """Compare one call's NumPy outputs with the reference (same dtype)."""
+    """Compare one call's NumPy outputs with the reference (same dtype). One loop over the outputs
+    with a branch per kind of output (missing, shape, exact, NaN pattern, tolerance): kept whole so
+    that the order of the checks, which decides the first finding reported, is visible at once."""
     j = Judgement()
     exact_ok = True
     for spec in ref.specs or entry.outputs:

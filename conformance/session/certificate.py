@@ -343,7 +343,8 @@ def _variant_sets(value: Any) -> Union[Literal["all"], list[VariantSet]]:
 
 def _check_schema(doc: dict[str, Any]) -> None:
     """The fields ``--verify`` and ``--reproduce`` read have their types and bounds (``_Malformed``
-    names the first that does not): after this, checking consistency cannot raise."""
+    names the first that does not): after this, checking consistency cannot raise. Long on purpose:
+    one flat list of field checks, in the order of the certificate's fields, reads as its schema."""
     if not (isinstance(doc.get("content_hash"), str) and len(doc["content_hash"]) == 64):
         raise _bad("content_hash", "64 hex digits", doc.get("content_hash"))
     if doc.get("verdict") not in VERDICTS:
@@ -539,7 +540,9 @@ def _fixture_problems(doc: dict[str, Any]) -> tuple[list[str], list[str]]:
 
 
 def _problems(doc: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """(every way the certificate contradicts itself, notes on what could not be checked here)."""
+    """(every way the certificate contradicts itself, notes on what could not be checked here).
+    Long on purpose: one list of independent checks, each a few lines, in the order docs/reports.md
+    gives them; split, they would only pass the same two lists around."""
     try:
         _check_schema(doc)
     except _Malformed as exc:
