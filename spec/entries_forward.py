@@ -29,10 +29,16 @@ from .entry import (
 from .layers import bert_layer, decoder_layer, encoder_layer, gpt2_layer
 from .normalization import norm_columns
 from .params import Shape
+from .refusals import empty_query, narrow_norm, too_long, zero_variance
 from .unembedding import unembed, unembedding_matrix
 from .variants import VariantSet
 
 __all__ = ["ENTRIES"]
+
+#: the refusals of the entries whose embedding feeds a norm: positions that add a fixed sinusoid
+#: leave no column that a transform can make constant exactly
+_DATA_POSITIONS = (("positions", ("learned", "none")),)
+_LAYER_NORM = (("norm", ("layer_norm",)),)
 
 
 def _unembedding_schema(hyper: Hyper, v: VariantSet) -> dict[str, Shape]:
@@ -105,6 +111,8 @@ ENTRIES: list[Entry] = [
         reference=lambda i, p, h, v: {"X": embed(i["x"], p["W_e"], p.get("W_p"), ell_max=h["ell_max"], variant=v,
                                        gamma=p.get("gamma_emb"), beta=p.get("beta_emb"))},
         check=all_of(sequences_fit("ell"), norm_dims("d_e")),
+        refusals=(zero_variance(tokens="x", when=(("embedding_norm", (True,)), *_DATA_POSITIONS)),
+                  narrow_norm(when=(*_LAYER_NORM, ("embedding_norm", (True,)))), too_long("ell")),
     ),
     Entry(
         name="basic_single_query_attention", paper_name="Basic single-query attention",
@@ -131,6 +139,7 @@ ENTRIES: list[Entry] = [
         switches=ATTENTION | {"empty_query"},
         reference=lambda i, p, h, v: {"V_tilde": attention(
             i["X"], i["Z"], P.from_flat(P.AttentionParams, p), i["Mask"], variant=v)},
+        refusals=(empty_query(),),
     ),
     Entry(
         name="mh_attention", paper_name="MHAttention",
@@ -146,6 +155,7 @@ ENTRIES: list[Entry] = [
         reference=lambda i, p, h, v: {"V_tilde": mh_attention(
             i["X"], i["Z"], P.from_flat(P.MHAttentionParams, p), i["Mask"], variant=v)},
         structural=("H",),
+        refusals=(empty_query(),),
     ),
     Entry(
         name="unidirectional_mask", paper_name="Unidirectional mask",
@@ -171,6 +181,7 @@ ENTRIES: list[Entry] = [
         switches=NORM_LN,
         reference=lambda i, p, h, v: {"X_hat": norm_columns(i["X"], p.get("gamma"), p.get("beta"), v, "layer_norm")},
         check=norm_dims("d_e", layer_norm_only=True),
+        refusals=(zero_variance(column_of="X", kind="layer_norm"), narrow_norm()),
     ),
     Entry(
         name="rms_norm", paper_name="RMSnorm",
@@ -183,6 +194,7 @@ ENTRIES: list[Entry] = [
         param_schema=lambda h, v: P.norm_schema(v, "gamma", "beta", norm="rms_norm"),
         switches=frozenset({"epsilon", "epsilon_placement", "affine"}),
         reference=lambda i, p, h, v: {"X_hat": norm_columns(i["X"], p.get("gamma"), None, v, "rms_norm")},
+        refusals=(zero_variance(column_of="X", kind="rms_norm"),),
     ),
     Entry(
         name="unembedding", paper_name="Unembedding",
@@ -210,6 +222,7 @@ ENTRIES: list[Entry] = [
         reference=lambda i, p, h, v: {"Z": encoder_layer(i["Z"], P.from_flat(P.LayerParams, p), variant=v)},
         structural=("H",),
         check=norm_dims("d_e"),
+        refusals=(zero_variance(column_of="Z", attention="attn."), narrow_norm(when=_LAYER_NORM)),
     ),
     Entry(
         name="decoder_layer", paper_name="EDTransformer decoder layer",
@@ -225,6 +238,7 @@ ENTRIES: list[Entry] = [
                                                          variant=v)},
         structural=("H",),
         check=norm_dims("d_e"),
+        refusals=(zero_variance(column_of="X", attention="self_attn."), narrow_norm(when=_LAYER_NORM)),
     ),
     Entry(
         name="bert_layer", paper_name="ETransformer layer",
@@ -239,6 +253,7 @@ ENTRIES: list[Entry] = [
         reference=lambda i, p, h, v: {"X": bert_layer(i["X"], P.from_flat(P.LayerParams, p), variant=v)},
         structural=("H",),
         check=norm_dims("d_e"),
+        refusals=(zero_variance(column_of="X", attention="attn."), narrow_norm(when=_LAYER_NORM)),
     ),
     Entry(
         name="gpt2_layer", paper_name="DTransformer layer",
@@ -253,6 +268,7 @@ ENTRIES: list[Entry] = [
         reference=lambda i, p, h, v: {"X": gpt2_layer(i["X"], P.from_flat(P.LayerParams, p), variant=v)},
         structural=("H",),
         check=norm_dims("d_e"),
+        refusals=(zero_variance(column_of="X", attention="attn."), narrow_norm(when=_LAYER_NORM)),
     ),
     Entry(
         name="ed_transformer", paper_name="EDTransformer",
@@ -268,6 +284,8 @@ ENTRIES: list[Entry] = [
                                                 ell_max=h["ell_max"], variant=v)},
         structural=("L_enc", "L_dec", "H"),
         check=all_of(sequences_fit("ell_z", "ell_x"), norm_dims("d_e")),
+        refusals=(zero_variance(tokens="z", attention="enc_layers.0.attn.", when=_DATA_POSITIONS),
+                  too_long("ell_z", "ell_x")),
     ),
     Entry(
         name="e_transformer", paper_name="ETransformer",
@@ -283,6 +301,7 @@ ENTRIES: list[Entry] = [
                                                ell_max=h["ell_max"], variant=v)},
         structural=("L", "H"),
         check=all_of(sequences_fit("ell"), tied_needs("d_f"), norm_dims("d_e", "d_f")),
+        refusals=(zero_variance(tokens="x", attention="layers.0.attn.", when=_DATA_POSITIONS), too_long("ell")),
     ),
     Entry(
         name="d_transformer", paper_name="DTransformer",
@@ -298,5 +317,6 @@ ENTRIES: list[Entry] = [
                                                ell_max=h["ell_max"], variant=v)},
         structural=("L", "H"),
         check=all_of(sequences_fit("ell"), norm_dims("d_e")),
+        refusals=(zero_variance(tokens="x", attention="layers.0.attn.", when=_DATA_POSITIONS), too_long("ell")),
     ),
 ]

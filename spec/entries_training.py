@@ -30,6 +30,7 @@ from .errors import SpecError
 from .inference import cdf, d_inference, ed_inference, sample
 from .linalg import column
 from .params import DTransformerParams, EDTransformerParams, ETransformerParams, from_flat
+from .refusals import Refusal, too_long, zero_variance
 from .training import (
     d_loss,
     d_training,
@@ -73,6 +74,16 @@ _EXAMPLE = {
     "d": (_X("x", ("ell",), Kind.TOKEN, "token sequence"),),
 }
 _ETA = _X("eta", (), Kind.RATE, "learning rate η")
+#: what each model's spec refuses beyond its inputs' ranges (spec/refusals.py): a zero-variance
+#: column into the first layer's norm (positions that add a fixed sinusoid leave no column a
+#: transform can make constant exactly), a sequence longer than ℓ_max
+_DATA_POSITIONS = (("positions", ("learned", "none")),)
+_REFUSALS: dict[str, tuple[Refusal, ...]] = {
+    "ed": (zero_variance(tokens="z", attention="enc_layers.0.attn.", when=_DATA_POSITIONS),
+           too_long("ell_z", "ell_x")),
+    "e": (zero_variance(tokens="x", attention="layers.0.attn.", when=_DATA_POSITIONS), too_long("ell")),
+    "d": (zero_variance(tokens="x", attention="layers.0.attn.", when=_DATA_POSITIONS), too_long("ell")),
+}
 
 
 def _data(model: str, i: Mapping[str, Any]) -> tuple:
@@ -105,7 +116,7 @@ def _loss_entry(model: str, fn: Callable[..., Any]) -> Entry:
         switches=ARCHITECTURE,
         reference=lambda i, p, h, v: {"loss": fn(*_data(model, i), from_flat(_CLASS[model], p), ell_max=h["ell_max"],
                                        variant=v)},
-        structural=_STRUCTURAL[model], check=_CHECK[model],
+        structural=_STRUCTURAL[model], check=_CHECK[model], refusals=_REFUSALS[model],
     )
 
 
@@ -124,6 +135,7 @@ def _gradient_entry(model: str) -> Entry:
         reference=lambda i, p, h, v: {f"grad.{k}": g for k, g in loss_and_gradient(
             model, _data(model, i), dict(p), ell_max=h["ell_max"], variant=v)[1].items()},
         structural=_STRUCTURAL[model], check=_CHECK[model], output_schema=_grads(model),
+        refusals=_REFUSALS[model],
     )
 
 
@@ -144,7 +156,7 @@ def _step_entry(model: str) -> Entry:
         outputs=(_X("theta.*", ("as params",)),),
         param_schema=_SCHEMA[model],
         switches=ARCHITECTURE, reference=reference, structural=_STRUCTURAL[model], check=_CHECK[model],
-        output_schema=_thetas(model), batchable=False,
+        output_schema=_thetas(model), batchable=False, refusals=_REFUSALS[model],
     )
 
 
@@ -189,7 +201,7 @@ def _training_entry(model: str) -> Entry:
         switches=ARCHITECTURE,
         reference=reference,
         structural=_STRUCTURAL[model], check=_CHECK[model],
-        output_schema=_thetas(model), batchable=False,
+        output_schema=_thetas(model), batchable=False, refusals=_REFUSALS[model],
     )
 
 
@@ -303,6 +315,8 @@ ENTRIES: list[Entry] = [
                                              ell_gen=h["ell_gen"], ell_max=h["ell_max"], variant=v)},
         structural=("L", "H"), check=all_of(_d_inference_fits, norm_dims("d_e")),
         batchable=False, trace=_d_inference_trace,
+        refusals=(zero_variance(tokens="x", attention="layers.0.attn.", when=_DATA_POSITIONS),
+                  too_long(needs=lambda h: h["ell"] + h["ell_gen"] - 1, argument="ell_gen")),
     ),
     Entry(
         name="ed_inference", paper_name="EDInference",
@@ -319,5 +333,7 @@ ENTRIES: list[Entry] = [
         param_schema=ed_schema, switches=ARCHITECTURE, reference=_ed_inference_reference,
         structural=("L_enc", "L_dec", "H"), check=all_of(sequences_fit("ell_z"), norm_dims("d_e")),
         minimum={"ell_max": 2}, batchable=False, trace=_ed_inference_trace,
+        refusals=(zero_variance(tokens="z", attention="enc_layers.0.attn.", when=_DATA_POSITIONS),
+                  too_long("ell_z", minimum=2)),
     ),
 ]

@@ -31,9 +31,10 @@ from typing import Any, Callable, Mapping, Optional
 from . import params as P
 from .errors import SpecError
 from .params import Shape
+from .refusals import Refusal, declared
 from .variants import SWITCHES, VariantSet
 
-__all__ = ["Entry", "Hyper", "Kind", "TensorSpec"]
+__all__ = ["Entry", "Hyper", "Kind", "Refusal", "TensorSpec"]
 
 Hyper = Mapping[str, int]
 
@@ -124,10 +125,16 @@ class Entry:
     #: harness checks each produced token against the spec's distribution
     #: given the same prefix
     trace: Optional[Callable[..., list[dict[str, Any]]]] = None
+    #: what the spec refuses (``spec/refusals.py``): given here, the refusals of the entry's own
+    #: conditions (zero variance without ε, an empty query, ...); ``__post_init__`` puts first the
+    #: ones its declarations imply (its input kinds' ranges, its parameter shapes), so after
+    #: construction this is every refusal of the entry, which implementations must share
+    refusals: tuple[Refusal, ...] = ()
 
     def __post_init__(self) -> None:
         if set(self.sizes) != set(self.hyper):
             raise ValueError(f"Entry {self.name!r}: sizes has {sorted(self.sizes)}, hyper has {sorted(self.hyper)}")
+        object.__setattr__(self, "refusals", declared(self) + tuple(self.refusals))
 
     @property
     def title(self) -> str:

@@ -40,8 +40,9 @@ from ..core.calling import Prepared
 from ..core.case import Case
 from ..core.casefile import read_case
 from ..core.execute import Member, examine
-from .fixture_replay import replay_variant
+from ..core.refusals import check_refusals_into
 from ..core.tolerances import Reference, reference
+from .fixture_replay import replay_variant
 
 __all__ = ["ReplayError", "Verdict", "replay", "same_device"]
 
@@ -119,8 +120,9 @@ def replay(path: Path | str, *, impl: str, dtype: Optional[str] = None,
         p = Prepared(entry, extra, case.params, dtype)
         batch.append((p.inputs, reference(entry, p.inputs, p.params, hyper=case.hyper, variant=case.variant,
                                           dtype=dtype, precision=implementation.precision)))
-    outcome = examine(Member(label, implementation, device), case, prepared.inputs, prepared.params, ref,
-                      dtype=dtype, timeout=timeout, batch=batch)
+    member = Member(label, implementation, device)
+    outcome = examine(member, case, prepared.inputs, prepared.params, ref, dtype=dtype, timeout=timeout, batch=batch)
+    check_refusals_into(outcome, member, case, dtype, timeout=timeout)  # a refusal failure replays as one
     recorded = doc.get("impl")
     where = f" ({'asked for' if given else 'recorded on'} {asked!r}: the same device)" if device != asked else ""
     head = f"{case.algorithm}: {label} at {dtype} on {device}{where}\n  case: {case.describe()}\n"

@@ -44,7 +44,12 @@ Design:
   across variants: 20-30 ms against 0.2-0.45 s per call), so
   ``FTSPEC_JAX_JIT=0`` switches to eager (the plain path beside the fast one).
 - ``empty_query="error"`` is checked on the concrete mask before any tracing
-  and raises ``ValueError``.
+  and raises ``ValueError``; so are input values out of range (tokens,
+  positions, lengths, variates, probabilities, τ: ``boundary.check_values``;
+  JAX's gathers would clamp an out-of-range index silently). A norm without
+  ε that meets a token of zero variance raises too, from inside the compiled
+  program: every program runs under ``jax.experimental.checkify``
+  (``boundary.jitted``).
 """
 
 from __future__ import annotations
@@ -63,7 +68,7 @@ from ftspec.impls.api import Context, Implementation  # noqa: E402
 
 from . import inference as _inference  # noqa: E402
 from . import training as _training  # noqa: E402
-from .boundary import ENTRIES, Config, check_empty_queries, runner  # noqa: E402
+from .boundary import ENTRIES, Config, check_empty_queries, check_values, runner  # noqa: E402
 
 __all__ = ["implementation", "devices", "from_numpy", "to_numpy"]
 
@@ -110,6 +115,7 @@ def _algorithm(name: str):
     def fn(inputs: Mapping[str, Any], params: Mapping[str, Any], ctx: Context) -> Any:
         if name in ("attention", "mh_attention") and ctx.variant.empty_query == "error":
             check_empty_queries(name, inputs["Mask"])
+        check_values(inputs, ctx.hyper)
         cfg = Config(tuple(sorted(ctx.hyper.items())), ctx.variant, ctx.dtype)
         dev = device(ctx.device)
         with jax.default_device(dev):
@@ -122,6 +128,7 @@ def _algorithm(name: str):
 def _training_or_inference(name: str, entry):
     """Algorithms 11-15 (training.py, inference.py): ``entry(inputs, params, ctx, device)``."""
     def fn(inputs: Mapping[str, Any], params: Mapping[str, Any], ctx: Context) -> Any:
+        check_values(inputs, ctx.hyper)
         dev = device(ctx.device)
         with jax.default_device(dev):
             return entry(dict(inputs), dict(params), ctx, dev)

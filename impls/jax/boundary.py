@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import checkify
 
 from ftspec.spec.variants import VariantSet
 
@@ -250,9 +251,22 @@ def _shrink() -> None:
         mappings = memory_mappings() or 0
 
 
+def _thrown(fn: Callable) -> Callable:
+    """``fn`` (a ``checkify.checkify``'d function) returning its outputs, after raising the first
+    ``checkify.check`` that failed inside it (``JaxRuntimeError``, a ``ValueError``): a norm
+    without ε that met a token of zero variance (components.py) is refused, not answered with
+    NaN, although the check runs inside the compiled program."""
+    def call(*args: Any) -> Any:
+        with C.checked():  # a first call traces fn: stage the checks, which checkify functionalises
+            err, out = fn(*args)
+        err.throw()
+        return out
+    return call
+
+
 def jitted(key: tuple, make: Callable[[], Callable], platform: str = "cpu",
            use_jit: bool | None = None) -> Callable:
-    """``make()`` (a pure function of arrays), eager or jitted.
+    """``make()`` (a pure function of arrays), eager or jitted, under ``checkify`` (``_thrown``).
 
     The jitted function is kept under ``key`` (everything static about it) in
     one bounded LRU shared by every entry, so that a long run over random
@@ -261,19 +275,19 @@ def jitted(key: tuple, make: Callable[[], Callable], platform: str = "cpu",
     """
     global _calls
     if not (USE_JIT if use_jit is None else use_jit):
-        return make()
+        return _thrown(checkify.checkify(make()))
     key = (key, platform)
     fn = _jitted.pop(key, None)
     if fn is None:
         opts = CPU_COMPILER_OPTIONS if platform == "cpu" else None
-        fn = jax.jit(make(), compiler_options=opts)
+        fn = jax.jit(checkify.checkify(make()), compiler_options=opts)
     _calls += 1
     if _calls % _MAPPING_CHECK_EVERY == 0:
         _shrink()
     while len(_jitted) >= _JIT_CACHE_SIZE:
         _jitted.popitem(last=False)
     _jitted[key] = fn  # most recently used last
-    return fn
+    return _thrown(fn)
 
 
 def runner(name: str, cfg: Config, batched: bool, platform: str = "cpu",
@@ -294,3 +308,48 @@ def check_empty_queries(name: str, mask: Any) -> None:
         bad = sorted({int(t) for t in np.argwhere(~has_key)[:, -1]})
         raise ValueError(f"{name}: Mask has no key for query position(s) t_x = {bad} "
                          "(empty_query='error'; the paper's softmax would divide 0 by 0)")
+
+
+#: the inputs whose values the spec restricts, by name (docs/spec.md, "What the spec refuses")
+TOKEN_INPUTS = ("v", "x", "z", "mask_token", "bos_token", "eos_token")
+LENGTH_INPUTS = {"x_len": "x", "z_len": "z"}  # length -> the padded sequences it measures
+SEQUENCE_INPUTS = ("x", "z")
+
+
+def check_values(inputs: Mapping[str, Any], hyper: Mapping[str, int]) -> None:
+    """Refuse input values outside their ranges, on the concrete canonical arrays before any
+    tracing (NumPy on the host: no compile for a new shape): JAX's gathers clamp an index out of
+    range and its comparisons take any variate, so an out-of-range token, position, length,
+    variate, probability or temperature would otherwise give a number."""
+    def host(name: str) -> np.ndarray:
+        return np.asarray(inputs[name])
+
+    for name in TOKEN_INPUTS:
+        if name in inputs:
+            _within(name, host(name), 0, hyper["N_V"], "token IDs")
+    for name in SEQUENCE_INPUTS:  # ℓ ≤ ℓ_max under every positions switch (a sinusoid never runs out)
+        width = np.shape(inputs[name])[-1] if name in inputs and np.ndim(inputs[name]) else 0
+        if "ell_max" in hyper and width > hyper["ell_max"]:
+            raise ValueError(f"{name}: a sequence of length {width} exceeds ell_max = {hyper['ell_max']}")
+    if "t" in inputs:
+        _within("t", host("t"), 0, hyper["ell_max"], "positions")
+    for name, of in LENGTH_INPUTS.items():
+        if name in inputs:
+            _within(name, host(name), 1, host(of).shape[-1] + 1, "lengths")
+    if "u" in inputs:
+        u = host("u").astype(np.float64)
+        if u.size and not (np.all(u >= 0) and np.all(u < 1)):
+            raise ValueError(f"u: variates must lie in [0, 1); given range [{u.min()}, {u.max()}]")
+    if "p_mask" in inputs and not 0 <= float(host("p_mask")) <= 1:
+        raise ValueError(f"p_mask: a probability in [0, 1]; given {float(host('p_mask'))}")
+    if "tau" in inputs and not float(host("tau")) >= 0:  # NaN fails too
+        raise ValueError(f"tau: a temperature τ ≥ 0 (0 and inf are the limits); given {float(host('tau'))}")
+    if "p" in inputs:
+        p = host("p").astype(np.float64)
+        if not (np.all(np.isfinite(p)) and np.all(p >= 0) and np.all(np.any(p > 0, axis=-1))):
+            raise ValueError("p: non-negative finite probabilities with a positive entry")
+
+
+def _within(name: str, values: np.ndarray, low: int, high: int, what: str) -> None:
+    if values.size and (values.min() < low or values.max() >= high):
+        raise ValueError(f"{name}: {what} must lie in [{low}, {high}); given range [{values.min()}, {values.max()}]")

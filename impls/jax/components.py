@@ -14,12 +14,15 @@ pure and differentiable; batching is added by ``jax.vmap`` on top.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-from typing import Any, Mapping, Optional, TypeAlias
+from typing import Any, Iterator, Mapping, Optional, TypeAlias
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import checkify
 
 from ftspec.spec.variants import VariantSet
 
@@ -114,10 +117,40 @@ def _sigma(v: Array, variant: VariantSet) -> Array:
     return jnp.sqrt(v)  # the paper: no ε (v = 0 divides by zero)
 
 
+#: whether the functions being traced run under ``checkify`` (``boundary.jitted`` says so while it
+#: traces): only then are the checks staged, so that the functions stay plain, differentiable JAX
+#: for any other caller (a ``check`` staged outside ``checkify`` cannot be traced)
+CHECKED: contextvars.ContextVar[bool] = contextvars.ContextVar("ftspec_jax_checked", default=False)
+
+
+@contextlib.contextmanager
+def checked() -> Iterator[None]:
+    """Trace the checks below (the caller functionalises them with ``checkify.checkify``)."""
+    token = CHECKED.set(True)
+    try:
+        yield
+    finally:
+        CHECKED.reset(token)
+
+
+def refuse_zero_variance(X: Array, variant: VariantSet, kind: str) -> None:
+    """With no ε, a token of zero variance (its entries all equal; all 0 for RMSnorm) would divide
+    by √0: a ``checkify.check`` that fails inside the program and raises on the host
+    (``boundary.jitted``; staged only under ``checked()``). Equal entries are tested as such: the
+    mean of d copies of a value may round away from it and leave a tiny variance, not 0."""
+    if variant.epsilon_placement == "none" and CHECKED.get():
+        flat = (X == 0) if kind == "rms_norm" else (X == X[..., :1])
+        checkify.check(~jnp.any(jnp.all(flat, axis=-1)),
+                       f"{kind}: a token of zero variance and no epsilon (line 3 would divide by √0)")
+
+
 def layer_norm(X: Array, gamma: Optional[Array], beta: Optional[Array], variant: VariantSet) -> Array:
     """Alg. 6 on every row: m = Σe/d (line 1), v = Σ(e−m)²/d or /(d−1) (line 2),
     ê = (e − m)/σ ⊙ γ + β (line 3). X: (ℓ, d) → (ℓ, d)."""
     d = X.shape[-1]
+    if variant.variance == "unbiased" and d < 2:
+        raise ValueError(f"layer_norm: unbiased variance divides by d − 1 = 0 (d = {d})")
+    refuse_zero_variance(X, variant, "layer_norm")
     m = jnp.mean(X, axis=-1, keepdims=True)  # (ℓ, 1)
     centred = X - m  # (ℓ, d)
     denom = d - 1 if variant.variance == "unbiased" else d
@@ -132,6 +165,7 @@ def layer_norm(X: Array, gamma: Optional[Array], beta: Optional[Array], variant:
 
 def rms_norm(X: Array, gamma: Optional[Array], variant: VariantSet) -> Array:
     """RMSnorm (Alg. 6 with m = 0, β = 0): v = Σe²/d, ê = e/σ ⊙ γ. Ignores ``variance``."""
+    refuse_zero_variance(X, variant, "rms_norm")
     v = jnp.mean(X * X, axis=-1, keepdims=True)  # (ℓ, 1)
     out = X / _sigma(v, variant)  # (ℓ, d)
     return out if gamma is None else out * gamma

@@ -35,8 +35,11 @@ __all__ = [
     "activation",
     "attention_core",
     "attention_fwd",
+    "check_norm_input",
     "check_positions",
+    "check_probability",
     "check_tokens",
+    "check_variates",
     "embed",
     "embed_fwd",
     "gelu_erf",
@@ -75,6 +78,32 @@ def check_positions(t: np.ndarray, ell_max: int, name: str = "t") -> None:
     t = np.asarray(t)
     if t.size and (t.min() < 0 or t.max() >= ell_max):
         raise ValueError(f"{name}: positions must lie in [0, {ell_max}); given range [{t.min()}, {t.max()}]")
+
+
+def check_variates(u: np.ndarray, name: str = "u") -> None:
+    """Uniform variates lie in [0, 1): a 1 or a negative u would still pick a token, silently."""
+    u = np.asarray(u)
+    if u.size and not (np.all(u >= 0) and np.all(u < 1)):
+        raise ValueError(f"{name}: variates must lie in [0, 1); given range [{u.min()}, {u.max()}]")
+
+
+def check_probability(p: np.ndarray, name: str = "p_mask") -> None:
+    if not 0 <= float(p) <= 1:
+        raise ValueError(f"{name}: a probability in [0, 1]; given {float(p)}")
+
+
+def check_norm_input(X: np.ndarray, variant, kind: str) -> None:
+    """What Algorithm 6 cannot normalise (..., d, ℓ): with no ε, a column of zero variance (all its
+    entries equal; all 0 for RMSnorm), where line 3 divides by √0; under unbiased variance, d = 1,
+    where line 2 divides by d − 1 = 0. A column of equal entries is tested as such, not through the
+    computed variance, whose rounding need not be 0."""
+    d = X.shape[-2]
+    if kind == "layer_norm" and variant.variance == "unbiased" and d < 2:
+        raise ValueError(f"layer_norm: unbiased variance divides by d − 1 = 0 (d = {d})")
+    if variant.epsilon_placement == "none":
+        flat = (X == 0) if kind == "rms_norm" else (X == X[..., :1, :])
+        if np.any(np.all(flat, axis=-2)):
+            raise ValueError(f"{kind}: a column of zero variance and no epsilon (line 3 would divide by √0)")
 
 
 # --------------------------------------------------------------------------
@@ -209,6 +238,7 @@ def norm_fwd(X: np.ndarray, gamma, beta, variant, kind: str) -> tuple[np.ndarray
     Returns ê and the cache of the backward pass.
     """
     d = X.shape[-2]
+    check_norm_input(X, variant, kind)
     if kind == "layer_norm":
         m = np.sum(X, axis=-2, keepdims=True) / _const(d, X)  # (..., 1, ℓ)  line 1
         centred = X - m  # (..., d, ℓ)

@@ -24,7 +24,7 @@ import numpy as np
 from ftspec.impls.api import Context
 
 from .architectures import d_transformer, ed_transformer
-from .components import check_tokens
+from .components import check_tokens, check_variates
 
 __all__ = ["ALGORITHMS", "sample"]
 
@@ -58,6 +58,7 @@ def sample(p: np.ndarray, u, tau) -> int:
 
 
 def _sample(i: Inputs, p: Params, ctx: Context):
+    check_variates(i["u"])
     return np.asarray(sample(i["p"], i["u"], i["tau"]), dtype=np.int64)
 
 
@@ -68,6 +69,7 @@ def _d_inference(i: Inputs, p: Params, ctx: Context):
     if ell + ell_gen - 1 > ell_max:
         raise ValueError(f"ell_gen: ell + ell_gen − 1 = {ell + ell_gen - 1} exceeds ell_max = {ell_max}")
     check_tokens(x, p["W_e"].shape[1], "x")
+    check_variates(i["u"])
     seq = [int(t) for t in x]
     y = []
     for k in range(ell_gen):  # line 2
@@ -85,6 +87,7 @@ def _ed_inference(i: Inputs, p: Params, ctx: Context):
     z = np.asarray(i["z"])
     bos, eos_token = int(i["bos_token"]), int(i["eos_token"])
     check_tokens(np.asarray([bos, eos_token]), N_V, "bos_token/eos_token")
+    check_variates(i["u"])
     x_hat = [bos]  # line 1
     eos = False
     while len(x_hat) < ell_max:  # W_p has no column beyond ℓ_max

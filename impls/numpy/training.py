@@ -30,7 +30,7 @@ import numpy as np
 from ftspec.impls.api import Context
 
 from .architectures import d_logits_fwd, e_logits_fwd, ed_logits_fwd
-from .components import check_tokens
+from .components import check_probability, check_tokens, check_variates
 from .grad_architectures import d_logits_bwd, e_logits_bwd, ed_logits_bwd
 from .grad_components import log_softmax_loss
 from .grad_layers import Grads
@@ -149,6 +149,9 @@ def _training_entry(model: str):
         if model == "ed":
             z, z_len = np.asarray(i["z"]), np.asarray(i["z_len"])
             _check_lengths(z_len, z.shape[1], "z_len")
+        if model == "e":
+            check_variates(i["u"])
+            check_probability(i["p_mask"])
         theta = dict(p)
         for epoch in range(ctx.hyper["N_epochs"]):  # line 1
             for n in range(N):  # line 2

@@ -101,6 +101,7 @@ def norm(X: Tensor, p: Norm, v: VariantSet, kind: Optional[str] = None) -> Tenso
     written out."""
     kind = kind or v.norm
     d = X.shape[-1]
+    check_norm_input(X, v, kind)
     eps = v.epsilon if v.epsilon_placement == "inside_root" else 0.0
     if kind == "layer_norm":
         if v.variance == "biased" and v.epsilon_placement != "outside_root":
@@ -119,6 +120,20 @@ def norm(X: Tensor, p: Norm, v: VariantSet, kind: Optional[str] = None) -> Tenso
     if p.beta is not None:
         Y = Y + p.beta
     return Y
+
+
+def check_norm_input(X: Tensor, v: VariantSet, kind: str) -> None:
+    """What Alg. 6 cannot normalise (…, ℓ, d): with no ε, a token of zero variance (its entries all
+    equal; all 0 for RMSnorm), where line 3 divides by √0; under unbiased variance, d = 1, where
+    line 2 divides by d − 1 = 0. Equal entries are tested as such: ``F.layer_norm``'s mean of d
+    copies of a value may round away from it and leave a tiny variance, not 0."""
+    d = X.shape[-1]
+    if kind == "layer_norm" and v.variance == "unbiased" and d < 2:
+        raise ValueError(f"layer_norm: unbiased variance divides by d − 1 = 0 (d = {d})")
+    if v.epsilon_placement == "none":
+        flat = (X == 0) if kind == "rms_norm" else (X == X[..., :1])
+        if bool(flat.all(dim=-1).any()):
+            raise ValueError(f"{kind}: a token of zero variance and no epsilon (line 3 would divide by √0)")
 
 
 def _sigma(var: Tensor, v: VariantSet) -> Tensor:

@@ -33,6 +33,22 @@ __all__ = ["INFERENCE", "sample"]
 In = Mapping[str, Tensor]
 
 
+def check_variates(u: Tensor) -> None:
+    """Variates lie in [0, 1): a 1 or a negative u would still pick a token, silently."""
+    if u.numel() and not bool(((u >= 0) & (u < 1)).all()):
+        raise ValueError(f"u: variates must lie in [0, 1); given range [{float(u.min())}, {float(u.max())}]")
+
+
+def check_distribution(p: Tensor) -> None:
+    if not bool(torch.isfinite(p).all()) or bool((p < 0).any()) or not bool((p > 0).any(dim=-1).all()):
+        raise ValueError("p: non-negative finite probabilities with a positive entry")
+
+
+def check_token(token: Tensor, n_v: int, what: str) -> None:
+    if not 0 <= int(token) < n_v:
+        raise ValueError(f"{what}: a token ID in [0, {n_v}); given {int(token)}")
+
+
 def sample(p: Tensor, u: Tensor, tau: Tensor) -> Tensor:
     """Alg. 14 line 5: y ~ q ∝ p^{1/τ} with the variate u. p (…, N_V), u (…) → int64 (…)."""
     t = float(tau)
@@ -53,6 +69,8 @@ def sample(p: Tensor, u: Tensor, tau: Tensor) -> Tensor:
 
 def _sample_entry(i: In, p: In, ctx: Context) -> Any:
     """Alg. 14 line 5 on a given distribution p (N_V,) → y () int64."""
+    check_variates(i["u"])
+    check_distribution(i["p"])
     return {"y": sample(i["p"], i["u"], i["tau"])}
 
 
@@ -68,6 +86,7 @@ def _d_inference(i: In, p: In, ctx: Context) -> Any:
     ell, ell_gen, ell_max = x.shape[-1], ctx.hyper["ell_gen"], ctx.hyper["ell_max"]
     if ell + ell_gen - 1 > ell_max:
         raise ValueError(f"d_inference: ell + ell_gen - 1 = {ell + ell_gen - 1} tokens exceed ell_max = {ell_max}")
+    check_variates(u)
     seq = x
     for k in range(ell_gen):  # line 2
         P = _last_distribution(models.d_logits(seq, p, ctx))  # lines 3-4: column ℓ + k − 1
@@ -85,6 +104,8 @@ def _ed_inference(i: In, p: In, ctx: Context) -> Any:
     z, u, tau = i["z"], i["u"], i["tau"]
     ell_max = ctx.hyper["ell_max"]
     bos, eos_token = i["bos_token"].reshape(1).to(torch.int64), int(i["eos_token"])
+    check_variates(u)
+    check_token(i["eos_token"], ctx.hyper["N_V"], "eos_token")  # never embedded: a lookup would not see it
     Z = models.ed_encode(z, p, ctx)  # z's encoding does not change while decoding
     x_hat, eos = bos, False  # line 1
     for k in range(ell_max - 1):  # lines 2-7; W_p has no column for token ℓ_max + 1

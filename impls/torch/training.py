@@ -167,12 +167,28 @@ def _step_entry(model: str):
     return fn
 
 
+def _check_lengths(lengths: Sequence[int], width: int, name: str) -> None:
+    """Lengths lie in [1, the padded width]: slicing would silently cut a longer one, and an empty
+    sequence would silently be a step of zero."""
+    if any(not 1 <= n <= width for n in lengths):
+        raise ValueError(f"{name}: lengths must lie in [1, {width}]; given {list(lengths)}")
+
+
 def _training_entry(model: str):
     def fn(i: In, p: In, ctx: Context) -> Any:
         """Alg. 11-13 lines 1-7: N_epochs passes over the N sequences in order."""
         theta = dict(p)
         x, n_len = i["x"], [int(n) for n in i["x_len"]]
         z_len = [int(n) for n in i["z_len"]] if model == "ed" else []
+        _check_lengths(n_len, x.shape[-1], "x_len")
+        if model == "ed":
+            _check_lengths(z_len, i["z"].shape[-1], "z_len")
+        if model == "e":  # line 4's variates and p_mask: a u of 1 or a p_mask of 1.5 would still mask
+            u, p_mask = i["u"], float(i["p_mask"])
+            if u.numel() and not bool(((u >= 0) & (u < 1)).all()):
+                raise ValueError(f"u: variates must lie in [0, 1); given range [{float(u.min())}, {float(u.max())}]")
+            if not 0 <= p_mask <= 1:
+                raise ValueError(f"p_mask: a probability in [0, 1]; given {p_mask}")
         for epoch in range(ctx.hyper["N_epochs"]):  # line 1
             for n in range(ctx.hyper["N"]):  # line 2
                 xn = x[n, : n_len[n]]  # line 3: ℓ ← length(x_n); the padding is dropped

@@ -1,0 +1,184 @@
+"""Refusals as data, checked: an implementation must refuse what the spec refuses.
+
+Every registry entry lists what its spec refuses (``Entry.refusals``,
+``spec/refusals.py``): an out-of-range token, a zero-variance column into a
+norm without ε, a query with no key, a sequence longer than ℓ_max, ... For
+one member (an implementation on a device), one case the spec accepts and a
+dtype, ``check_refusals`` turns the case into each refused one in turn,
+rounds it to the dtype, confirms that the spec refuses it there, and calls
+the implementation (``execute.call_member``: the call timeout, the NumPy
+conversion). The implementation must raise, any ``Exception``; returning
+anything, finite numbers or NaN, is a ``refusal`` finding, and so is ending
+the process (``SystemExit``) instead of raising, or a ``Warning`` that the
+warnings filters turned into an error (under pytest's ``-W error`` NumPy's
+"invalid value encountered in divide" would otherwise pass for a refusal).
+
+A refusal is not checked (``skipped``, with the reason) where it does not
+apply: the variant set does not call for it (its ``when``), the member does
+not declare that variant set, the case or the refused case lies outside the
+sizes the implementation declares (``Implementation.limits_for``; e.g.
+``d_e = 1`` against ``d_e = H*d_attn`` with H = 2), the case cannot be made
+into a refused one, or the spec accepts the refused case once rounded to
+the dtype.
+
+``Member.refusals`` remembers the refusals a member has passed for an
+(algorithm, dtype, variant set): a search checks each once. One that has
+failed there once is checked again on every later case, whatever those
+cases do, so re-running the failing case (Hypothesis shrinking it, or
+replaying it) fails again rather than being skipped.
+
+The runner's hook is ``check_refusals_into(outcome, member, case, dtype,
+timeout=...)`` after ``execute.examine``: it adds the findings to the
+outcome's judgement (and ``"refusal"`` to its checks) when the outcome
+passed so far.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from ftspec.spec import SpecError, evaluate
+from ftspec.spec.entry import BOOLEAN_KINDS, INTEGER_KINDS
+from ftspec.spec.refusals import Refusal, Refused
+from ftspec.spec.registry import Entry
+
+from .calling import Prepared, earlier_hang, note_hang
+from .case import Case
+from .execute import CallTimeout, Member, Outcome, PluginExit, call_member, describe_exception
+from .findings import Finding
+
+__all__ = ["REFUSED", "RETURNED", "SKIPPED", "TIMEOUT", "RefusalCheck", "check_refusals", "check_refusals_into",
+           "refusal_findings"]
+
+#: statuses of a ``RefusalCheck``
+REFUSED, RETURNED, TIMEOUT, SKIPPED = "refused", "returned", "timeout", "skipped"
+
+
+@dataclass
+class RefusalCheck:
+    """One refusal of one entry on one member: what happened, and the finding when it failed."""
+
+    refusal: str  # the refusal's name (spec/refusals.py)
+    status: str  # refused | returned | timeout | skipped
+    detail: str  # what the implementation raised, the finding's message, or why it was skipped
+    finding: Optional[Finding] = None
+
+    @property
+    def ok(self) -> bool:
+        return self.finding is None
+
+
+def _arrays(entry: Entry, refused: Refused) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The refused case as NumPy arrays of the harness's dtypes (tokens int64, masks bool, reals float64)."""
+    kinds = {s.name: s.kind for s in entry.inputs}
+
+    def array(value: Any, kind: Any) -> np.ndarray:
+        if kind in INTEGER_KINDS:
+            return np.asarray(value, dtype=np.int64)
+        if kind in BOOLEAN_KINDS:
+            return np.asarray(value, dtype=np.bool_)
+        return np.asarray(value, dtype=np.float64)
+
+    inputs = {k: array(v, kinds[k]) for k, v in refused.inputs.items()}
+    params = {k: np.asarray(v, dtype=np.float64) for k, v in refused.params.items()}
+    return inputs, params
+
+
+def _skip(refusal: Refusal, why: str) -> RefusalCheck:
+    return RefusalCheck(refusal.name, SKIPPED, why)
+
+
+def _check_one(m: Member, entry: Entry, case: Case, refusal: Refusal, dtype: str, timeout: float,
+               spec_inputs: Mapping[str, Any], spec_params: Mapping[str, Any]) -> RefusalCheck:
+    impl, variant = m.impl, case.variant
+    if not refusal.applies(variant):
+        return _skip(refusal, f"applies only where {refusal.condition()}")
+    if not impl.supports(variant):
+        return _skip(refusal, f"the implementation does not declare the variant set {variant.describe()}")
+    limits = impl.limits_for(entry.name)
+    if not limits.admits(case.hyper):
+        return _skip(refusal, f"the case lies outside the implementation's limits ({limits.describe()})")
+    refused = refusal.apply(entry, case.hyper, variant, spec_inputs, spec_params)
+    if refused is None:
+        return _skip(refusal, "this case cannot be made into one the spec refuses this way")
+    if not limits.admits(refused.hyper):
+        changed = ", ".join(f"{k} = {v}" for k, v in refused.hyper.items() if case.hyper.get(k) != v)
+        return _skip(refusal, f"{changed} lies outside the implementation's limits ({limits.describe()})")
+    inputs, params = _arrays(entry, refused)
+    prepared = Prepared(entry, inputs, params, dtype)
+    try:
+        evaluate(entry.name, prepared.spec_inputs(), prepared.spec_params(), hyper=refused.hyper, variant=variant)
+    except SpecError as exc:
+        reason = str(exc)
+    else:
+        return _skip(refusal, f"the spec accepts the refused case once rounded to {dtype}")
+    try:
+        call_member(m, entry, prepared.inputs, prepared.params, case, dtype, timeout, False, hyper=refused.hyper)
+    except CallTimeout as exc:
+        message = f"a call on a case the spec refuses ({refusal.name}): {exc}"
+        return RefusalCheck(refusal.name, TIMEOUT, message, Finding("timeout", message))
+    except PluginExit as exc:
+        message = (f"{describe_exception(exc)} on a case the spec refuses ({refusal.name}); the implementation "
+                   "must raise an ordinary exception")
+        return RefusalCheck(refusal.name, RETURNED, message, Finding("refusal", message))
+    except Warning as exc:  # a warning the filters made an error (pytest's "error"): it computed on
+        message = (f"{describe_exception(exc)} (a warning the warnings filter turned into an error) on a case "
+                   f"the spec refuses ({refusal.name}); the implementation must raise an exception of its own")
+        return RefusalCheck(refusal.name, RETURNED, message, Finding("refusal", message))
+    except Exception as exc:  # noqa: BLE001 - raising, whatever the exception, is what the spec asks for
+        return RefusalCheck(refusal.name, REFUSED, describe_exception(exc))
+    message = (f"returned a result for a case the spec refuses: {refusal.name} (the spec: {reason}); "
+               "the implementation must raise")
+    return RefusalCheck(refusal.name, RETURNED, message, Finding("refusal", message))
+
+
+def check_refusals(m: Member, case: Case, dtype: str, *, timeout: float,
+                   remember: bool = False) -> list[RefusalCheck]:
+    """Every refusal of ``case``'s entry on member ``m`` at ``dtype`` (``case``: one the spec accepts,
+    before rounding). Nothing when the member lacks the algorithm or the dtype, or when a call of
+    it hung before (``calling.skipping_hangs``). ``remember``: skip the refusals the member has
+    passed before for this algorithm, dtype and variant set, and remember the ones it passes."""
+    entry = case.entry
+    if entry.name not in m.impl.algorithms or dtype not in m.impl.dtypes:
+        return []
+    if earlier_hang(m.label, entry.name, m.device) is not None:
+        return []
+    spec_inputs, spec_params = case.spec_inputs(), case.spec_params()
+    out = []
+    for refusal in entry.refusals:
+        key = (entry.name, dtype, case.variant.hash, refusal.name)
+        if remember and m.refusals.get(key):
+            out.append(_skip(refusal, "passed before in this search"))
+            continue
+        result = _check_one(m, entry, case, refusal, dtype, timeout, spec_inputs, spec_params)
+        out.append(result)
+        if remember and result.status != SKIPPED:
+            m.refusals[key] = m.refusals.get(key, True) and result.ok  # a failure is never forgotten
+        if result.status == TIMEOUT:  # the rest would only wait for the same hang
+            note_hang(m.label, entry.name, m.device, f"hung at {dtype}: {result.detail}")
+            break
+    return out
+
+
+def refusal_findings(m: Member, case: Case, dtype: str, *, timeout: float, remember: bool = False) -> list[Finding]:
+    """The findings of ``check_refusals`` (empty: the member refused everything it was asked to)."""
+    return [r.finding for r in check_refusals(m, case, dtype, timeout=timeout, remember=remember)
+            if r.finding is not None]
+
+
+def check_refusals_into(outcome: Outcome, m: Member, case: Case, dtype: str, *, timeout: float) -> None:
+    """The runner's hook: after ``execute.examine`` passed a case, check the refusals of its entry
+    (once per member, algorithm, dtype and variant set: ``Member.refusals``) and add the findings
+    to ``outcome``; a hang marks the outcome timed out."""
+    if not outcome.judgement.ok or outcome.timed_out:
+        return
+    results = check_refusals(m, case, dtype, timeout=timeout, remember=True)
+    for r in results:
+        if r.status == REFUSED:
+            outcome.checks.append("refusal")
+        if r.finding is not None:
+            outcome.judgement.findings.append(r.finding)
+            outcome.timed_out = outcome.timed_out or r.status == TIMEOUT
