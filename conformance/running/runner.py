@@ -69,7 +69,7 @@ from ..core.execute import CallTimeout, Member, call_member, examine
 from ..core.interrupts import checkpoint
 from ..core.judge import Finding, compare_pair
 from ..core.profiles import Profile
-from ..core.refusals import check_refusals_into
+from ..core.refusals import TRANSFORMED, check_refusals_into
 from .config import DEFAULT_CASE_DIR, RunConfig
 from .local_constants import no_local_constants
 from .results import Cell, Failure, RunResult
@@ -365,7 +365,8 @@ class Runner:
                   f"  {finding.message}\n"
                   f"  case{' (shrunk)' if shrunk else ''}: {case.describe()}\n"
                   f"  reproduce:\n    {command}")
-        diagnosis = diagnose_failure(m, case, finding.check, dtype, timeout=self.timeout)
+        diagnosis = (None if finding.output == TRANSFORMED  # the recorded case passed: nothing to diagnose
+                     else diagnose_failure(m, case, finding.check, dtype, timeout=self.timeout))
         if diagnosis is not None:  # its lines go before the reproducer, which stays last
             head, _, tail = report.rpartition("\n  reproduce:")
             report = head + "".join(f"\n  {line}" for line in diagnosis.lines()) + "\n  reproduce:" + tail

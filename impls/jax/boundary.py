@@ -178,8 +178,26 @@ ENTRIES: dict[str, tuple[Callable[[Flat], Any], Core]] = {
 }
 
 
+def check_widths(params: Flat) -> None:
+    """Refuse parameters whose lengths disagree where JAX would broadcast them silently (a
+    length-1 axis against a longer one, as at d_e = 1): every bias has one entry per row of its
+    weight (b_q and W_q, b_mlp1 and W_mlp1, b_u and W_u, ...), and W_p as many rows as W_e."""
+    def shape(name: str) -> tuple:
+        return tuple(params[name].shape)
+
+    for name in params:
+        head, sep, tail = name.rpartition("b_")
+        weight = f"{head}W_{tail}"
+        if sep and (not head or head.endswith(".")) and weight in params and params[name] is not None \
+                and params[weight] is not None and shape(name) != shape(weight)[:1]:
+            raise ValueError(f"{name} has shape {shape(name)}; {weight} has {shape(weight)}: one bias entry per row")
+    if params.get("W_e") is not None and params.get("W_p") is not None and shape("W_p")[:1] != shape("W_e")[:1]:
+        raise ValueError(f"W_p has shape {shape('W_p')} and W_e {shape('W_e')}: both need d_e rows")
+
+
 def run(name: str, inputs: Mapping[str, Any], params: Flat, cfg: Config, batched: bool) -> dict:
     """Canonical inputs and flat params → canonical outputs. Pure and differentiable in params."""
+    check_widths(params)
     build, core = ENTRIES[name]
     theta = build(params)
 

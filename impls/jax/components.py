@@ -171,9 +171,18 @@ def rms_norm(X: Array, gamma: Optional[Array], variant: VariantSet) -> Array:
     return out if gamma is None else out * gamma
 
 
+def _own_width(X: Array, p: Params, name: str) -> None:
+    """γ and β have one entry per feature: at d = 1 a longer one would broadcast silently."""
+    if name in p and p[name] is not None and tuple(p[name].shape) != (X.shape[-1],):
+        raise ValueError(f"norm: {name} has shape {tuple(p[name].shape)}; expected ({X.shape[-1]},), one entry "
+                         f"per feature")
+
+
 def norm(X: Array, p: Optional[Params], variant: VariantSet, kind: Optional[str] = None) -> Array:
     """The norm ``variant.norm`` (or ``kind``) with p = {"gamma", "beta"} (absent ones None)."""
     p = p or {}
+    _own_width(X, p, "gamma")
+    _own_width(X, p, "beta")
     if (kind or variant.norm) == "rms_norm":
         return rms_norm(X, p.get("gamma"), variant)
     return layer_norm(X, p.get("gamma"), p.get("beta"), variant)
