@@ -128,8 +128,9 @@ class Entry:
     #: what the spec refuses (``spec/refusals.py``): given here, the refusals of the entry's own
     #: conditions (zero variance without ε, an empty query, ...); ``__post_init__`` puts first the
     #: ones its declarations imply (its input kinds' ranges, its parameter shapes), so after
-    #: construction this is every refusal of the entry, which implementations must share
-    refusals: tuple[Refusal, ...] = ()
+    #: construction this is every refusal of the entry, which implementations must share (not
+    #: compared: the declared ones are made afresh, as closures, by every construction)
+    refusals: tuple[Refusal, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         if set(self.sizes) != set(self.hyper):

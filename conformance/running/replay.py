@@ -40,7 +40,6 @@ from ..core.calling import Prepared
 from ..core.case import Case
 from ..core.casefile import read_case
 from ..core.execute import Member, examine
-from ..core.refusals import check_refusals_into
 from ..core.tolerances import Reference, reference
 from .fixture_replay import replay_variant
 
@@ -122,7 +121,6 @@ def replay(path: Path | str, *, impl: str, dtype: Optional[str] = None,
                                           dtype=dtype, precision=implementation.precision)))
     member = Member(label, implementation, device)
     outcome = examine(member, case, prepared.inputs, prepared.params, ref, dtype=dtype, timeout=timeout, batch=batch)
-    check_refusals_into(outcome, member, case, dtype, timeout=timeout)  # a refusal failure replays as one
     recorded = doc.get("impl")
     where = f" ({'asked for' if given else 'recorded on'} {asked!r}: the same device)" if device != asked else ""
     head = f"{case.algorithm}: {label} at {dtype} on {device}{where}\n  case: {case.describe()}\n"
