@@ -38,7 +38,7 @@ from ftspec.spec.variants import VariantSet
 from .case import Case
 
 __all__ = ["FORMAT", "JSON_LIMITS", "LIMITS", "CaseFileError", "read_case", "read_untrusted_bytes",
-           "read_untrusted_json", "write_case"]
+           "read_untrusted_json", "split_tensors", "write_case"]
 
 FORMAT = "ftspec-case/1"
 
@@ -357,15 +357,26 @@ def _read_case(path: Path) -> tuple[Case, dict[str, Any]]:
         tensors = load_bytes(data)
     except Exception as exc:  # noqa: BLE001 - safetensors' own refusal
         raise CaseFileError(f"its tensors file is not valid safetensors: {exc}") from None
+    inputs, params, batch = split_tensors(tensors, batch_n)
+    style = doc.get("style") or "well-scaled"
+    return Case(entry.name, hyper, variant, inputs, params, batch, style), doc
+
+
+def split_tensors(tensors: Mapping[str, np.ndarray], batch_n: int, error: type[ValueError] = CaseFileError
+                  ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], list[dict[str, np.ndarray]]]:
+    """A case's tensors by their names (``inputs.X``, ``params.W_q``, ``batch.3.X``) as (inputs,
+    params, batch of ``batch_n`` input sets); ``error`` for a batch index outside the batch. Shared
+    by case files and the cases workers send back (conformance/running/wire.py)."""
     inputs = {k[len("inputs."):]: v for k, v in tensors.items() if k.startswith("inputs.")}
     params = {k[len("params."):]: v for k, v in tensors.items() if k.startswith("params.")}
     batch: list[dict[str, np.ndarray]] = [{} for _ in range(batch_n)]
     for k, v in tensors.items():
         if k.startswith("batch."):
             _, i, name = k.split(".", 2)
+            if not i.isdigit() or int(i) >= batch_n:
+                raise error(f"tensor {k!r} is outside the case's batch of {batch_n}")
             batch[int(i)][name] = v
-    style = doc.get("style") or "well-scaled"
-    return Case(entry.name, hyper, variant, inputs, params, batch, style), doc
+    return inputs, params, batch
 
 
 def reproducer(path: Path | str, impl: Optional[str] = None, device: Optional[str] = None,

@@ -27,6 +27,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..core.case import Case
+from ..core.casefile import split_tensors
 from .runner import Cell, Failure
 
 __all__ = ["case_from_plain", "case_to_plain", "cell_from_plain", "cell_to_plain"]
@@ -79,15 +80,7 @@ def case_from_plain(values: Any) -> Case:
         tensors = load(base64.b64decode(text.encode("ascii"), validate=True))
     except Exception as exc:  # noqa: BLE001 - safetensors' or base64's own refusal
         raise ValueError(f"the case's tensors cannot be read: {exc}") from None
-    inputs = {k[len("inputs."):]: v for k, v in tensors.items() if k.startswith("inputs.")}
-    params = {k[len("params."):]: v for k, v in tensors.items() if k.startswith("params.")}
-    batch: list[dict[str, np.ndarray]] = [{} for _ in range(batch_n)]
-    for k, v in tensors.items():
-        if k.startswith("batch."):
-            _, i, name = k.split(".", 2)
-            if not i.isdigit() or int(i) >= batch_n:
-                raise ValueError(f"tensor {k!r} is outside the case's batch of {batch_n}")
-            batch[int(i)][name] = v
+    inputs, params, batch = split_tensors(tensors, batch_n, ValueError)
     return Case(algorithm, dict(hyper), variant, inputs, params, batch, style)
 
 
