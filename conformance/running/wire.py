@@ -11,8 +11,8 @@ still written there, for ``ftspec replay``.
 
 A worker runs plugin code, so the parent reads what it sends as data: a plain
 JSON object, an algorithm of the registry, whole-number hyperparameters, a
-variant set parsed from JSON and arrays parsed by safetensors (no code, no
-pickle). A case that cannot be read back leaves the failure without a case
+variant set parsed from JSON and arrays parsed by safetensors (no code, and
+nothing unpickled). A case that cannot be read back leaves the failure without a case
 (its message, report and reproducer are kept), as an unreadable case file did.
 """
 
