@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from . import numbers as numbers_mod
-from .numbers import FLOAT, Numbers, NumberSystem, OnePassMoments, PerValueStep, UncentredBackward, offered
+from .numbers import (FLOAT, Numbers, NumberSystem, OnePassMoments, PerValueMax, PerValueStep, UncentredBackward,
+                      offered)
 
 __all__ = ["GradNumbers", "Var", "gradient"]
 
@@ -120,6 +121,9 @@ class GradNumbers(Numbers):
         self._moments = offered(base, OnePassMoments)
         if self._moments is None:  # offers ``OnePassMoments`` exactly when the base does
             self.centres = None  # type: ignore[assignment]
+        self._most = offered(base, PerValueMax)
+        if self._most is None:  # and ``PerValueMax`` exactly when the base does
+            self.largest = None  # type: ignore[assignment]
 
     def _record(self, v: Var) -> None:
         v.index = len(self.tape)
@@ -153,6 +157,12 @@ class GradNumbers(Numbers):
 
     def detach(self, x: Any) -> Var:
         return Var(_value(x), self)
+
+    def largest(self, z: Sequence[Any]) -> Var:
+        """``PerValueMax``, offered where the base offers it: the base's largest values, as a
+        constant (softmax detaches its shift)."""
+        assert self._most is not None  # __init__ withdraws this method otherwise
+        return Var(self._most.largest([_value(x) for x in z]), self)
 
     def fsum(self, xs: Iterable[Any]) -> Var:
         items = [self._lift(x) for x in xs]

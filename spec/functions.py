@@ -11,7 +11,7 @@ from typing import Any, Callable
 from . import numbers
 from .errors import SpecError
 from .linalg import Matrix, Vector, column, from_columns, map_matrix, shape
-from .numbers import Batched, offered
+from .numbers import Batched, largest, offered
 
 __all__ = ["gelu_erf", "gelu_tanh", "relu", "softmax", "softmax_columns", "ACTIVATIONS"]
 
@@ -28,7 +28,7 @@ def softmax(z: Vector) -> Vector:
     fast = offered(N, Batched)
     if fast is not None and z:
         return fast.softmax(z)
-    m = N.detach(max(z))  # a constant shift: same softmax, and no gradient through the max
+    m = N.detach(largest(z))  # max z: a constant shift (same softmax), and no gradient through it
     if not N.isfinite(m):
         raise SpecError("softmax", "at least one finite entry", f"max entry {N.to_float(m)!r}")
     ex = [N.exp(x - m) for x in z]

@@ -73,6 +73,7 @@ __all__ = [
     "NumberSystem",
     "Numbers",
     "OnePassMoments",
+    "PerValueMax",
     "PerValueStep",
     "Tracked",
     "TrackedNumbers",
@@ -209,6 +210,22 @@ class PerValueStep(Protocol):
     def step(self, x: Any) -> Any:
         """[[x > 0]] for each value of x (ReLU's derivative, ``spec/autodiff.py``)."""
         ...
+
+
+class PerValueMax(Protocol):
+    """A system that carries several value sets per number takes a maximum per value set."""
+
+    def largest(self, z: Sequence[Any]) -> Any:
+        """The first largest entry of z (Python's ``max``), chosen for each value set on its own
+        (softmax's shift, ``spec/functions.py``); a comparison can branch only once for all."""
+        ...
+
+
+def largest(z: Sequence[Any]) -> Any:
+    """max(z) in the current number system: Python's ``max`` (the first largest entry), or the
+    system's ``PerValueMax`` where it offers one."""
+    most = offered(current(), PerValueMax)
+    return most.largest(z) if most is not None else max(z)
 
 
 _Offer = TypeVar("_Offer")

@@ -54,7 +54,7 @@ Flat = dict[str, Any]
 def log_softmax_at(z: Vector, v: int) -> Any:
     """log softmax(z)[v] = z[v] − m − log Σ_w exp(z[w] − m), m = max z."""
     N = numbers.current()
-    m = N.detach(max(z))
+    m = N.detach(numbers.largest(z))
     return z[v] - m - N.log(N.fsum([N.exp(zw - m) for zw in z]))
 
 

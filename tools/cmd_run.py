@@ -62,6 +62,9 @@ def add_selection_options(p: argparse.ArgumentParser) -> None:
                    help="split every search into N by seed (each shard runs its share of the examples, and "
                         "under a time cap the whole cap): more examples per cell on more workers; the same "
                         "--seed and --shards give the same cases (default: 1)")
+    p.add_argument("--block", type=_positive_int, metavar="B", default=None,
+                   help="value sets per drawn case: B examples of one structure judged at the cost of a few "
+                        "(1: one example per draw; default: the profile's, 8; docs/tolerances.md, \"Blocks\")")
     p.add_argument("--scheduler", metavar="ADDRESS", default=None,
                    help="run the searches and the fixture replay on the Dask cluster whose scheduler is at "
                         "ADDRESS, e.g. tcp://host:8786 (needs ftspec[dask] here and on the workers; "
@@ -96,7 +99,8 @@ def settings_from(args: argparse.Namespace, progress: Any = None, **overrides: A
                   examples=args.examples, seconds=args.seconds, seed=args.seed, call_timeout=args.call_timeout,
                   case_dir=args.case_dir, fixtures=args.fixtures, jobs=_capped_jobs(args.jobs, scheduler),
                   in_process=args.in_process, shards=getattr(args, "shards", None), scheduler=scheduler,
-                  load_timeout=getattr(args, "load_timeout", None), progress=progress)
+                  load_timeout=getattr(args, "load_timeout", None), block=getattr(args, "block", None),
+                  progress=progress)
     values.update(overrides)
     return Settings(**values)
 

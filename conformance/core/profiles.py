@@ -17,26 +17,21 @@ one more search round of the examples it lacks, from a fresh seed, for at most
 ``ceiling`` seconds; a cell still short is ``inconclusive``
 (conformance/session/commands.py, docs/reports.md). The figures:
 
-- quick (CI, ``make test``) and default (``make run``): run 2, certify 10
-  (quick) and 100 (default), ceiling 20 s (quick) and 120 s (default).
-  ``ftspec run`` is the quick look: on an idle 2-core machine ``make run``
-  measured 2 to 60 examples per cell (median 7) under the 3 s cap, so a
-  minimum of 2 costs nothing there; on a loaded machine (other jobs on the
-  cores) 98 of 351 cells ran a single example, and a minimum of 5 added an
-  extra round of about 3 minutes per dtype, so the run's minimum only rules
-  out single-example cells. A certificate is what people publish and must
-  rest on at least 100 examples per cell at the default profile.
+- quick (CI, ``make test``): run 2, certify 10, ceiling 20 s.
+- default (``make run``): run 50, certify 100, ceiling 120 s. A search judges
+  its examples in blocks (``block``: value sets per drawn case, sharing one
+  evaluation of the spec; conformance/core/blocks.py, docs/tolerances.md
+  "Blocks"), so a cell reaches 50 examples in about the time one example per
+  draw reached 5 to 10, and the minimum is where a verdict starts to say
+  something. On a loaded machine the cap leaves more cells short, and their
+  extra round makes the run longer, not the verdict shallower.
 - thorough: run and certify 1000, ceiling 600 s: no time cap, so a cell is
   short only when the spec refuses most drawn cases.
 
-Quick: at most 2 s per implementation search (the one search all implementations shared
-had 6 s; per implementation, 6 s made a JAX or Transformers search alone as long as that).
-Default: 100 examples per implementation search, at most 1 s each. The speed
-target is ``make run`` within 150 s on 2 cores with a median of at least 100
-examples per cell for NumPy and PyTorch and 20 for JAX; measured on a loaded
-2-core machine: 842 s, medians 36.5, 43 and 3 (docs/scaleout.md). The figures
-above (median 7) are from one shared search of every implementation at 60
-examples and 3 s.
+Quick: at most 2 s per implementation search. Default: 400 examples per
+implementation search, at most 1 s each (the references' time not counted
+against it, up to the cap again: runner.py ``_over``). docs/benchmarks.md
+records ``make run``'s time and examples per cell.
 """
 
 from __future__ import annotations
@@ -63,15 +58,18 @@ class Profile:
     certify_minimum: int = 1
     #: seconds the extra round of a search with cells short of the minimum may take
     ceiling: float = 60.0
+    #: value sets per drawn case: a block of examples sharing one evaluation of the spec
+    #: (conformance/core/blocks.py)
+    block: int = 1
 
 
 PROFILES = {
     "quick": Profile("quick", examples=10, budget="quick", max_batch=2, call_timeout=60.0, seconds=2.0,
-                     fixtures="sample", minimum=2, certify_minimum=10, ceiling=20.0),
-    "default": Profile("default", examples=100, budget="default", max_batch=3, call_timeout=60.0, seconds=1.0,
-                       fixtures="sample", minimum=2, certify_minimum=100, ceiling=120.0),
+                     fixtures="sample", minimum=2, certify_minimum=10, ceiling=20.0, block=4),
+    "default": Profile("default", examples=400, budget="default", max_batch=3, call_timeout=60.0, seconds=1.0,
+                       fixtures="sample", minimum=50, certify_minimum=100, ceiling=120.0, block=8),
     "thorough": Profile("thorough", examples=10_000, budget="thorough", max_batch=3, call_timeout=120.0,
-                        minimum=1000, certify_minimum=1000, ceiling=600.0),
+                        minimum=1000, certify_minimum=1000, ceiling=600.0, block=16),
 }
 
 

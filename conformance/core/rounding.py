@@ -68,6 +68,16 @@ gives the rounding of a backward pass that expands a·(e − m) as a·e − a·m
 takes ReLU's derivative per lane. mypy checks the class against all four
 (the end of this module).
 
+Blocks. ``values=V`` carries V value sets of one structure side by side
+(``conformance/core/blocks.py``, docs/tolerances.md "Blocks"): a number holds
+V groups of lanes, each with its own lane 0 and its own perturbations, and a
+lane F, unperturbed, that computes the spec in ``FLOAT``: its sums correctly
+rounded (``correctly_rounded_sums``), its library functions ``FLOAT``'s own.
+Branches (comparisons, softmax's maximum, ``PerValueMax``) follow lane F, so
+each value set branches as it does alone; where the value sets would branch
+apart, the evaluation stops (``BLOCK_SPLITS``) and the caller evaluates them
+one by one. The real inputs of a block reach the spec through ``feeding``.
+
 ``tests/conformance/test_rounding.py`` checks that lane 0 is the binary64
 computation with and without the hooks, and that the hooks give the scalar
 evaluation's spreads within the sampling noise (``batched=False`` turns
@@ -82,13 +92,15 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 import numpy as np
 
 from ftspec.spec.errors import SpecError
+from ftspec.spec.numbers import FLOAT
 
 from . import portable_math as pm
 
 if TYPE_CHECKING:
-    from ftspec.spec.numbers import Batched, NumberSystem, OnePassMoments, PerValueStep, UncentredBackward
+    from ftspec.spec.numbers import (Batched, NumberSystem, OnePassMoments, PerValueMax, PerValueStep,
+                                     UncentredBackward)
 
-__all__ = ["Lanes", "MonteCarloNumbers", "lanes_array"]
+__all__ = ["BLOCK_SPLITS", "BlockMismatch", "Lanes", "MonteCarloNumbers", "lanes_array"]
 
 #: rows of random draws generated at once: the first time, and at most (a small evaluation
 #: needs a few hundred; generating thousands would cost more than it does)
@@ -97,6 +109,15 @@ _FIRST_BUFFER, _MAX_BUFFER = 64, 8192
 
 class _Diverged(Exception):
     """The numbers of a batch would take different branches: evaluate them one by one."""
+
+
+class BlockMismatch(Exception):
+    """A block's value sets cannot share one evaluation (they branch apart, or the spec converted
+    numbers other than the block's): the caller evaluates them one by one."""
+
+
+#: what ends a block's shared evaluation (the value sets are then evaluated one by one)
+BLOCK_SPLITS: tuple[type[Exception], ...] = (_Diverged, BlockMismatch)
 
 
 def _truth(c: Any) -> bool:
@@ -177,13 +198,15 @@ class Lanes:
     __hash__ = None  # type: ignore[assignment]
 
     def __float__(self) -> float:
-        if self.x.ndim != 1:
-            raise _Diverged  # a batch has no one value
+        if self.x.ndim != 1 or self.x.shape[0] != self.ns.width:
+            raise _Diverged  # a batch, or a block of value sets, has no one value
         return float(self.x[0])
 
     def __repr__(self) -> str:
         if self.x.ndim != 1:
             return f"Lanes(batch of {self.x.shape[0]})"
+        if self.x.shape[0] != self.ns.width:
+            return f"Lanes(block of {self.x.shape[0] // self.ns.width})"
         spread = np.max(np.abs(self.x[1:] - self.x[0])) if self.x.size > 1 else 0.0
         return f"Lanes({self.x[0]!r} ± {spread:.3g})"
 
@@ -201,10 +224,14 @@ def _lane(o: Any) -> Any:
 
 
 def _first(o: Any) -> Any:
-    """Lane 0: a float for one number, a (B,) array for a batch."""
+    """Lane 0: a float for one number, a (B,) array for a batch; in a block of V value sets,
+    the V lanes 0: (V,) for one number, (B, V) for a batch."""
     if type(o) is Lanes:
         x = o.x
-        return x[0] if x.ndim == 1 else x[:, 0]
+        ns = o.ns
+        if ns.width == x.shape[-1]:
+            return x[0] if x.ndim == 1 else x[:, 0]
+        return x[..., ns.f::ns.width]  # a block: each value set's lane F
     return float(o)
 
 
@@ -218,16 +245,28 @@ class MonteCarloNumbers:
     (a reduced-precision tier such as TF32 rounds them more coarsely);
     ``seed``: makes the perturbations reproducible; ``batched``: offer the
     spec ``Batched``, the whole-matrix hooks (False: every operation one
-    scalar at a time, the model's definition, kept for tests).
+    scalar at a time, the model's definition, kept for tests); ``values``:
+    V, the value sets of a block carried side by side (``Block`` below).
     """
 
     def __init__(self, *, u: float, eta: float, lanes: int = 32, transcendental_units: float = 2.0,
                  seed: int = 0, matmul_u: float | None = None, mantissa_bits: int = 53,
-                 round_const: Callable[[float], float] | None = None, batched: bool = True) -> None:
+                 round_const: Callable[[float], float] | None = None, batched: bool = True,
+                 values: int = 1) -> None:
         self.name = f"montecarlo(u={u:g},K={lanes})"
         self.u = float(u)
         self.eta = float(eta)
         self.k = int(lanes)
+        #: V value sets side by side, each with its K+1 lanes and, in a block (V > 1), lane F: the
+        #: spec in ``FLOAT`` (``Block`` in the module docstring); a number holds V·W floats
+        self.v = int(values)
+        self.f = self.k + 1 if self.v > 1 else 0  # lane F's index in a value set (0: none)
+        self.width = self.k + 1 + (1 if self.f else 0)
+        self.total = self.v * self.width
+        #: the perturbed lanes of a value set
+        self.p = slice(1, self.k + 1)
+        #: where V > 1: the next real numbers ``num`` converts, one row of V·(K+1) per number
+        self._feed: list[np.ndarray] = []
         self.t = float(transcendental_units)
         self.mu = float(matmul_u if matmul_u is not None else u)
         self.bits = mantissa_bits
@@ -237,30 +276,32 @@ class MonteCarloNumbers:
         self.rng = np.random.default_rng(seed)
         # rows of uniform draws in [-1, 1] with a 0 in lane 0, and the factors 1 + units·u·ξ
         # of the two common unit counts (lane 0's factor is exactly 1)
-        self._xi_rows = np.zeros((0, self.k + 1))
+        self._xi_rows = np.zeros((0, self.total))
         self._f1 = self._ft = self._xi_rows
         self._i = 0
-        self._chunk = _FIRST_BUFFER
-        self._ones = np.ones(self.k + 1)
+        self._chunk = max(_FIRST_BUFFER // self.v, 4)  # a block's rows are V times as wide
+        self._ones = np.ones(self.total)
         #: B while a batch runs (module docstring), else 0
         self._batch = 0
         if not batched:  # withdraws ``Batched``: a method set to None is not offered (``numbers.offered``)
             self.matmul = self.map_matrix = self.map_columns = self.softmax = None  # type: ignore[assignment]
         #: below this magnitude an underflow error η can rival the relative error u|x|
         self.zone = 64.0 * self.eta / self.u
-        #: largest finite |value| of any intermediate result (lane 0)
+        #: largest finite |value| of any intermediate result (lane 0); per value set in ``tops``
         self.max_abs = 0.0
+        self.tops = np.zeros(self.v)
         #: the binary64 reference refuses underflowing variances first; lanes need not
         self.tiny = 0.0
-        self.inf = Lanes(np.full(self.k + 1, math.inf), self)
-        self.nan = Lanes(np.full(self.k + 1, math.nan), self)
+        self.inf = Lanes(np.full(self.total, math.inf), self)
+        self.nan = Lanes(np.full(self.total, math.nan), self)
         self.pi = self.const(repr(math.pi))
 
     # -- random perturbations -------------------------------------------------
     def _refill(self) -> None:
-        n, self._chunk = self._chunk, min(2 * self._chunk, _MAX_BUFFER)
-        self._xi_rows = np.zeros((n, self.k + 1))
-        self._xi_rows[:, 1:] = self.rng.uniform(-1.0, 1.0, size=(n, self.k))
+        n, self._chunk = self._chunk, min(2 * self._chunk, max(_MAX_BUFFER // self.v, _FIRST_BUFFER // self.v))
+        self._xi_rows = np.zeros((n, self.total))
+        self._xi_rows.reshape(n, self.v, self.width)[:, :, self.p] = self.rng.uniform(-1.0, 1.0,
+                                                                                      size=(n, self.v, self.k))
         self._f1 = 1.0 + self.u * self._xi_rows
         self._ft = 1.0 + (self.t * self.u) * self._xi_rows
         self._i = 0
@@ -274,7 +315,7 @@ class MonteCarloNumbers:
         return i
 
     def _rows(self, n: int) -> np.ndarray:
-        """(n, K+1) uniform draws in [-1, 1], 0 in lane 0."""
+        """(n, V·(K+1)) uniform draws in [-1, 1], 0 in every lane 0."""
         i = self._i
         if i + n <= len(self._xi_rows):
             self._i = i + n
@@ -291,7 +332,7 @@ class MonteCarloNumbers:
 
     def _rounded(self, r: np.ndarray, units: float = 1.0) -> Lanes:
         """r (a fresh array: modified in place) with one rounding of ``units`` × u per number."""
-        if r.ndim == 1 and not self._batch:  # one number: the hot path, kept to two NumPy calls
+        if r.ndim == 1 and not self._batch and self.v == 1:  # one number: the hot path, two NumPy calls
             a = abs(r.item(0))
             if a > self.max_abs and a != math.inf:
                 self.max_abs = a
@@ -300,34 +341,84 @@ class MonteCarloNumbers:
                 self._refill()
                 i = 0
             self._i = i + 1
-            if units == 1.0:
-                r *= self._f1[i]
-            elif units == self.t:
-                r *= self._ft[i]
-            else:
-                r *= 1.0 + (units * self.u) * self._xi_rows[i]
+            self._scale(r, i, units)
             # only near the underflow threshold can η matter, and never to a zero in every lane
             if a < self.zone and (a != 0.0 or r.any()):
                 r[1:] = _underflow(r[1:], self.eta * self._xi_rows[self._row(), 1:])
             return Lanes(r, self)
+        if r.ndim == 1 and not self._batch:
+            return self._rounded_block(r, units)
         if r.ndim == 1:  # a batch runs: each of its numbers rounds on its own
             r = np.tile(r, (self._batch, 1))
-        a = np.abs(r[:, 0])
+        rows = r if r.ndim == 2 else r[None]  # (n, V·(K+1)): n numbers
+        by_set = self._sets(rows)  # (n, V, K+1), a view
+        a = np.abs(by_set[..., 0])
         self._note(a)
-        r *= 1.0 + (units * self.u) * self._rows(len(r))
-        near = (a < self.zone) & r.any(axis=1)
+        rows *= 1.0 + (units * self.u) * self._rows(len(rows))
+        near = (a < self.zone) & by_set.any(axis=-1)
         if near.any():
-            r[near, 1:] = _underflow(r[near, 1:], self.eta * self._rows(int(near.sum()))[:, 1:])
+            perturbed = by_set[..., self.p]
+            perturbed[near] = _underflow(perturbed[near], self.eta * self._rows(int(near.sum()))[:, self.p])
         return Lanes(r, self)
 
+    def _scale(self, r: np.ndarray, i: int, units: float) -> None:
+        """r times the factors 1 + units·u·ξ of row i of draws (exactly 1 in lane 0 and lane F)."""
+        if units == 1.0:
+            r *= self._f1[i]
+        elif units == self.t:
+            r *= self._ft[i]
+        else:
+            r *= 1.0 + (units * self.u) * self._xi_rows[i]
+
+    def _rounded_block(self, r: np.ndarray, units: float) -> Lanes:
+        """``_rounded`` of one number of a block (V value sets): the hot path's few NumPy calls."""
+        sets = r.reshape(self.v, self.width)  # a view: r is fresh
+        a = np.abs(sets[:, 0])
+        if (a > self.tops).any():
+            self._note(a)
+        self._scale(r, self._row(), units)
+        if a.min() < self.zone:
+            near = (a < self.zone) & sets.any(axis=1)
+            if near.any():
+                perturbed = sets[:, self.p]
+                perturbed[near] = _underflow(perturbed[near], self.eta * self._xi_rows[self._row(), self.p])
+        return Lanes(r, self)
+
+    def _sets(self, x: np.ndarray) -> np.ndarray:
+        """(..., V·(K+1)) as a view (..., V, K+1): each value set's lanes, lane 0 first."""
+        view = x.view()
+        view.shape = x.shape[:-1] + (self.v, self.width)  # a view or an error, never a silent copy
+        return view
+
+    def _lane0(self, x: np.ndarray) -> np.ndarray:
+        """Every lane 0 of (..., V·(K+1)): (..., V)."""
+        return x.reshape(x.shape[:-1] + (self.v, self.width))[..., 0]
+
+    def _branch(self, x: np.ndarray) -> np.ndarray:
+        """The lane a branch follows, of (..., V·W): lane 0, or in a block lane F (the spec's own
+        binary64 value, so each value set branches as it does alone): (..., V)."""
+        return x.reshape(x.shape[:-1] + (self.v, self.width))[..., self.f]
+
     def _note(self, arr: np.ndarray) -> None:
-        finite = np.abs(arr[np.isfinite(arr)])
-        if finite.size:
-            self.max_abs = max(self.max_abs, float(finite.max()))
+        """Lane-0 values (..., V) seen: the largest finite magnitude, per value set where V > 1."""
+        if self.v == 1:
+            finite = np.abs(arr[np.isfinite(arr)])
+            if finite.size:
+                self.max_abs = max(self.max_abs, float(finite.max()))
+            return
+        a = np.abs(arr).reshape(-1, self.v)
+        if a.size:
+            self.tops = np.maximum(self.tops, np.where(np.isfinite(a), a, 0.0).max(axis=0))
+            self.max_abs = float(self.tops.max())
+
+    def ranges(self) -> np.ndarray:
+        """(V,): the largest finite |lane 0| of any intermediate result, per value set."""
+        return self.tops.copy() if self.v > 1 else np.array([self.max_abs])
 
     def _stack(self, values: Sequence[Any]) -> np.ndarray:
-        """(n, K+1) array of a sequence of Lanes or plain numbers; (n, B, K+1) in a batch."""
-        w = self.k + 1
+        """(n, K+1) array of a sequence of Lanes or plain numbers; (n, B, K+1) in a batch
+        (K+1 is V·(K+1) in a block)."""
+        w = self.total
         rows = [v.x if type(v) is Lanes else np.full(w, float(v)) for v in values]
         if self._batch:
             return np.array(np.broadcast_arrays(*rows, np.empty((self._batch, w)))[:-1])
@@ -340,23 +431,42 @@ class MonteCarloNumbers:
     def num(self, x: "float | int | Lanes") -> Lanes:
         if type(x) is Lanes:
             return x
+        if self._feed:
+            return self._fed(x)
         return Lanes(float(x) * self._ones, self)  # x·1 is x exactly (inf, nan and −0 included)
+
+    def feeding(self, rows: list[np.ndarray]) -> None:
+        """In a block (V > 1): the real inputs and parameters the spec converts next, in the order
+        it converts them (``evaluate`` converts inputs, then parameters, each row-major). Row j
+        holds number j of every value set, V·(K+1) floats; the spec is given value set 0's
+        numbers, and ``num`` checks each against its row (``BlockMismatch`` otherwise)."""
+        self._feed = list(reversed(rows))
+
+    def pending(self) -> int:
+        """Numbers of the block not converted (0 after an evaluation that took them all)."""
+        return len(self._feed)
+
+    def _fed(self, x: Any) -> Lanes:
+        row = self._feed.pop()
+        if not (float(x) == row[0] or (math.isnan(float(x)) and math.isnan(row[0]))):
+            self._feed = []
+            raise BlockMismatch(f"the block's number {float(row[0])!r} was converted as {x!r}")
+        return Lanes(row.copy(), self)
 
     def const(self, text: str) -> Lanes:
         c = float(text)
-        shape = (self._batch, self.k + 1) if self._batch else (self.k + 1,)
+        shape = (self._batch, self.total) if self._batch else (self.total,)
         lanes = Lanes(np.full(shape, c), self)
         n = self._batch or 1
         if c != 0 and math.isfinite(c):
             if self.round_const is not None:
                 error = abs(self.round_const(c) - c)
-                if error:  # rounded once, by at most its actual rounding error
-                    lanes.x[..., 1:] += (max(error, self.u * abs(c)) * self._rows(n)[:, 1:]).reshape(
-                        lanes.x[..., 1:].shape)
+                if error:  # rounded once, by at most its actual rounding error (lane 0: c + 0·… = c)
+                    lanes.x += (max(error, self.u * abs(c)) * self._rows(n)).reshape(lanes.x.shape)
                 return lanes
             m, _ = math.frexp(abs(c))
             if not (m * 2.0**self.bits).is_integer():  # not representable: rounded once
-                lanes.x[..., 1:] *= (1.0 + self.u * self._rows(n)[:, 1:]).reshape(lanes.x[..., 1:].shape)
+                lanes.x *= (1.0 + self.u * self._rows(n)).reshape(lanes.x.shape)
         return lanes
 
     def to_float(self, x: Any) -> float:
@@ -377,16 +487,21 @@ class MonteCarloNumbers:
         """Left-to-right sum over axis 0 of (n, ..., K+1) terms, partial sums perturbed."""
         n = terms.shape[0]
         partial = np.cumsum(terms, axis=0)
-        self._note(partial[..., 0])
+        sets = self._sets(partial)  # (n, ..., V, K+1)
+        self._note(sets[..., 0])
         total = partial[-1].copy()
         if n > 1:
-            shape = partial[1:, ..., 1:].shape
+            tot = self._sets(total)
+            shape = sets[1:, ..., self.p].shape
             delta = self.rng.uniform(-1.0, 1.0, size=shape)
-            total[..., 1:] += u * np.sum(partial[1:, ..., 1:] * delta, axis=0)
-            near = (np.abs(total[..., 0]) < self.zone) & total.any(axis=-1)
+            tot[..., self.p] += u * np.sum(sets[1:, ..., self.p] * delta, axis=0)
+            near = (np.abs(tot[..., 0]) < self.zone) & tot[..., :self.k + 1].any(axis=-1)
             if near.any():
                 eta = self.eta * np.sum(self.rng.uniform(-1.0, 1.0, size=shape), axis=0)
-                total[near, 1:] = _underflow(total[near, 1:], eta[near])
+                perturbed = tot[..., self.p]
+                perturbed[near] = _underflow(perturbed[near], eta[near])
+        if self.f:  # lane F: the correctly rounded sum, as ``FLOAT.fsum``
+            self._sets(total)[..., self.f] = correctly_rounded_sums(self._sets(terms)[..., self.f])
         return total
 
     def _sum_rows(self, terms: np.ndarray, u: float) -> np.ndarray:
@@ -413,7 +528,7 @@ class MonteCarloNumbers:
         terms = self._stack(items)
         if len(terms) > 1:
             self._round_terms(terms)
-        if terms.ndim == 2:
+        if terms.ndim == 2 and self.v == 1:
             return Lanes(self._sum_rows(terms, self.u), self)
         return Lanes(self._accumulate(terms, self.u), self)
 
@@ -429,7 +544,8 @@ class MonteCarloNumbers:
         if terms.ndim == 2:
             terms *= 1.0 + self.u * self._rows(len(terms))
         else:
-            terms[..., 1:] *= 1.0 + self.u * self.rng.uniform(-1.0, 1.0, size=terms[..., 1:].shape)
+            sets = self._sets(terms)
+            sets[..., self.p] *= 1.0 + self.u * self.rng.uniform(-1.0, 1.0, size=sets[..., self.p].shape)
 
     def dot(self, xs: Sequence[Any], ys: Sequence[Any]) -> Lanes:
         if len(xs) != len(ys):
@@ -437,15 +553,20 @@ class MonteCarloNumbers:
         if not xs:
             return self.num(0)
         prod = self._stack(xs) * self._stack(ys)
-        if prod.ndim == 2:  # one dot product: lane 0's factor is exactly 1
+        if prod.ndim == 2 and self.v == 1:  # one dot product: lane 0's factor is exactly 1
             top = np.abs(prod[:, 0]).max() if len(prod) else 0.0
             if top > self.max_abs:
                 self._note(prod[:, 0])
             prod *= 1.0 + self.mu * self._rows(len(prod))
             return Lanes(self._sum_rows(prod, self.mu), self)
-        self._note(prod[..., 0])
-        prod[..., 1:] *= 1.0 + self.mu * self.rng.uniform(-1.0, 1.0, size=prod[..., 1:].shape)
+        self._perturb_products(prod)
         return Lanes(self._accumulate(prod, self.mu), self)
+
+    def _perturb_products(self, prod: np.ndarray) -> None:
+        """Products (..., V·(K+1)) seen and rounded once each, in place (lane 0 unchanged)."""
+        sets = self._sets(prod)
+        self._note(sets[..., 0])
+        sets[..., self.p] *= 1.0 + self.mu * self.rng.uniform(-1.0, 1.0, size=sets[..., self.p].shape)
 
     # -- hooks: many entries per NumPy call (module docstring) -------------------
     def matmul(self, A: Sequence[Sequence[Any]], B: Sequence[Sequence[Any]]) -> list[list[Lanes]]:
@@ -455,8 +576,7 @@ class MonteCarloNumbers:
         a = self._stack([x for row in A for x in row]).reshape(len(A), len(A[0]), -1)  # (m, k, K+1)
         b = self._stack([x for row in B for x in row]).reshape(len(B), len(B[0]), -1)  # (k, n, K+1)
         prod = a[:, :, None, :] * b[None, :, :, :]  # (m, k, n, K+1)
-        self._note(prod[..., 0])
-        prod[..., 1:] *= 1.0 + self.mu * self.rng.uniform(-1.0, 1.0, size=prod[..., 1:].shape)
+        self._perturb_products(prod)
         total = self._accumulate(np.moveaxis(prod, 1, 0), self.mu)  # (m, n, K+1)
         return _rows_of(total, self)
 
@@ -499,17 +619,17 @@ class MonteCarloNumbers:
             self._batch = 0
 
     def _broadcast(self, v: Any, size: int) -> np.ndarray:
-        x = v.x if type(v) is Lanes else np.full(self.k + 1, float(v))
+        x = v.x if type(v) is Lanes else np.full(self.total, float(v))
         if x.ndim == 1:
             return np.tile(x, (size, 1))  # an exact value: the same for every number of the batch
-        if x.shape != (size, self.k + 1):
+        if x.shape != (size, self.total):
             raise _Diverged
         return x
 
     def softmax(self, z: Sequence[Any]) -> list[Lanes]:
         """spec/functions.py ``softmax``, its four lines on the stacked vector (n, K+1)."""
         Z = self._stack(z)
-        first = Z[:, 0] if Z.ndim == 2 else None
+        first = self._branch(Z) if Z.ndim == 2 else None  # (n, V)
         if first is None or np.isnan(first).any():  # Python's max over NaN, or a batch: line by line
             m = self.detach(max(z))
             if not self.isfinite(m):
@@ -517,13 +637,16 @@ class MonteCarloNumbers:
             exps = [self.exp(x - m) for x in z]
             total = self.fsum(exps)
             return [y / total for y in exps]
-        top = int(np.argmax(first))  # the first largest entry, as Python's max
-        if not math.isfinite(first[top]):
-            raise SpecError("softmax", "at least one finite entry", f"max entry {float(first[top])!r}")
+        top = np.argmax(first, axis=0)  # the first largest entry, as Python's max, per value set
+        tops = first[top, np.arange(self.v)]
+        if not np.isfinite(tops).all():
+            raise SpecError("softmax", "at least one finite entry",
+                            f"max entry {float(tops[~np.isfinite(tops)][0])!r}")
         self._batch = len(z)
         try:
-            shifted = Lanes(Z, self) - Lanes(Z[top].copy(), self)  # x − m, rounded
-            ex = self._fn(pm.exp, shifted)  # exp, t·u
+            m = self._sets(Z)[top, np.arange(self.v)].reshape(self.total)  # each value set's own max
+            shifted = Lanes(Z, self) - Lanes(m, self)  # x − m, rounded
+            ex = self._fn(pm.exp, shifted, FLOAT.exp)  # exp, t·u
             terms = ex.x.copy()  # the exps are divided below: round the copy
             if len(terms) > 1:
                 self._round_terms(terms)
@@ -532,6 +655,18 @@ class MonteCarloNumbers:
         finally:
             self._batch = 0
         return [Lanes(row, self) for row in y.x]
+
+    def largest(self, z: Sequence[Any]) -> Any:
+        """``PerValueMax``: Python's ``max`` of z (the first largest entry by lane 0), for each value
+        set of a block on its own; one value set: ``max`` itself."""
+        if self.v == 1 or self._batch:
+            return max(z)
+        Z = self._stack(z)  # (n, V·W)
+        first = self._branch(Z)
+        if np.isnan(first).any():  # Python's max over NaN depends on the order: no one answer
+            raise _Diverged
+        top = np.argmax(first, axis=0)
+        return Lanes(self._sets(Z)[top, np.arange(self.v)].reshape(self.total), self)
 
     # -- the model of one-pass moments ------------------------------------------
     def centres(self, e: Sequence[Any], m: Any, line: int) -> list[Lanes]:
@@ -553,8 +688,12 @@ class MonteCarloNumbers:
         if d > 1:
             self._round_terms(copies)  # as ``fsum`` rounds them
         centres = self._accumulate(copies, self.u) / float(d)  # (d, ..., K+1)
-        centres[..., 1:] *= 1.0 + self.u * self.rng.uniform(-1.0, 1.0, size=centres[..., 1:].shape)
-        centres[..., 0] = m.x[..., 0] if type(m) is Lanes else float(m)
+        sets = self._sets(centres)
+        sets[..., self.p] *= 1.0 + self.u * self.rng.uniform(-1.0, 1.0, size=sets[..., self.p].shape)
+        exact = self._sets(m.x) if type(m) is Lanes else np.full((self.v, self.width), float(m))
+        sets[..., 0] = exact[..., 0]
+        if self.f:
+            sets[..., self.f] = exact[..., self.f]
         return [Lanes(c, self) for c in centres]
 
     def uncentred_slopes(self, e: Sequence[Any], m: Any) -> list[Lanes]:
@@ -563,49 +702,62 @@ class MonteCarloNumbers:
         adjoint a·(e[i] − m) reaching e[i] errs by u·|a|·(|e[i]| + |m|), the rounding of the
         expanded a·e[i] − a·m. A term at the mean exactly (lane 0) gets 0: its adjoint is 0.
         """
-        x = self._stack(e)[..., :1]  # lane 0: (d, 1), or (d, B, 1) in a batch
-        c = np.asarray(_first(m))[..., None]  # (1,) or (B, 1)
+        stacked = self._stack(e)
+        x = self._sets(stacked)[..., :1]  # lane 0: (d, V, 1), or (d, B, V, 1) in a batch
+        c = self._sets(m.x)[..., :1] if type(m) is Lanes else np.array([float(m)])  # (V, 1), (B, V, 1)
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(x != c, (np.abs(x) + np.abs(c)) / np.abs(x - c), 0.0)
-        xi = self.rng.uniform(-1.0, 1.0, size=ratio.shape[:-1] + (self.k + 1,))
+        xi = self.rng.uniform(-1.0, 1.0, size=ratio.shape[:-1] + (self.width,))
         xi[..., 0] = 0.0
-        return [Lanes(s, self) for s in (self.u * ratio) * xi]  # (K+1,) or (B, K+1) each
+        xi[..., self.f] = 0.0  # lane F too, where there is one (else lane 0 again)
+        slopes = ((self.u * ratio) * xi).reshape(stacked.shape)
+        return [Lanes(s, self) for s in slopes]  # (K+1,) or (B, K+1) each
 
     # -- library functions ----------------------------------------------------
-    def _fn(self, f: Callable[[np.ndarray], Any], x: Any) -> Lanes:
+    def _fn(self, f: Callable[[np.ndarray], Any], x: Any, exact: Callable[..., float]) -> Lanes:
+        """Library function ``f`` on every lane (``portable_math``); lane F takes ``exact``, the
+        ``FLOAT`` function itself (so its refusals, such as log of 0, are the spec's)."""
+        arg = np.array(_lane(x), dtype=np.float64)
         with np.errstate(all="ignore"):
-            r = np.asarray(f(np.array(_lane(x), dtype=np.float64)), dtype=np.float64)
+            r = np.asarray(f(arg), dtype=np.float64)
         if r.ndim == 0:
-            r = np.full(self.k + 1, float(r))
+            r = np.full(self.total, float(r))
         elif r.base is not None:  # rounded in place below: never a view of another number's lanes
             r = r.copy()
+        if self.f:
+            given = self._sets(np.broadcast_to(arg, r.shape).copy())[..., self.f]
+            self._sets(r)[..., self.f] = np.array([exact(a) for a in given.ravel().tolist()]).reshape(given.shape)
         return self._rounded(r, self.t)
 
     def exp(self, x: Any) -> Lanes:
-        return self._fn(pm.exp, x)
+        return self._fn(pm.exp, x, FLOAT.exp)
 
     def log(self, x: Any) -> Lanes:
-        return self._fn(pm.log, x)
+        return self._fn(pm.log, x, FLOAT.log)
 
     def sqrt(self, x: Any) -> Lanes:
-        return self._fn(np.sqrt, x)
+        return self._fn(np.sqrt, x, FLOAT.sqrt)
 
     def tanh(self, x: Any) -> Lanes:
-        return self._fn(pm.tanh, x)
+        return self._fn(pm.tanh, x, FLOAT.tanh)
 
     def erf(self, x: Any) -> Lanes:
-        return self._fn(pm.erf, x)
+        return self._fn(pm.erf, x, FLOAT.erf)
 
     def sin(self, x: Any) -> Lanes:
-        return self._fn(pm.sin, x)
+        return self._fn(pm.sin, x, FLOAT.sin)
 
     def cos(self, x: Any) -> Lanes:
-        return self._fn(pm.cos, x)
+        return self._fn(pm.cos, x, FLOAT.cos)
 
     def pow(self, base: Any, exponent: Any) -> Lanes:
         b, e = _lane(base), _lane(exponent)
-        shape = np.broadcast_shapes(np.shape(b), np.shape(e), (self.k + 1,))
+        shape = np.broadcast_shapes(np.shape(b), np.shape(e), (self.total,))
         r = pm.pow(np.broadcast_to(b, shape), e)
+        if self.f:
+            bs, es = (self._sets(np.broadcast_to(a, shape).copy())[..., self.f].ravel().tolist() for a in (b, e))
+            self._sets(r)[..., self.f] = np.array([FLOAT.pow(x, y) for x, y in zip(bs, es)]).reshape(
+                self._sets(r)[..., self.f].shape)
         return self._rounded(r, self.t)
 
     def step(self, x: Any) -> Lanes:
@@ -618,6 +770,42 @@ class MonteCarloNumbers:
         if type(x) is not Lanes:
             x = self.num(x)
         return Lanes(np.where(np.isnan(x.x) | (x.x > 0), x.x, 0.0), self)
+
+
+def correctly_rounded_sums(t: np.ndarray) -> np.ndarray:
+    """``FLOAT.fsum`` (``math.fsum``: the correctly rounded sum) over axis 0 of (n, ...) binary64
+    terms, bit for bit, vectorised over the other axes.
+
+    One pass of error-free TwoSum transformations (Knuth; Ogita, Rump & Oishi 2005, VecSum)
+    leaves the largest partial sum ``hi`` and terms that sum exactly to the rest R; R's sum r
+    in binary64 errs by at most γ_{n−1}·Σ|terms|, bounded from above below. Then
+    f = fl(hi + r) with its error g (TwoSum) is the correctly rounded sum wherever
+    |g| + that bound is below half the gap from f to its nearer neighbour: the exact sum is
+    nearer to f than to any other double. Elsewhere (a zero, a near tie, a non-finite term or an
+    overflow), ``FLOAT.fsum`` itself decides, and raises what it raises."""
+    n = t.shape[0]
+    if n == 1:
+        return np.where(t[0] == 0, 0.0, t[0])  # math.fsum([-0.0]) is 0.0
+    with np.errstate(all="ignore"):
+        s = t.copy()
+        for i in range(1, n):
+            a, b = s[i], s[i - 1]
+            x = a + b
+            z = x - a
+            s[i - 1] = (a - (x - z)) + (b - z)
+            s[i] = x
+        hi, rest = s[-1], s[:-1]
+        r = rest.sum(axis=0)
+        bound = np.abs(rest).sum(axis=0) * (2.0 * n * 2.0**-53) + n * 2.0**-1074
+        f = hi + r
+        z = f - hi
+        g = (hi - (f - z)) + (r - z)
+        gap = np.minimum(f - np.nextafter(f, -np.inf), np.nextafter(f, np.inf) - f)
+        ok = np.isfinite(f) & (f != 0) & (np.abs(g) + bound < 0.5 * gap)
+    out = np.where(ok, f, 0.0)
+    for at in zip(*np.nonzero(~ok)):
+        out[at] = FLOAT.fsum(t[(slice(None),) + at].tolist())
+    return out
 
 
 def _rows_of(arr: np.ndarray, ns: MonteCarloNumbers) -> list[list[Lanes]]:
@@ -644,3 +832,4 @@ if TYPE_CHECKING:  # mypy checks the class against the spec's protocol and the o
     _moments: type[OnePassMoments] = MonteCarloNumbers
     _backward: type[UncentredBackward] = MonteCarloNumbers
     _step: type[PerValueStep] = MonteCarloNumbers
+    _most: type[PerValueMax] = MonteCarloNumbers

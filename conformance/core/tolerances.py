@@ -22,17 +22,18 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 from ftspec.spec import evaluate
+from ftspec.spec.errors import SpecError
 from ftspec.spec.entry import Kind
 from ftspec.spec.registry import Entry
 from ftspec.spec.variants import VariantSet
 
 from .dtypes import FORMATS, round_to
-from .rounding import MonteCarloNumbers, lanes_array
+from .rounding import BLOCK_SPLITS, MonteCarloNumbers, lanes_array
 from .token_judge import sampled_judge
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "UNDERFLOW",
     "Reference",
     "reference",
+    "references",
     "table",
 ]
 
@@ -130,25 +132,22 @@ def _lists(arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
     return {k: v.tolist() for k, v in arrays.items()}
 
 
-def reference(entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray], *,
-              hyper: Mapping[str, int], variant: VariantSet, dtype: str,
-              precision: str = "highest") -> Reference:
-    """The spec's outputs and per-element tolerances for inputs already rounded to ``dtype``.
-
-    Raises ``SpecError`` if the spec refuses the inputs.
-    """
+def _numbers(entry: Entry, dtype: str, precision: Optional[str], seed: int, values: int = 1) -> MonteCarloNumbers:
+    """The Monte Carlo arithmetic of ``dtype`` (matrix products at ``precision``'s tier; None: the
+    dtype's own, as the sampled judge uses)."""
     fmt = FORMATS[dtype]
-    spec_in, spec_par = _lists(inputs), _lists(params)
-    ref = evaluate(entry.name, spec_in, spec_par, hyper=hyper, variant=variant)
-    mu = PRECISION_TIERS[precision]
-    mc = MonteCarloNumbers(u=fmt.u, eta=UNDERFLOW[dtype], lanes=LANES, transcendental_units=TRANSCENDENTAL_UNITS,
-                           seed=_seed(entry, inputs, params, variant, dtype),
-                           matmul_u=max(mu, fmt.u) if mu else None, mantissa_bits=fmt.mantissa_bits,
-                           round_const=lambda c: float(round_to(np.array(c), dtype)))
-    with np.errstate(all="ignore"):
-        lanes = evaluate(entry.name, spec_in, spec_par, hyper=hyper, variant=variant, numbers=mc)
+    mu = PRECISION_TIERS[precision] if precision else None
+    return MonteCarloNumbers(u=fmt.u, eta=UNDERFLOW[dtype], lanes=LANES, transcendental_units=TRANSCENDENTAL_UNITS,
+                             seed=seed, matmul_u=max(mu, fmt.u) if mu else None, mantissa_bits=fmt.mantissa_bits,
+                             round_const=lambda c: float(round_to(np.array(c), dtype)), values=values)
+
+
+def _bounded(entry: Entry, ref: Mapping[str, Any], lanes: Callable[[str], np.ndarray], *, hyper: Mapping[str, int],
+             variant: VariantSet, dtype: str) -> tuple[tuple, dict, dict, dict]:
+    """Per output: the binary64 value (``ref``, the spec in ``FLOAT``), the rounding spread of its
+    Monte Carlo lanes (``lanes(name)``: (..., K+1), lane 0 first) and the bound, SAFETY × spread."""
     specs = entry.output_specs(hyper, variant)
-    safety = (GRADIENT_SAFETY if entry.family == "training" and not entry.name.endswith("_loss") else SAFETY)[dtype]
+    safety = (GRADIENT_SAFETY if _differentiates(entry) else SAFETY)[dtype]
     outputs, bound, spread = {}, {}, {}
     for spec in specs:
         if spec.kind != Kind.REAL:  # masks, tokens, lengths, flags: exact
@@ -158,7 +157,7 @@ def reference(entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[st
             spread[spec.name] = bound[spec.name]
             continue
         value = np.asarray(ref[spec.name], dtype=np.float64)
-        arr = lanes_array(lanes[spec.name], LANES)
+        arr = lanes(spec.name)
         lost = np.isfinite(arr[..., 0]) & np.isnan(arr[..., 1:]).any(axis=-1)
         if lost.any():  # a modelling failure must be loud, never a zero tolerance
             at = tuple(int(i) for i in np.argwhere(lost)[0])
@@ -170,20 +169,146 @@ def reference(entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[st
         outputs[spec.name] = value
         spread[spec.name] = s
         bound[spec.name] = safety * s
-    in_range = mc.max_abs <= RANGE_MARGIN * fmt.max
+    return specs, outputs, bound, spread
+
+
+def reference(entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray], *,
+              hyper: Mapping[str, int], variant: VariantSet, dtype: str,
+              precision: str = "highest") -> Reference:
+    """The spec's outputs and per-element tolerances for inputs already rounded to ``dtype``.
+
+    Raises ``SpecError`` if the spec refuses the inputs.
+    """
+    fmt = FORMATS[dtype]
+    spec_in, spec_par = _lists(inputs), _lists(params)
+    ref = evaluate(entry.name, spec_in, spec_par, hyper=hyper, variant=variant)
+    seed = _seed(entry, inputs, params, variant, dtype)
+    mc = _numbers(entry, dtype, precision, seed)
+    with np.errstate(all="ignore"):
+        lanes = evaluate(entry.name, spec_in, spec_par, hyper=hyper, variant=variant, numbers=mc)
+    specs, outputs, bound, spread = _bounded(entry, ref, lambda name: lanes_array(lanes[name], LANES),
+                                             hyper=hyper, variant=variant, dtype=dtype)
     sampled = None
     if entry.trace is not None:
-        seed = _seed(entry, inputs, params, variant, dtype)
-
-        def numbers() -> MonteCarloNumbers:  # the same arithmetic as above, without the matmul tier
-            return MonteCarloNumbers(u=fmt.u, eta=UNDERFLOW[dtype], lanes=LANES,
-                                     transcendental_units=TRANSCENDENTAL_UNITS, seed=seed,
-                                     mantissa_bits=fmt.mantissa_bits,
-                                     round_const=lambda c: float(round_to(np.array(c), dtype)))
-
         sampled = sampled_judge(entry, spec_in, spec_par, hyper=hyper, variant=variant, dtype=dtype,
-                                numbers=numbers, lanes=LANES, safety=SAFETY[dtype])
-    return Reference(outputs, bound, spread, mc.max_abs, in_range, dtype, precision, specs, sampled)
+                                numbers=lambda: _numbers(entry, dtype, None, seed), lanes=LANES,
+                                safety=SAFETY[dtype])
+    return Reference(outputs, bound, spread, mc.max_abs, mc.max_abs <= RANGE_MARGIN * fmt.max, dtype, precision,
+                     specs, sampled)
+
+
+def references(entry: Entry, value_sets: Sequence[tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]]], *,
+               hyper: Mapping[str, int], variant: VariantSet, dtype: str,
+               precision: str = "highest") -> list[Union[Reference, SpecError, ToleranceModelError]]:
+    """``reference`` of every value set of a block, (inputs, params) each, already rounded to ``dtype``;
+    per value set its Reference, or the ``SpecError`` or ``ToleranceModelError`` it raises.
+
+    The value sets share the block's structure: their inputs other than real ones (tokens,
+    masks, lengths, rates) are equal. One evaluation of the spec in Monte Carlo arithmetic
+    carries all of them (``MonteCarloNumbers(values=V)``): each value set has its own lane 0
+    and its own perturbations, so it gets the spread it gets alone, up to the draws; and its
+    own lane F, the spec in ``FLOAT`` (correctly rounded sums, the same library functions,
+    the same branches), whose values are the binary64 reference ``reference`` takes, bit for
+    bit (tests/conformance/test_blocks.py). Where the value sets cannot share one evaluation
+    (they branch apart, or the spec refuses one of them), the spec in ``FLOAT`` sorts out the
+    value sets it refuses and the others share a Monte Carlo evaluation; where even that
+    fails (or the entry has sampled outputs), each is evaluated alone by ``reference``: the
+    block only saves time.
+    """
+    how: dict[str, Any] = dict(hyper=hyper, variant=variant, dtype=dtype, precision=precision)
+    if len(value_sets) < 2 or entry.trace is not None:
+        return [_alone(entry, i, p, **how) for i, p in value_sets]
+    # lane F gives the binary64 values, except through a backward pass: its adjoints accumulate in
+    # an order the number system's tape decides (the Monte Carlo centres add nodes), so lane F
+    # is a binary64 value there but not ``FLOAT``'s bits
+    shared = None if _differentiates(entry) else _block(entry, value_sets, None, **how)
+    if shared is not None:
+        return [r if r is not None else _alone(entry, *value_sets[i], **how) for i, r in enumerate(shared)]
+    refs: list[Any] = []
+    for inputs, params in value_sets:
+        try:
+            refs.append(evaluate(entry.name, _lists(inputs), _lists(params), hyper=hyper, variant=variant))
+        except SpecError as exc:
+            refs.append(exc)
+    taken = [i for i, r in enumerate(refs) if not isinstance(r, SpecError)]
+    block = _block(entry, [value_sets[i] for i in taken], [refs[i] for i in taken], **how) if len(taken) > 1 else None
+    out: list[Any] = []
+    for i, r in enumerate(refs):
+        if isinstance(r, SpecError):
+            out.append(r)
+        elif block is not None and block[taken.index(i)] is not None:
+            out.append(block[taken.index(i)])
+        else:
+            out.append(_alone(entry, *value_sets[i], **how))
+    return out
+
+
+def _differentiates(entry: Entry) -> bool:
+    """Whether evaluating ``entry`` runs a backward pass (gradients, SGD steps, training loops)."""
+    return entry.family == "training" and not entry.name.endswith("_loss")
+
+
+def _alone(entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray], **how: Any
+           ) -> Union[Reference, SpecError, ToleranceModelError]:
+    try:
+        return reference(entry, inputs, params, **how)
+    except (SpecError, ToleranceModelError) as exc:
+        return exc
+
+
+def _block(entry: Entry, value_sets: Sequence[tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]]],
+           refs: Optional[Sequence[Mapping[str, Any]]], *, hyper: Mapping[str, int], variant: VariantSet, dtype: str,
+           precision: str) -> Optional[list[Optional[Reference]]]:
+    """The Monte Carlo evaluation of ``references`` over ``value_sets``: a Reference per value set
+    (None for one whose lanes it cannot bound), or None where they cannot share the evaluation.
+    ``refs``: each value set's binary64 outputs (the spec in ``FLOAT``), or None to take them from
+    lane F (then a refusal or a branch taken apart ends the shared evaluation)."""
+    first_in, first_par = value_sets[0]
+    shared = [s.name for s in entry.inputs if not s.is_real]
+    if any(not np.array_equal(i[name], first_in[name]) for i, _ in value_sets for name in shared) or any(
+            list(p) != list(first_par) for _, p in value_sets):
+        return None
+    # row j: number j of every value set (inputs in the entry's order, then parameters), each
+    # value set's number over its lanes: the order in which ``evaluate`` converts them
+    names = [("in", s.name) for s in entry.inputs if s.is_real] + [("par", k) for k in first_par]
+    numbers = np.stack([np.concatenate([np.ravel(i[n] if where == "in" else p[n]) for where, n in names])
+                        for i, p in value_sets], axis=-1) if names else np.empty((0, len(value_sets)))
+    numbers = numbers.astype(np.float64)
+    if not np.isfinite(numbers).all():  # the spec refuses it: its message comes from the value set alone
+        return None
+    v = len(value_sets)
+    h = hashlib.sha256(json.dumps([entry.name, dtype, variant.to_json(), v]).encode())
+    h.update(numbers.tobytes())
+    mc = _numbers(entry, dtype, precision, int.from_bytes(h.digest()[:8], "little"), values=v)
+    mc.feeding(list(np.repeat(numbers, mc.width, axis=-1)))
+    try:
+        with np.errstate(all="ignore"):
+            lanes = evaluate(entry.name, _lists(first_in), _lists(first_par), hyper=hyper, variant=variant, numbers=mc)
+    except SpecError:
+        return None
+    except BLOCK_SPLITS:
+        return None
+    if mc.pending():
+        return None
+    specs = entry.output_specs(hyper, variant)
+    if refs is None and any(s.kind != Kind.REAL for s in specs):
+        return None
+    arrays = {s.name: lanes_array(lanes[s.name], mc.total - 1).reshape(
+        np.shape(lanes[s.name]) + (v, mc.width)) for s in specs if s.kind == Kind.REAL}
+    fmt = FORMATS[dtype]
+    ranges = mc.ranges()
+    out: list[Optional[Reference]] = []
+    for j in range(v):
+        ref = refs[j] if refs is not None else {name: arr[..., j, mc.f] for name, arr in arrays.items()}
+        try:
+            specs, outputs, bound, spread = _bounded(entry, ref, lambda name: arrays[name][..., j, :LANES + 1],
+                                                     hyper=hyper, variant=variant, dtype=dtype)
+        except ToleranceModelError:
+            out.append(None)
+            continue
+        top = float(ranges[j])
+        out.append(Reference(outputs, bound, spread, top, top <= RANGE_MARGIN * fmt.max, dtype, precision, specs))
+    return out
 
 
 def table() -> dict[str, Any]:

@@ -64,6 +64,8 @@ class RunConfig:
     shards: int = 1
     #: seconds loading a plugin, or its ``devices()``, may take in a worker (None: the default)
     load_timeout: Optional[float] = None
+    #: value sets per drawn case (None: the profile's; conformance/core/blocks.py)
+    block: Optional[int] = None
     # -- the session's ---------------------------------------------------------------------------
     #: "run" or "certify": which minimum and which fixtures a complete run needs
     command: str = "run"

@@ -74,7 +74,8 @@ from .config import DEFAULT_CASE_DIR, RunConfig
 from .local_constants import no_local_constants
 from .results import Cell, Failure, RunResult
 from ..core.timecap import TimeCap, TimeUp
-from ..core.tolerances import Reference, ToleranceModelError, reference
+from ..core.blocks import MAX_BLOCK, block_size, value_sets
+from ..core.tolerances import Reference, ToleranceModelError, reference, references
 
 __all__ = ["BATCH_CHECKS", "Cell", "Failure", "RunResult", "Runner", "refused_empty_query", "shard_examples",
            "shard_seed"]
@@ -87,6 +88,14 @@ BATCH_CHECKS = 3
 CACHE_CASES = 4096
 #: search rounds at most: a round ends early on a failure, or draws repeats that are not examples
 MAX_ROUNDS = 16
+#: the fewest drawn cases (structures) a search makes where it can: its blocks hold at most
+#: N // MIN_DRAWS value sets for a search of N examples (conformance/core/blocks.py), so a search
+#: of fewer than 64 examples (the quick profile's, the bug zoo's) draws one value set per case, as
+#: before blocks, and a default one (400) draws at least 50 cases
+MIN_DRAWS = 32
+#: how many times the runner's block an implementation that compiles per shape gets
+#: (``extra["shapes_per_search"]``: JAX, Flax)
+COMPILED_BLOCK = 4
 
 
 def refused_empty_query(entry: Entry, case: Case, exc: SpecError) -> bool:
@@ -100,6 +109,9 @@ def refused_empty_query(entry: Entry, case: Case, exc: SpecError) -> bool:
         return False
     mask = np.asarray(mask, dtype=bool)
     return mask.ndim == 2 and not mask.any(axis=0).all()
+
+
+Refs = dict[str, Reference]  # precision -> the spec's reference at that precision
 
 
 class _MemberFailed(Exception):
@@ -185,12 +197,14 @@ class Runner:
                  case_dir: Path | str | None = None, examples: Optional[int] = None,
                  call_timeout: Optional[float] = None, devices: Optional[Sequence[str]] = None,
                  progress: Optional[Callable[..., None]] = None, seconds: Any = None,
-                 exclude: Iterable[Sequence[str]] = (), shard: tuple[int, int] = (0, 1)) -> None:
+                 exclude: Iterable[Sequence[str]] = (), shard: tuple[int, int] = (0, 1),
+                 block: Optional[int] = None) -> None:
         """``case_dir``: where failing cases are written (None: ``config.DEFAULT_CASE_DIR``).
         ``seconds``: wall-time cap per implementation search; by default the profile's when
         ``examples`` is not given explicitly (an explicit example count means exactly that many).
         ``exclude``: (label, algorithm, dtype) left out of their search, cells "no examples" (as
-        ``run_parallel``'s). ``shard``: (k, n), this runner makes shard k of n of each search."""
+        ``run_parallel``'s). ``shard``: (k, n), this runner makes shard k of n of each search.
+        ``block``: value sets per drawn case (None: the profile's; conformance/core/blocks.py)."""
         k, n = (int(shard[0]), int(shard[1]))
         if n < 1 or not 0 <= k < n:
             raise ValueError(f"shard must be (k, n) with 0 <= k < n, given {shard!r}")
@@ -206,6 +220,8 @@ class Runner:
         self.seconds = profile.seconds if seconds is _PROFILE else seconds
         self.timeout = call_timeout or profile.call_timeout
         self.device_filter = list(devices) if devices else None
+        #: value sets per drawn case (1: one example per draw)
+        self.block = int(block or profile.block)
         self.progress = progress or (lambda event, **info: None)
         self._refs: dict[tuple, Any] = {}  # references of the (algorithm, dtype) being searched
         #: case key -> {member key: (outputs, reference)}: what each implementation answered
@@ -225,7 +241,8 @@ class Runner:
         implementations of ``config.labels``."""
         return cls(plugins, profile=config.hypothesis_profile, seed=config.seed, case_dir=config.case_dir,
                    examples=config.examples, call_timeout=config.call_timeout, devices=config.devices,
-                   progress=progress, seconds=config.seconds, exclude=exclude, shard=(shard, config.shards))
+                   progress=progress, seconds=config.seconds, exclude=exclude, shard=(shard, config.shards),
+                   block=config.block)
 
     def _discover_devices(self) -> None:
         """Each implementation's devices (one ``devices()`` call), and those the selection keeps."""
@@ -262,6 +279,40 @@ class Runner:
         if isinstance(value, (SpecError, ToleranceModelError)):
             raise value
         return value
+
+    def references_for(self, entry: Entry, prepared: Sequence[Prepared], case: Case, dtype: str,
+                       precision: str) -> list[Any]:
+        """``reference_for`` of every value set of a block (``case``: its structure), each a Reference
+        or the exception it raises; those not cached are evaluated together
+        (``tolerances.references``)."""
+        keys = [(entry.name, dtype, precision, case.variant.hash, tuple(sorted(case.hyper.items())),
+                 *_prepared_digests(p)) for p in prepared]
+        missing = [i for i, k in enumerate(keys) if k not in self._refs]
+        if missing:
+            started = time.perf_counter()
+            self.reference_evaluations += len(missing)
+            try:
+                found = references(entry, [(prepared[i].inputs, prepared[i].params) for i in missing],
+                                   hyper=case.hyper, variant=case.variant, dtype=dtype, precision=precision)
+            finally:
+                self._reference_seconds += time.perf_counter() - started
+            fresh = dict(zip(missing, found))
+            for i, value in fresh.items():
+                if len(self._refs) < CACHE_CASES:
+                    self._refs[keys[i]] = value
+        return [self._refs[k] if k in self._refs else fresh[i] for i, k in enumerate(keys)]
+
+    def alone(self, entry: Entry, prepared: Prepared, case: Case, dtype: str, precision: str) -> Optional[Reference]:
+        """The reference of one value set evaluated alone (not cached: a block's is cached), as a case
+        file's replay evaluates it; None where the spec refuses or cannot bound it alone."""
+        started = time.perf_counter()
+        try:
+            return reference(entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=case.variant,
+                             dtype=dtype, precision=precision)
+        except (SpecError, ToleranceModelError):
+            return None
+        finally:
+            self._reference_seconds += time.perf_counter() - started
 
     # -- the run ------------------------------------------------------------------
     def plan(self, algorithms: Optional[Sequence[str]] = None, dtypes: Optional[Sequence[str]] = None,
@@ -408,6 +459,13 @@ class _Search:
         self.seen: dict[tuple, float] = {}  # case key -> score, for the passing cases of this search
         self.batched: Counter = Counter()  # (variant, sizes, batch length) -> passing batch checks
         self.digests = {m.key: hashlib.sha256() for m in self.members}
+        #: value sets per drawn case (conformance/core/blocks.py): COMPILED_BLOCK times the runner's
+        #: for an implementation that compiles a program per shape (one compile serves the block),
+        #: and never so many that the search draws fewer than ``MIN_DRAWS`` structures: a bug in
+        #: tokens, masks or sizes needs draws
+        compiles = bool(self.members) and _shapes_per_search(self.members[0].impl) is not None
+        size = min(runner.block * (COMPILED_BLOCK if compiles else 1), MAX_BLOCK)
+        self.block = block_size(entry, max(1, min(size, self.budget // MIN_DRAWS)))
 
     def run(self) -> None:
         self.runner.progress("start", algorithm=self.entry.name, dtype=self.dtype,
@@ -433,7 +491,7 @@ class _Search:
     # -- rounds ------------------------------------------------------------------------
     def _round(self, strategy: Any) -> bool:
         """One Hypothesis run; True: search on (another round, with the members left)."""
-        state: dict[str, Any] = {"generated": 0, "repeated": 0}
+        state: dict[str, Any] = {"generated": 0, "repeated": 0, "extra": 0}
         # Checked before every draw and in the body, and by a watchdog while Hypothesis's own
         # code runs (its targeting phase can run long without drawing: timecap.py), which
         # also raises a held Ctrl-C there.
@@ -459,7 +517,7 @@ class _Search:
             self._harness_error(f"{type(exc).__name__}: {exc}")
             return False
         finally:
-            self.budget -= state["generated"] - state["repeated"]
+            self.budget -= state["generated"] - state["repeated"] + state["extra"]
             self.round += 1
 
     def _over(self, state: dict[str, Any]) -> bool:
@@ -477,7 +535,7 @@ class _Search:
         round 0 that case is a repeat, so a later round asks for one more (without it a search of N
         examples examined N - 1, and a thorough cell ended at 999 of its 1,000)."""
 
-        @settings(max_examples=self.budget + (1 if self.round else 0), deadline=None, database=None,
+        @settings(max_examples=-(-self.budget // self.block) + (1 if self.round else 0), deadline=None, database=None,
                   report_multiple_bugs=False, derandomize=False, print_blob=False,
                   phases=(Phase.explicit, Phase.generate, Phase.target, Phase.shrink),
                   suppress_health_check=list(HealthCheck))
@@ -541,9 +599,10 @@ class _Search:
 
     # -- one drawn case ----------------------------------------------------------------------
     def example(self, case: Case, state: dict[str, Any]) -> None:
-        """Examine ``case`` on every active member; raises ``_MemberFailed`` for the first member
-        that fails it (Hypothesis then shrinks it), and Hypothesis's rejection for a case the spec
-        refuses or cannot bound."""
+        """Examine the block of ``case`` (``blocks.value_sets``: the case and further value sets of
+        its structure) on every active member; raises ``_MemberFailed`` for the first member that
+        fails one of them (Hypothesis then shrinks the drawn case), and Hypothesis's rejection for a
+        case whose every value set the spec refuses or cannot bound."""
         runner, entry, dtype = self.runner, self.entry, self.dtype
         prepared = runner._prepare(entry, case, case.inputs, dtype)
         batched = entry.batchable and bool(case.batch)
@@ -560,52 +619,74 @@ class _Search:
             if self.seen[key] >= 0:
                 target(self.seen[key], label="error/bound")
             return
-        self.result.generated[(entry.name, dtype)] += 1
+        # a block never takes the search beyond its budget: the last one is cut to what is left
+        left = self.budget - (state["generated"] - 1 - state["repeated"] + state["extra"])
+        block = value_sets(case, max(1, min(self.block, left)), dtype)
+        if not state.get("failed"):  # a shrinking step is one step of the budget, as before blocks
+            state["extra"] += len(block) - 1
+        self.result.generated[(entry.name, dtype)] += len(block)
+        preps = [prepared] + [runner._prepare(entry, c, c.inputs, dtype) for c in block[1:]]
         precisions = {m.impl.precision for m in self.active if not m.hung}
-        refs = self._references(case, prepared, precisions)
+        refs = self._references(block, preps, precisions)
         if refs is None:  # a refusal the members had to share: examined already
             return
         batch = self._batch_references(case, extras, precisions)
-        worst, outputs, failed = self._examine(case, prepared, refs, batch, key)
-        self._agreement(outputs, refs, key)
-        runner.progress("example", algorithm=entry.name, dtype=dtype)
+        worst = 0.0
+        failed: list[tuple[Member, Finding, Case]] = []
+        for i, (c, p, r) in enumerate(zip(block, preps, refs)):
+            if r is None:
+                continue
+            k = key if i == 0 else (key[0], key[1], *_prepared_digests(p))
+            w, outputs, f = self._examine(c, p, r, batch if i == 0 else {q: [] for q in precisions}, k)
+            self._agreement(outputs, r, k)
+            worst, failed = max(worst, w), failed + f
+            runner.progress("example", algorithm=entry.name, dtype=dtype)
+            if failed:  # the rest of the block waits: Hypothesis shrinks the first failure
+                break
         # Targeting climbs the error/bound ratio; an entry whose outputs are all exact (tokens, masks)
         # scores 0 on every example, and targeting a constant only makes Hypothesis repeat one case.
         score = -1.0
-        if any(spec.kind == Kind.REAL for spec in refs[next(iter(refs))].specs):
+        first = next(r for r in refs if r is not None)
+        if any(spec.kind == Kind.REAL for spec in first[next(iter(first))].specs):
             score = min(worst, 1e300)
             target(score, label="error/bound")
         if failed:
-            member, finding = failed[0]
-            raise _MemberFailed(member, finding, case)
+            raise _MemberFailed(*failed[0])
         if not any(m.hung for m in self.active):  # passed: a repeat of it is not examined again
             self.seen[key] = score
             if any(batch.values()):
                 self.batched[shape] += 1
 
-    def _references(self, case: Case, prepared: Prepared, precisions: set[str]) -> Optional[dict[str, Reference]]:
-        """The reference at each precision the members compute in; None when the case is one the
-        spec refuses by definition (the members were examined for their refusal). A case the
-        spec refuses otherwise, cannot bound, or finds out of range is rejected."""
-        entry, dtype = self.entry, self.dtype
-        refs: dict[str, Reference] = {}
-        try:
-            for p in precisions:
-                refs[p] = self.runner.reference_for(entry, prepared, case, dtype, p)
-        except SpecError as exc:
-            if refused_empty_query(entry, case, exc):
-                self._expect_refusal(case, prepared, exc)
-                return None
-            self.result.rejected[(entry.name, dtype)] += 1
+    def _references(self, block: list[Case], preps: list[Prepared], precisions: set[str]
+                    ) -> Optional[list[Optional[Refs]]]:
+        """Each value set's reference at each precision the members compute in (None for a value set
+        the spec refuses, cannot bound or finds out of range: counted, not examined); None when
+        the drawn case is one the spec refuses by definition (the members were examined for their
+        refusal). A block with no value set left is rejected."""
+        entry, dtype, case = self.entry, self.dtype, block[0]
+        each = {p: self.runner.references_for(entry, preps, case, dtype, p) for p in precisions}
+        head = next(iter(each.values()))[0]
+        if isinstance(head, SpecError) and refused_empty_query(entry, case, head):
+            self._expect_refusal(case, preps[0], head)  # masks are shared: the whole block is refused
+            return None
+        out: list[Optional[Refs]] = []
+        for i in range(len(block)):
+            got = {p: each[p][i] for p in precisions}
+            if any(isinstance(r, SpecError) for r in got.values()):
+                self.result.rejected[(entry.name, dtype)] += 1
+                out.append(None)
+            elif any(isinstance(r, ToleranceModelError) for r in got.values()):
+                self.result.unmodelled[(entry.name, dtype)] += 1  # counted and reported, never a zero tolerance
+                out.append(None)
+            elif not all(r.in_range for r in got.values()):
+                for m in self.active:
+                    self.cells[m.key].out_of_range += 1
+                out.append(None)
+            else:
+                out.append(got)
+        if all(r is None for r in out):
             reject()
-        except ToleranceModelError:  # counted and reported, never a silent zero tolerance
-            self.result.unmodelled[(entry.name, dtype)] += 1
-            reject()
-        if not all(r.in_range for r in refs.values()):
-            for m in self.active:
-                self.cells[m.key].out_of_range += 1
-            reject()
-        return refs
+        return out
 
     def _batch_references(self, case: Case, extras: list[Prepared], precisions: set[str]) -> dict[str, list]:
         """Per precision, the batch's further input sets with their references (those the spec
@@ -622,19 +703,29 @@ class _Search:
                     batch[p].append((extra_prep.inputs, extra_refs[p]))
         return batch
 
-    def _examine(self, case: Case, prepared: Prepared, refs: dict[str, Reference], batch: dict[str, list],
-                 key: tuple) -> tuple[float, dict[tuple[str, str], dict], list[tuple[Member, Finding]]]:
-        """Every active member on the case: (the worst error/bound ratio, the outputs of those that
-        passed, the members that failed with their first finding). A member whose call timed out
-        fails at once (no shrinking: that would wait for the hang again)."""
+    def _examine(self, case: Case, prepared: Prepared, refs: Refs, batch: dict[str, list], key: tuple
+                 ) -> tuple[float, dict[tuple[str, str], dict], list[tuple[Member, Finding, Case]]]:
+        """Every active member on one value set: (the worst error/bound ratio, the outputs of those
+        that passed, the members that failed with their first finding and the value set). A member
+        whose call timed out fails at once (no shrinking: that would wait for the hang again).
+
+        A failure against the block's reference is confirmed against the value set's reference
+        evaluated alone, as its case file replays it (``Runner.alone``): the two differ only in
+        the Monte Carlo draws, and a verdict must reproduce from the case file."""
         worst = 0.0
         outputs: dict[tuple[str, str], dict] = {}
-        failed: list[tuple[Member, Finding]] = []
+        failed: list[tuple[Member, Finding, Case]] = []
         for m in self.active:
             if m.hung:
                 continue
-            outcome = examine(m, case, prepared.inputs, prepared.params, refs[m.impl.precision], dtype=self.dtype,
+            ref = refs[m.impl.precision]
+            outcome = examine(m, case, prepared.inputs, prepared.params, ref, dtype=self.dtype,
                               timeout=self.runner.timeout, batch=batch[m.impl.precision])
+            if not outcome.judgement.ok and not outcome.timed_out:
+                alone = self.runner.alone(self.entry, prepared, case, self.dtype, m.impl.precision)
+                if alone is not None:
+                    outcome = examine(m, case, prepared.inputs, prepared.params, alone, dtype=self.dtype,
+                                      timeout=self.runner.timeout, batch=batch[m.impl.precision])
             cell = self.cells[m.key]
             cell.examples += 1
             self.digests[m.key].update(repr(key[:2]).encode() + b"".join(key[2:]))
@@ -651,7 +742,7 @@ class _Search:
                 self.runner.record_failure(cell, m, outcome.judgement.findings[0], case, self.dtype, shrunk=False)
                 continue
             if not outcome.judgement.ok:
-                failed.append((m, outcome.judgement.findings[0]))
+                failed.append((m, outcome.judgement.findings[0], case))
             elif outcome.outputs is not None:
                 outputs[m.key] = outcome.outputs
         return worst, outputs, failed
@@ -688,7 +779,7 @@ class _Search:
             member, finding = failed[0]
             raise _MemberFailed(member, finding, case)
 
-    def _agreement(self, outputs: dict, refs: dict, key: tuple) -> None:
+    def _agreement(self, outputs: dict, refs: Refs, key: tuple) -> None:
         """Implementation vs implementation and device vs device, on the same example: this
         search's members with each other, and with the members of earlier searches (other
         implementations) that answered the same case (``key``)."""

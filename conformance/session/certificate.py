@@ -61,6 +61,7 @@ from ftspec.spec.registry import REGISTRY
 from ftspec.spec.variants import VariantSet
 
 from ..core.casefile import read_untrusted_json
+from ..core.blocks import MAX_BLOCK
 from ..core.profiles import PROFILES
 from .report import cell_dict, environment, write_json
 from ..running.runner import RunResult
@@ -684,8 +685,8 @@ def _setting(raw: dict[str, Any], key: str, ok: Callable[[Any], bool], want: str
 
 def recorded_settings(doc: dict[str, Any]) -> dict[str, Any]:
     """``Settings`` keywords that repeat the certified run, read as untrusted data and bounded
-    (``REPRODUCE_LIMITS``): profile, seed, selection, examples, seconds, call timeout, fixtures and
-    shards. ``jobs`` and ``in_process`` are never taken from the file (how the reproduction runs is
+    (``REPRODUCE_LIMITS``): profile, seed, selection, examples, seconds, call timeout, fixtures,
+    shards and block. ``jobs`` and ``in_process`` are never taken from the file (how the reproduction runs is
     the caller's choice: worker processes unless told otherwise), nor is anything it does not know.
     Raises CertificateError (one line) for a value out of its bounds."""
     run = doc["run"]
@@ -713,6 +714,9 @@ def recorded_settings(doc: dict[str, Any]) -> dict[str, Any]:
     out["fixtures"] = _setting(raw, "fixtures", lambda v: v in FIXTURE_LEVELS, f"one of {', '.join(FIXTURE_LEVELS)}")
     out["shards"] = _setting(raw, "shards", lambda v: _is_int(v) and 1 <= v <= lim["shards"],
                              f"a whole number from 1 to {lim['shards']}")
+    # a certificate written before blocks drew one value set per case
+    out["block"] = _setting(raw, "block", lambda v: _is_int(v) and 1 <= v <= MAX_BLOCK,
+                            f"a whole number from 1 to {MAX_BLOCK}") or 1
     return out
 
 

@@ -73,6 +73,7 @@ from .errors import SessionError
 from .identification import Identification, identify
 from .phases import EXTENSION_SEED, RunPhases
 from ..running.config import DEFAULT_CASE_DIR, RunConfig
+from ..core.blocks import MAX_BLOCK
 from ..core.profiles import PROFILES, profile
 from ..running.runner import RunResult
 from ..core.verdict import NothingTested
@@ -117,6 +118,8 @@ class Settings:
     workers run the tasks instead of local worker processes (``ftspec[dask]``; not recorded in
     a certificate: it says where, not what). ``load_timeout``: seconds loading one plugin, or
     its ``devices()``, may take (None: ``DEFAULT_LOAD_TIMEOUT``; not recorded in a certificate).
+    ``block``: value sets per drawn case (conformance/core/blocks.py; None: the profile's, 1: one
+    example per draw); it changes which cases a seed draws, so a certificate records it.
     ``case_dir``: where shrunk failing cases are written (None: ``reports/cases``; ``ftspec
     certify`` names ``OUT/cases``). ``jobs`` is capped at ``parallel.jobs_cap()``
     (``capped_jobs``). ``progress(event, **info)`` receives progress events."""
@@ -136,6 +139,7 @@ class Settings:
     shards: Optional[int] = None
     scheduler: Optional[str] = None
     load_timeout: Optional[float] = None
+    block: Optional[int] = None
     progress: Optional[Callable[..., None]] = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -168,6 +172,8 @@ class Settings:
             raise SessionError(f"load timeout must be positive seconds, given {self.load_timeout!r}")
         if self.jobs is not None and (not _is_int(self.jobs) or self.jobs < 1):
             raise SessionError(f"jobs must be a whole number of at least 1, given {self.jobs!r}")
+        if self.block is not None and (not _is_int(self.block) or not 1 <= self.block <= MAX_BLOCK):
+            raise SessionError(f"block must be a whole number from 1 to {MAX_BLOCK}, given {self.block!r}")
         if self.shards is not None and (not _is_int(self.shards) or self.shards < 1):
             raise SessionError(f"shards must be a whole number of at least 1, given {self.shards!r}")
         if self.scheduler is not None and (not isinstance(self.scheduler, str) or not self.scheduler.strip()):
@@ -186,6 +192,7 @@ class Settings:
                if f.name not in ("progress", "case_dir", "scheduler", "load_timeout")}
         for name in ("algorithms", "dtypes", "devices"):
             out[name] = None if out[name] is None else list(out[name])
+        out["block"] = self.block or profile(self.profile).block  # the cases a seed draws depend on it
         if out["seconds"] is not None and not math.isfinite(out["seconds"]):
             out["seconds"] = 0
         return out
@@ -343,6 +350,7 @@ def _configure(settings: Settings, command: str, labels: Sequence[str], *, jobs:
         case_dir=DEFAULT_CASE_DIR if settings.case_dir is None else settings.case_dir, examples=examples,
         call_timeout=settings.call_timeout or prof.call_timeout, devices=settings.devices, seconds=seconds,
         shards=settings.shards or 1, load_timeout=settings.load_timeout or DEFAULT_LOAD_TIMEOUT,
+        block=settings.block or prof.block,
         command=command, algorithms=settings.algorithms, dtypes=settings.dtypes, minimum=minimum,
         fixtures=settings.fixtures or required, fixtures_required=required, jobs=jobs, in_process=in_process)
 

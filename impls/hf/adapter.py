@@ -1,7 +1,9 @@
 """The boundary between ftspec's canonical layout and Hugging Face's modules.
 
-Re-indexing, configuration and weight loading only, no arithmetic on the
-activations, so a layout bug cannot hide as a rounding difference:
+Re-indexing, configuration, weight loading and a check of the token IDs
+(``check_tokens``: what the spec refuses and the library need not) only, no
+arithmetic on the activations, so a layout bug cannot hide as a rounding
+difference:
 
 - Canonical sequences are columns, X (…, d, ℓ); Hugging Face wants rows with
   a batch axis, (B, ℓ, d), and token IDs as (B, ℓ). An unbatched call gets
@@ -35,8 +37,9 @@ from typing import Any, Callable, Iterator, Mapping
 import torch
 from torch import Tensor, nn
 
-__all__ = ["cols_to_rows", "rows_to_cols", "batch", "unbatch", "pack_heads", "gpt2_config", "bert_config",
-           "gpt2_block_weights", "bert_layer_weights", "gpt2_lm_weights", "bert_mlm_weights", "load", "loaded"]
+__all__ = ["cols_to_rows", "rows_to_cols", "batch", "unbatch", "check_tokens", "pack_heads", "gpt2_config",
+           "bert_config", "gpt2_block_weights", "bert_layer_weights", "gpt2_lm_weights", "bert_mlm_weights", "load",
+           "loaded"]
 
 In = Mapping[str, Tensor]
 
@@ -58,6 +61,18 @@ def batch(x: Tensor, batched: bool) -> Tensor:
 
 def unbatch(x: Tensor, batched: bool) -> Tensor:
     return x if batched else x.squeeze(0)
+
+
+def check_tokens(x: Tensor, hyper: Mapping[str, int]) -> None:
+    """Refuse, before the model runs, token IDs (…, ℓ) the spec refuses and the library may not:
+    ℓ > ℓ_max (``BertEmbeddings`` slices its position ids to ℓ_max, and at ℓ_max = 1 broadcasts
+    that one position over every token instead of raising) and an ID outside [0, N_V) (an
+    IndexError on the CPU, a device-side assert on CUDA)."""
+    ell, ell_max, n_v = x.shape[-1], hyper["ell_max"], hyper["N_V"]
+    if ell > ell_max:
+        raise ValueError(f"x: a sequence of length {ell} exceeds ell_max = {ell_max}")
+    if x.numel() and (int(x.min()) < 0 or int(x.max()) >= n_v):
+        raise ValueError(f"x: token IDs must lie in [0, {n_v}); given min {int(x.min())}, max {int(x.max())}")
 
 
 def pack_heads(p: In, prefix: str, name: str, H: int) -> Tensor:

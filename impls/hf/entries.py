@@ -78,6 +78,7 @@ def gpt2_algorithms(attn: str, with_norm: bool) -> dict[str, Fn]:
         from transformers import GPT2LMHeadModel
 
         h = ctx.hyper
+        A.check_tokens(i["x"], h)
         x = A.batch(i["x"], ctx.batched)  # (B, ℓ) token IDs
         with A.loaded(_key("gpt2_lm", attn, h), lambda: GPT2LMHeadModel(A.gpt2_config(h, attn)),
                       A.gpt2_lm_weights(p, h["L"], h["H"]), _dtype(ctx), ctx.device) as model:
@@ -121,6 +122,7 @@ def bert_algorithms(attn: str, with_norm: bool) -> dict[str, Fn]:
         from transformers import BertForMaskedLM
 
         h = ctx.hyper
+        A.check_tokens(i["x"], h)  # at ℓ_max = 1 BERT would answer a longer sequence
         x = A.batch(i["x"], ctx.batched)  # (B, ℓ)
         with A.loaded(_key("bert_mlm", attn, h), lambda: BertForMaskedLM(A.bert_config(h, attn)),
                       A.bert_mlm_weights(p, h["L"], h["H"]), _dtype(ctx), ctx.device) as model:

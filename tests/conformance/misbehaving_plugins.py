@@ -3,7 +3,9 @@
 Each is loaded by its ``module:object`` label, e.g.
 ``tests.conformance.misbehaving_plugins:gil_hang``, in the test process and in
 worker processes alike. ``layer_norm`` misbehaves; ``rms_norm`` is correct, so a
-test can see that the rest of the run carried on.
+test can see that the rest of the run carried on. Where they compute, both
+refuse what the spec refuses (a zero-variance column without ε): each plugin
+shows one misbehaviour, and a refusal failure would hide it.
 """
 
 from __future__ import annotations
@@ -27,13 +29,22 @@ def label(name: str) -> str:
     return f"{MODULE}:{name}"
 
 
+def _refuse_zero_variance(X, ctx: Context, kind: str) -> None:
+    """The spec refuses a column of zero variance (equal entries; zeros for RMSnorm) without ε."""
+    flat = (X == 0) if kind == "rms_norm" else (X == X[..., :1, :])
+    if ctx.variant.epsilon_placement == "none" and np.all(flat, axis=-2).any():
+        raise ValueError(f"{kind}: a column of zero variance and no epsilon")
+
+
 def _rms_norm(inputs, params, ctx: Context):
     X = inputs["X"]  # (..., d_e, ell)
+    _refuse_zero_variance(X, ctx, "rms_norm")
     return X / np.sqrt((X * X).mean(axis=-2, keepdims=True)) * params["gamma"][:, None]
 
 
 def _good_layer_norm(inputs, params, ctx: Context):
     X = inputs["X"]  # (..., d_e, ell)
+    _refuse_zero_variance(X, ctx, "layer_norm")
     m = X.mean(axis=-2, keepdims=True)
     v = ((X - m) ** 2).mean(axis=-2, keepdims=True)
     return (X - m) / np.sqrt(v) * params["gamma"][:, None] + params["beta"][:, None]

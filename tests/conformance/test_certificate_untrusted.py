@@ -181,6 +181,8 @@ def test_in_process_and_jobs_never_come_from_the_file(small, here, tmp_path):
     ("seconds", -1, "run.settings.seconds"),
     ("call_timeout", 1e9, "run.settings.call_timeout"),
     ("shards", 10**6, "run.settings.shards"),
+    ("block", 10**6, "run.settings.block"),
+    ("block", 0, "run.settings.block"),
     ("profile", "evil", "run.settings.profile"),
     ("seed", 7, "run.settings.seed"),
     ("devices", ["cpu"] * 2 + [f"d{i}" for i in range(1000)], "run.settings.devices"),
@@ -198,6 +200,16 @@ def test_settings_out_of_bounds_are_refused_before_anything_runs(small, here, tm
     code, out, err = _cli(capsys, "certify", "--reproduce", str(path), "--impl", "ucert_example:implementation")
     assert code == 2 and words in " ".join(err.split()) and len(err.strip().splitlines()) == 1, err
     assert time.perf_counter() - started < 5 and "Reproduction" not in out  # refused, nothing searched
+
+
+def test_the_block_a_certificate_records_is_the_block_it_reproduces(small, tmp_path):
+    """The cases a seed draws depend on the block size: a certificate records the one it ran with
+    (the profile's when none was asked for), and one written before blocks, none, meaning 1."""
+    assert small["run"]["settings"]["block"] == 4  # the quick profile's
+    assert recorded_settings(small)["block"] == 4
+    doc = copy.deepcopy(small)
+    del doc["run"]["settings"]["block"]
+    assert recorded_settings(load(_write(tmp_path, _rehashed(doc))))["block"] == 1
 
 
 def test_unknown_settings_are_ignored(small, tmp_path):

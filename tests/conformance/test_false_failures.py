@@ -48,7 +48,7 @@ import ftspec.impls.numpy.grad_layers as numpy_grad_layers
 import ftspec.impls.numpy.layers as numpy_layers
 from ftspec.conformance.running.replay import replay
 from ftspec.conformance.core.rounding import MonteCarloNumbers
-from ftspec.impls.numpy.components import NormCache
+from ftspec.impls.numpy.components import NormCache, check_norm_input
 
 HERE = Path(__file__).parent / "false_failures"
 #: the gradient cases through a degenerate layer norm, on which ATen's backward formula can be
@@ -64,8 +64,11 @@ def test_the_cases_are_here():
 
 
 def _welford_norm_columns_fwd(X, gamma, beta, variant, kind):
-    """Layer norm of every column of X (..., d, ℓ) with Welford's one-pass moments, in X's dtype."""
+    """Layer norm of every column of X (..., d, ℓ) with Welford's one-pass moments, in X's dtype.
+    It refuses first what the function it stands in for refuses (``check_norm_input``): only the
+    moments differ."""
     assert kind == "layer_norm" and variant.epsilon_placement in ("none", "outside_root"), variant
+    check_norm_input(X, variant, kind)
     t = X.dtype.type
     m = np.zeros_like(X[..., :1, :])  # (..., 1, ℓ) running mean
     M2 = np.zeros_like(m)  # running Σ (e − m_old)(e − m_new)

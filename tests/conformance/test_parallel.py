@@ -59,6 +59,8 @@ def test_a_failure_comes_back_with_its_shrunk_case_and_reproducer(tmp_path, monk
     label = _module(tmp_path, monkeypatch, "eps_inside", """
 def layer_norm(inputs, params, ctx):  # epsilon 1e-5 inside the root: wrong for the paper's set
     X = inputs["X"]
+    if np.all(X == X[..., :1, :], axis=-2).any():  # refuses what the spec refuses: only ε is wrong
+        raise ValueError("layer_norm: a column of zero variance")
     m = X.mean(axis=-2, keepdims=True)
     v = ((X - m) ** 2).mean(axis=-2, keepdims=True)
     return (X - m) / np.sqrt(v + 1e-5) * params["gamma"][:, None] + params["beta"][:, None]
@@ -147,6 +149,8 @@ def test_ftspec_run_with_jobs_reports_the_wrong_algorithm_and_carries_on(tmp_pat
     label = _module(tmp_path, monkeypatch, "rms_subtracts_mean", """
 def rms_norm(inputs, params, ctx):  # subtracts the mean: a layer norm without β, not RMSnorm
     X = inputs["X"]
+    if np.all(X == 0, axis=-2).any():  # refuses what the spec refuses: only the mean is wrong
+        raise ValueError("rms_norm: a column of zeros")
     Xc = X - X.mean(axis=-2, keepdims=True)
     return Xc / np.sqrt((Xc * Xc).mean(axis=-2, keepdims=True)) * params["gamma"][:, None]
 

@@ -30,9 +30,12 @@ CALLS: list[tuple[str, str, str]] = []
 
 
 def _layer_norm(inputs, params, ctx: Context):
-    """Correct under any set with ε = 0 and the affine map; needs γ and β, as torch.nn's does."""
+    """Correct under any set with ε = 0 and the affine map; needs γ and β, as torch.nn's does.
+    Refuses a zero-variance column, as the spec does with no ε."""
     CALLS.append((ctx.algorithm, ctx.device, ctx.variant.describe()))
     X = inputs["X"]
+    if np.all(X == X[..., :1, :], axis=-2).any():
+        raise ValueError("layer_norm: a column of zero variance and no epsilon")
     m = X.mean(axis=-2, keepdims=True)
     v = ((X - m) ** 2).mean(axis=-2, keepdims=True)
     return (X - m) / np.sqrt(v) * params["gamma"][:, None] + params["beta"][:, None]

@@ -40,11 +40,12 @@ GOOD = mp.label("good")
 def _ftspec(tmp_path: Path, *names: str, args: tuple[str, ...] = (), env: dict | None = None,
             timeout: float = 120) -> dict:
     """``ftspec run`` on the plugins ``names`` of misbehaving_plugins.py and ``good`` (layer_norm
-    and rms_norm at float32, 3 examples, no fixtures): exit code, stdout, stderr, seconds, and
+    and rms_norm at float32, the quick profile, 3 examples, no fixtures): exit code, stdout, stderr, seconds, and
     the JSON report (None when none was written)."""
     report = tmp_path / "r.json"
     impls = [f"--impl={mp.label(n)}" for n in names]
-    command = [sys.executable, "-m", "ftspec.tools.cli", "run", *impls, "--impl", GOOD, "--algorithm", "layer_norm",
+    command = [sys.executable, "-m", "ftspec.tools.cli", "run", "--profile", "quick", *impls, "--impl", GOOD,
+               "--algorithm", "layer_norm",
                "--algorithm", "rms_norm", "--dtype", "float32", "--examples", "3", "--call-timeout", "2",
                "--load-timeout", str(LOAD), "--no-fixtures", "--quiet", "--case-dir", str(tmp_path / "cases"),
                "--json-report", str(report), *args]
@@ -251,7 +252,8 @@ def test_a_report_that_cannot_be_written_makes_the_run_exit_2(tmp_path, monkeypa
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(report_module, "write_json", full)
-    rc = main(["run", "--impl", GOOD, "--algorithm", "layer_norm", "--dtype", "float64", "--examples", "3",
+    rc = main(["run", "--profile", "quick", "--impl", GOOD, "--algorithm", "layer_norm", "--dtype", "float64",
+               "--examples", "3",
                "--no-fixtures", "--quiet", "--in-process", "--case-dir", str(tmp_path / "cases"),
                "--json-report", str(tmp_path / "r.json")])
     captured = capsys.readouterr()

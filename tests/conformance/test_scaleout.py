@@ -85,18 +85,26 @@ def test_implementations_share_cases_and_each_reference_is_evaluated_once(tmp_pa
     """Two implementations with the same strategy draw the same cases from the same seed; the
     spec's reference of a case is evaluated once for both, and they are compared with each other."""
     keys: Counter = Counter()
-    original = runner_module.reference
+    original = runner_module.references
 
-    def counting(entry, inputs, params, **kw):
-        h = hashlib.sha256(repr((entry.name, kw["dtype"], kw["precision"], kw["variant"].hash,
-                                 sorted(kw["hyper"].items()))).encode())
-        for part in (inputs, params):
-            for name in sorted(part):
-                h.update(name.encode() + part[name].tobytes())
-        keys[h.hexdigest()] += 1
-        return original(entry, inputs, params, **kw)
+    def counting(entry, value_sets, alone=False, **kw):  # a block's value sets, evaluated together
+        for inputs, params in value_sets:
+            h = hashlib.sha256(repr((entry.name, kw["dtype"], kw["precision"], kw["variant"].hash,
+                                     sorted(kw["hyper"].items()))).encode())
+            for part in (inputs, params):
+                for name in sorted(part):
+                    h.update(name.encode() + part[name].tobytes())
+            keys[h.hexdigest()] += 1
+        return None if alone else original(entry, value_sets, **kw)
 
-    monkeypatch.setattr(runner_module, "reference", counting)
+    single = runner_module.reference
+
+    def counting_one(entry, inputs, params, **kw):  # a batch's further input sets
+        counting(entry, [(inputs, params)], **kw, alone=True)
+        return single(entry, inputs, params, **kw)
+
+    monkeypatch.setattr(runner_module, "references", counting)
+    monkeypatch.setattr(runner_module, "reference", counting_one)
     run = _runner([("numpy", NUMPY), ("numpy-b", NUMPY)], tmp_path, examples=15)
     result = run.run(["layer_norm"], ["float64"])
     a, b = result.cells
@@ -108,7 +116,8 @@ def test_implementations_share_cases_and_each_reference_is_evaluated_once(tmp_pa
 
 def test_a_repeated_case_is_not_examined_again_and_batches_are_bounded(tmp_path, monkeypatch):
     seen = _examined(monkeypatch)
-    result = _runner([("numpy", NUMPY)], tmp_path, examples=40, seed=0).run(["mh_attention"], ["float64"])
+    # one example per draw: Hypothesis repeats a draw now and then, which a block makes rarer
+    result = _runner([("numpy", NUMPY)], tmp_path, examples=40, seed=0, block=1).run(["mh_attention"], ["float64"])
     assert result.repeated[("mh_attention", "float64")] > 0, "nothing repeated: this test shows nothing"
     digests = Counter(d for _, d, _, _, _ in seen)
     assert max(digests.values()) == 1, "a case was examined twice"
@@ -149,11 +158,15 @@ def test_a_search_examines_as_many_examples_as_it_was_asked_for(tmp_path):
     minimal case again, a repeat, and once ended one example short (a thorough cell at 999 of
     its 1,000 minimum was inconclusive)."""
     r = Runner([("numpy", NUMPY)], profile=profile("thorough"), seed=1, case_dir=tmp_path / "cases",
-               examples=30)
+               examples=30, block=1)  # one example per draw: repeats are rarer with blocks
     result = r.run(["e_training"], ["float32"])
     (cell,) = result.cells
     assert result.repeated[("e_training", "float32")] > 0, "no repeats: the test proves nothing"
     assert cell.examples == result.generated[("e_training", "float32")] == 30
+    # in blocks, the last one cut to what is left: 30 again, not a multiple of the block
+    blocks = Runner([("numpy", NUMPY)], profile=profile("thorough"), seed=1, case_dir=tmp_path / "cases",
+                    examples=130, block=4).run(["layer_norm"], ["float32"])
+    assert [c.examples for c in blocks.cells] == [130] == [blocks.generated[("layer_norm", "float32")]]
 
 
 def test_the_same_seed_gives_the_same_cases_sharded_or_not(tmp_path):
@@ -165,6 +178,21 @@ def test_the_same_seed_gives_the_same_cases_sharded_or_not(tmp_path):
     assert len({whole[key][1], first[key][1], second[key][1]}) == 3, "shards drew the same cases"
     assert first[key][0] + second[key][0] <= 9 and first[key][0] >= 1 and second[key][0] >= 1
     assert _digests(tmp_path, seed_=6)[key][1] != whole[key][1]
+
+
+def test_the_same_seed_gives_the_same_blocks_sharded_or_not(tmp_path):
+    """With blocks (value sets derived from each drawn case), a seed and a shard count still fix the
+    cases, bit for bit: the digests of every value set examined."""
+    def digests(shard=(0, 1), seed_=5):
+        r = _runner([("numpy", NUMPY)], tmp_path, examples=256, seed=seed_, shard=shard, block=4)
+        return [(c.examples, c.cases_digest) for c in r.run(["attention"], ["float32"]).cells]
+
+    whole = digests()
+    assert whole == digests() and whole[0][0] > 128  # some draws repeat: counted, not examined
+    shards = [digests((k, 2)) for k in range(2)]
+    assert shards == [digests((k, 2)) for k in range(2)]
+    assert len({whole[0][1], shards[0][0][1], shards[1][0][1]}) == 3
+    assert digests(seed_=6) != whole
 
 
 @pytest.mark.local_constants  # the runner itself must empty the pool

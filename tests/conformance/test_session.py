@@ -50,6 +50,9 @@ def quick(tmp_path: Path, **kw) -> Settings:
     ({"dtypes": ("float8",)}, "unknown dtype"),
     ({"profile": "thorugh"}, "did you mean 'thorough'"),
     ({"fixtures": "some"}, "fixtures must be"),
+    ({"block": 0}, "block must be a whole number from 1 to 64"),
+    ({"block": 65}, "block must be"),
+    ({"block": 2.5}, "block must be"),
 ])
 def test_bad_settings_are_refused_with_one_line(kw, message):
     with pytest.raises(SessionError, match=message) as info:

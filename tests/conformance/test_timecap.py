@@ -130,7 +130,7 @@ def test_a_search_stuck_in_hill_climbing_ends_at_its_cap(tmp_path, monkeypatch):
 
     monkeypatch.setattr(optimiser.Optimiser, "hill_climb", runaway)
     run = Runner([("numpy", load_target("numpy"))], profile=profile("default"), seed=3,
-                 case_dir=tmp_path / "cases", examples=40, seconds=1.0)
+                 case_dir=tmp_path / "cases", examples=40, seconds=1.0, block=1)  # a draw per example
     start = time.monotonic()
     result = run.run(["layer_norm"], ["float64"])
     elapsed = time.monotonic() - start
@@ -202,7 +202,7 @@ def test_ctrl_c_stops_a_run_stuck_in_hill_climbing(tmp_path, monkeypatch, python
     monkeypatch.setattr(optimiser.Optimiser, "hill_climb", runaway)
     start = time.monotonic()
     result = run(["numpy"], Settings(profile="default", fixtures="none", in_process=True, examples=40, seconds=0,
-                                     algorithms=("layer_norm",), dtypes=("float64",),
+                                     algorithms=("layer_norm",), dtypes=("float64",), block=1,
                                      case_dir=str(tmp_path / "cases")))
     took = time.monotonic() - start
     assert result.interrupted

@@ -39,6 +39,7 @@ def here(tmp_path, monkeypatch) -> Path:
     (["run", "--jobs", "0"], "must be at least 1"),
     (["run", "--jobs", "two"], "whole number"),
     (["certify", "--examples", "0", "x:y"], "must be at least 1"),
+    (["run", "--block", "0"], "must be at least 1"),
 ])
 def test_bad_numbers_are_one_line_and_exit_2(capsys, argv, words):
     with pytest.raises(SystemExit) as info:

@@ -315,6 +315,7 @@ def _speed(out: list[str], speed: dict[str, Any]) -> None:
         out += ["", "Over all algorithms: " + "; ".join(
             f"{i} {_s(v[0], 1)} ex/s, spec {100 * v[1]:.0f}% / implementation {100 * v[2]:.0f}% / harness "
             f"{100 * (1 - v[1] - v[2]):.0f}%" for i, v in tot.items() if v[0]) + "."]
+    _blocks(out, speed.get("blocks"), speed.get("plain"))
     rt = speed.get("rate")
     if rt:
         out += ["", f"### {rt['impl']} over every algorithm", "",
@@ -359,6 +360,31 @@ def _speed(out: list[str], speed: dict[str, Any]) -> None:
         for label in ("serial", "parallel"):
             if xd[label]["tail"]:
                 out.append(f"- {label}: `{xd[label]['tail'][-1]}`")
+
+
+def _blocks(out: list[str], rows: Optional[list[dict[str, Any]]], plain: Optional[dict[str, Any]]) -> None:
+    """The section "Blocks": examples per second with blocks and with one value set per draw."""
+    if rows:
+        b = rows[0]
+        out += ["", "### Blocks", "",
+                f"One search per algorithm, numpy at {rows[0]['dtype']}, default profile's sizes, "
+                f"{b['one']['examples']} examples, back to back in one process: one value set per drawn case (the "
+                f"code path before blocks) against blocks of {rows[0].get('block_size', 8)} value sets sharing one "
+                "evaluation "
+                "of the spec (docs/tolerances.md, \"Blocks\"). `ref/call`: the reference's time per example "
+                "over one plain call of the plugin on the entry's default case; `impl`: the share of the "
+                "search spent in the plugin's calls (conversions and the harness's call thread included).", ""]
+        table = [[r["algorithm"], f"{_s(r['one']['per_second'], 1)}", f"{_s(r['block']['per_second'], 1)}",
+                  f"{_s(r['speedup'], 1)}×", f"{_s(r['reference_over_call'], 0)}×",
+                  f"{100 * (r['one']['implementation'] or 0):.0f}% → {100 * (r['block']['implementation'] or 0):.0f}%"]
+                 for r in rows]
+        out += _table(["algorithm", "ex/s, one", "ex/s, block", "speed-up", "ref/call", "impl"], table)
+    if plain:
+        out += ["", f"Against a plain check (`tools/bench/speed.py` `plain_hypothesis`: Hypothesis draws the sizes "
+                "and a seed, NumPy draws X, γ, β, a float64 NumPy layer norm is the reference, "
+                "`assert_allclose` judges): the plain check "
+                f"{_s(plain['plain']['per_second'], 0)} ex/s, ftspec {_s(plain['ftspec']['per_second'], 0)} ex/s "
+                f"on layer_norm at {plain['dtype']}: **{_s(plain['ratio'])}×**."]
 
 
 def _share(r: dict[str, Any]) -> str:

@@ -30,7 +30,8 @@ import tempfile
 import time
 from typing import Any, Callable, Optional, Sequence
 
-__all__ = ["GROWTH_ENTRIES", "expected_cost", "growth", "rate", "throughput", "xdist"]
+__all__ = ["BLOCK_ENTRIES", "GROWTH_ENTRIES", "blocks", "expected_cost", "growth", "plain_hypothesis", "rate",
+           "throughput", "xdist"]
 
 
 def throughput(impls: Sequence[str] = ("numpy", "torch", "jax"), *, examples: int = 8, dtype: str = "float32",
@@ -93,6 +94,126 @@ def rate(impl_name: str = "numpy", dtypes: Sequence[str] = ("float32", "float64"
             "reference_share": result.reference_seconds / wall if wall > 0 else None,
             "not_passing": sorted(f"{c.algorithm}/{c.dtype}: {c.status}" for c in result.cells
                                   if c.status != "pass")}
+
+
+#: layers, models and training entries whose speed ``blocks`` compares
+BLOCK_ENTRIES = ("layer_norm", "attention", "mh_attention", "gpt2_layer", "d_transformer", "d_loss", "d_gradient",
+                 "d_training")
+
+
+def _call_seconds(impl: Any, name: str, dtype: str, repeat: int = 20) -> float:
+    """The best time of one plain call of ``impl``'s ``name`` on the entry's default case, no harness."""
+    from ftspec.conformance.core.calling import Prepared, native_dtype
+    from ftspec.conformance.core.case import Case
+    from ftspec.impls.api import Context
+    from ftspec.spec.entry import Kind
+    from ftspec.spec.registry import entry
+
+    e = entry(name)
+    case = Case.build(name, dtype=dtype)
+    p = Prepared(e, case.inputs, case.params, dtype)
+    device = list(impl.devices())[0]
+    ctx = Context(name, dtype, device, case.hyper, case.variant)
+    kinds = {s.name: s.kind for s in e.inputs}
+    inputs = {k: impl.from_numpy(v, native_dtype(kinds[k], dtype), device) for k, v in p.inputs.items()}
+    params = {k: impl.from_numpy(v, native_dtype(Kind.REAL, dtype), device) for k, v in p.params.items()}
+    fn = impl.algorithms[name]
+    return _time(lambda: fn(inputs, params, ctx), repeat)
+
+
+def blocks(impl_name: str = "numpy", *, examples: int = 64, dtype: str = "float32",
+           algorithms: Sequence[str] = BLOCK_ENTRIES, seed: int = 0, progress: Any = None) -> list[dict[str, Any]]:
+    """One search of ``examples`` examples per algorithm, back to back in this process: one value set
+    per drawn case (the code path before blocks) and the default profile's block; examples per
+    second of each, their ratio, the shares of the reference and of the implementation, and the
+    reference's time per example against one plain call of the implementation."""
+    from ftspec.conformance.core.profiles import profile
+    from ftspec.conformance.running.runner import Runner
+    from ftspec.impls.discovery import load
+
+    impl = load(impl_name)
+    block = profile("default").block
+    rows = []
+    for name in algorithms:
+        if name not in impl.algorithms:
+            continue
+        row: dict[str, Any] = {"impl": impl_name, "algorithm": name, "dtype": dtype, "block_size": block,
+                               "call_seconds": _call_seconds(impl, name, dtype)}
+        for label, size in (("one", 1), ("block", block)):
+            with tempfile.TemporaryDirectory(prefix="ftspec-blocks-") as scratch:
+                runner = Runner([(impl_name, impl)], profile=profile("default"), seed=seed, examples=examples,
+                                case_dir=scratch, devices=list(impl.devices())[:1])
+                runner.block = size
+                started = time.perf_counter()
+                result = runner.run([name], [dtype])
+                wall = time.perf_counter() - started
+            (cell,) = [c for c in result.cells if c.algorithm == name]
+            imp = sum(result.implementation_seconds.values())
+            row[label] = {"status": cell.status, "examples": cell.examples, "seconds": wall,
+                          "per_second": cell.examples / wall if wall > 0 else None,
+                          "reference": result.reference_seconds / wall if wall else None,
+                          "implementation": imp / wall if wall else None,
+                          "reference_per_example": result.reference_seconds / cell.examples if cell.examples else None}
+        one, blk = row["one"]["per_second"], row["block"]["per_second"]
+        row["speedup"] = blk / one if one and blk else None
+        per = row["block"]["reference_per_example"]
+        row["reference_over_call"] = per / row["call_seconds"] if per and row["call_seconds"] > 0 else None
+        rows.append(row)
+        if progress:
+            progress(row)
+    return rows
+
+
+def plain_hypothesis(examples: int = 200, *, seed: int = 0, dtype: str = "float32") -> dict[str, Any]:
+    """The baseline a user would write instead of ftspec, on layer norm: Hypothesis draws the sizes
+    and a seed, NumPy draws X, γ, β, a float64 NumPy layer norm is the reference, the NumPy plugin
+    is called at ``dtype`` and compared with ``numpy.testing.assert_allclose`` (rtol 1e-4, atol
+    1e-5); beside it ftspec's own search of layer norm, same plugin, same count. Examples per second
+    of each and their ratio."""
+    import numpy as np
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import seed as hypothesis_seed
+    from hypothesis import strategies as st
+
+    from ftspec.conformance.core.profiles import profile
+    from ftspec.conformance.running.runner import Runner
+    from ftspec.impls.api import Context
+    from ftspec.impls.discovery import load
+    from ftspec.spec.variants import PAPER
+
+    impl = load("numpy")
+    fn = impl.algorithms["layer_norm"]
+    count = [0]
+
+    @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @hypothesis_seed(seed)
+    @given(st.integers(2, 16), st.integers(1, 8), st.integers(0, 2**32 - 1))
+    def check(d_e: int, ell: int, s: int) -> None:
+        rng = np.random.default_rng(s)
+        x, g, b = rng.standard_normal((d_e, ell)), rng.standard_normal(d_e), rng.standard_normal(d_e)
+        x32, g32, b32 = x.astype(dtype), g.astype(dtype), b.astype(dtype)
+        m = x32.astype(np.float64).mean(axis=0)
+        v = ((x32 - m) ** 2).mean(axis=0)
+        want = (x32 - m) / np.sqrt(v) * g32[:, None] + b32[:, None]
+        got = fn({"X": x32}, {"gamma": g32, "beta": b32},
+                 Context("layer_norm", dtype, "cpu", {"d_e": d_e, "ell": ell}, PAPER))
+        np.testing.assert_allclose(np.asarray(got, dtype=np.float64), want, rtol=1e-4, atol=1e-5)
+        count[0] += 1
+
+    started = time.perf_counter()
+    check()
+    plain_wall = time.perf_counter() - started
+    with tempfile.TemporaryDirectory(prefix="ftspec-plain-") as scratch:
+        runner = Runner([("numpy", impl)], profile=profile("default"), seed=seed, examples=examples,
+                        case_dir=scratch, devices=["cpu"])
+        started = time.perf_counter()
+        result = runner.run(["layer_norm"], [dtype])
+        wall = time.perf_counter() - started
+    done = sum(c.examples for c in result.cells)
+    plain_rate, ftspec_rate = count[0] / plain_wall, done / wall
+    return {"dtype": dtype, "plain": {"examples": count[0], "seconds": plain_wall, "per_second": plain_rate},
+            "ftspec": {"examples": done, "seconds": wall, "per_second": ftspec_rate,
+                       "block_size": runner.block}, "ratio": ftspec_rate / plain_rate}
 
 
 #: (entry, base hyperparameters): the largest sizes the strategies draw (default budget)
