@@ -37,6 +37,7 @@ from ftspec.impls.discovery import load_target
 from ftspec.spec.variants import ROUNDING_ONLY, SAME_MATHEMATICS, VariantSet
 
 from ..core.calling import Prepared
+from ..core.refusals import check_refusals_into
 from ..core.case import Case
 from ..core.casefile import read_case
 from ..core.execute import Member, examine
@@ -121,6 +122,7 @@ def replay(path: Path | str, *, impl: str, dtype: Optional[str] = None,
                                           dtype=dtype, precision=implementation.precision)))
     member = Member(label, implementation, device)
     outcome = examine(member, case, prepared.inputs, prepared.params, ref, dtype=dtype, timeout=timeout, batch=batch)
+    check_refusals_into(outcome, member, case, dtype, timeout=timeout)  # a refusal failure replays as one
     recorded = doc.get("impl")
     where = f" ({'asked for' if given else 'recorded on'} {asked!r}: the same device)" if device != asked else ""
     head = f"{case.algorithm}: {label} at {dtype} on {device}{where}\n  case: {case.describe()}\n"

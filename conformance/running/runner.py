@@ -69,7 +69,7 @@ from ..core.execute import CallTimeout, Member, call_member, examine
 from ..core.interrupts import checkpoint
 from ..core.judge import Finding, compare_pair
 from ..core.profiles import Profile
-from ..core.refusals import TRANSFORMED
+from ..core.refusals import TRANSFORMED, check_refusals_into
 from .config import DEFAULT_CASE_DIR, RunConfig
 from .local_constants import no_local_constants
 from .results import Cell, Failure, RunResult
@@ -192,6 +192,10 @@ class Runner:
 
     #: further distinct failures searched for per failing cell (conformance/forensics/distinct_failures.py; 0: none)
     distinct_failures = MAX_DISTINCT
+    #: whether every member is checked to refuse what the spec refuses (conformance/core/refusals.py),
+    #: once per algorithm, dtype and variant set, after its first passing example; the diagnosis
+    #: tests turn it off to see the value failure a convention bug causes
+    refusals = True
 
     def __init__(self, plugins: Sequence[tuple[str, Implementation]], *, profile: Profile, seed: int = 0,
                  case_dir: Path | str | None = None, examples: Optional[int] = None,
@@ -726,6 +730,8 @@ class _Search:
                 if alone is not None:
                     outcome = examine(m, case, prepared.inputs, prepared.params, alone, dtype=self.dtype,
                                       timeout=self.runner.timeout, batch=batch[m.impl.precision])
+            if self.runner.refusals:  # what the spec refuses, the member must refuse
+                check_refusals_into(outcome, m, case, self.dtype, timeout=self.runner.timeout)
             cell = self.cells[m.key]
             cell.examples += 1
             self.digests[m.key].update(repr(key[:2]).encode() + b"".join(key[2:]))

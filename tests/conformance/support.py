@@ -13,13 +13,15 @@ from ftspec.tools.zoo import build, mutant
 
 def run(plugins: Sequence[tuple[str, Implementation]], algorithms: Sequence[str], dtypes: Sequence[str],
         tmp_path: Path, *, examples: int = 60, seed: int = 0, timeout: float | None = None,
-        distinct: int = 0) -> RunResult:
+        distinct: int = 0, refusals: bool = True) -> RunResult:
     """``distinct``: further distinct failures to look for after the first (forensics/distinct_failures.py); 0 by
     default, since these tests ask whether and how a cell fails (tests/conformance/test_distinct.py
-    tests the further search)."""
+    tests the further search). ``refusals``: check that the plugin refuses what the spec refuses
+    (Runner.refusals)."""
     runner = Runner(plugins, profile=profile("default"), seed=seed, case_dir=tmp_path / "cases",
                     examples=examples, call_timeout=timeout)
     runner.distinct_failures = distinct
+    runner.refusals = refusals
     return runner.run(algorithms, dtypes)
 
 
