@@ -390,10 +390,6 @@ class MonteCarloNumbers:
         view.shape = x.shape[:-1] + (self.v, self.width)  # a view or an error, never a silent copy
         return view
 
-    def _lane0(self, x: np.ndarray) -> np.ndarray:
-        """Every lane 0 of (..., V·(K+1)): (..., V)."""
-        return x.reshape(x.shape[:-1] + (self.v, self.width))[..., 0]
-
     def _branch(self, x: np.ndarray) -> np.ndarray:
         """The lane a branch follows, of (..., V·W): lane 0, or in a block lane F (the spec's own
         binary64 value, so each value set branches as it does alone): (..., V)."""

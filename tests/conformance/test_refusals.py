@@ -25,6 +25,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from tests.impls.cases import first_accepted
 from ftspec.conformance.core.case import Case
 from ftspec.conformance.core.execute import Member, Outcome
 from ftspec.conformance.core.findings import Finding
@@ -41,7 +42,7 @@ from ftspec.conformance.core.refusals import (
 )
 from ftspec.impls.api import Implementation, Limits
 from ftspec.impls.discovery import load
-from ftspec.spec import PAPER, SpecError, evaluate
+from ftspec.spec import PAPER
 from ftspec.spec.refusals import Refusal, Refused
 from ftspec.spec.registry import REGISTRY, Entry
 from ftspec.spec.variants import VariantSet
@@ -74,14 +75,8 @@ def _accepted(entry: Entry, variant: VariantSet, impl: Implementation | None = N
 @functools.lru_cache(maxsize=None)
 def _accepted_at(name: str, variant: VariantSet, hyper: tuple) -> Case:
     entry = REGISTRY[name]
-    for seed in range(20):
-        case = Case.build(entry, dict(hyper), variant=variant, seed=seed)
-        try:
-            evaluate(entry.name, case.spec_inputs(), case.spec_params(), hyper=case.hyper, variant=variant)
-        except SpecError:
-            continue
-        return case
-    raise AssertionError(f"no accepted case for {entry.name} under {variant.describe()}")
+    return first_accepted(entry, variant, (Case.build(entry, dict(hyper), variant=variant, seed=seed)
+                                           for seed in range(20)))
 
 
 def _sweep(name: str, impl: Implementation, variants, *, dtype: str, keep=lambda entry, refusal: True,

@@ -52,19 +52,24 @@ def make_case(entry: Entry, variant: VariantSet, seed: int = 0, hyper: Optional[
     return case
 
 
-def accepted_case(entry: Entry, variant: VariantSet, seed: int = 0, **kw: Any) -> Case:
-    """A case the spec accepts: the next seed when it refuses one (e.g. a ReLU
-    column that is all zeros before an ε-free layer norm)."""
+def first_accepted(entry: Entry, variant: VariantSet, candidates: Iterator[Case]) -> Case:
+    """The first of ``candidates`` (at most 20) that the spec accepts under ``variant``."""
     from ftspec.spec import SpecError, evaluate
 
-    for attempt in range(20):
-        case = make_case(entry, variant, seed=seed + 1000 * attempt, **kw)
+    for _, case in zip(range(20), candidates):
         try:
             evaluate(entry.name, case.spec_inputs(), case.spec_params(), hyper=case.hyper, variant=variant)
         except SpecError:
             continue
         return case
     raise AssertionError(f"no accepted case for {entry.name} under {variant.describe()}")
+
+
+def accepted_case(entry: Entry, variant: VariantSet, seed: int = 0, **kw: Any) -> Case:
+    """A case the spec accepts: the next seed when it refuses one (e.g. a ReLU
+    column that is all zeros before an ε-free layer norm)."""
+    return first_accepted(entry, variant, (make_case(entry, variant, seed=seed + 1000 * attempt, **kw)
+                                           for attempt in range(20)))
 
 
 FORWARD = ("component", "layer", "architecture")

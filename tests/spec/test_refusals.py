@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.impls.cases import first_accepted
 from ftspec.conformance.core.case import Case
 from ftspec.conformance.core.values import variant_enumeration
 from ftspec.spec import PAPER, SpecError, evaluate
@@ -30,14 +31,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "spec.md"
 
 def _accepted(entry: Entry, variant: VariantSet) -> Case:
     """The value builder's case, the next seed where the spec refuses one (a ReLU column of zeros)."""
-    for seed in range(20):
-        case = Case.build(entry, variant=variant, seed=seed)
-        try:
-            evaluate(entry.name, case.spec_inputs(), case.spec_params(), hyper=case.hyper, variant=variant)
-        except SpecError:
-            continue
-        return case
-    raise AssertionError(f"no accepted case for {entry.name} under {variant.describe()}")
+    return first_accepted(entry, variant, (Case.build(entry, variant=variant, seed=seed) for seed in range(20)))
 
 
 def _refuses(entry: Entry, refused: Refused, variant: VariantSet) -> SpecError:
