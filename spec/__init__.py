@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from .architectures import d_transformer, e_transformer, ed_transformer
 from .attention import attention, basic_single_query_attention, mh_attention, unidirectional_mask
-from .embedding import embed, positional_embedding, sinusoidal_paper, sinusoidal_vaswani, token_embedding
+from .embedding import (
+    embed,
+    positional_embedding,
+    sinusoidal_paper,
+    sinusoidal_raw_index,
+    sinusoidal_vaswani,
+    token_embedding,
+)
 from .errors import SpecError
 from .layers import bert_layer, decoder_layer, encoder_layer, gpt2_layer
 from .normalization import layer_norm, rms_norm
@@ -22,7 +29,7 @@ from .evaluation import evaluate, resolve_hyper, to_floats
 from .variants import PAPER, PRESETS, SWITCHES, VariantSet, preset
 
 #: Version of the mathematics stated here; fixtures and certificates record it.
-SPEC_VERSION = "1.1.0"
+SPEC_VERSION = "2.0.0"
 
 __all__ = [
     "FLOAT",
@@ -58,6 +65,7 @@ __all__ = [
     "resolve_hyper",
     "rms_norm",
     "sinusoidal_paper",
+    "sinusoidal_raw_index",
     "sinusoidal_vaswani",
     "to_floats",
     "token_embedding",

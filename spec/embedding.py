@@ -19,6 +19,7 @@ __all__ = [
     "embed",
     "positional_embedding",
     "sinusoidal_paper",
+    "sinusoidal_raw_index",
     "sinusoidal_vaswani",
     "token_embedding",
 ]
@@ -74,6 +75,20 @@ def _vaswani_entry(r: int, c: int, d_e: int) -> Any:
     return N.sin(angle) if r % 2 == 0 else N.cos(angle)
 
 
+def _raw_index_entry(r: int, c: int, d_e: int) -> Any:
+    """W_p[r, c] of seeds/004 (numeric tutorial, section II.E and Table II),
+    0-based: sin(c / 10000^{2r/d_e}) for even r, cos(c / 10000^{2r/d_e}) for
+    odd r. Vaswani's formula with its pair index i replaced by the raw row
+    index r: Table II writes row 1 as cos(0/10000^(2*1/6)) and row 2 as
+    sin(0/10000^(2*2/6)), where Vaswani has 2*0/6 and 2*2/6 for rows 0-1
+    and 2-3. Its printed P and E (d = 6) agree with this form to their last
+    printed digit, and with Vaswani's only to 1.98 (tests/spec/test_seed_004.py)."""
+    N = numbers.current()
+    freq = N.pow(N.num(10000), N.num(2 * r) / N.num(d_e))
+    angle = N.num(c) / freq
+    return N.sin(angle) if r % 2 == 0 else N.cos(angle)
+
+
 def _check_sizes(d_e: int, ell_max: int) -> None:
     for name, value in (("d_e", d_e), ("ell_max", ell_max)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -104,6 +119,19 @@ def sinusoidal_vaswani(d_e: int, ell_max: int, ell: Optional[int] = None) -> Mat
         return [[_vaswani_entry(r, c, d_e) for c in range(cols)] for r in range(d_e)]
 
 
+def sinusoidal_raw_index(d_e: int, ell_max: int, ell: Optional[int] = None) -> Matrix:
+    """The sinusoid of seeds/004 (numeric tutorial, section II.E, Table II):
+    W_p[r, t] = sin(t / 10000^{2r/d_e}) for even r, cos(t / 10000^{2r/d_e})
+    for odd r, rows and positions 0-based. The exponent takes the raw row
+    index r where Vaswani et al. take 2·(r // 2); rows 0 agree, every other
+    row has a lower frequency. Only the first ``ell`` columns are built when
+    ``ell`` is given."""
+    with in_algorithm("sinusoidal_raw_index"):
+        _check_sizes(d_e, ell_max)
+        cols = ell_max if ell is None else ell
+        return [[_raw_index_entry(r, c, d_e) for c in range(cols)] for r in range(d_e)]
+
+
 def embed(
     x: Sequence[int],
     W_e: Matrix,
@@ -116,7 +144,7 @@ def embed(
 ) -> Matrix:
     """Lines 1-3 of Algorithms 8-10: X ← [W_e[:, x[t]] + W_p[:, t]] for t = 0..ℓ-1.
 
-    Variants: ``positions`` chooses W_p (learned, either sinusoid, or none);
+    Variants: ``positions`` chooses W_p (learned, one of the three sinusoids, or none);
     ``embedding_scale`` multiplies W_e[:, x[t]] by √d_e first (Vaswani et al.);
     ``embedding_norm`` normalises each column afterwards with γ, β.
     ``ell_max`` is needed when W_p is not learned (the paper's sinusoid uses it).
@@ -137,6 +165,8 @@ def embed(
         P = sinusoidal_paper(d_e, ell_max, ell)
     elif variant.positions == "sinusoidal_vaswani":
         P = sinusoidal_vaswani(d_e, ell_max, ell)
+    elif variant.positions == "sinusoidal_raw_index":
+        P = sinusoidal_raw_index(d_e, ell_max, ell)
     elif variant.positions == "none":
         P = None
     scale = N.sqrt(N.num(d_e)) if variant.embedding_scale == "sqrt_d_e" else None

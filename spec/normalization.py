@@ -45,6 +45,11 @@ def _sigma(v: Any, variant: VariantSet, what: str, nonzero: bool) -> Any:
     eps = N.const(repr(variant.epsilon))
     if variant.epsilon_placement == "inside_root":
         return N.sqrt(v + eps)
+    if v == 0:
+        # A constant column: σ = √0 + ε = ε exactly, and returned as ε so that no derivative flows
+        # through √ at 0 (slope ∞ times ∂v = 0 would be NaN). The norm's true derivative there is
+        # (I − 11ᵀ/d)/ε: the σ term of ∂[(e − m)/σ] is multiplied by e − m = 0.
+        return eps
     return N.sqrt(v) + eps  # outside_root: added to the standard deviation
 
 

@@ -57,7 +57,8 @@ class VariantSet:
     activation: Literal["paper", "relu", "gelu_erf", "gelu_tanh"] = "paper"
     mlp_bias: bool = True
     # --- embeddings and output -------------------------------------------
-    positions: Literal["learned", "sinusoidal_paper", "sinusoidal_vaswani", "none"] = "learned"
+    positions: Literal["learned", "sinusoidal_paper", "sinusoidal_vaswani", "sinusoidal_raw_index",
+                       "none"] = "learned"
     embedding_scale: Literal["one", "sqrt_d_e"] = "one"
     unembedding: Literal["separate", "tied"] = "separate"
     logit_bias: bool = False
@@ -166,7 +167,7 @@ def _switches() -> dict[str, Switch]:
     s = [
         Switch("attn_scale", "attention", ("sqrt_d_attn", "sqrt_d_model", "none"), "sqrt_d_attn",
                "score scale: 1/√d_attn (paper), 1/√d_model with d_model the width d_x of the primary "
-               "input (the fourth seed's tutorial), or none (T5 folds it into initialisation)"),
+               "input (seed 004, numeric tutorial), or none (T5 folds it into initialisation)"),
         Switch("scale_placement", "attention", ("scores", "query", "query_key_sqrt"), "scores",
                "where the scale is applied: to S (paper), to Q before Kᵀ Q, or its square root to both "
                "Q and K (ONNX Attention). Same mathematics, different rounding"),
@@ -187,14 +188,14 @@ def _switches() -> dict[str, Switch]:
                "Annotated Transformer 1e-6); 0 with placement 'none' is the paper's"),
         Switch("epsilon_placement", "normalisation", ("none", "inside_root", "outside_root"), "none",
                "where ε goes: nowhere, √(v + ε) (PyTorch, Flax, ONNX), or √v + ε (the Annotated "
-               "Transformer, the fourth seed)"),
+               "Transformer, seed 004 (numeric tutorial))"),
         Switch("variance", "normalisation", ("biased", "unbiased", "one_pass"), "biased",
                "layer-norm variance with 1/d_e (paper), 1/(d_e − 1) (torch.std default, the "
                "Annotated Transformer), or 1/d_e computed in one pass as max(0, E[e²] − E[e]²) "
                "(Flax LayerNorm's default use_fast_variance; same mathematics as biased, "
                "different rounding). RMSnorm has no mean and ignores this switch"),
         Switch("affine", "normalisation", ("scale_shift", "scale", "none"), "scale_shift",
-               "the norm's learned γ and β, γ only, or neither (the first seed). RMSnorm never "
+               "the norm's learned γ and β, γ only, or neither (seed 000, compact definition). RMSnorm never "
                "has β (the paper's 'β = 0')"),
         Switch("norm_placement", "blocks", ("paper", "post", "pre"), "paper",
                "post-LN (paper for encoder-decoder and BERT) or pre-LN (paper for GPT-2)"),
@@ -208,10 +209,12 @@ def _switches() -> dict[str, Switch]:
                "BERT and GPT-2; gelu_tanh is Hugging Face GPT-2's gelu_new and Flax's default"),
         Switch("mlp_bias", "blocks", (True, False), True,
                "MLP biases b_mlp (Thickstun's block has none)"),
-        Switch("positions", "embeddings", ("learned", "sinusoidal_paper", "sinusoidal_vaswani", "none"),
+        Switch("positions", "embeddings",
+               ("learned", "sinusoidal_paper", "sinusoidal_vaswani", "sinusoidal_raw_index", "none"),
                "learned",
                "position embedding: learned W_p (paper), the paper's sinusoid (base ℓ_max, 1-based), "
-               "Vaswani et al.'s (base 10000, 0-based, sin on even rows), or none"),
+               "Vaswani et al.'s (base 10000, 0-based, sin on even rows), Vaswani's with the raw row "
+               "index r in the exponent, 10000^(2r/d_e) (seed 004, numeric tutorial), or none"),
         Switch("embedding_scale", "embeddings", ("one", "sqrt_d_e"), "one",
                "token embedding multiplied by √d_e before positions are added (Vaswani et al.)"),
         Switch("unembedding", "embeddings", ("separate", "tied"), "separate",
@@ -250,9 +253,22 @@ PRESETS: dict[str, VariantSet] = {
     "thickstun-002": VariantSet(attn_bias=False, mlp_bias=False, activation="relu",
                                 norm_placement="post", positions="sinusoidal_vaswani"),
     # seeds/003 (named tensors): pre-LN block with biases; standardize uses ε
-    # inside the root (the seed leaves ε unspecified: 1e-5, PyTorch's default).
+    # inside the root (the seed leaves ε unspecified: 1e-5, PyTorch's default,
+    # is the project's choice). Its block has no output projection: W_o = I,
+    # which an adapter fixes (no switch says so).
     "named-tensor-003": VariantSet(norm_placement="pre", activation="relu",
                                    epsilon=1e-5, epsilon_placement="inside_root"),
+    # seeds/004 (numeric tutorial, Roysdon): post-LN without γ/β, σ with
+    # 1/(N − 1) (its code and numbers; its printed formula says 1/N) and
+    # ν = 1e-4 added to σ, no attention biases, scores over √d_model, ReLU
+    # FFN with a bias, the raw-index sinusoid, no norm after the last layer
+    # (its encoder's output is A(9)). Its one-layer FFN ReLU(A W_L +
+    # b_L) is the MLP with W_mlp2 = I and b_mlp2 = 0, and its tables put
+    # tokens in rows (X = Aᵀ): both fixed by an adapter (docs/spec.md).
+    "tutorial-004": VariantSet(attn_scale="sqrt_d_model", attn_bias=False, epsilon=1e-4,
+                               epsilon_placement="outside_root", variance="unbiased", affine="none",
+                               norm_placement="post", final_norm="none", activation="relu",
+                               positions="sinusoidal_raw_index"),
     # Hugging Face GPT-2: gelu_new, LN eps 1e-5, pre-LN + final LN, tied W_u.
     "hf-gpt2": VariantSet(activation="gelu_tanh", epsilon=1e-5, epsilon_placement="inside_root",
                           norm_placement="pre", final_norm="final", unembedding="tied"),

@@ -3,7 +3,7 @@
     ftspec bench power [--mutant ID ...] [--examples N] [--jobs N]
     ftspec bench speed [--examples N] [--no-xdist]
     ftspec bench falsefail [--examples N]
-    ftspec bench diagnosis [--mutant ID ...] [--examples N] [--jobs N]
+    ftspec bench diagnosis [--mutant ID ...] [--examples N] [--jobs N] [--zoo first|second|both] [--only-names]
     ftspec bench all [--write docs/benchmarks.md] [--json PATH]
     ftspec bench render RESULTS.json --write docs/benchmarks.md
     ftspec bench libraries [--plugin NAME ...] [--write docs/libraries.md] [--json PATH]
@@ -90,6 +90,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="examples per search (default: %(default)s)")
     q.add_argument("--jobs", type=int, default=DEFAULTS["jobs"], metavar="N",
                    help="mutants run in N worker processes (default: %(default)s)")
+    q.add_argument("--zoo", choices=("first", "second", "both"),
+                   help="also measure wrong names on this zoo's mutants (tools/zoo/second.py: the second)")
+    q.add_argument("--only-names", action="store_true",
+                   help="only the wrong-names measurement (on both zoos unless --zoo says otherwise)")
     _common(q)
     q.set_defaults(func=_cmd_diagnosis)
 
@@ -209,7 +213,7 @@ def _cmd_diagnosis(args: argparse.Namespace) -> int:
 
     results: dict[str, Any] = {"load_before": load_average()}
     results["diagnosis"] = diagnosis_section(args.examples, seed=args.seed, jobs=args.jobs, only=args.mutant,
-                                             say=_say_to(args))
+                                             say=_say_to(args), zoo=args.zoo, only_names=args.only_names)
     return _emit(args, results, _budgets(args, ("diagnosis",), diagnosis_examples=args.examples))
 
 

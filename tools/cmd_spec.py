@@ -1,17 +1,20 @@
-"""``ftspec spec``: browse the spec's registry, parameter names and variants."""
+"""``ftspec spec``: browse the spec's registry, parameter names, variants and seed documents."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import textwrap
+from typing import Any
 
 __all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("spec", help="browse the spec: algorithms, parameter names, variants",
+    p = sub.add_parser("spec", help="browse the spec: algorithms, parameter names, variants, seeds",
                        description="Show the registry of algorithms, the flat parameter names and shapes of an "
-                                   "algorithm for given hyperparameters and variant, or the variant catalogue.")
+                                   "algorithm for given hyperparameters and variant, the variant catalogue, or "
+                                   "the seed documents and what the spec certifies of each.")
     s = p.add_subparsers(dest="what", metavar="WHAT", required=True)
     a = s.add_parser("algorithms", help="every registry entry with its paper number, inputs and outputs")
     a.add_argument("--json", action="store_true")
@@ -27,6 +30,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     v = s.add_parser("variants", help="the variant switches and presets")
     v.add_argument("--json", action="store_true")
     v.set_defaults(func=_variants)
+    d = s.add_parser("seeds", help="each seed document: its preset, whole-model entry, what it cannot express",
+                     description="The documents the project started from (../shared/seeds): for each, its "
+                                 "preset, the entry that computes its whole model, the entries for its parts, "
+                                 "and what the spec cannot express of it.")
+    d.add_argument("seed", nargs="?", help="one seed: its number (004), file name or preset (default: all)")
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(func=_seeds)
 
 
 def _algorithms(args: argparse.Namespace) -> int:
@@ -113,3 +123,53 @@ def _variants(args: argparse.Namespace) -> int:
         diff = ", ".join(f"{a}={b}" for a, b in v.differences().items()) or "(the paper's choices)"
         print(f"{k:22s} {v.hash}  {diff}")
     return 0
+
+
+#: The width the seed listing is wrapped to (an 80-column terminal).
+_WIDTH = 80
+
+
+def _seeds(args: argparse.Namespace) -> int:
+    from ftspec.spec.seeds import DIRECTORY, SEEDS, find
+
+    from .console import error
+
+    try:
+        chosen = [find(args.seed)] if args.seed is not None else list(SEEDS)
+    except ValueError as exc:
+        return error(str(exc))
+    if args.json:
+        print(json.dumps({"directory": DIRECTORY, "seeds": [s.to_dict() for s in chosen]}, indent=2,
+                         ensure_ascii=False))
+        return 0
+    print(f"Seed documents (in {DIRECTORY}); ftspec spec seeds NUMBER shows one.")
+    for s in chosen:
+        print()
+        print("\n".join(seed_lines(s.to_dict())))
+    return 0
+
+
+def seed_lines(row: dict[str, Any], width: int = _WIDTH) -> list[str]:
+    """One seed as labelled lines wrapped to ``width``: title, file, preset, entries, gaps."""
+    by = f", {row['author']}" if row["author"] else ""
+    out = _wrapped("", f"{row['name']}: {row['title']}{by}", width, "  ")
+    out += _wrapped("  file         ", row["file"], width)
+    out += _wrapped("  preset       ", row["preset"], width)
+    out += _wrapped("  whole model  ", row["whole_model_text"], width)
+    for i, part in enumerate(row["parts"]):
+        text = f"{', '.join(part['entries'])}: {part['what']}" if part["entries"] else part["what"]
+        out += _wrapped("  parts        " if i == 0 else "", text, width, first=" " * 15)
+    gaps = row["cannot_express"] or ["nothing known"]
+    for i, gap in enumerate(gaps):
+        out += _wrapped("  cannot       " if i == 0 else "", f"- {gap}", width, " " * 17, " " * 15)
+    out += _wrapped("  tested in    ", row["tested_in"], width)
+    return out
+
+
+def _wrapped(label: str, text: str, width: int, indent: str = " " * 15, first: str = "") -> list[str]:
+    """``label`` (or ``first``) then ``text`` wrapped to ``width``; continuation lines start with
+    ``indent``. An equation ("W_mlp2 = I") is never split over two lines."""
+    kept = text.replace(" = ", "\u00a0=\u00a0")  # textwrap breaks at ASCII spaces only
+    lines = textwrap.wrap(kept, width=width, initial_indent=label or first, subsequent_indent=indent,
+                          break_long_words=False, break_on_hyphens=False)
+    return [line.replace("\u00a0", " ") for line in lines]

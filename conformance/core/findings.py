@@ -24,6 +24,9 @@ class Finding:
     message: str
     output: Optional[str] = None
     ratio: float = math.inf
+    #: for a ``refusal`` finding: the name of the refusal the implementation did not make
+    #: (spec/refusals.py), so the refused case can be rebuilt (``refusals.refused_case``)
+    refusal: Optional[str] = None
 
 
 @dataclass

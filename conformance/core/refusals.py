@@ -51,7 +51,7 @@ from .execute import CallTimeout, Member, Outcome, PluginExit, call_member, desc
 from .findings import Finding
 
 __all__ = ["REFUSED", "RETURNED", "SEARCH_EXCLUDES", "SKIPPED", "TIMEOUT", "TRANSFORMED", "RefusalCheck",
-           "check_refusals", "check_refusals_into", "refusal_findings"]
+           "check_refusals", "check_refusals_into", "refusal_findings", "refused_case"]
 
 #: statuses of a ``RefusalCheck``
 REFUSED, RETURNED, TIMEOUT, SKIPPED = "refused", "returned", "timeout", "skipped"
@@ -85,6 +85,26 @@ def _arrays(entry: Entry, refused: Refused) -> tuple[dict[str, np.ndarray], dict
     inputs = {k: array(v, kinds[k]) for k, v in refused.inputs.items()}
     params = {k: np.asarray(v, dtype=np.float64) for k, v in refused.params.items()}
     return inputs, params
+
+
+def refused_case(case: Case, name: str) -> Optional[Case]:
+    """``case`` transformed as its entry's refusal ``name`` says (the case a ``refusal`` finding is
+    about), or None when that refusal does not turn this case into one the spec refuses."""
+    entry = case.entry
+    for refusal in entry.refusals:
+        if refusal.name != name:
+            continue
+        refused = refusal.apply(entry, case.hyper, case.variant, case.spec_inputs(), case.spec_params())
+        if refused is None:
+            return None
+        inputs, params = _arrays(entry, refused)
+        return Case(case.algorithm, dict(refused.hyper), case.variant, inputs, params, [], case.style)
+    return None
+
+
+def _returned(refusal: Refusal, message: str) -> RefusalCheck:
+    """The implementation answered a case the spec refuses: a ``refusal`` finding naming the refusal."""
+    return RefusalCheck(refusal.name, RETURNED, message, Finding("refusal", message, TRANSFORMED, refusal=refusal.name))
 
 
 def _skip(refusal: Refusal, why: str) -> RefusalCheck:
@@ -123,16 +143,16 @@ def _check_one(m: Member, entry: Entry, case: Case, refusal: Refusal, dtype: str
     except PluginExit as exc:
         message = (f"{describe_exception(exc)} on a case the spec refuses ({refusal.name}); the implementation "
                    "must raise an ordinary exception")
-        return RefusalCheck(refusal.name, RETURNED, message, Finding("refusal", message, TRANSFORMED))
+        return _returned(refusal, message)
     except Warning as exc:  # a warning the filters made an error (pytest's "error"): it computed on
         message = (f"{describe_exception(exc)} (a warning the warnings filter turned into an error) on a case "
                    f"the spec refuses ({refusal.name}); the implementation must raise an exception of its own")
-        return RefusalCheck(refusal.name, RETURNED, message, Finding("refusal", message, TRANSFORMED))
+        return _returned(refusal, message)
     except Exception as exc:  # noqa: BLE001 - raising, whatever the exception, is what the spec asks for
         return RefusalCheck(refusal.name, REFUSED, describe_exception(exc))
     message = (f"returned a result for a case the spec refuses: {refusal.name} (the spec: {reason}); "
                "the implementation must raise")
-    return RefusalCheck(refusal.name, RETURNED, message, Finding("refusal", message, TRANSFORMED))
+    return _returned(refusal, message)
 
 
 def check_refusals(m: Member, case: Case, dtype: str, *, timeout: float,

@@ -101,6 +101,12 @@ def default_hyper(entry: Union[str, Entry], **overrides: int) -> dict[str, int]:
 
 #: PyTorch/HF GPT-2, Flax/T5 and the Annotated Transformer, BERT, a large one (the strategies draw from these)
 EPSILONS = (1e-5, 1e-6, 1e-12, 1e-3)
+#: ε values the forensics try (diagnosis, identify), inside or outside the root: the strategies'
+#: values, the ν = 1e-4 of seed 004 (numeric tutorial) and the machine epsilons that real defaults
+#: use (nn.RMSNorm(eps=None): finfo(dtype).eps). A finite list: an ε between two of these fits the
+#: nearer one, or none.
+EPSILON_CANDIDATES = tuple(sorted(set(EPSILONS) | {1e-4, float(np.finfo(np.float32).eps),
+                                                   float(np.finfo(np.float64).eps)}))
 #: ε of the enumerated single-switch sets that move ``epsilon_placement``
 PLACED_EPSILON = {"inside_root": 1e-5, "outside_root": 1e-6}
 assert set(PLACED_EPSILON.values()) <= set(EPSILONS)

@@ -9,11 +9,34 @@ implementation's output agrees with, judged exactly as the search judges
 (``tolerances.reference`` at the cell's dtype, ``judge.judge``):
 
 1. every single-switch change of the declared set (each value of each switch
-   the entry reads; ε with each placement and each value the strategies draw,
-   ``values.EPSILONS``, moved together as one switch);
+   the entry reads; ε with each placement and each value of
+   ``values.EPSILON_CANDIDATES``: the strategies' values, 1e-4 and the
+   machine epsilons of float32 and float64, moved together as one switch);
 2. the named presets, projected onto the entry's switches;
 3. only if none of those fits: pairs of single changes, the pairs whose
    members came closest first.
+
+A set **fits** only if it explains the numbers, not merely if nothing is left to
+fail (``_Site.explains``):
+
+- every output the declared set finds wrong is compared under it, with the same
+  shape (a set that drops or reshapes the failing output is no match: without
+  ``b_k``, a gradient bug seen only in ``grad b_k`` is no longer compared);
+- the output agrees with it as the search judges (within its own bound);
+- where the output fails the declared set, its bound is below half the
+  output's own size (a set whose bound is vacuous on the case, as one-pass
+  variance on a nearly constant column at float32, fits anything), and it is
+  at least twice as close to the output as the declared set at the worst
+  failing element (it resolves the departure it claims to explain).
+
+A set that fits the shrunk case must fit every other failing example the
+search kept (the cell's worst among them), and when more than one set fits, the
+implementation is called again on fresh cases of the same structure and at the
+entry's default sizes (a shrunk case at d_e = 2 lets unrelated sets give the
+same numbers) until one remains: the others are excluded, or the diagnosis says
+that it is **ambiguous** between the survivors (no case tried separates them).
+When no set fits, an output within the bound of a narrower dtype is named as
+"computed at a lower precision".
 
 The search is bounded (``seconds`` and ``evaluations``) and says when it gave
 up. It also describes the shrunk case's salient structure in words (an empty
@@ -30,20 +53,22 @@ import itertools
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
 from ftspec.spec import SpecError
 from ftspec.spec.entry import Kind
 from ftspec.spec.registry import Entry
-from ftspec.spec.variants import PRESETS, SWITCHES, VariantSet
+from ftspec.spec.variants import PRESETS, ROUNDING_ONLY, SWITCHES, VariantSet
 
+from ..core.blocks import value_sets
 from ..core.calling import Prepared
 from ..core.case import Case
+from ..core.dtypes import round_to
 from ..core.judge import judge
-from ..core.tolerances import ToleranceModelError, reference
-from ..core.values import EPSILONS
+from ..core.tolerances import Reference, ToleranceModelError, reference
+from ..core.values import EPSILON_CANDIDATES, default_hyper
 
 __all__ = ["DIAGNOSED_CHECKS", "LOCATED_CHECKS", "Diagnosis", "diagnose", "diagnose_failure", "number", "structure"]
 
@@ -118,6 +143,15 @@ class Diagnosis:
     #: where a model or layer first departs (conformance/forensics/divergence.py), or None
     divergence: Optional[dict[str, Any]] = None
     divergence_lines: list[str] = field(default_factory=list)
+    #: more than one set fits and no case tried separates them: ``matches`` are the survivors
+    ambiguous: bool = False
+    #: what the confirmation on other cases did: {"failing": examples the search kept, "fresh": fresh
+    #: cases tried, "excluded": [{"changes", "by"}]} (empty when one set fit at once)
+    confirmed: dict[str, Any] = field(default_factory=dict)
+    #: the narrowest dtype whose bound the output lies within, when no set fits (else None)
+    lower_precision: Optional[str] = None
+    #: the case diagnosed when it is not the failure's recorded one (a refusal's transformed case)
+    on: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -125,7 +159,8 @@ class Diagnosis:
             "matches": self.matches, "near_misses": self.near_misses, "structure": self.structure,
             "searched": self.searched, "evaluated": self.evaluated, "candidates": self.candidates,
             "gave_up": self.gave_up, "recurred": self.recurred, "seconds": round(self.seconds, 3),
-            "budget": self.budget, "divergence": self.divergence,
+            "budget": self.budget, "divergence": self.divergence, "ambiguous": self.ambiguous,
+            "confirmed": self.confirmed, "lower_precision": self.lower_precision, "on": self.on,
         }
 
     def summary(self) -> str:
@@ -144,9 +179,19 @@ class Diagnosis:
                     also += f" [parameters: {', '.join(fitted)}]"
                 parts.append(f"{_changes_text(m['changes'])}{also}; declared: {_changes_text(m['declared'])}")
             more = f" (and {len(simplest) - 4} more)" if len(simplest) > 4 else ""
+            if self.ambiguous and len(simplest) > 1:
+                return ("ambiguous between " + " | and ".join(parts) + more
+                        + " (each fits every case tried; none separates them)")
             return "matches " + " | or ".join(parts) + more
+        if self.lower_precision:
+            return (f"computed at a lower precision: the output lies within {self.lower_precision}'s bound "
+                    f"(inputs and arithmetic rounded to {self.lower_precision}), not within {self.dtype}'s; "
+                    f"no neighbouring variant set fits")
         text = f"no neighbouring variant set fits (declared {self.declared})"
-        if self.near_misses and self.near_misses[0]["ratio"] <= NEAREST_SHOWN:
+        if self.near_misses and self.near_misses[0].get("excluded"):
+            n = self.near_misses[0]
+            text += f"; {_changes_text(n['changes'])} is within its bound but excluded: {n['excluded']}"
+        elif self.near_misses and self.near_misses[0]["ratio"] <= NEAREST_SHOWN:
             n = self.near_misses[0]
             text += f"; nearest: {_changes_text(n['changes'])} (error/bound {_ratio(n['ratio'])})"
         return text
@@ -156,12 +201,19 @@ class Diagnosis:
         if not self.searched and self.divergence is not None:  # a located exception: no variant search
             return list(self.divergence_lines)
         out = [f"likely cause: {self.summary()}"]
+        if self.on:
+            out.append(f"diagnosed on {self.on}")
         if self.structure:
             out.append("case structure: " + "; ".join(self.structure))
         how = " + ".join(self.searched) or "nothing"
         tail = (f"gave up after {self.seconds:.1f} s, {self.evaluated} of {self.candidates} variant sets evaluated"
                 if self.gave_up else f"{self.evaluated} variant sets evaluated in {self.seconds:.1f} s")
         out.append(f"(searched {how}; {tail})")
+        c = self.confirmed
+        if c:
+            out.append(f"(confirmed on {c['failing']} other failing example{'s' if c['failing'] != 1 else ''} "
+                       f"and {c['fresh']} fresh case{'s' if c['fresh'] != 1 else ''}; "
+                       f"{len(c['excluded'])} set{'s' if len(c['excluded']) != 1 else ''} excluded)")
         return out + list(self.divergence_lines)
 
 
@@ -182,7 +234,7 @@ def _group_changes(group: str, declared: VariantSet) -> list[dict[str, Any]]:
     """Every value of one switch (ε: with its placement) other than the declared one."""
     if group == "epsilon":
         options = [{"epsilon": 0.0, "epsilon_placement": "none"}]
-        options += [{"epsilon": e, "epsilon_placement": p} for p in _PLACED for e in EPSILONS]
+        options += [{"epsilon": e, "epsilon_placement": p} for p in _PLACED for e in EPSILON_CANDIDATES]
         return [o for o in options
                 if (o["epsilon"], o["epsilon_placement"]) != (declared.epsilon, declared.epsilon_placement)]
     return [{group: c} for c in SWITCHES[group].choices if c != getattr(declared, group)]
@@ -206,12 +258,19 @@ def _presets(entry: Entry, declared: VariantSet) -> list[tuple[str, dict[str, An
 
 def diagnose(entry: Entry, case: Case, impl_outputs: Optional[Mapping[str, np.ndarray]], dtype: str,
              declared: Optional[VariantSet] = None, *, precision: str = "highest", seconds: float = SECONDS,
-             evaluations: int = EVALUATIONS) -> Diagnosis:
+             evaluations: int = EVALUATIONS, failing: Sequence[tuple[Case, Optional[Mapping[str, np.ndarray]]]] = (),
+             call: Optional[Call] = None, admits: Optional[Callable[[Mapping[str, int]], bool]] = None
+             ) -> Diagnosis:
     """Which neighbouring variant sets the implementation's outputs on ``case`` agree with.
 
     ``impl_outputs``: the implementation's NumPy outputs on the case (inputs rounded to ``dtype``),
     or None when it raised: then the sets under which the spec refuses the case are the matches.
-    Stops after ``seconds`` or ``evaluations`` reference evaluations (``gave_up``)."""
+    ``failing``: other failing examples of the cell, (case, outputs) each: a set that fits must fit
+    them too. ``call``: the implementation on another case (its outputs; None when it raises),
+    to separate the sets that fit on fresh cases, and ``admits``: whether its limits admit sizes
+    (the default sizes are tried only then). Stops after ``seconds`` or ``evaluations`` reference
+    evaluations (``gave_up``); the confirmation on other cases has its own small allowance
+    (``FAILING_KEPT`` failing examples, ``FRESH_CASES`` fresh ones)."""
     declared = declared or case.variant
     started = time.perf_counter()
     search = _Search(entry, case, impl_outputs, dtype, declared, precision, started, seconds, evaluations)
@@ -222,9 +281,232 @@ def diagnose(entry: Entry, case: Case, impl_outputs: Optional[Mapping[str, np.nd
         single_recs = search.singles_and_presets()
         search.mask_readings()
         search.pairs(single_recs)
+        search.confirm(failing, call, admits)
         _conclude(d, list(search.tried.values()))
+        if not d.matches:
+            search.lower_precision()
     d.seconds = time.perf_counter() - started
     return d
+
+
+#: the implementation on another case: its outputs, or None when it raises
+Call = Callable[[Case], Optional[Mapping[str, np.ndarray]]]
+
+#: other failing examples of the cell a fitting set must also fit (the worst first)
+FAILING_KEPT = 2
+#: fresh cases the implementation is called on while a set fits: value sets of the
+#: shrunk case's structure, and one case at the entry's default sizes (first, when the shrunk case
+#: is smaller: a degenerate case is where unrelated sets give the same numbers)
+FRESH_CASES = 3
+#: sets the shrunk case could not judge carried into the confirmation (the fewest changes first);
+#: every set that fits is confirmed (the first fresh case excludes most of those a degenerate case
+#: lets fit)
+CONFIRMED_MAX = 12
+
+#: the layer entries a first divergence walks (besides the models, their losses, gradients and steps)
+_LAYER_ENTRIES = frozenset({"encoder_layer", "bert_layer", "gpt2_layer", "decoder_layer"})
+
+#: narrower dtypes a dtype's output may have been computed in, the closest first
+_NARROWER = {"float64": ("float32", "bfloat16", "float16"), "float32": ("bfloat16", "float16"),
+             "float16": (), "bfloat16": ()}
+
+
+class _Site:
+    """One case the sets are judged on: its inputs and parameters as the call received them, the
+    implementation's outputs there (None: it raised), and the declared set's reference with, per
+    output, the elements the declared set finds wrong (``failing``)."""
+
+    def __init__(self, search: "_Search", case: Case, outputs: Optional[Mapping[str, np.ndarray]]) -> None:
+        self.search, self.case, self.outputs = search, case, outputs
+        self.prepared = Prepared(search.entry, case.inputs, case.params, search.dtype)
+        self.declared_ref: Optional[Reference] = None
+        self.declared_ok = False
+        self.failing: dict[str, np.ndarray] = {}
+        #: the case's own declared set: a failing example of the cell may have drawn another one than the
+        #: shrunk case (a set's changes are applied to it: the bug is the same wherever it shows)
+        self.declared = search.declared if case is search.case else case.variant
+        try:
+            self.declared_ref = reference(search.entry, self.prepared.inputs, self.prepared.params,
+                                          hyper=case.hyper, variant=self.declared, dtype=search.dtype,
+                                          precision=search.precision)
+        except (SpecError, ToleranceModelError):
+            return
+        if outputs is None:
+            return
+        try:
+            self.declared_ok = judge(search.entry, outputs, self.declared_ref).ok
+        except Exception:  # noqa: BLE001 - outputs the judge cannot read fit nothing
+            return
+        self.failing = _failing_elements(outputs, self.declared_ref)
+
+    def reading(self, reading: Optional[tuple[str, str]]) -> Optional[Mapping[str, np.ndarray]]:
+        """The site's inputs with an input read another way (None: the reading does not apply here)."""
+        inputs = self.prepared.inputs
+        if reading is None:
+            return inputs
+        name, how = reading
+        for n, h, value in _readings(self.search.entry, inputs):
+            if (n, h) == (name, how):
+                return {**inputs, name: value}
+        return None
+
+    def judge(self, changes: Mapping[str, Any], reading: Optional[tuple[str, str]]) -> Optional[dict[str, Any]]:
+        """Whether the case's declared set with ``changes`` (and ``reading``) explains the outputs here:
+        {"fits", "ratio", and "refused" or "parameters" where they apply}; None when it cannot be
+        judged on this site (no variant set here, a reading that does not apply)."""
+        s = self.search
+        inputs = self.reading(reading)
+        try:
+            variant = self.declared.replace(**changes)
+        except ValueError:
+            return None
+        if inputs is None:
+            return None
+        params, adapted = _adapt_params(s.entry, self.case.hyper, variant, self.prepared.params)
+        out: dict[str, Any] = {"fits": False, "ratio": math.inf}
+        if adapted:
+            out["parameters"] = adapted
+        try:
+            ref = reference(s.entry, inputs, params, hyper=self.case.hyper, variant=variant, dtype=s.dtype,
+                            precision=s.precision)
+        except SpecError:
+            out["fits"] = self.outputs is None  # the spec refuses the case under this set, as the implementation did
+            out["ratio"] = 0.0 if out["fits"] else math.inf
+            out["refused"] = True
+            return out
+        except ToleranceModelError:
+            return out
+        if self.outputs is None:
+            return out
+        out["fits"], out["ratio"], why = self.explains(ref)
+        if why:
+            out["excluded"] = why
+            # within a bound as large as the output: this case cannot tell, which is no evidence either
+            # way (a set no closer to the output than the declared one is evidence against it)
+            out["uninformative"] = any(w in why for w in _CANNOT_TELL)
+        return out
+
+    def explains(self, ref: Reference) -> tuple[bool, float, str]:
+        """(fits, error/bound, why not where it is within its bound) of the outputs against ``ref``:
+        judged as the search judges, and resolving the departure from the declared set in every
+        output the declared set finds wrong (``_resolves``), which it must compare with the same
+        shape."""
+        entry, outputs = self.search.entry, self.outputs
+        assert outputs is not None
+        try:
+            j = judge(entry, outputs, ref)
+        except Exception:  # noqa: BLE001 - outputs the judge cannot read fit nothing
+            return False, math.inf, ""
+        # a NaN, shape or infinity mismatch is no near miss: only value differences get a finite ratio
+        ratio = j.ratio if all(f.check == "spec" for f in j.findings) else math.inf
+        if not j.ok:
+            return False, ratio, ""
+        d = self.declared_ref
+        if d is None:  # the declared set refuses or cannot bound the case: nothing to separate from
+            vacuous = not _not_vacuous(ref)
+            return not vacuous, ratio, "within a bound as large as the output itself (vacuous)" if vacuous else ""
+        for name, where in self.failing.items():
+            if name not in ref.outputs or np.shape(ref.outputs[name]) != where.shape:
+                return False, math.inf, f"it drops or reshapes the failing output {name!r}"
+            why = _resolves(outputs[name], ref, d, name, where)
+            if why:
+                return False, ratio, why
+        return True, ratio, ""
+
+
+def _failing_elements(outputs: Mapping[str, np.ndarray], d: Reference) -> dict[str, np.ndarray]:
+    """Per output of ``d``, the elements where ``outputs`` depart from it (value beyond the bound, a NaN
+    or infinity the reference does not have, a different exact value); only outputs with any."""
+    out: dict[str, np.ndarray] = {}
+    for name, want in d.outputs.items():
+        got = outputs.get(name)
+        if got is None or np.shape(got) != np.shape(want):
+            continue
+        g, w = np.asarray(got), np.asarray(want)
+        if w.dtype.kind != "f":
+            bad = np.asarray(g != w)
+        else:
+            g = g.astype(np.float64)
+            with np.errstate(invalid="ignore"):
+                bad = (np.isnan(g) != np.isnan(w)) | (np.isinf(g) & (g != w)) | (np.abs(g - w) > d.bound[name])
+        if bad.any():
+            out[name] = bad
+    return out
+
+
+#: why a set within its bound is still no explanation, when the case cannot judge it (no evidence
+#: either way: another case may give it) rather than speak against it
+_CANNOT_TELL = ("vacuous", "cannot tell")
+
+
+def _resolves(got: Any, c: Reference, d: Reference, name: str, where: np.ndarray) -> str:
+    """Why ``c`` does not resolve the output's departure from the declared ``d`` in output ``name``
+    at the failing elements ``where`` ("" when it does):
+
+    - its bound there must be below half the output's own size (a bound as large as the values
+      fits anything: the case cannot judge it, "vacuous");
+    - it must be at least twice as close to the output as ``d`` at the worst failing element: it
+      reproduces the departure (one-pass variance reproduces an implementation's one-pass rounding
+      exactly, within a bound as wide as that rounding);
+    - where it is not, and its bound is finer than the departure somewhere, that is evidence
+      against it; where its bound is wider than the departure everywhere, the case cannot tell it
+      from the declared set ("cannot tell").
+
+    Exact outputs (tokens, masks): ``c`` must differ from ``d`` there. A NaN the declared set does
+    not have resolves itself (the judge matched the pattern)."""
+    g = np.asarray(got)
+    cv, dv = np.asarray(c.outputs[name]), np.asarray(d.outputs[name])
+    if cv.dtype.kind != "f":
+        return "" if np.any(cv[where] != dv[where]) else \
+            f"it does not differ from the declared set where {name!r} fails"
+    g = g.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        finite = np.isfinite(g) & np.isfinite(dv) & np.isfinite(cv)
+        size = float(np.max(np.abs(g[np.isfinite(g)]))) if np.isfinite(g).any() else 0.0
+        bc = np.asarray(c.bound[name])
+        spots = where & finite
+        if not spots.any():  # every failing element is a NaN or an infinity: the judge matched their pattern
+            return ""
+        off_c, off_d = np.abs(g - cv)[spots], np.abs(g - dv)[spots]
+        if np.any(bc[spots] > 0.5 * size):
+            return f"it fits {name!r} only within a bound as large as the output itself (vacuous)"
+        if float(np.max(off_c)) <= 0.5 * float(np.max(off_d)):
+            return ""  # it reproduces the output much more closely than the declared set does
+        if np.any(off_d > bc[spots]):
+            return f"it is not much closer to {name!r} than the declared set where the output fails"
+        return f"its bound is wider than the departure from the declared set in {name!r}: the case cannot tell"
+
+
+def _not_vacuous(c: Reference) -> bool:
+    """Without a declared bound to share: every real output's bound is below half its largest value."""
+    for name, want in c.outputs.items():
+        if want.dtype.kind != "f" or not want.size:
+            continue
+        with np.errstate(invalid="ignore"):
+            top = float(np.nanmax(np.abs(np.where(np.isfinite(want), want, np.nan)))) if np.isfinite(want).any() \
+                else 0.0
+            b = float(np.nanmax(np.where(np.isfinite(c.bound[name]), c.bound[name], np.inf)))
+        if top > 0 and b > 0.5 * top:
+            return False
+    return True
+
+
+def _within(outputs: Mapping[str, np.ndarray], ref: Reference) -> bool:
+    """Every real output within ``ref``'s bound (NaN where it has NaN), whatever the outputs' dtype."""
+    for name, want in ref.outputs.items():
+        got = outputs.get(name)
+        if got is None or np.shape(got) != want.shape:
+            return False
+        g = np.asarray(got)
+        if want.dtype.kind != "f":
+            if np.any(g != want):
+                return False
+            continue
+        g = g.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            if np.any(np.isnan(g) != np.isnan(want)) or np.any(np.abs(g - want) > ref.bound[name]):
+                return False
+    return True
 
 
 class _Search:
@@ -237,22 +519,20 @@ class _Search:
         self.entry, self.case, self.impl_outputs, self.dtype = entry, case, impl_outputs, dtype
         self.declared, self.precision = declared, precision
         self.started, self.seconds, self.evaluations = started, seconds, evaluations
-        self.prepared = Prepared(entry, case.inputs, case.params, dtype)
         self.d = Diagnosis(entry.name, dtype, declared.describe(), structure=structure(entry, case),
                            budget={"seconds": seconds, "evaluations": evaluations})
+        self.site = _Site(self, case, impl_outputs)
+        self.prepared = self.site.prepared
+        self.sites = [self.site]  # every failing example judged so far
         self.tried: dict[str, dict[str, Any]] = {}  # variant hash (and reading) -> result record
 
     def budget_left(self) -> bool:
         return self.d.evaluated < self.evaluations and time.perf_counter() - self.started < self.seconds
 
     def declared_fits(self) -> bool:
-        """Whether the declared set itself fits the outputs (the failure did not recur). Its
-        evaluation is then forgotten: it is no match of the search."""
-        first = self.evaluate({})
-        if first is not None and first["fits"]:
-            return True
-        self.tried.clear()
-        return False
+        """Whether the declared set itself fits the outputs (the failure did not recur)."""
+        self.d.evaluated += 1
+        return self.site.declared_ok
 
     def singles_and_presets(self) -> list[tuple[str, Optional[dict[str, Any]]]]:
         """Every single-switch change, then every preset; returns the singles' records by group."""
@@ -278,9 +558,9 @@ class _Search:
         if "empty_query" in self.entry.switches:
             eq += [{"empty_query": c} for c in SWITCHES["empty_query"].choices if c != self.declared.empty_query]
         self.d.candidates += len(readings) * len(eq)
-        for reading in readings:
+        for name, how, _ in readings:
             for ch in eq:
-                self.evaluate(ch, reading=reading)
+                self.evaluate(ch, reading=(name, how))
 
     def pairs(self, single_recs: list[tuple[str, Optional[dict[str, Any]]]]) -> None:
         """Only when nothing fits and time is left: pairs of single changes of two switches, the
@@ -300,7 +580,7 @@ class _Search:
             self.evaluate({**a["changes"], **b["changes"]})
 
     def evaluate(self, changes: dict[str, Any], preset: Optional[str] = None,
-                 reading: Optional[tuple[str, str, np.ndarray]] = None) -> Optional[dict[str, Any]]:
+                 reading: Optional[tuple[str, str]] = None) -> Optional[dict[str, Any]]:
         """The record of the declared set with ``changes`` (and ``reading`` of an input): evaluated
         once, looked up after; None when it is no variant set or the budget has run out."""
         try:
@@ -317,59 +597,180 @@ class _Search:
             self.d.gave_up = True
             return None
         self.d.evaluated += 1
-        rec, inputs = self._record(changes, preset, reading)
+        rec = _record(changes, preset, reading, self.declared)
+        # what other cases apply: only what differs from the declared set (ε = 1e-6 "inside the root"
+        # where the root already held ε stays a change of ε alone on a case declared outside it)
+        rec["_changes"] = {k: v for k, v in changes.items() if getattr(self.declared, k, None) != v}
+        rec["_reading"] = reading
         self.tried[key] = rec
-        params, adapted = _adapt_params(self.entry, self.case.hyper, variant, self.prepared.params)
-        if adapted:
-            rec["parameters"] = adapted
-        self._judge(rec, variant, inputs, params)
+        rec.update(self.site.judge(changes, reading) or {})
         return rec
 
-    def _record(self, changes: dict[str, Any], preset: Optional[str],
-                reading: Optional[tuple[str, str, np.ndarray]]) -> tuple[dict[str, Any], Mapping[str, np.ndarray]]:
-        """A fresh record (not fitting yet), and the inputs it is evaluated on."""
-        rec: dict[str, Any] = {"changes": dict(changes), "declared": {k: getattr(self.declared, k) for k in changes},
-                               "presets": [preset] if preset else [], "ratio": math.inf, "fits": False}
-        inputs = self.prepared.inputs
-        if reading is not None:  # the same switches, an input read another way (a mask's polarity)
-            name, how, value = reading
-            inputs = {**inputs, name: value}
-            rec["changes"] = {f"input {name}": how, **rec["changes"]}
-            rec["declared"] = {f"input {name}": _AS_DECLARED[how], **rec["declared"]}
-        return rec, inputs
+    # -- confirmation on other cases -------------------------------------------------------------
+    def confirm(self, failing: Sequence[tuple[Case, Optional[Mapping[str, np.ndarray]]]], call: Optional[Call],
+                admits: Optional[Callable[[Mapping[str, int]], bool]]) -> None:
+        """The sets that fit the shrunk case, judged again: on the other failing examples the search
+        kept (each must fit them too), then on fresh cases the implementation is called on (a
+        single set that fits is confirmed too: on a degenerate shrunk case, H = 1 and a mask all
+        True, a dropped head looks exactly like an inverted mask with zeros for empty queries).
+        Excluded sets stop fitting (with the case that excluded them); more than one left makes
+        the diagnosis ambiguous."""
+        fits = sorted((r for r in self.tried.values() if r["fits"]), key=lambda r: (len(r["changes"]), r["ratio"]))
+        # within their bound here but no evidence (vacuous on this case): another failing example may
+        # give it, as long as no case contradicts them
+        pending = sorted((r for r in self.tried.values() if not r["fits"] and r.get("uninformative")),
+                         key=lambda r: (len(r["changes"]), r["ratio"]))[:CONFIRMED_MAX]
+        if not fits and not pending:
+            return
+        info: dict[str, Any] = {"failing": 0, "fresh": 0, "excluded": []}
+        for case, outputs in list(failing)[:FAILING_KEPT]:
+            if (outputs is None) != (self.impl_outputs is None):
+                continue  # raised where the shrunk case returned (or the reverse): another failure
+            site = _Site(self, case, outputs)
+            if site.declared_ref is None or site.declared_ok:
+                continue  # not a failing example under this declared set: it confirms nothing
+            info["failing"] += 1
+            self.sites.append(site)
+            label = f"another failing example of the cell ({case.describe()})"
+            self._sift(site, fits, info, label)
+            self._contradict(site, pending, label)
+            for r in pending:
+                if r.get("evidence") and not r.get("contradicted") and r not in fits:
+                    r["fits"], r["excluded"] = True, ""  # evidence here, and no case against it
+                    fits.append(r)
+        if call is not None:
+            for fresh in self._fresh_cases(admits):
+                if not any(r["fits"] for r in fits):
+                    break
+                try:
+                    outputs = call(fresh)
+                except Exception:  # noqa: BLE001 - a fresh case the implementation cannot take separates nothing
+                    continue
+                site = _Site(self, fresh, outputs)
+                if site.declared_ref is None or outputs is None:
+                    continue
+                info["fresh"] += 1
+                label = f"a fresh case ({fresh.describe()})"
+                self._sift(site, fits, info, label)
+                self._contradict(site, pending)
+        # a set the cases tried cannot judge and none contradicts stays possible beside those that fit
+        possible = ([r for r in pending if not r["fits"] and not r.get("contradicted")]
+                    if any(r["fits"] for r in fits) else [])
+        for r in possible:
+            r["fits"], r["possible"] = True, "no case tried could judge it, and none contradicts it"
+        live = _simplest([r for r in fits + possible if r["fits"]])
+        # a set that fits only with parameters the harness made up for it (γ = 1, β = 0 for a norm the
+        # declared set has without them) is the same mathematics as one that needs none
+        live = [r for r in live if not r.get("parameters")] or live
+        # sets that differ only in switches that change rounding alone are one mathematics
+        self.d.ambiguous = len({_mathematics(r["changes"]) for r in live}) > 1
+        if info["failing"] or info["fresh"]:
+            self.d.searched.append("confirmation on other cases")
+            self.d.confirmed = info
 
-    def _judge(self, rec: dict[str, Any], variant: VariantSet, inputs: Mapping[str, np.ndarray],
-               params: Mapping[str, np.ndarray]) -> None:
-        """Fill ``rec``: the spec under ``variant`` against the outputs, judged as the search judges."""
-        impl_outputs = self.impl_outputs
+    def _sift(self, site: _Site, fits: list[dict[str, Any]], info: dict[str, Any], label: str) -> None:
+        """Exclude the sets the outputs at ``site`` contradict (outside their bound, or a failing
+        output dropped); a set this case cannot judge (vacuous here) stays."""
+        for r in fits:
+            if not r["fits"]:
+                continue
+            got = site.judge(r["_changes"], r["_reading"])
+            info["evaluations"] = info.get("evaluations", 0) + 1
+            if got is not None and not got["fits"] and not got.get("uninformative"):
+                r["fits"], r["excluded"] = False, f"it does not fit {label}"
+                info["excluded"].append({"changes": _public(r)["changes"], "by": label})
+
+    def _contradict(self, site: _Site, pending: list[dict[str, Any]], label: str = "") -> None:
+        """Judge the sets no case could judge yet: evidence for them (``label``: a failing example),
+        or a contradiction."""
+        for r in pending:
+            if r.get("contradicted") or r["fits"]:
+                continue
+            got = site.judge(r["_changes"], r["_reading"])
+            if got is None:
+                continue
+            if got["fits"] and label:
+                r["evidence"] = label
+            elif not got["fits"] and not got.get("uninformative"):
+                r["contradicted"] = True
+
+    def _fresh_cases(self, admits: Optional[Callable[[Mapping[str, int]], bool]]) -> list[Case]:
+        """Cases of the shrunk case's structure with new values, and one at the entry's default sizes
+        (first when the shrunk case is smaller somewhere) where the implementation's limits admit it."""
+        out = value_sets(self.case, 1 + FRESH_CASES, self.dtype)[1:]
+        hyper = default_hyper(self.entry)
+        if hyper != self.case.hyper and (admits is None or admits(hyper)):
+            try:
+                big = Case.build(self.entry, hyper, self.declared, seed=1, style=self.case.style, dtype=self.dtype)
+            except (SpecError, ValueError, KeyError):
+                return out
+            smaller = any(self.case.hyper.get(k, v) < v for k, v in hyper.items())
+            out = [big] + out if smaller else out + [big]
+        return out
+
+    # -- a lower precision ---------------------------------------------------------------------------
+    def lower_precision(self) -> None:
+        """When no set fits: the narrower dtype (the closest first) whose values the outputs are and
+        within whose bound they lie on every failing example, the declared set's reference evaluated
+        on the inputs rounded to it. Both are needed: a small bug of a float64 computation can lie
+        within float32's bound, but its outputs are no float32 values."""
+        if self.impl_outputs is None:
+            return
+        for narrow in _NARROWER.get(self.dtype, ()):
+            if all(self._within_at(site, narrow) for site in self.sites):
+                self.d.lower_precision = narrow
+                self.d.searched.append("lower precisions")
+                return
+        self.d.searched.append("lower precisions")
+
+    def _within_at(self, site: _Site, narrow: str) -> bool:
+        """Whether the outputs at ``site`` are values of ``narrow`` (each real output rounds to itself:
+        the fingerprint of a result computed there and widened) within its bound."""
+        if site.outputs is None:
+            return False
+        for name, value in site.outputs.items():
+            a = np.asarray(value)
+            if a.dtype.kind == "f":
+                with np.errstate(invalid="ignore", over="ignore"):
+                    fin = np.isfinite(a)
+                    if not np.array_equal(round_to(a[fin].astype(np.float64), narrow), a[fin].astype(np.float64)):
+                        return False
+        inputs = {k: (round_to(v, narrow) if np.asarray(v).dtype.kind == "f" else v)
+                  for k, v in site.prepared.inputs.items()}
+        params = {k: round_to(v, narrow) for k, v in site.prepared.params.items()}
         try:
-            ref = reference(self.entry, inputs, params, hyper=self.case.hyper, variant=variant,
-                            dtype=self.dtype, precision=self.precision)
-        except SpecError:
-            rec["fits"] = impl_outputs is None  # the spec refuses the case under this set, as the implementation did
-            rec["ratio"] = 0.0 if rec["fits"] else math.inf
-            rec["refused"] = True
-            return
-        except ToleranceModelError:
-            return
-        if impl_outputs is None:
-            return
-        try:
-            j = judge(self.entry, impl_outputs, ref)
-        except Exception:  # noqa: BLE001 - outputs the judge cannot read fit nothing
-            return
-        rec["fits"] = j.ok
-        # a NaN, shape or infinity mismatch is no near miss: only value differences get a finite ratio
-        rec["ratio"] = j.ratio if all(f.check == "spec" for f in j.findings) else math.inf
+            ref = reference(self.entry, inputs, params, hyper=site.case.hyper, variant=site.declared, dtype=narrow,
+                            precision=self.precision)
+        except (SpecError, ToleranceModelError):
+            return False
+        return _within(site.outputs, ref)
+
+
+def _mathematics(changes: Mapping[str, Any]) -> frozenset:
+    """A set's changes without the switches that change rounding alone (``ROUNDING_ONLY``)."""
+    return frozenset((k, str(v)) for k, v in changes.items() if k not in ROUNDING_ONLY)
+
+
+def _record(changes: dict[str, Any], preset: Optional[str], reading: Optional[tuple[str, str]],
+            declared: VariantSet) -> dict[str, Any]:
+    """A fresh record (not fitting yet)."""
+    rec: dict[str, Any] = {"changes": dict(changes), "declared": {k: getattr(declared, k) for k in changes},
+                           "presets": [preset] if preset else [], "ratio": math.inf, "fits": False}
+    if reading is not None:  # the same switches, an input read another way (a mask's polarity)
+        name, how = reading
+        rec["changes"] = {f"input {name}": how, **rec["changes"]}
+        rec["declared"] = {f"input {name}": _AS_DECLARED[how], **rec["declared"]}
+    return rec
 
 
 def _conclude(d: Diagnosis, recs: list[dict[str, Any]]) -> None:
     """The matches (fewest changes first) and the three nearest misses among the evaluated sets."""
     fits = [r for r in recs if r["fits"]]
-    fits.sort(key=lambda r: (len(r["changes"]), r["ratio"]))
+    # fewest changes first, a set needing made-up parameters after one that needs none
+    fits.sort(key=lambda r: (bool(r.get("parameters")), len(r["changes"]), r["ratio"]))
     d.matches = [_public(r) for r in fits]
     misses = [r for r in recs if not r["fits"] and math.isfinite(r["ratio"])]
-    misses.sort(key=lambda r: r["ratio"])
+    misses.sort(key=lambda r: (not r.get("excluded"), r["ratio"]))  # a set another case excluded first
     d.near_misses = [_public(r) for r in misses[:3]]
     if not d.gave_up:  # every planned set was evaluated (a preset equal to a single change counts once)
         d.candidates = d.evaluated
@@ -435,14 +836,18 @@ def _public(rec: Mapping[str, Any]) -> dict[str, Any]:
             "declared": {k: plain(v) for k, v in rec["declared"].items()},
             "presets": list(rec["presets"]), "ratio": float(r) if math.isfinite(r) else "inf",
             **({"parameters": list(rec["parameters"])} if rec.get("parameters") else {}),
-            **({"refused": True} if rec.get("refused") else {})}
+            **({"refused": True} if rec.get("refused") else {}),
+            **({"excluded": rec["excluded"]} if rec.get("excluded") else {}),
+            **({"possible": rec["possible"]} if rec.get("possible") else {})}
 
 
 def diagnose_failure(member: Any, case: Optional[Case], check: str, dtype: str, *, timeout: float,
-                     seconds: float = SECONDS) -> Optional[Diagnosis]:
-    """The runner's hook: call the member once more on the shrunk case and diagnose its outputs.
-    None when the check is not about values (a timeout, a crash, a mutation, ...) or when anything
-    goes wrong (a diagnosis is a help; it must never cost the failure its report)."""
+                     seconds: float = SECONDS, failing: Sequence[Case] = ()) -> Optional[Diagnosis]:
+    """The runner's hook: call the member once more on the shrunk case and diagnose its outputs,
+    with the other failing examples the search kept (``failing``: the worst first) and fresh cases
+    the member is called on. None when the check is not about values (a timeout, a crash, a
+    mutation, ...) or when anything goes wrong (a diagnosis is a help; it must never cost the
+    failure its report)."""
     if case is not None and check in LOCATED_CHECKS:  # no value to match; where it raises, for a model
         from .divergence import locate_failure
 
@@ -456,22 +861,85 @@ def diagnose_failure(member: Any, case: Optional[Case], check: str, dtype: str, 
         return None
     from ..core.execute import call_member
 
+    entry = case.entry
+
+    def call(c: Case) -> Optional[Mapping[str, np.ndarray]]:
+        p = Prepared(entry, c.inputs, c.params, dtype)
+        try:
+            return call_member(member, entry, p.inputs, p.params, c, dtype, timeout, False)[0]
+        except Exception:  # noqa: BLE001 - it raised: the refusal reading of the case
+            return None
+
     try:
-        entry = case.entry
         prepared = Prepared(entry, case.inputs, case.params, dtype)
         outputs, _ = call_member(member, entry, prepared.inputs, prepared.params, case, dtype, timeout, False)
         d = diagnose(entry, case, outputs, dtype, case.variant, precision=member.impl.precision,
-                     seconds=seconds)
+                     seconds=seconds, failing=[(c, call(c)) for c in list(failing)[:FAILING_KEPT]], call=call,
+                     admits=lambda hyper: bool(member.impl.admits(entry.name, hyper)))
     except Exception:  # noqa: BLE001 - see above
         return None
     if d.recurred:  # where inside a model or layer it first departs (None for other entries)
-        from .divergence import locate_failure
-
-        where = locate_failure(member, case, dtype, timeout=timeout)
+        where = _located(member, case, dtype, timeout, failing, call)
         if where is not None:
             d.divergence = where.to_dict()
             d.divergence_lines = where.lines()
     return d
+
+
+def _located(member: Any, case: Case, dtype: str, timeout: float, failing: Sequence[Case], call: Call) -> Any:
+    """Where the failure first departs, walked on the largest failing case at hand first: the cell's
+    worst failing examples larger than the shrunk case, then a case at the entry's default sizes
+    if the implementation fails there too, then the shrunk case. A degenerate shrunk case (d_e = 2,
+    one layer, ℓ = 1) often cannot tell a norm from the residual beside it, where a larger one can;
+    the first walk that names one place is kept (the detail says which case it walked), else the
+    shrunk case's (its candidates). Within the divergence module's time budget in all."""
+    from .divergence import MODEL_OF, SECONDS as WALK_SECONDS, locate_failure
+
+    if case.algorithm not in MODEL_OF and case.algorithm not in _LAYER_ENTRIES:
+        return None
+    started = time.perf_counter()
+    walks: list[tuple[str, Case]] = [("the cell's worst failing example", c) for c in failing
+                                     if c.size() > case.size()][:1]
+    big = _failing_default(member, case, dtype, call)
+    if big is not None:
+        walks.append(("a failing case at the entry's default sizes", big))
+    walks.append(("", case))
+    last = None
+    for label, c in walks:
+        left = WALK_SECONDS - (time.perf_counter() - started)
+        if left <= 1.0 and c is not case:
+            continue
+        where = locate_failure(member, c, dtype, timeout=timeout, seconds=max(left, 1.0))
+        if where is None:
+            continue
+        if label:
+            where.detail = f"{where.detail}; walked on {label}, {c.describe()}" if where.detail else \
+                f"walked on {label}, {c.describe()}"
+        if where.found and not where.candidates:
+            return where
+        last = where if last is None or c is case else last
+    return last
+
+
+def _failing_default(member: Any, case: Case, dtype: str, call: Call) -> Optional[Case]:
+    """A case at the entry's default sizes, of the shrunk case's variant set and style, on which the
+    implementation fails the declared set (None: the shrunk case is not smaller, the limits do not
+    admit the default sizes, or it passes there)."""
+    entry = case.entry
+    hyper = default_hyper(entry)
+    if not any(case.hyper.get(k, v) < v for k, v in hyper.items()) or not member.impl.admits(entry.name, hyper):
+        return None
+    try:
+        big = Case.build(entry, hyper, case.variant, seed=1, style=case.style, dtype=dtype)
+        outputs = call(big)
+        if outputs is None:
+            return None
+        p = Prepared(entry, big.inputs, big.params, dtype)
+        ref = reference(entry, p.inputs, p.params, hyper=big.hyper, variant=big.variant, dtype=dtype,
+                        precision=member.impl.precision)
+        return None if judge(entry, outputs, ref).ok else big
+    except Exception:  # noqa: BLE001 - a help: no larger case, the shrunk one is walked
+        return None
 
 
 # -- the case in words ------------------------------------------------------------------------------

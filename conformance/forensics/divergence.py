@@ -23,7 +23,19 @@ checks each piece on its own, with what the implementation already offers:
    column of the spec's pre-activations: only the activation is exercised,
    then the whole MLP). The first configuration that departs names the
    sublayer; the ``layer_norm`` and ``mh_attention`` entries, fed the spec's
-   values inside the layer, then separate a norm from its attention;
+   values inside the layer, then separate a norm from its attention. A
+   component is not blamed for what another one does in its place, so the
+   walk asks where the evidence points before naming the block it was
+   looking at: a silenced sublayer must be silent (the layer agrees once
+   all its weights are 0; a silenced cross-attention does not move the
+   output with the encoder's Z), else it is that sublayer; a post-LN block
+   whose attention, made constant (W_o = 0), still departs and moves with
+   b_o is its residual sum; a post-LN norm whose γ, β do not move the
+   silenced layer's output, while another block's norm's do, reads that
+   norm's parameters; a pre-LN block whose output does not move with its norm's
+   γ, β, though it moves with its own output weights, does not read its
+   norm (the norm). Where the probes cannot separate two places (a norm
+   over d_e ≤ 2 features keeps little more than a sign) both are listed;
 4. when every entry agrees, the model itself with its layers silenced (is the
    departure outside the layers: the ETransformer head, the wiring?) and
    with its first layers only (which layer does the model run differently
@@ -39,10 +51,11 @@ Everything is bounded (``SECONDS``) and plain data (``Divergence.to_dict``).
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
@@ -109,6 +122,11 @@ class Divergence:
     #: the implementation's own named intermediates, if it offers them: the first that departs
     intermediate: str = ""
     also: list[str] = field(default_factory=list)  # further pieces that depart on their own
+    #: places that remain possible when the case cannot tell them apart ("layer 0/norm", ...); then
+    #: ``sublayer`` (or ``where``) is left empty rather than guessed
+    candidates: list[str] = field(default_factory=list)
+    #: pieces the walk could not check, and why ("final norm: the plugin does not implement layer_norm")
+    unchecked: list[str] = field(default_factory=list)
     gave_up: bool = False
     seconds: float = 0.0
 
@@ -123,18 +141,27 @@ class Divergence:
     def to_dict(self) -> dict[str, Any]:
         return {"algorithm": self.algorithm, "dtype": self.dtype, "where": self.where, "sublayer": self.sublayer,
                 "detail": self.detail, "intermediate": self.intermediate, "also": list(self.also),
+                "candidates": list(self.candidates), "unchecked": list(self.unchecked),
                 "checks": self.checks, "gave_up": self.gave_up, "seconds": round(self.seconds, 3)}
 
     def lines(self) -> list[str]:
         """The report's lines (without indentation)."""
-        if not self.found:
+        if not self.found and not self.candidates:
             why = "gave up (time budget)" if self.gave_up else "every piece agrees with the spec on its own"
-            return [f"first divergence: not located ({why}; {len(self.checks)} checks)"]
-        out = [f"first divergence: {self.label()} ({self.detail})"]
+            out = [f"first divergence: not located ({why}; {len(self.checks)} checks)"]
+        elif not self.found:
+            out = [f"first divergence: one of {', '.join(self.candidates)} ({self.detail})"]
+        else:
+            out = [f"first divergence: {self.label()} ({self.detail})"]
+            if self.candidates:
+                out.append("the case cannot tell apart: " + ", ".join(self.candidates))
         if self.intermediate:
             out.append(f"its own intermediates first depart at {self.intermediate!r}")
         if self.also:
             out.append("also departs on its own: " + "; ".join(self.also[:4]))
+        if self.unchecked:
+            more = f" (and {len(self.unchecked) - 4} more)" if len(self.unchecked) > 4 else ""
+            out.append("could not check: " + "; ".join(self.unchecked[:4]) + more)
         return out
 
 
@@ -339,6 +366,83 @@ def _silenced(params: dict[str, np.ndarray], b: Block) -> dict[str, np.ndarray]:
     return {**params, **{k: np.zeros_like(params[k]) for k in keys if k in params}}
 
 
+def _zeroed(params: dict[str, np.ndarray], b: Block) -> dict[str, np.ndarray]:
+    """Every weight and bias of the block's f set to 0 (its norm kept): f is 0 whatever it reads
+    (scores all 0 and values 0; an MLP's second W 0)."""
+    mine = [k for k in params if (k.startswith(b.attn) if b.attn else
+                                  k in {f"{w}_mlp{i}" for w in ("W", "b") for i in b.mlp})]
+    return {**params, **{k: np.zeros_like(params[k]) for k in mine}}
+
+
+def _other(v: np.ndarray) -> np.ndarray:
+    """Another value for a parameter: reversed, negated, doubled and shifted (no entry stays)."""
+    v = np.asarray(v, dtype=np.float64)
+    return -2.0 * v[::-1] + 0.75
+
+
+def _differ(a: Optional[Mapping[str, np.ndarray]], b: Optional[Mapping[str, np.ndarray]], dtype: str) -> bool:
+    """Whether two sets of outputs differ by more than rounding through a model (``_INTERMEDIATE_RTOL``
+    of the largest magnitude); False when either is missing."""
+    if a is None or b is None:
+        return False
+    rtol = _INTERMEDIATE_RTOL.get(dtype, 1e-3)
+    for k in a:
+        u, v = np.asarray(a[k], dtype=np.float64), np.asarray(b.get(k, a[k]), dtype=np.float64)
+        if u.shape != v.shape:
+            return True
+        if bool(np.any(np.isnan(u) != np.isnan(v))):
+            return True
+        finite = ~np.isnan(u) & ~np.isnan(v)
+        if not finite.any():
+            continue
+        scale = max(float(np.max(np.abs(u[finite]))), 1e-300)
+        if float(np.max(np.abs(u[finite] - v[finite]))) > rtol * scale:
+            return True
+    return False
+
+
+@dataclass
+class _Moves:
+    """Two runs of one probe: whether each agreed, and whether the implementation's output and the
+    spec's moved from the first to the second."""
+
+    first: Optional[bool]
+    second: Optional[bool]
+    impl: bool
+    spec: bool
+
+    def only_spec(self) -> bool:
+        """The spec's output moves, the implementation's does not."""
+        return self.spec and not self.impl
+
+    def only_impl(self) -> bool:
+        """The implementation's output moves, the spec's does not."""
+        return self.impl and not self.spec
+
+
+#: one call made: (its verdict, the implementation's outputs, the spec's)
+_Ran = tuple[Optional[bool], Optional[dict[str, np.ndarray]], Optional[dict[str, np.ndarray]]]
+
+
+def _ran(check: "_Checker", verdict: Optional[bool]) -> _Ran:
+    """The call ``check`` just made, kept to be compared with later ones."""
+    return verdict, check.last_out, check.last_ref
+
+
+def _moves(check: "_Checker", first: Callable[[], Optional[bool]] | _Ran,
+           second: Callable[[], Optional[bool]]) -> Optional[_Moves]:
+    """Run ``first`` (or take a call already made) then ``second`` (two calls of one entry) and compare
+    their outputs, the implementation's and the spec's; None when either could not be made or
+    returned nothing."""
+    r1, out, ref = first if isinstance(first, tuple) else _ran(check, first())
+    if r1 is None or out is None or ref is None:
+        return None
+    r2 = second()
+    if r2 is None or check.last_out is None or check.last_ref is None:
+        return None
+    return _Moves(r1, r2, _differ(out, check.last_out, check.dtype), _differ(ref, check.last_ref, check.dtype))
+
+
 # -- checking one piece through the implementation ---------------------------------------------
 
 class _Budget:
@@ -361,6 +465,14 @@ class _Checker:
         self.budget, self.record = budget, record
         #: locating an exception or a wrong shape: only those depart (other values are noted, not blamed)
         self.structural = structural
+        #: the outputs of the last call that returned (a probe compares two calls of the implementation)
+        self.last_out: Optional[dict[str, np.ndarray]] = None
+        #: the spec's outputs for that call (a probe asks whether the spec moves too)
+        self.last_ref: Optional[dict[str, np.ndarray]] = None
+
+    def under(self, variant: VariantSet) -> "_Checker":
+        """The same checker (record, budget) judging under another variant set."""
+        return _Checker(self.member, variant, self.dtype, self.timeout, self.budget, self.record, self.structural)
 
     def __call__(self, where: str, name: str, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
                  hyper: Mapping[str, int], config: str = "as given",
@@ -409,12 +521,14 @@ class _Checker:
             rec["note"] = "the spec's values leave the dtype's range"
             return None
         case = Case(name, dict(hyper), variant, prepared.inputs, prepared.params)
+        self.last_out, self.last_ref = None, dict(ref.outputs)
         try:
             out, _ = call_member(self.member, entry, prepared.inputs, prepared.params, case, self.dtype,
                                  self.timeout, False)
         except Exception as exc:  # noqa: BLE001 - the implementation's exception departs from the spec
             rec.update(ok=False, ratio="inf", note=f"raised {type(exc).__name__}: {str(exc)[:120]}")
             return False
+        self.last_out = out
         try:
             j = judge(entry, out, ref)
         except Exception as exc:  # noqa: BLE001 - outputs the judge cannot read depart
@@ -431,16 +545,19 @@ class _Checker:
         return bool(rec["ok"])
 
 
-def _locate_in_layer(check: _Checker, step: Step, variant: VariantSet) -> tuple[str, str]:
+def _locate_in_layer(check: _Checker, step: Step, variant: VariantSet,
+                     probe: Optional["_LayerProbe"] = None) -> tuple[str, str]:
     """(sublayer, how it was found) for a layer whose entry departs on the spec's input: the layer
-    with every sublayer silenced, then with the sublayers switched on one at a time."""
-    probe = _LayerProbe(check, step, variant)
+    with every sublayer silenced, then with the sublayers switched on one at a time. ``probe``: how
+    the layer is run (default: its own entry; a model entry with the layer inside it otherwise).
+    Places the case cannot tell apart are left in ``probe.candidates`` (the sublayer is then "")."""
+    probe = probe or _LayerProbe(check, step, variant)
     blocks = probe.blocks
     silent = dict(step.params)
     for b in blocks:
         silent = _silenced(silent, b)
     if probe.run(silent, "every sublayer silenced (output weights 0)") is False:
-        return _departs_silenced(probe, str(check.record[-1].get("note", "")))
+        return _departs_silenced(probe, str(check.record[-1].get("note", "")), silent)
     for k, b in enumerate(blocks):
         later = dict(step.params)  # the blocks up to b on, those after it silenced
         for c in blocks[k + 1:]:
@@ -449,6 +566,17 @@ def _locate_in_layer(check: _Checker, step: Step, variant: VariantSet) -> tuple[
         if found is not None:
             return found
     return "", "no ablation departs though the layer does (not reproducible piece by piece)"
+
+
+def _why_unchecked(record: list[dict[str, Any]], entry: str) -> str:
+    """Why the last check of ``entry`` was not made, in words ("" when it was made)."""
+    for r in reversed(record):
+        if r["entry"] == entry:
+            if r["ok"] is not None:
+                return ""
+            note = str(r.get("note", ""))
+            return f"the plugin does not implement {entry}" if note.startswith("not offered") else f"{entry}: {note}"
+    return f"{entry} was not called"
 
 
 class _LayerProbe:
@@ -465,11 +593,57 @@ class _LayerProbe:
         self.post = variant.resolved_norm_placement(_LAYERS[self.name]) == "post"
         self.d_e, self.ell = len(X), len(X[0])
         self.norm_entry = "rms_norm" if variant.norm == "rms_norm" else "layer_norm"
+        #: sublayers the case cannot tell apart, when the walk cannot name one
+        self.candidates: list[str] = []
+
+    def under(self, variant: VariantSet) -> "_LayerProbe":
+        """The same probe judged under another variant set (the layer's values recomputed)."""
+        other = copy.copy(self)
+        other.check, other.variant = self.check.under(variant), variant
+        X = _l(self.step.inputs[_LAYER_INPUT[self.name]])
+        Z = _l(self.step.context) if self.step.context is not None else None
+        other.blocks, _ = layer_walk(self.name, X, self.step.params, variant, Z)
+        other.candidates = []
+        return other
 
     def run(self, params: dict[str, np.ndarray], config: str) -> Optional[bool]:
         """The layer entry on the spec's input with ``params``."""
         step = self.step
         return self.check(step.where, self.name, step.inputs, params, step.hyper, config)
+
+    def run_alike(self, params: dict[str, np.ndarray], config: str) -> Optional[bool]:
+        """The layer entry with ``params`` on its input with every column replaced by the first."""
+        step = self.step
+        key = _LAYER_INPUT[self.name]
+        X = np.asarray(step.inputs[key])
+        alike = {**step.inputs, key: np.repeat(X[:, :1], X.shape[1], axis=1)}
+        return self.check(step.where, self.name, alike, params, step.hyper, config)
+
+    def run_moved(self, params: dict[str, np.ndarray], config: str) -> Optional[bool]:
+        """The layer entry with ``params`` on another input X (its columns reversed, negated, doubled
+        and shifted): what reaches each block changes."""
+        step = self.step
+        key = _LAYER_INPUT[self.name]
+        return self.check(step.where, self.name, {**step.inputs, key: _other(np.asarray(step.inputs[key]).T).T},
+                          params, step.hyper, config)
+
+    def run_context(self, params: dict[str, np.ndarray], sign: float, config: str) -> Optional[bool]:
+        """A decoder layer with ``params`` and its context Z multiplied by ``sign`` × 8 (large, so
+        that even a norm over two features sees a cross-attention that reads it); None otherwise."""
+        step = self.step
+        if step.context is None:
+            return None
+        return self.check(step.where, self.name, {**step.inputs, "Z": sign * 8.0 * np.asarray(step.inputs["Z"])},
+                          params, step.hyper, config)
+
+    def encoder_places(self) -> list[str]:
+        """For a decoder layer inside a model: the encoder's places (the cross-attention is the first to
+        read them). Empty for a layer entry."""
+        return []
+
+    def encoder_cut(self, params: dict[str, np.ndarray]) -> Optional[bool]:
+        """The layer with ``params`` and the encoder's output fixed (inside a model only)."""
+        return None
 
     def norm_ok(self, b: Block) -> Optional[bool]:
         step = self.step
@@ -503,30 +677,196 @@ class _LayerProbe:
                           values=True)
 
 
-def _departs_silenced(probe: _LayerProbe, silenced_note: str) -> tuple[str, str]:
+def _departs_silenced(probe: _LayerProbe, silenced_note: str, silent: dict[str, np.ndarray]) -> tuple[str, str]:
     """The layer departs with every sublayer silenced (``silenced_note``: what that check said). A
     NaN or an exception is not silenced by zero weights: ask the pieces first, then the layer
-    without its MLP's biases, then its causal mask; else the residual path."""
+    without its MLP's biases, then its causal mask, then the layer again with a query that has no key
+    answered by zeros (``empty_query='zeros'``, where zero weights silence it); else the residual path
+    when the norms were seen to agree (otherwise norm and residual both remain possible)."""
     blocks = probe.blocks
+    norms: list[Optional[bool]] = []
     for b in blocks:
-        if (not probe.post or b is blocks[0]) and probe.norm_ok(b) is False:
-            return "norm", f"the layer departs with every sublayer silenced; the {b.name} block's norm departs"
+        if not probe.post or b is blocks[0]:
+            norms.append(probe.norm_ok(b))
+            if norms[-1] is False:
+                return "norm", f"the layer departs with every sublayer silenced; the {b.name} block's norm departs"
         if b.attn and probe.attn_ok(b) is False:
             return b.name, ("the layer departs with every sublayer silenced; mh_attention departs on the "
                             f"{b.name}'s input")
-    nan = "NaN" in silenced_note and any(probe.causal(b) for b in blocks)  # an empty query needs a mask
+    found = _not_silent(probe, blocks, silent, "every sublayer silenced (output weights 0)")
+    if found is not None:
+        return found
+    nan = "NaN" in silenced_note or "nan" in silenced_note
     structural = silenced_note.startswith("raised") or " has shape " in silenced_note
-    if structural and probe.variant.mlp_bias and _agrees_without_mlp_biases(probe):  # raised, or another shape
+    # raised, or another shape; at d_e ≤ 2 agreeing through a norm is no proof (it keeps only a sign)
+    if structural and probe.variant.mlp_bias and probe.d_e >= 3 and _agrees_without_mlp_biases(probe):
         return "MLP", (f"the layer departs whatever its weights ({silenced_note[:60]}) but agrees "
                        "without the MLP's biases: how b1, b2 are added")
     for b in blocks:
-        if b.attn and (probe.mask_ok(b) is False or nan):
-            return b.name, ("the layer departs with every sublayer silenced, "
-                            + ("and its unidirectional_mask entry departs" if not nan else
-                               "with a NaN that zero weights do not silence: a query left with no key "
-                               "(the layer's own mask)"))
-    return "residual", ("the layer departs with every sublayer silenced while its norm and attention entries "
-                        "agree: the residual path (or where the norms sit) differs")
+        if b.attn and probe.mask_ok(b) is False:
+            return b.name, "the layer departs with every sublayer silenced, and its unidirectional_mask entry departs"
+    if (nan or structural) and probe.variant.empty_query != "zeros":
+        zeros = probe.under(probe.variant.replace(empty_query="zeros"))
+        if zeros.run(silent, "every sublayer silenced, empty_query='zeros'") is True:
+            found = _locate_in_layer(zeros.check, zeros.step, zeros.variant, zeros)
+            probe.candidates = zeros.candidates
+            if found[0] or zeros.candidates:
+                return found[0], ("a NaN or an exception that zero weights do not silence; with a query that "
+                                  f"has no key answered by zeros (empty_query='zeros'): {found[1]}")
+    if probe.post and _still_normalised(probe, silent):
+        return "norm", ("the layer departs with every sublayer silenced, yet with γ = 1, β = 0 each column it returns "
+                        "has mean 0 and one spread, not the spec's: its norms run, with another convention than the "
+                        "spec's (variance, ε: the norm as the layer calls it)")
+    if probe.post and not (nan or structural):
+        found = _post_ln_norm_params(probe, silent)
+        if found is not None:
+            return found
+    if norms and all(n is True for n in norms) and not (probe.post and probe.d_e < 3):
+        return "residual", ("the layer departs with every sublayer silenced while its norm and attention entries "
+                            "agree: the residual path (or where the norms sit) differs")
+    why = _why_unchecked(probe.check.record, probe.norm_entry)
+    probe.candidates = ["norm", "residual"]
+    if nan or structural:  # an exception or a NaN zero weights leave: any attention's mask may give it
+        probe.candidates += [b.name for b in blocks if b.attn]
+    return "", ("the layer departs with every sublayer silenced: its norm or its residual path (the norm could not "
+                f"be checked on its own: {why or 'no norm is exercised on its own here'})")
+
+
+def _context_moves(probe: _LayerProbe, params: dict[str, np.ndarray], config: str) -> bool:
+    """With ``params`` (the cross-attention silenced: W_o = 0, b_o = 0) the spec's decoder layer does
+    not read the encoder's output Z at all: whether the implementation's output moves with Z (then
+    the cross-attention is not silenced by its own output weights: it computes with others)."""
+    if not any(b.name == "cross-attention" for b in probe.blocks):
+        return False
+    m = _moves(probe.check, lambda: probe.run_context(params, 1.0, f"{config}, Z × 8"),
+               lambda: probe.run_context(params, -1.0, f"{config}, Z × −8"))
+    return m is not None and m.only_impl()
+
+
+def _not_silent(probe: _LayerProbe, blocks: list[Block], params: dict[str, np.ndarray],
+                config: str) -> Optional[tuple[str, str]]:
+    """The layer departs with ``params``, in which ``blocks`` are silenced (output weights 0). Zero
+    output weights silence a sublayer only if it computes with its own: whether one of them is
+    heard all the same. The cross-attention: the output moves with the encoder's Z, which nothing
+    else reads; any of them: the layer agrees once every weight of that sublayer is 0."""
+    how = f"the layer departs with {config}"
+    for b in blocks:
+        if b.name == "cross-attention" and _context_moves(probe, params, config):
+            return b.name, (f"{how}, and its output moves with the encoder's output Z, which only the silenced "
+                            "cross-attention reads: the cross-attention computes with other weights than its own")
+    for b in blocks:
+        if probe.run(_zeroed(params, b), f"{config}, every weight of the {b.name} 0") is True:
+            return b.name, (f"{how} but agrees once every weight of the {b.name} is 0: zero output weights do not "
+                            f"silence it, so the {b.name} computes with other weights than its own")
+    return None
+
+
+def _post_ln_norm_params(probe: _LayerProbe, silent: dict[str, np.ndarray]) -> Optional[tuple[str, str]]:
+    """Post-LN with every sublayer silenced the layer is a chain of norms, and the spec's output moves
+    with each norm's γ (and β). A norm whose own γ, β the implementation's output does not move with,
+    while it moves with another block's norm: that norm computes with the other norm's parameters.
+    (An output that moves with no norm's parameters is a residual path that bypasses the norms: not
+    this.) None when no norm shows it."""
+    ran = _ran(probe.check, probe.run(silent, "every sublayer silenced (again)"))
+    if ran[0] is None:
+        return None
+
+    def changed(b: Block) -> dict[str, np.ndarray]:
+        return {**silent, **{k: _other(silent[k]) for k in (b.gamma, b.beta) if k in silent}}
+
+    for b in probe.blocks:
+        if b.gamma not in silent:
+            continue
+        own = _moves(probe.check, ran, lambda: probe.run(changed(b), f"every sublayer silenced, the {b.name} "
+                                                                     "block's norm γ, β changed"))
+        if own is None or not own.only_spec():
+            continue
+        for c in probe.blocks:
+            if c is b or c.gamma not in silent:
+                continue
+            other = _moves(probe.check, ran, lambda: probe.run(changed(c), f"every sublayer silenced, the {c.name} "
+                                                                           "block's norm γ, β changed"))
+            if other is not None and other.impl:
+                return "norm", (f"the layer departs with every sublayer silenced, and its output does not move with "
+                                f"the {b.name} block's norm γ, β as the spec's does, yet moves with the {c.name} "
+                                "block's: that norm computes with other parameters than its own")
+    return None
+
+
+def _post_ln_sum(probe: _LayerProbe, b: Block, later: dict[str, np.ndarray], part: str,
+                 said: str) -> Optional[tuple[str, str]]:
+    """Post-LN: the layer departs once the attention block ``b`` is on, with equal scores too, while
+    mh_attention agrees on its own: its call, or the sum X + f its norm reads. With W_o = 0 the block
+    adds b_o 1ᵀ, none of its own computation: if the layer still departs and moves with that b_o
+    (as the spec's does), the sum differs: the residual path. If it agrees, the call. Otherwise
+    (or at d_e ≤ 2, where a norm keeps little more than a sign) both remain possible."""
+    both = ("", f"the layer departs once the {b.name} is on, {part}: its call of the attention or the sum X + f "
+                f"its norm reads (the residual path); {said}")
+    w_o, b_o = b.attn + "W_o", b.attn + "b_o"
+    if probe.d_e < 3 or w_o not in later or b_o not in later:
+        probe.candidates = [b.name, "residual"]
+        return both
+    const = {**later, w_o: np.zeros_like(later[w_o])}
+    label = f"the {b.name} made constant (W_o = 0: it adds b_o 1ᵀ)"
+    m = _moves(probe.check, lambda: probe.run(const, label),
+               lambda: probe.run({**const, b_o: _other(const[b_o])}, label + ", another b_o"))
+    if m is not None and m.first is True and m.second is True:
+        return None
+    if m is not None and m.impl and m.spec:
+        return "residual", (f"the layer departs once the {b.name} is on, {part}, and still with the {b.name} made "
+                            "constant (W_o = 0: it adds b_o 1ᵀ, none of its own computation), moving with that b_o "
+                            "as the spec's does: the sum X + f its norm reads differs (the residual path)")
+    probe.candidates = [b.name, "residual"]
+    return both
+
+
+def _reads_norm(probe: _LayerProbe, b: Block, later: dict[str, np.ndarray]) -> Optional[tuple[str, str]]:
+    """Pre-LN: the layer departs once block ``b`` is on. Its f reads the norm's output, so the spec's
+    output moves with that norm's γ and β; if the implementation's does not, while it does move with
+    f's own output weights (f is heard: not a layer left out), f reads something else (the norm's
+    result is left unused)."""
+    out = b.attn + "W_o" if b.attn else f"W_mlp{b.mlp[1]}"
+    if probe.post or b.gamma not in later or out not in later:
+        return None
+    moved = {**later, b.gamma: _other(later[b.gamma])}
+    if b.beta in later:
+        moved[b.beta] = _other(later[b.beta])
+    ran = _ran(probe.check, probe.run(later, f"sublayers up to the {b.name} on"))
+    m = _moves(probe.check, ran, lambda: probe.run(moved, f"the same, the {b.name} block's norm γ and β changed"))
+    if m is None or not m.only_spec():
+        return None
+    heard = _moves(probe.check, ran,
+                   lambda: probe.run({**later, out: _other(later[out])}, f"the same, the {b.name}'s {out} changed"))
+    if heard is None or not (heard.impl and heard.spec):
+        return None
+    return "norm", (f"the layer departs once the {b.name} is on, and its output does not move with that block's "
+                    f"norm (γ, β) as the spec's does: the {b.name} does not read its norm's output")
+
+
+def _still_normalised(probe: _LayerProbe, silent: dict[str, np.ndarray]) -> bool:
+    """Post-LN with every sublayer silenced the spec returns norm(X): with γ = 1, β = 0 (layer norm) each
+    column has mean 0 and the same spread. Whether the implementation's columns still do (then its norm
+    runs, differently) rather than the residual path being changed."""
+    if probe.variant.norm != "layer_norm" or probe.d_e < 3:
+        return False
+    plain = dict(silent)
+    for b in probe.blocks:
+        for name, value in ((b.gamma, 1.0), (b.beta, 0.0)):
+            if name in plain:
+                plain[name] = np.full_like(plain[name], value)
+    if probe.run(plain, "every sublayer silenced, γ = 1, β = 0") is not False or probe.check.last_out is None:
+        return False
+    Y = np.asarray(next(iter(probe.check.last_out.values())), dtype=np.float64)
+    if Y.ndim != 2 or not np.all(np.isfinite(Y)):
+        return False
+    spread = np.sqrt(np.mean(Y * Y, axis=0))
+    ref = next(iter((probe.check.last_ref or {}).values()), None)
+    if ref is not None and np.shape(ref) == Y.shape and np.all(np.isfinite(ref)):
+        want = np.sqrt(np.mean(np.asarray(ref, dtype=np.float64) ** 2, axis=0))
+        if np.allclose(spread, want, rtol=1e-3):  # normalised as the spec normalises: what it reads differs
+            return False
+    return bool(np.allclose(Y.mean(axis=0), 0.0, atol=1e-6 * max(float(spread.max()), 1e-300))
+                and np.allclose(spread, spread[0], rtol=1e-6) and spread[0] > 0)
 
 
 def _agrees_without_mlp_biases(probe: _LayerProbe) -> bool:
@@ -538,21 +878,86 @@ def _agrees_without_mlp_biases(probe: _LayerProbe) -> bool:
                        probe.variant.replace(mlp_bias=False)) is True
 
 
+def _equal_scores(params: dict[str, np.ndarray], b: Block) -> dict[str, np.ndarray]:
+    """The attention block ``b`` with W_q = 0 (and b_q = 0): every score is 0, every allowed key gets
+    the same weight, so the scale, W_q, W_k and the softmax of varying scores play no part."""
+    head = b.attn + "heads."
+    return {k: (np.zeros_like(v) if k.startswith(head) and k.rsplit(".", 1)[-1] in ("W_q", "b_q") else v)
+            for k, v in params.items()}
+
+
 def _attention_on(probe: _LayerProbe, b: Block, later: dict[str, np.ndarray]) -> Optional[tuple[str, str]]:
     """The layer with the sublayers up to the attention block ``b`` on: None when it agrees, else
-    which of its norm, its mask and the attention departs."""
+    which of its norm, its mask and the attention departs. Where mh_attention cannot be checked on
+    its own, the layer is run again with equal scores (``_equal_scores``) and the detail says what
+    that separates, never that the layer's own call differs."""
     if probe.run(later, f"sublayers up to the {b.name} on") is not False:
         return None
-    if probe.norm_ok(b) is False:
+    n = probe.norm_ok(b)
+    if n is False:
         return "norm", f"the layer departs once the {b.name} is on, and its norm entry departs on its input"
     a = probe.attn_ok(b)
     if probe.mask_ok(b) is False:
         return b.name, f"the layer departs once the {b.name} is on; its unidirectional_mask entry departs"
     if a is False:
         return b.name, f"the layer departs once the {b.name} is on; mh_attention departs on its input"
-    return b.name, (f"the layer departs once the {b.name} is on, though mh_attention "
-                    f"{'agrees' if a else 'was not checked'} on the spec's input and mask: the layer's "
-                    "own mask or call of it differs")
+    after = probe.blocks[[c.name for c in probe.blocks].index(b.name) + 1:]
+    found = _not_silent(probe, after, later, f"the sublayers up to the {b.name} on, those after it silenced")
+    if found is not None:
+        return found
+    encoder = probe.encoder_places() if b.name == "cross-attention" else []
+    why = _why_unchecked(probe.check.record, "mh_attention") if a is None else ""
+    said = (f"mh_attention could not be checked on its own ({why})" if why else
+            "mh_attention agrees on the spec's input and mask, so the layer's own call of it differs")
+    equal = probe.run(_equal_scores(later, b), f"the {b.name} with W_q = 0 (equal scores)")
+    if equal is True:
+        part = "in its scores (the scale, W_q, W_k or the softmax over varying scores): it agrees with equal scores"
+    elif equal is False:
+        part = "with equal scores too (its mask, values, heads or output, or what it reads)"
+    else:
+        part = "(which part could not be checked)"
+    if encoder and equal is not True:
+        if probe.encoder_cut(later) is False:
+            return b.name, (f"the layer departs once the {b.name} is on, {part}, and still with the encoder's "
+                            f"output fixed (its last norm's γ = 0); {said}")
+        probe.candidates = [b.name] + encoder
+        return "", (f"the layer departs once the {b.name} is on, {part}, but not with the encoder's output fixed: "
+                    f"the {b.name} (it is the first to read the encoder) or the encoder; {said}")
+    if equal is False and not probe.post and b.gamma in later:  # pre-LN: the norm as the layer calls it
+        found = _pre_ln_norm(probe, b, later, n, part, said)
+        if found is not None:
+            return found
+    if equal is False and probe.post:
+        found = _post_ln_sum(probe, b, later, part, said)
+        if found is not None:
+            return found
+    return b.name, f"the layer departs once the {b.name} is on, {part}; {said}"
+
+
+def _pre_ln_norm(probe: _LayerProbe, b: Block, later: dict[str, np.ndarray], n: Optional[bool], part: str,
+                 said: str) -> Optional[tuple[str, str]]:
+    """Pre-LN, the layer departs once attention block ``b`` is on, with equal scores too: the norm as
+    the layer calls it, or the attention. With the norm cut (γ = 0) every column the attention reads
+    is alike: agreeing there puts the departure in the norm (or, causal, the mask that alike columns
+    hide); departing, the layer's output is asked whether it moves with the norm's γ, β at all."""
+    cut = {**later, b.gamma: np.zeros_like(later[b.gamma])}
+    if probe.run(cut, f"the {b.name}'s norm cut (γ = 0): every column it reads alike") is not True:
+        return _reads_norm(probe, b, later)
+    detail = (f"the layer departs once the {b.name} is on, {part}, but not when its norm's output is "
+              f"fixed: the norm as the layer calls it ({'it agrees' if n else 'it could not be checked'} "
+              "on its own)")
+    if not probe.causal(b):
+        return "norm", detail
+    # a causal mask does nothing on columns that are all alike
+    alike = probe.run_alike(later, "the layer's input columns all alike (the mask then does nothing)")
+    if alike is False:
+        return "norm", detail + "; it departs on an input whose columns are all alike, where the mask does nothing"
+    if alike is True:  # a norm works column by column: alike columns would show it
+        return b.name, (f"the layer departs once the {b.name} is on, {part}, but neither with its norm's output "
+                        f"fixed nor on an input whose columns are all alike: its mask (what only distinct columns "
+                        f"show); {said}")
+    probe.candidates = ["norm", b.name]
+    return "", detail + f", or the {b.name}'s mask (alike columns hide it); {said}"
 
 
 def _mlp_on(probe: _LayerProbe, b: Block, later: dict[str, np.ndarray]) -> Optional[tuple[str, str]]:
@@ -571,6 +976,9 @@ def _mlp_on(probe: _LayerProbe, b: Block, later: dict[str, np.ndarray]) -> Optio
     if probe.run(later, "the whole MLP on") is False:
         if not probe.post and probe.norm_ok(b) is False:
             return "norm", "the layer departs once the MLP is on, and its norm entry departs on its input"
+        found = _reads_norm(probe, b, later)
+        if found is not None:
+            return found
         return "MLP", "the layer departs once the whole MLP is on (its activation agrees on its own)"
     return None
 
@@ -619,8 +1027,10 @@ def locate(member: Any, algorithm: str, inputs: Mapping[str, np.ndarray], params
                                _l(inputs["Z"]) if algorithm == "decoder_layer" else None)[0]
             step.inputs = {k: np.asarray(v) for k, v in inputs.items()}
             if check(step.where, algorithm, step.inputs, step.params, step.hyper, "the whole layer") is False:
-                d.sublayer, d.detail = _locate_in_layer(check, step, variant)
-                d.where = "layer" if d.sublayer else ""
+                probe = _LayerProbe(check, step, variant)
+                d.sublayer, d.detail = _locate_in_layer(check, step, variant, probe)
+                d.candidates = [f"layer/{c}" for c in probe.candidates]
+                d.where = "layer" if d.sublayer or d.candidates else ""
             else:
                 d.detail = "the layer agrees with the spec on this case (the failure did not recur here)"
         elif algorithm in MODEL_OF:
@@ -628,9 +1038,30 @@ def locate(member: Any, algorithm: str, inputs: Mapping[str, np.ndarray], params
         d.intermediate = _intermediates(member, algorithm, inputs, params, hyper, variant, dtype, budget)
     except SpecError as exc:  # the spec refuses a piece of the walk: say so, never raise
         d.detail = f"the walk stopped: {exc}"
+    d.unchecked = _unchecked(d.checks)
     d.gave_up = budget.spent
     d.seconds = time.perf_counter() - started
     return d
+
+
+def _unchecked(checks: list[dict[str, Any]]) -> list[str]:
+    """Each piece the walk asked about but could not check, once, with why (in the walk's order)."""
+    out: list[str] = []
+    for r in checks:
+        if r["ok"] is not None:
+            continue
+        note = str(r.get("note", ""))
+        why = f"the plugin does not implement {r['entry']}" if note.startswith("not offered") else \
+            f"{r['entry']}: {note}"
+        line = f"{r['where']} ({why})"
+        if line not in out:
+            out.append(line)
+    return out
+
+
+def _place(where: str) -> tuple[str, str]:
+    """A step's place as (where, sublayer): the head's norm is the head's ("head", "norm")."""
+    return ("head", "norm") if where == "head norm" else (where, "")
 
 
 def _walk_model(d: Divergence, check: _Checker, member: Any, algorithm: str, inputs: Mapping[str, np.ndarray],
@@ -650,12 +1081,14 @@ def _walk_model(d: Divergence, check: _Checker, member: Any, algorithm: str, inp
         if d.where:
             d.also.append(step.where)
             continue
-        d.where = step.where
         if step.entry in _LAYERS:
-            d.sublayer, d.detail = _locate_in_layer(check, step, variant)
-            d.detail = f"{step.entry} departs on the spec's input; {d.detail}"
+            probe = _LayerProbe(check, step, variant)
+            d.sublayer, detail = _locate_in_layer(check, step, variant, probe)
+            d.candidates = [f"{step.where}/{c}" for c in probe.candidates]
+            d.where = step.where
+            d.detail = f"{step.entry} departs on the spec's input; {detail}"
         else:
-            d.sublayer = ""
+            d.where, d.sublayer = _place(step.where)
             d.detail = f"its {step.entry} entry departs on the spec's input"
         if not every:
             return
@@ -664,64 +1097,456 @@ def _walk_model(d: Divergence, check: _Checker, member: Any, algorithm: str, inp
     _walk_whole(d, check, model, model_entry, x, params, hyper, variant)
 
 
+# -- the whole model under ablations -----------------------------------------------------------------
+
+#: the layer stacks of each model: (parameter prefix, count, layer entry, place)
+_STACKS = {"d": (("layers", "L", "gpt2_layer", "layer"),), "e": (("layers", "L", "bert_layer", "layer"),),
+           "ed": (("enc_layers", "L_enc", "encoder_layer", "encoder layer"),
+                  ("dec_layers", "L_dec", "decoder_layer", "decoder layer"))}
+
+
+@dataclass
+class _Cut:
+    """A norm on the path that stays on when every sublayer is silenced: with γ = 0 and β fixed its
+    output is β 1ᵀ whatever reaches it, so what comes after it can be checked on its own."""
+
+    where: str
+    sublayer: str
+    gamma: str
+    beta: str
+
+
+class _ModelProbe:
+    """The model entry on the case's tokens with other parameters (possibly fewer layers)."""
+
+    def __init__(self, check: _Checker, model: str, entry: str, x: Mapping[str, np.ndarray],
+                 params: Mapping[str, np.ndarray], hyper: Mapping[str, int], variant: VariantSet) -> None:
+        self.check, self.model, self.entry, self.x = check, model, entry, x
+        self.params, self.hyper, self.variant = dict(params), dict(hyper), variant
+
+    def run(self, params: Mapping[str, np.ndarray], config: str) -> Optional[bool]:
+        h = {k: self.hyper[k] for k in REGISTRY[self.entry].hyper}
+        return self.check("model", self.entry, self.x, dict(params), h, config)
+
+    def differs(self, a: Optional[dict[str, np.ndarray]], b: Optional[dict[str, np.ndarray]]) -> bool:
+        """Whether two outputs of the implementation differ by more than rounding through the model."""
+        return _differ(a, b, self.check.dtype)
+
+    def layers(self) -> list[tuple[str, str, str]]:
+        """(parameter prefix, layer entry, place) of every layer, in the order the walk switches them
+        on: the decoder's first for the encoder-decoder (its encoder silenced: only the cross-attention
+        reads it), then the encoder's."""
+        out = [(f"{prefix}.{l}.", layer, f"{place} {l}")
+               for prefix, count, layer, place in _STACKS[self.model] for l in range(self.hyper[count])]
+        return [o for o in out if o[0].startswith("dec_")] + [o for o in out if not o[0].startswith("dec_")]
+
+
+def _silence_layer(params: dict[str, np.ndarray], prefix: str, layer: str) -> dict[str, np.ndarray]:
+    p = _strip(params, prefix)
+    for b in _blocks(layer):
+        p = _silenced(p, b)
+    return {**params, **{prefix + k: v for k, v in p.items()}}
+
+
+def _unsilenceable(note: str) -> bool:
+    """Whether a check's note says the implementation raised or returned NaN."""
+    return note.startswith("raised ") or "NaN" in note or " nan" in note
+
+
+def _fewest_layers(mp: _ModelProbe) -> Optional[tuple[str, str, str]]:
+    """Cut each stack to its first layers while the model still departs; the model probe keeps the
+    fewest. Returns the layer (prefix, entry, place) that makes it depart when it is the last one
+    kept and not the first (it runs differently from the layers before it), else None."""
+    found: Optional[tuple[str, str, str]] = None
+    for prefix, count, layer, place in _STACKS[mp.model]:
+        here: Optional[tuple[str, str, str]] = None
+        for keep in range(1, mp.hyper[count]):
+            h = {**mp.hyper, count: keep}
+            p = {k: v for k, v in mp.params.items()
+                 if not k.startswith(prefix + ".") or int(k.split(".")[1]) < keep}
+            if _ModelProbe(mp.check, mp.model, mp.entry, mp.x, p, h, mp.variant).run(
+                    p, f"the model cut to {count} = {keep}") is False:
+                mp.params, mp.hyper = p, h
+                here = None if keep == 1 else (f"{prefix}.{keep - 1}.", layer, f"{place} {keep - 1}")
+                break
+        else:
+            if mp.hyper[count] > 1:
+                l = mp.hyper[count] - 1
+                here = (f"{prefix}.{l}.", layer, f"{place} {l}")
+        found = found or here
+    return found
+
+
 def _walk_whole(d: Divergence, check: _Checker, model: str, model_entry: str, x: Mapping[str, np.ndarray],
                 params: Mapping[str, np.ndarray], hyper: Mapping[str, int], variant: VariantSet) -> None:
-    """Every entry agreed on its own: find the departure with the model entry itself, cut to its
-    first layers, then (when even one layer departs) with every layer silenced."""
-    if _model_check(check, model_entry, x, params, hyper, "model", "the whole model") is not False:
+    """Every entry agreed on its own, or could not be checked: find the departure with the model entry
+    itself. Cut to its fewest departing layers; every sublayer silenced (what stays on: embedding,
+    post-LN norms, final norm, head, unembedding, residual path: ``_chain``); then each layer's
+    sublayers switched on in order, as inside a layer (``_locate_in_layer``, run through the model)."""
+    mp = _ModelProbe(check, model, model_entry, x, params, hyper, variant)
+    if mp.run(params, "the whole model") is not False:
         d.detail = "the whole model agrees with the spec on this case (the failure did not recur here)"
         return
     note = str(d.checks[-1].get("note", ""))
-    if note.startswith("raised "):  # ablations of a model that raises whatever its values say nothing
-        d.where = "model entry"
-        d.detail = f"every entry agrees on its own, the model entry itself {note}"
-        return
-    if model != "ed":
-        first_bad = hyper["L"]  # the whole model departs
-        for keep in range(1, hyper["L"]):
-            h = {**hyper, "L": keep}
-            p = {k: v for k, v in params.items() if not k.startswith("layers.") or int(k.split(".")[1]) < keep}
-            if _model_check(check, model_entry, x, p, h, f"first {keep} layer(s)",
-                            f"the model cut to L = {keep}") is False:
-                first_bad = keep
-                break
-        if first_bad > 1:
-            d.where = f"layer {first_bad - 1}"
-            d.detail = (f"the model cut to its first {first_bad} layers departs, to {first_bad - 1} agrees, and "
-                        "the layer entry agrees on the spec's input: the model runs that layer differently "
-                        "(its parameters, its input)")
-            return
-    silent = dict(params)
-    stacks = (("enc_layers", "L_enc", "encoder_layer"), ("dec_layers", "L_dec", "decoder_layer")) if model == "ed" \
-        else (("layers", "L", "bert_layer" if model == "e" else "gpt2_layer"),)
-    for prefix, count, layer in stacks:
-        for l in range(hyper[count]):
-            at = f"{prefix}.{l}."
-            layer_params = _strip(silent, at)
-            for b in _blocks(layer):
-                layer_params = _silenced(layer_params, b)
-            silent.update({at + k: v for k, v in layer_params.items()})
-    if _model_check(check, model_entry, x, silent, hyper, "model", "every layer's sublayers silenced") is False:
-        final = {"d": ("gamma", "beta"), "e": ("gamma_final", "beta_final")}.get(model, ("gamma_dec", "beta_dec"))
-        present = [k for k in final if k in params]
-        if present:  # a final norm with γ = β = 0 makes X = 0: does the model apply it at all?
-            zeroed = {**silent, **{k: np.zeros_like(params[k]) for k in present}}
-            if _model_check(check, model_entry, x, zeroed, hyper, "model",
-                            "layers silenced, final norm's γ and β zero") is False:
-                d.where = "final norm"
-                d.detail = ("the model departs with its layers silenced and its final norm's γ, β zero (the spec's "
-                            "X is then 0), while its norm entry agrees: the model does not apply its final norm "
-                            "as the spec does")
+    prefix = ""
+    if _unsilenceable(note):  # zero weights silence neither an exception nor a NaN
+        zv = variant.replace(empty_query="zeros")
+        ok: Optional[bool] = None
+        if variant.empty_query != "zeros":
+            h = {k: hyper[k] for k in REGISTRY[model_entry].hyper}
+            ok = check.under(zv)("model", model_entry, x, dict(params), h, "the whole model, empty_query='zeros'")
+        if ok is not False or _unsilenceable(str(d.checks[-1].get("note", ""))):
+            if _blind(variant, hyper):
+                d.candidates = _places(mp)
+                d.detail = (f"the model entry {note[:80]}; with empty_query='zeros' it agrees, and at d_e = "
+                            f"{hyper['d_e']} a norm hides too much to tell where")
                 return
-        d.where = "head" if model == "e" else "outside the layers"
-        d.detail = ("the model departs with every layer's sublayers silenced while its embedding, norm and "
-                    "unembedding entries agree: " + ("the head's W_f or activation (Algorithm 9 line 10)"
-                                                     if model == "e" else "how the model joins them"))
+            d.where = "model entry"
+            d.detail = f"every entry agrees on its own or could not be checked; the model entry itself {note[:80]}"
+            return
+        mp = _ModelProbe(check.under(zv), model, model_entry, x, params, hyper, zv)
+        variant = zv
+        prefix = "with a query that has no key answered by zeros (empty_query='zeros'), "
+    _whole_walk(d, mp, variant, prefix)
+    if _blind(variant, mp.hyper) and d.where != "unembedding":
+        named = f"{d.where}/{d.sublayer}" if d.sublayer else d.where
+        # the layer as a whole stays listed: its other sublayers remain as possible as any other place
+        others = [p for p in _places(mp) if p != named]
+        d.candidates = ([named] if named else []) + [c for c in d.candidates if c != named] + others
+        d.where, d.sublayer = "", ""
+        d.detail += (f"; but at d_e = {mp.hyper['d_e']} a {variant.norm} keeps little more than a sign, so what "
+                     "agrees through a norm is no proof: every place remains possible, the probes pointed first "
+                     "at the first one listed")
+
+
+def _blind(variant: VariantSet, hyper: Mapping[str, int]) -> bool:
+    """Whether the case is too small for a norm to pass on what it reads: a layer norm over two values keeps
+    only the sign of their difference (one value: nothing), an RMS norm over one value only its sign."""
+    return hyper["d_e"] <= (2 if variant.norm == "layer_norm" else 1)
+
+
+def _places(mp: _ModelProbe) -> list[str]:
+    """Every place of the model, coarse (a layer as a whole), in the order it runs them."""
+    out = ["encoder embedding"] if mp.model == "ed" else []
+    out += [f"encoder layer {l}" for l in range(mp.hyper.get("L_enc", 0))]
+    out += ["encoder final norm"] if mp.model == "ed" else []
+    out += ["decoder embedding" if mp.model == "ed" else "embedding"]
+    out += [f"decoder layer {l}" for l in range(mp.hyper.get("L_dec", 0))]
+    out += [f"layer {l}" for l in range(mp.hyper.get("L", 0))]
+    out += ["decoder final norm" if mp.model == "ed" else "final norm"] + (["head"] if mp.model == "e" else [])
+    return out + ["unembedding"]
+
+
+def _whole_walk(d: Divergence, mp: _ModelProbe, variant: VariantSet, prefix: str) -> None:
+    new = _fewest_layers(mp)
+    base = dict(mp.params)
+    for at, layer, _where in mp.layers():
+        base = _silence_layer(base, at, layer)
+    if new is not None:
+        at, layer, where = new
+        config = {**mp.params, **{k: v for k, v in base.items() if k.startswith(at)}}
+        if mp.run(config, f"{where}'s sublayers silenced, the layers before it on") is False:
+            d.where = where
+            d.detail = (prefix + f"the model departs once it has {where} and agrees without it, even with that "
+                        "layer's sublayers silenced: the model runs the layer differently (its parameters, its "
+                        "residual path)")
+            return
+        if _in_layer(d, mp, variant, new, mp.params, prefix):
+            return
+    if mp.run(base, "every layer's sublayers silenced") is False:
+        if not _model_not_silent(d, mp, base, prefix):
+            _chain(d, mp, variant, base, prefix)
         return
-    first = "encoder layer 0" if model == "ed" else "layer 0"
-    d.where = first
-    d.detail = ("the model departs from its first layer on, but not with its sublayers silenced, while the layer "
-                "entry agrees on the spec's input: the model runs that layer differently")
+    order = mp.layers()
+    for k, (at, layer, where) in enumerate(order):
+        config = dict(mp.params)  # the layers before this one on, those after it silenced
+        for at2, layer2, _ in order[k + 1:]:
+            config = _silence_layer(config, at2, layer2)
+        if _in_layer(d, mp, variant, (at, layer, where), config, prefix):
+            return
+    d.detail = prefix + "the model departs, but no layer's sublayers switched on one at a time show where"
+
+
+def _model_not_silent(d: Divergence, mp: _ModelProbe, base: dict[str, np.ndarray], prefix: str) -> bool:
+    """The model departs with every sublayer silenced (output weights 0). Zero output weights silence a
+    sublayer only if it computes with its own: whether the model agrees once every weight of one
+    sublayer is 0 (then that sublayer is heard though silenced: it computes with other weights)."""
+    for at, layer, where in mp.layers():
+        for b in _blocks(layer):
+            zeroed = _zeroed(_strip(base, at), b)
+            if mp.run({**base, **{at + k: v for k, v in zeroed.items()}},
+                      f"every sublayer silenced, every weight of {where}'s {b.name} 0") is True:
+                d.where, d.sublayer = where, b.name
+                d.detail = prefix + (f"the model departs with every sublayer silenced (output weights 0) but agrees "
+                                     f"once every weight of {where}'s {b.name} is 0: zero output weights do not "
+                                     f"silence it, so it computes with other weights than its own")
+                return True
+    return False
+
+
+def _in_layer(d: Divergence, mp: _ModelProbe, variant: VariantSet, layer: tuple[str, str, str],
+              config: dict[str, np.ndarray], prefix: str) -> bool:
+    """The layer switched on inside the model (``config``: the other layers as they stand): whether
+    it departs, and then where (``_locate_in_layer`` with the model entry running the layer)."""
+    at, name, where = layer
+    if mp.run(config, f"{where} on, the layers after it silenced") is not False:
+        return False
+    steps, _ = model_walk(mp.model, mp.x, config, mp.hyper, variant)
+    step = next(s for s in steps if s.where == where)
+    probe = _ModelLayerProbe(mp, step, variant, at, config)
+    sub, detail = _locate_in_layer(probe.check, step, variant, probe)
+    d.where, d.sublayer = where, sub
+    d.candidates = [c if c.startswith("encoder ") else f"{where}/{c}" for c in probe.candidates]
+    d.detail = prefix + f"the model departs once {where} is on; {detail}"
+    return True
+
+
+class _ModelLayerProbe(_LayerProbe):
+    """A layer probed through the model entry: the layer's parameters set inside ``config``."""
+
+    def __init__(self, mp: _ModelProbe, step: Step, variant: VariantSet, at: str,
+                 config: dict[str, np.ndarray]) -> None:
+        super().__init__(mp.check, step, variant)
+        self.mp, self.at, self.config = mp, at, config
+
+    def under(self, variant: VariantSet) -> "_LayerProbe":
+        other = super().under(variant)
+        assert isinstance(other, _ModelLayerProbe)
+        other.mp = _ModelProbe(other.check, self.mp.model, self.mp.entry, self.mp.x, self.mp.params, self.mp.hyper,
+                               variant)
+        return other
+
+    def run(self, params: dict[str, np.ndarray], config: str) -> Optional[bool]:
+        return self.mp.run(self._merged(params), f"{self.step.where}: {config}")
+
+    def run_alike(self, params: dict[str, np.ndarray], config: str) -> Optional[bool]:
+        return None  # the layer's input inside a model is not the walk's to set
+
+    def _merged(self, params: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        merged = {k: v for k, v in self.config.items() if not k.startswith(self.at)}
+        merged.update({self.at + k: v for k, v in params.items()})
+        return merged
+
+    def run_moved(self, params: dict[str, np.ndarray], config: str) -> Optional[bool]:
+        """Other embeddings (``_upstream_changed``): what reaches the layer changes."""
+        moved = _upstream_changed(self._merged(params), self.variant)
+        return None if moved is None else self.mp.run(moved, f"{self.step.where}: {config}")
+
+    def run_context(self, params: dict[str, np.ndarray], sign: float, config: str) -> Optional[bool]:
+        """The encoder's output moved far by ``sign``: its last norm's γ = 0 and β = ``sign`` × 8 × a fixed
+        column (γ = that column without β), or without a last norm the last encoder layer's MLP bias
+        (or output weights) set so: what the cross-attention reads changes, nothing else does."""
+        if self.mp.model != "ed" or self.step.context is None:
+            return None
+        merged = self._merged(params)
+        gamma, beta = self._encoder_last_norm()
+
+        def far(name: str) -> np.ndarray:
+            v = np.asarray(merged[name], dtype=np.float64)
+            return sign * 8.0 * np.linspace(-1.0, 1.5, v.size).reshape(v.shape)
+
+        if gamma in merged:
+            if beta in merged:
+                merged[gamma], merged[beta] = np.zeros_like(merged[gamma]), far(beta)
+            else:
+                merged[gamma] = far(gamma)
+        else:
+            last = f"enc_layers.{self.mp.hyper['L_enc'] - 1}."
+            if last + "b_mlp2" in merged:
+                merged[last + "b_mlp2"] = far(last + "b_mlp2")
+            elif last + "W_mlp2" in merged:
+                merged[last + "W_mlp2"] = sign * 8.0 * np.asarray(merged[last + "W_mlp2"], dtype=np.float64)
+            else:
+                return None
+        return self.mp.run(merged, f"{self.step.where}: {config}")
+
+    def _encoder_last_norm(self) -> tuple[str, str]:
+        """The encoder's last norm (its final norm, else its last layer's last post-LN norm); ("", "")
+        when its output leaves through no norm."""
+        if self.variant.resolved_final_norm("ed_encoder"):
+            return "gamma_enc", "beta_enc"
+        last = self.mp.hyper["L_enc"] - 1
+        if self.variant.resolved_norm_placement("ed_encoder") != "post":
+            return "", ""
+        return f"enc_layers.{last}.gamma2", f"enc_layers.{last}.beta2"
+
+    def encoder_places(self) -> list[str]:
+        if self.mp.model != "ed":
+            return []
+        pieces = ["encoder embedding"] + [f"encoder layer {l}" for l in range(self.mp.hyper["L_enc"])]
+        return pieces + (["encoder final norm"] if self.variant.resolved_final_norm("ed_encoder") else [])
+
+    def encoder_cut(self, params: dict[str, np.ndarray]) -> Optional[bool]:
+        """The encoder's last norm with γ = 0: Z = β 1ᵀ whatever the encoder computes before it."""
+        if self.mp.model != "ed":
+            return None
+        last = self.mp.hyper["L_enc"] - 1
+        gamma = "gamma_enc" if self.variant.resolved_final_norm("ed_encoder") else f"enc_layers.{last}.gamma2"
+        if gamma not in self.config or (gamma.startswith("enc_layers.") and
+                                        self.variant.resolved_norm_placement("ed_encoder") != "post"):
+            return None
+        merged = {k: v for k, v in self.config.items() if not k.startswith(self.at)}
+        merged.update({self.at + k: v for k, v in params.items()})
+        merged[gamma] = np.zeros_like(merged[gamma])
+        return self.mp.run(merged, f"{self.step.where}: the same with the encoder's output fixed ({gamma} = 0)")
+
+
+def _cuts(mp: _ModelProbe, variant: VariantSet, params: Mapping[str, np.ndarray]) -> list[_Cut]:
+    """The norms that stay on with every sublayer silenced, in the order the model runs them (only
+    the decoder's for the encoder-decoder: its encoder is then read by nothing)."""
+    out = []
+    stacks = [s for s in _STACKS[mp.model] if s[0] != "enc_layers"]
+    for prefix, count, layer, place in stacks:
+        if variant.resolved_norm_placement(_LAYERS[layer]) == "post":
+            for l in range(mp.hyper[count]):
+                out += [_Cut(f"{place} {l}", "norm", f"{prefix}.{l}.{b.gamma}", f"{prefix}.{l}.{b.beta}")
+                        for b in _blocks(layer)]
+    final = {"d": ("final norm", "gpt2", "gamma", "beta"), "e": ("final norm", "bert", "gamma_final", "beta_final"),
+             "ed": ("decoder final norm", "ed_decoder", "gamma_dec", "beta_dec")}[mp.model]
+    if variant.resolved_final_norm(final[1]):
+        out.append(_Cut(final[0], "", final[2], final[3]))
+    if mp.model == "e":
+        out.append(_Cut("head", "norm", "gamma", "beta"))
+    return [c for c in out if c.gamma in params]
+
+
+def _cut(params: Mapping[str, np.ndarray], c: _Cut) -> dict[str, np.ndarray]:
+    g = np.asarray(params[c.gamma])
+    p = {**params, c.gamma: np.zeros_like(g)}
+    if c.beta in p:  # a fixed β with distinct entries: what comes after sees a column it can tell apart
+        p[c.beta] = (np.arange(g.size, dtype=np.float64).reshape(g.shape) + 1.0) * (0.5 if g.size < 2 else
+                                                                                    1.0 / (g.size - 1))
+    return p
+
+
+def _upstream_changed(params: Mapping[str, np.ndarray], variant: VariantSet) -> Optional[dict[str, np.ndarray]]:
+    """Other token embeddings (or, when W_e is also the unembedding, other positions): what reaches a
+    cut changes, what comes after it does not."""
+    name = "W_p" if variant.unembedding == "tied" else "W_e"
+    if name not in params:
+        return None
+    W = np.asarray(params[name], dtype=np.float64)
+    return {**params, name: -1.5 * W[::-1] + 0.25}
+
+
+def _chain(d: Divergence, mp: _ModelProbe, variant: VariantSet, base: dict[str, np.ndarray], prefix: str) -> None:
+    """The model departs with every sublayer silenced: the departure is on the path that stays on.
+    Each norm on it is cut in turn from the last (γ = 0, β fixed); the latest cut that still departs
+    bounds the departure to what follows it, unless the model's output still depends on what precedes
+    the cut (then the cut norm itself is not applied as the spec applies it). With no cut departing,
+    the departure precedes the first norm: the residual path (pre-LN), or the embedding (tokens only,
+    positions only, every column the same token)."""
+    cuts = _cuts(mp, variant, base)
+    after = [(c.where, c.sublayer) for c in cuts[1:]] + [("unembedding", "")]
+    for k in range(len(cuts) - 1, -1, -1):
+        c = cuts[k]
+        cut = _cut(base, c)
+        label = f"{c.where} {c.sublayer}".strip()
+        r = mp.run(cut, f"sublayers silenced, {label} cut (γ = 0)")
+        if r is None:
+            d.detail = prefix + f"the model departs with every sublayer silenced; could not check it with {label} cut"
+            return
+        if r is False and _unsilenceable(str(mp.check.record[-1].get("note", ""))):
+            continue  # a NaN passes through γ = 0: it comes from before the cut
+        if r is False:
+            first = mp.check.last_out
+            moved = _upstream_changed(cut, variant)
+            if moved is not None and mp.run(moved, "the same, other embeddings before the cut") is not None \
+                    and mp.differs(first, mp.check.last_out):
+                d.where, d.sublayer = c.where, c.sublayer
+                d.detail = prefix + (f"with its γ = 0, {label} still passes on what reaches it: the model does "
+                                     "not apply it as the spec does")
+                return
+            where, sub = after[k]
+            _after_cut(d, mp, where, sub, label, prefix)
+            return
+    first_where = cuts[0].where if cuts else "unembedding"
+    first_sub = cuts[0].sublayer if cuts else ""
+    if _pre_ln_residual(d, mp, variant, base, prefix):
+        return
+    _embedding_or(d, mp, variant, base, (first_where, first_sub), prefix)
+
+
+def _after_cut(d: Divergence, mp: _ModelProbe, where: str, sub: str, label: str, prefix: str) -> None:
+    how = f"the model departs with every sublayer silenced and {label} cut (its output fixed), and only there"
+    if where == "head":
+        d.where, d.sublayer = "head", ""
+        d.detail = prefix + how + ": the head (W_f, its activation or its norm, Algorithm 9 lines 10-11)"
+    elif sub == "norm" and where != "head":  # two post-LN norms with a silenced sublayer between them
+        d.where, d.sublayer = where, ""
+        d.candidates = [f"{where}/norm", f"{where}/residual"]
+        d.detail = prefix + how + f": {where}'s norm or its residual path (a silenced sublayer between them)"
+    else:
+        d.where, d.sublayer = where, sub
+        d.detail = prefix + how + f": {where}"
+
+
+def _pre_ln_residual(d: Divergence, mp: _ModelProbe, variant: VariantSet, base: dict[str, np.ndarray],
+                     prefix: str) -> bool:
+    """Pre-LN, with its sublayer silenced a layer is the identity whatever its norms' γ and β: if the
+    model's output moves with them, that layer's residual path differs."""
+    order = [o for o in mp.layers() if variant.resolved_norm_placement(_LAYERS[o[1]]) == "pre"
+             and (mp.model != "ed" or o[0].startswith("dec_"))]
+    order.sort(key=lambda o: (o[0].startswith("dec_"), int(o[0].split(".")[1])))
+    if not order or mp.run(base, "every sublayer silenced (again)") is None:
+        return False
+    ref = mp.check.last_out
+    for at, layer, where in order:
+        moved = dict(base)
+        for b in _blocks(layer):
+            for name in (at + b.gamma, at + b.beta):
+                if name in moved:
+                    moved[name] = -2.0 * np.asarray(moved[name], dtype=np.float64) + 0.75
+        if mp.run(moved, f"{where}'s norms changed, its sublayers silenced") is None:
+            continue
+        if mp.differs(ref, mp.check.last_out):
+            d.where, d.sublayer = where, "residual"
+            d.detail = prefix + (f"with its sublayers silenced {where} is the identity in the spec (pre-LN), yet the "
+                                 "model's output moves with its norms' γ and β: the residual path adds what the "
+                                 "norm returns")
+            return True
+    return False
+
+
+def _embedding_or(d: Divergence, mp: _ModelProbe, variant: VariantSet, base: dict[str, np.ndarray],
+                  first: tuple[str, str], prefix: str) -> None:
+    """Before the first norm on the path: the embedding, or that first norm (or, with none, the
+    unembedding). Tokens only (W_p = 0) against positions only (W_e = 0): a departure in one of them
+    only is the embedding's. Then every token embedded as the same column (the embedding barely
+    exercised): a departure there is the first norm's."""
+    emb = "decoder embedding" if mp.model == "ed" else "embedding"
+    how = prefix + "the model departs with every sublayer silenced and with each norm on the path cut, so before it"
+    if "W_p" in base:
+        tok = mp.run({**base, "W_p": np.zeros_like(base["W_p"])}, "sublayers silenced, tokens only (W_p = 0)")
+        pos = mp.run({**base, "W_e": np.zeros_like(base["W_e"])}, "sublayers silenced, positions only (W_e = 0)")
+        if {tok, pos} == {True, False}:
+            d.where = emb
+            d.detail = how + f": it departs with {'tokens' if tok is False else 'positions'} only, not with " \
+                             f"{'positions' if tok is False else 'tokens'} only: the embedding's " \
+                             f"{'tokens' if tok is False else 'positions'}"
+            return
+    same = None
+    if not variant.positions.startswith("sinusoid"):
+        W = np.asarray(base["W_e"], dtype=np.float64)
+        col = np.linspace(-1.0, 1.5, W.shape[0]) if W.shape[0] > 1 else np.ones(1)
+        p = {**base, "W_e": np.repeat(col[:, None], W.shape[1], axis=1)}
+        if "W_p" in p:
+            p["W_p"] = np.zeros_like(p["W_p"])
+        same = mp.run(p, "sublayers silenced, every token the same column, no positions")
+    first_place = f"{first[0]}/{first[1]}" if first[1] else first[0]
+    if same is False and first[1] == "norm" and first[0] != "head":  # post-LN: X + 0 reaches that norm
+        d.where, d.candidates = first[0], [first_place, f"{first[0]}/residual"]
+        d.detail = how + f": it departs when every token is embedded alike: {first[0]}'s norm or its residual path"
+    elif same is False:
+        d.where, d.sublayer = first
+        d.detail = how + f": it departs when every token is embedded alike (the embedding barely exercised): " \
+                         f"{first_place}"
+    elif same is True and not variant.embedding_norm:
+        d.where = emb
+        d.detail = how + ": it agrees when every token is embedded alike: the embedding"
+    else:
+        d.candidates = [emb, first_place]
+        d.detail = how + ": the case cannot tell the embedding from what first follows it"
 
 
 # -- the implementation's own named intermediates ----------------------------------------------------

@@ -68,18 +68,13 @@ from ..core.case import Case
 from .diagnosis import structure
 from ..core.judge import judge
 from ..core.tolerances import ToleranceModelError, reference
-from ..core.values import EPSILONS, default_hyper
+from ..core.values import EPSILON_CANDIDATES, default_hyper
 
 __all__ = ["EPSILON_CANDIDATES", "EVALUATIONS", "SECONDS", "GroupResult", "Identity", "IdentifyError", "Identifier",
            "Observation", "Verdict", "call_variant", "designed_cases", "expression", "groups", "identify", "merge",
            "observe", "options", "project", "search", "value_text"]
 
-#: ε values tried, inside or outside the root (plus 0 with no placement): the strategies' values, the
-#: fourth seed's ν = 1e-4 (../shared/ALGORITHMS.md) and the machine epsilons that real defaults use
-#: (nn.RMSNorm(eps=None): finfo(dtype).eps). A finite list:
-#: an ε between two of these fits the nearer one, or none.
-EPSILON_CANDIDATES = tuple(sorted(set(EPSILONS) | {1e-4, float(np.finfo(np.float32).eps),
-                                                   float(np.finfo(np.float64).eps)}))
+#: ε values tried: ``values.EPSILON_CANDIDATES``
 _PLACED = ("inside_root", "outside_root")
 
 #: budget per entry: wall seconds and spec evaluations (each one ``reference`` on one case)
@@ -192,8 +187,8 @@ class GroupResult:
     """One switch (ε with its placement as one) at the fixed point."""
 
     group: str
-    #: "decided": one value fits, or "paper" and the one value it stands for at this entry (their
-    #: outputs bit-identical on every case);
+    #: "decided": one value fits and every other was judged (excluded or not testable), or "paper"
+    #: and the one value it stands for at this entry (their outputs bit-identical on every case);
     #: "undecided": several fit (``same_outputs`` and nothing excluded: the switch has no effect
     #: on these cases); "none fits": no value fits with the other switches as identified
     status: str
@@ -205,6 +200,8 @@ class GroupResult:
     same_outputs: bool = False
     dropped: dict[str, list[str]] = field(default_factory=dict)  # value text -> parameters it drops
     declared: Optional[dict[str, Any]] = None  # the value of the set the implementation was called with
+    #: values the budget ran out before judging: not excluded, so the switch is not decided
+    unjudged: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         def plain(vs: list[dict[str, Any]]) -> list[str]:
@@ -215,7 +212,8 @@ class GroupResult:
                 "consistent": plain(self.consistent), "excluded": plain(self.excluded),
                 "untestable": plain(self.untestable), "same_outputs": self.same_outputs,
                 **({"dropped": self.dropped} if self.dropped else {}),
-                **({"declared": value_text(self.group, self.declared)} if self.declared else {})}
+                **({"declared": value_text(self.group, self.declared)} if self.declared else {}),
+                **({"unjudged": plain(self.unjudged)} if self.unjudged else {})}
 
     def line(self) -> str:
         """One line: the switch, its status and values."""
@@ -228,7 +226,8 @@ class GroupResult:
             text = f"{self.group}: no effect here (every value gives the same outputs on every case)"
         elif self.status == "undecided" and len(self.consistent) > max(4, len(self.excluded)):
             excl = ", ".join(value_text(self.group, v) for v in self.excluded)
-            text = f"{self.group}: undecided: every value tried but {excl} (excluded)"
+            text = (f"{self.group}: undecided: every value tried but {excl} (excluded)" if excl else
+                    f"{self.group}: undecided: all {len(self.consistent)} values tried remain possible")
         elif self.status == "undecided":
             why = "identical outputs on every case" if self.same_outputs else "within the tolerance"
             text = f"{self.group}: undecided among {cons} ({why})"
@@ -237,6 +236,8 @@ class GroupResult:
                     f"{value_text(self.group, self.chosen)})")
         if self.untestable:
             text += f"; not testable: {', '.join(value_text(self.group, v) for v in self.untestable)}"
+        if self.unjudged:
+            text += f"; {len(self.unjudged)} not judged (budget spent)"
         return text
 
 
@@ -404,8 +405,7 @@ class Identifier:
                 continue
             s = self.score(cand)
             if s is None:
-                if not self.gave_up:
-                    r.untestable.append(opt)
+                (r.unjudged if self.gave_up else r.untestable).append(opt)
                 continue
             if s[0] == 0:
                 r.consistent.append(opt)
@@ -414,11 +414,12 @@ class Identifier:
                     r.dropped[value_text(g, opt)] = self._dropped[cand.hash]
             else:
                 r.excluded.append(opt)
-        if len(r.consistent) == 1:
+        if len(r.consistent) == 1 and not r.unjudged:
             r.status = "decided"
         elif r.consistent:
             r.status = "undecided"
-            r.same_outputs = all(_same(refs[0][i], other[i]) for other in refs[1:] for i in range(len(refs[0])))
+            r.same_outputs = len(refs) > 1 and all(_same(refs[0][i], other[i]) for other in refs[1:]
+                                                   for i in range(len(refs[0])))
             paper = _key(_current(g, PAPER))
             if r.same_outputs and len(r.consistent) == 2 and paper in {_key(v) for v in r.consistent} \
                     and g in SWITCHES and SWITCHES[g].paper == "paper":
@@ -572,15 +573,63 @@ def _declared(impl: Any) -> str:
     return "every set" if impl.variants == "all" else ", ".join(v.describe() for v in impl.variants)
 
 
-def case_hyper(impl: Any, entry: Entry) -> dict[str, int]:
-    """The entry's default sizes, raised to satisfy the implementation's limits (IdentifyError when
-    no such sizes exist)."""
+def case_hyper(impl: Any, entry: Entry, variant: VariantSet = PAPER) -> dict[str, int]:
+    """The sizes of the designed cases, within the implementation's limits (``Limits``,
+    impls/api.py) as the search's draws are (conformance/core/strategies/_hyper.py): each default
+    size moved into [minimum, maximum] (a length also under an ℓ_max maximum), the equalities
+    settled by raising sizes; where that leaves the limits, the least sizes they allow (the
+    entry's and the limits' minima, settled). So every set of limits under which ``certify`` can
+    draw a case gives identify a case; IdentifyError (one line, naming why) when none exists."""
     limits = impl.limits_for(entry.name)
-    hyper = limits.settle(default_hyper(entry))
-    if not limits.admits(hyper):
-        raise IdentifyError(f"{entry.name}: {impl.name}'s limits ({limits.describe()}) admit no case near the "
-                            f"default sizes")
+    low = {n: max(int(entry.minimum.get(n, 1)), int(limits.minimum.get(n, 1))) for n in entry.hyper}
+    high = _highest(limits, entry)
+    near = {n: min(max(v, low[n]), max(high[n], low[n])) for n, v in default_hyper(entry).items()}
+    for start in (near, low):
+        hyper = _with_context(entry, limits.settle(start), high, variant)
+        if limits.admits(hyper) and _accepted(entry, hyper, variant):
+            return hyper
+    why = "; ".join(limits.problems(list(entry.hyper), entry.minimum)) or "no sizes satisfy them and the entry"
+    raise IdentifyError(f"{entry.name}: {impl.name}'s limits ({limits.describe()}) admit no case: {why}")
+
+
+def _highest(limits: Any, entry: Entry) -> dict[str, int]:
+    """The largest value the limits allow each size (a length: also at most an ℓ_max maximum)."""
+    out = {}
+    for n in entry.hyper:
+        most = int(limits.maximum.get(n, 1 << 30))
+        if _is_length(n) and "ell_max" in limits.maximum:
+            most = min(most, int(limits.maximum["ell_max"]))
+        out[n] = most
+    return out
+
+
+def _with_context(entry: Entry, hyper: dict[str, int], high: Mapping[str, int],
+                  variant: VariantSet) -> dict[str, int]:
+    """``hyper`` with ℓ_max raised (within its maximum) until the entry's check accepts the lengths."""
+    if "ell_max" not in hyper:
+        return hyper
+    longest = max([v for n, v in hyper.items() if _is_length(n)], default=1)
+    for ell_max in range(max(hyper["ell_max"], longest), high["ell_max"] + 1):
+        if _accepted(entry, {**hyper, "ell_max": ell_max}, variant):
+            return {**hyper, "ell_max": ell_max}
+        if ell_max > longest + sum(hyper.values()):
+            break
     return hyper
+
+
+def _is_length(name: str) -> bool:
+    """A sequence length (ℓ, ℓ_x, ℓ_z, ℓ_gen): at most ℓ_max."""
+    return (name == "ell" or name.startswith("ell_")) and name != "ell_max"
+
+
+def _accepted(entry: Entry, hyper: Mapping[str, int], variant: VariantSet) -> bool:
+    if entry.check is None:
+        return True
+    try:
+        entry.check(dict(hyper), variant)
+    except SpecError:
+        return False
+    return True
 
 
 def identify(member: Any, entry: Entry, dtype: str = "float64", *, variant: Optional[VariantSet] = None,
@@ -592,7 +641,7 @@ def identify(member: Any, entry: Entry, dtype: str = "float64", *, variant: Opti
     started = time.perf_counter()
     impl = member.impl
     called = call_variant(impl, variant)
-    hyper = case_hyper(impl, entry)
+    hyper = case_hyper(impl, entry, called)
     cases = designed_cases(entry, hyper, called, dtype, lambda h: impl.admits(entry.name, h))
     before = member.seconds
     observations = observe(member, entry, cases, dtype, timeout=timeout)

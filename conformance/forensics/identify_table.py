@@ -12,10 +12,18 @@ variant sets exactly as ``ftspec identify`` does for an implementation
     |printed − spec| ≤ printed half-step + the dtype's rounding bound
                        + how far the input precision moves the output
 
-the last term measured by evaluating the spec on ``PERTURBATIONS`` inputs and
-parameters moved at random within their own printed half-steps (twice the
-largest move seen). A switch whose values all fit is one the numbers cannot
-decide, and the report says so.
+the last term a *bound*, not a sample (``input_rounding.enclose``): when the table gives
+the inputs' printed precision, the spec's outputs are enclosed, element by element, for every
+point of the box where each real input and parameter lies anywhere within its printed half-step
+(plus its rounding to the dtype): interval arithmetic through the spec's number-system protocol,
+intersected with the mean-value form over the spec's own interval derivatives (the module's
+docstring says why that is sound and why sampling was not: 8 random nudges underestimated the
+movement and excluded seed 004's own ν = 1e-4, issue 25). A candidate is *excluded* only
+when some printed output lies outside its whole interval widened by the output's half-step and
+the dtype's rounding bound; every other candidate remains possible. A switch is *decided* only
+when every value but one is excluded (or needs parameters the table does not give); with several
+left it is *undecided* and the report lists the values that remain possible. A candidate whose
+outputs cannot be bounded (the spec branches differently within the box) is kept, and named.
 
 A table file is untrusted input, read like a case file (``casefile.py``):
 plain JSON only (no serialised objects, nothing imported or executed, NaN and infinities
@@ -29,7 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -41,18 +49,17 @@ from ftspec.spec.variants import PAPER, VariantSet
 
 from ..core.casefile import read_untrusted_json
 from ..core.dtypes import FORMATS, round_to
-from .identify import EVALUATIONS, SECONDS, Identity, Observation, Verdict, groups, options, project, search
+from .identify import (EVALUATIONS, SECONDS, Identity, Observation, Verdict, groups, options, project, search,
+                       value_text)
+from .input_rounding import Enclosure, enclose
 
-__all__ = ["FORMAT", "LIMITS", "PERTURBATIONS", "Table", "TableError", "half_step", "identify_table", "parse_table",
+__all__ = ["FORMAT", "LIMITS", "Table", "TableError", "half_step", "identify_table", "input_radii", "parse_table",
            "read_table", "table_from_spec"]
 
 FORMAT = "ftspec-table/1"
 
 #: the bounds a table file must keep
 LIMITS = {"json_bytes": 1 << 20, "hyper": 1024, "elements": 100_000, "digits": 17, "decimals": 30, "text": 2000}
-
-#: spec evaluations on inputs moved within their printed precision (when it is given)
-PERTURBATIONS = 8
 
 _PRECISION_KEYS = ("digits", "decimals", "tolerance")
 _KEYS = {"format", "algorithm", "hyper", "inputs", "params", "outputs", "dtype", "source", "note",
@@ -319,60 +326,57 @@ def half_step(values: np.ndarray, precision: tuple[str, float]) -> np.ndarray:
     return 0.5 * 10.0 ** (np.floor(np.log10(mag)) - p + 1)
 
 
-def _spread(table: Table, variant: VariantSet, params: Mapping[str, np.ndarray]) -> Optional[dict[str, np.ndarray]]:
-    """Twice the largest move of each output when the real inputs and the parameters move within
-    their printed precision (``PERTURBATIONS`` random draws, a fixed seed); None: the spec refused
-    a moved case."""
-    if table.input_precision is None:
-        return None
-    entry = table.entry
-    rng = np.random.default_rng(0)
-    real = {s.name for s in entry.inputs if s.kind == Kind.REAL}
-    nominal = _evaluate(table, table.inputs, params, variant)
-    if nominal is None:
-        return None
-    worst = {k: np.zeros(np.shape(table.outputs[k])) for k in table.outputs}
-    for _ in range(PERTURBATIONS):
-        moved_in = {k: (v + rng.uniform(-1, 1, v.shape) * half_step(v, table.input_precision) if k in real else v)
-                    for k, v in table.inputs.items()}
-        moved_par = {k: v + rng.uniform(-1, 1, v.shape) * half_step(v, table.input_precision)
-                     for k, v in params.items()}
-        out = _evaluate(table, moved_in, moved_par, variant)
-        if out is None:
-            continue
-        for k in worst:
-            with np.errstate(invalid="ignore"):
-                worst[k] = np.fmax(worst[k], np.abs(out[k] - nominal[k]))
-    return {k: 2.0 * v for k, v in worst.items()}
+def input_radii(table: Table, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """How far each printed real input or parameter in ``values`` may lie from its printed value:
+    its half-step, plus its rounding to the table's dtype (the numbers the source computed with
+    were ``dtype`` values that print as the table does)."""
+    assert table.input_precision is not None
+    unit = 2.0 ** (1 - FORMATS[table.dtype].mantissa_bits)
+    return {k: half_step(v, table.input_precision) + np.abs(v) * unit for k, v in values.items()}
 
 
-def _evaluate(table: Table, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
-              variant: VariantSet) -> Optional[dict[str, np.ndarray]]:
-    try:
-        out = evaluate(table.entry.name, {k: v.tolist() for k, v in inputs.items()},
-                       {k: v.tolist() for k, v in params.items()}, hyper=table.hyper, variant=variant)
-    except SpecError:
-        return None
-    return {k: np.asarray(out[k], dtype=np.float64) for k in table.outputs}
+def _enclosure(table: Table, variant: VariantSet, names: Sequence[str], params: Mapping[str, np.ndarray],
+               raw_params: Mapping[str, np.ndarray]) -> tuple[Optional[Enclosure], str]:
+    """The candidate's outputs over the printed inputs' intervals (``input_rounding.enclose``);
+    (None, why) where they cannot be bounded."""
+    real = {s.name for s in table.entry.inputs if s.kind == Kind.REAL}
+    moved = {k: v for k, v in table.inputs.items() if k in real}
+    used = {k: raw_params[k] for k in params}
+    radii = input_radii(table, {**moved, **used})
+    enclosure = enclose(table.entry, table.hyper, table.inputs, used, radii, variant, names)
+    if enclosure is None:
+        return None, "the spec branches (or refuses) differently within the printed inputs' intervals"
+    return enclosure, ""
 
 
-def _table_judge(table: Table) -> Any:
+def _table_judge(table: Table, raw_params: Mapping[str, np.ndarray], unbounded: dict[str, str]) -> Any:
+    """The judge of a table: a candidate is excluded only when some printed output lies outside
+    the candidate's whole interval (its outputs over the inputs' intervals, widened by the dtype's
+    rounding bound and the output's own half-step). ``unbounded`` collects the candidates whose
+    outputs could not be bounded: they are kept (not excluded), never decided against."""
     def judge(ref: Any, variant: VariantSet, params: Mapping[str, np.ndarray]) -> Verdict:
-        moved = _spread(table, variant, params)
+        real = [k for k, v in table.outputs.items() if v.dtype != bool and np.asarray(ref.outputs[k]).dtype.kind == "f"]
+        enclosure = None
+        if table.input_precision is not None and real:
+            enclosure, why = _enclosure(table, variant, real, params, raw_params)
+            if enclosure is None:
+                unbounded[variant.describe()] = why
         worst = 0.0
         for name, printed in table.outputs.items():
             want = np.asarray(ref.outputs[name])
-            if printed.dtype == bool or want.dtype == bool or want.dtype.kind in "iu":
+            if name not in real:
                 if not np.array_equal(printed.astype(want.dtype), want):
                     return Verdict(False, math.inf, ref.outputs)
                 continue
             if np.isnan(want).any():
                 return Verdict(False, math.inf, ref.outputs, "the spec gives NaN where the table has a number")
-            bound = half_step(printed, table.precision) + ref.bound[name]
-            if moved is not None:
-                bound = bound + moved[name]
-            err = np.abs(printed - want)
-            worst = max(worst, float(np.max(err / bound)) if err.size else 0.0)
+            if table.input_precision is not None and enclosure is None:
+                continue  # no bound: this output cannot exclude the candidate
+            centre = want if enclosure is None else enclosure.centre(name)
+            radius = 0.0 if enclosure is None else enclosure.radius(name)
+            allowance = half_step(printed, table.precision) + ref.bound[name] + radius
+            err = np.abs(printed - centre)
+            worst = max(worst, float(np.max(err / allowance)) if err.size else 0.0)
         return Verdict(worst <= 1.0, worst, ref.outputs)
 
     return judge
@@ -386,14 +390,34 @@ def identify_table(table: Table, subject: str = "table", *, seconds: float = SEC
     real = {s.name for s in entry.inputs if s.kind == Kind.REAL}
     inputs = {k: (round_to(v, table.dtype) if k in real else v) for k, v in table.inputs.items()}
     params = {k: round_to(v, table.dtype) for k, v in table.params.items()}
+    unbounded: dict[str, str] = {}
     obs = Observation("the table", entry, dict(table.hyper), inputs, params, dict(table.outputs), table.dtype,
-                      judge=_table_judge(Table(entry, table.hyper, inputs, params, table.outputs, table.precision,
-                                               table.input_precision, table.dtype, table.source)))
+                      judge=_table_judge(table, table.params, unbounded))
     identity = search(entry, [obs], structure, subject, table.dtype, seconds=seconds, evaluations=evaluations)
     identity.notes.insert(0, f"table: {table.describe()}")
-    if identity.undecided:
-        identity.notes.append("undecided switches: the printed precision cannot tell their values apart")
+    identity.notes.extend(_notes(table, identity, unbounded))
     return identity
+
+
+def _notes(table: Table, identity: Identity, unbounded: Mapping[str, str]) -> list[str]:
+    """What "decided" rests on, what remains possible, and what could not be bounded."""
+    out = []
+    if table.input_precision is not None:
+        out.append("inputs printed: a value is excluded only when a printed output lies outside its whole "
+                   "interval over the inputs' half-steps (a bound, not a sample)")
+    for g in identity.groups:
+        if g.status == "undecided" and not g.excluded:
+            out.append(f"cannot be separated at this precision: {g.group}: all {len(g.consistent)} values "
+                       f"tried remain possible")
+        elif g.status == "undecided":
+            values = ", ".join(value_text(g.group, v) for v in g.consistent[:6])
+            more = f" (+{len(g.consistent) - 6} more)" if len(g.consistent) > 6 else ""
+            out.append(f"cannot be separated at this precision: {g.group}: still possible {values}{more}")
+    if unbounded:
+        some = sorted(unbounded)
+        out.append(f"not bounded ({unbounded[some[0]]}), so not excluded: {'; '.join(some[:3])}"
+                   f"{f' (+{len(some) - 3} more)' if len(some) > 3 else ''}")
+    return out
 
 
 # -- making tables (tests, examples) --------------------------------------------------------------

@@ -63,13 +63,13 @@ from ftspec.spec.registry import REGISTRY, Entry
 from ..core.calling import Prepared
 from ..core.case import Case
 from ..core.casefile import reproducer, write_case
-from ..forensics.diagnosis import diagnose_failure
+from ..forensics.diagnosis import DIAGNOSED_CHECKS, FAILING_KEPT, diagnose_failure
 from ..forensics.distinct_failures import MAX_DISTINCT, SECONDS as DISTINCT_SECONDS, search_distinct
 from ..core.execute import CallTimeout, Member, call_member, examine
 from ..core.interrupts import checkpoint
 from ..core.judge import Finding, compare_pair
 from ..core.profiles import Profile
-from ..core.refusals import TRANSFORMED, check_refusals_into
+from ..core.refusals import TRANSFORMED, check_refusals_into, refused_case
 from .config import DEFAULT_CASE_DIR, RunConfig
 from .local_constants import no_local_constants
 from .results import Cell, Failure, RunResult
@@ -409,19 +409,30 @@ class Runner:
 
     # -- failures ------------------------------------------------------------------
     def record_failure(self, cell: Cell, m: Member, finding: Finding, case: Case, dtype: str, *,
-                       shrunk: bool) -> None:
+                       shrunk: bool, others: Sequence[tuple[float, Case]] = ()) -> None:
         """``cell`` fails on ``case``: its case file written, its report (diagnosis included) and
-        reproducer set, the ``failure`` progress event sent."""
+        reproducer set, the ``failure`` progress event sent. ``others``: further failing examples
+        of the cell, (error/bound, case) each, the worst first: the worst is shown beside the
+        shrunk case (with its own case file) when it fails by more, and the diagnosis uses them."""
         cell.status = "fail"
         path = self._write_case_file(cell, m, finding, case, dtype)
         command = reproducer(path, m.label, m.device, dtype) if path else "(no case file)"
+        worst = self._worst_line(cell, m, finding, case, dtype, others)
         report = (f"{case.algorithm}: implementation {m.label!r} ({m.impl.version}) at {dtype} on {m.device} "
                   f"fails the {finding.check} check.\n"
                   f"  {finding.message}\n"
                   f"  case{' (shrunk)' if shrunk else ''}: {case.describe()}\n"
+                  + "".join(f"  {line}\n" for line in worst) +
                   f"  reproduce:\n    {command}")
-        diagnosis = (None if finding.output == TRANSFORMED  # the recorded case passed: nothing to diagnose
-                     else diagnose_failure(m, case, finding.check, dtype, timeout=self.timeout))
+        if finding.output == TRANSFORMED:  # the recorded case passed: the refused case it became is diagnosed
+            refused = refused_case(case, finding.refusal) if finding.refusal else None
+            diagnosis = None if refused is None else diagnose_failure(m, refused, finding.check, dtype,
+                                                                      timeout=self.timeout)
+            if diagnosis is not None and refused is not None:
+                diagnosis.on = f"the case as the spec refuses it ({finding.refusal}): {refused.describe()}"
+        else:
+            diagnosis = diagnose_failure(m, case, finding.check, dtype, timeout=self.timeout,
+                                         failing=[c for _, c in others])
         if diagnosis is not None:  # its lines go before the reproducer, which stays last
             head, _, tail = report.rpartition("\n  reproduce:")
             report = head + "".join(f"\n  {line}" for line in diagnosis.lines()) + "\n  reproduce:" + tail
@@ -429,13 +440,34 @@ class Runner:
                                shrunk, diagnosis.to_dict() if diagnosis is not None else None)
         self.progress("failure", cell=cell)
 
-    def _write_case_file(self, cell: Cell, m: Member, finding: Finding, case: Case, dtype: str) -> Optional[Path]:
+    def _worst_line(self, cell: Cell, m: Member, finding: Finding, case: Case, dtype: str,
+                    others: Sequence[tuple[float, Case]]) -> list[str]:
+        """The report's lines on the cell's worst failing example, when it is another case than the
+        shrunk one and fails by more (its case file written beside the shrunk one's)."""
+        if not others or finding.check not in DIAGNOSED_CHECKS:
+            return []
+        ratio, worst = others[0]
+        shown = finding.ratio
+        if not ratio > shown:  # an unknown ratio (inf: not a value check's) is never exceeded
+            return []
+        path = self._write_case_file(cell, m, finding, worst, dtype, suffix="-worst")
+        how = f"error/bound {ratio:.3g}" if math.isfinite(ratio) else "a non-finite error"
+        lines = [f"worst example of this cell: {how} (the shrunk case: "
+                 f"{shown:.3g}): {worst.describe()}"]
+        if path is not None:
+            lines.append(f"  reproduce it: {reproducer(path, m.label, m.device, dtype)}")
+        return lines
+
+    def _write_case_file(self, cell: Cell, m: Member, finding: Finding, case: Case, dtype: str,
+                         suffix: str = "") -> Optional[Path]:
         """The failing case's replayable file in ``case_dir`` (None, with a note on the cell, when it
         cannot be written: reporting must not end the run)."""
-        tag = hashlib.sha256(f"{case.algorithm}{m.label}{dtype}{m.device}{case.size()}".encode()).hexdigest()[:8]
+        # the failure's check and message too: two distinct failures of a cell may shrink to one size
+        tag = hashlib.sha256(f"{case.algorithm}{m.label}{dtype}{m.device}{case.size()}{finding.check}"
+                             f"{finding.message}".encode()).hexdigest()[:8]
         safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in m.label)
         device = m.device.replace(":", "_")
-        path = self.case_dir / f"{case.algorithm}-{safe}-{dtype}-{device}-{tag}.json"
+        path = self.case_dir / f"{case.algorithm}-{safe}-{dtype}-{device}-{tag}{suffix}.json"
         try:
             write_case(case, path, impl=m.label, impl_version=m.impl.version, dtype=dtype, device=m.device,
                        check=finding.check, message=finding.message)
@@ -463,6 +495,10 @@ class _Search:
         self.seen: dict[tuple, float] = {}  # case key -> score, for the passing cases of this search
         self.batched: Counter = Counter()  # (variant, sizes, batch length) -> passing batch checks
         self.digests = {m.key: hashlib.sha256() for m in self.members}
+        #: per member, the failing examples of value checks with the largest error/bound ratios (the
+        #: worst first): the report shows the worst beside the shrunk case, and the diagnosis needs a
+        #: set that fits to fit them too
+        self.failing: dict[tuple[str, str], list[tuple[float, Case]]] = {}
         #: value sets per drawn case (conformance/core/blocks.py): COMPILED_BLOCK times the runner's
         #: for an implementation that compiles a program per shape (one compile serves the block),
         #: and never so many that the search draws fewer than ``MIN_DRAWS`` structures: a bug in
@@ -558,7 +594,9 @@ class _Search:
         return search
 
     def _member_failed(self, member: Member, finding: Finding, case: Case, *, shrunk: bool) -> None:
-        self.runner.record_failure(self.cells[member.key], member, finding, case, self.dtype, shrunk=shrunk)
+        others = [(r, c) for r, c in self.failing.get(member.key, []) if c is not case]
+        self.runner.record_failure(self.cells[member.key], member, finding, case, self.dtype, shrunk=shrunk,
+                                   others=others)
         self.active = [m for m in self.active if m.key != member.key]
 
     def _flaky(self, exc: Flaky) -> bool:
@@ -749,9 +787,23 @@ class _Search:
                 continue
             if not outcome.judgement.ok:
                 failed.append((m, outcome.judgement.findings[0], case))
+                self._keep_failing(m, outcome.judgement.ratio, outcome.judgement.findings[0], case)
             elif outcome.outputs is not None:
                 outputs[m.key] = outcome.outputs
         return worst, outputs, failed
+
+    def _keep_failing(self, m: Member, ratio: float, finding: Finding, case: Case) -> None:
+        """Keep ``case`` among ``m``'s ``FAILING_KEPT`` worst failing examples of a value check (and note
+        the example's error/bound on its finding, which the report compares with the worst)."""
+        finding.ratio = ratio
+        if finding.check not in DIAGNOSED_CHECKS:
+            return
+        kept = self.failing.setdefault(m.key, [])
+        if any(c is case for _, c in kept):
+            return
+        kept.append((ratio if math.isfinite(ratio) else math.inf, case))
+        kept.sort(key=lambda rc: -rc[0])
+        del kept[FAILING_KEPT + 1:]  # the shrunk case may be among them: it is not one of the others
 
     def _expect_refusal(self, case: Case, prepared: Prepared, refusal: SpecError) -> None:
         """A case the spec refuses by definition (a query with no key under ``empty_query="error"``,

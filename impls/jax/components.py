@@ -54,6 +54,7 @@ def sinusoid_table(d_e: int, ell_max: int, form: str, dtype: Any) -> Array:
     paper (Alg. 2, fixed alternative; 1-based i and t, base ℓ_max):
         i = r // 2 + 1, t = c + 1, sin(t / ℓ_max^{2i/d_e}) on even r, cos on odd r.
     vaswani (0-based, base 10000): i = r // 2, sin(c / 10000^{2i/d_e}) / cos.
+    raw index (the numeric tutorial, seeds/004): i = r, otherwise as vaswani.
     An odd d_e needs no special case: its last row r = d_e − 1 is even, a sine.
 
     The table is a constant, not a computation on inputs: it is built in
@@ -66,6 +67,8 @@ def sinusoid_table(d_e: int, ell_max: int, form: str, dtype: Any) -> Array:
         i, t, base = r // 2 + 1, c + 1, float(ell_max)
     elif form == "sinusoidal_vaswani":
         i, t, base = r // 2, c, 10000.0
+    elif form == "sinusoidal_raw_index":  # seeds/004, Table II: the raw row index r in the exponent
+        i, t, base = r, c, 10000.0
     else:
         raise ValueError(f"unknown sinusoid form {form!r}")
     freq = jnp.power(jnp.float64(base), (2.0 * i) / d_e)  # (d_e,)

@@ -49,6 +49,7 @@ __all__ = [
     "norm_fwd",
     "relu",
     "sinusoidal_paper",
+    "sinusoidal_raw_index",
     "sinusoidal_vaswani",
     "softmax_columns",
     "unembed",
@@ -151,6 +152,20 @@ def sinusoidal_vaswani(d_e: int, ell_max: int, dtype: np.dtype) -> np.ndarray:
     return table.astype(dtype)
 
 
+def sinusoidal_raw_index(d_e: int, ell_max: int, dtype: np.dtype) -> np.ndarray:
+    """The numeric tutorial's sinusoid (seeds/004, section II.E, Table II).
+
+    Vaswani's table with the exponent's pair index replaced by the raw row
+    index: W_p[r, c] = sin(c / 10000^{2r/d_e}) for even r, cos(…) for odd r
+    (its Table II: cos(0/10000^(2*1/6)) in row 1, sin(0/10000^(2*2/6)) in row 2).
+    """
+    r = np.arange(d_e)[:, None]  # (d_e, 1)
+    c = np.arange(ell_max, dtype=np.float64)[None, :]  # (1, ell_max)
+    angle = c / np.power(10000.0, 2.0 * r / d_e)  # (d_e, ell_max)
+    table = np.where(r % 2 == 0, np.sin(angle), np.cos(angle))  # (d_e, ell_max)
+    return table.astype(dtype)
+
+
 def position_table(positions: str, W_p, d_e: int, ell_max: int, dtype) -> np.ndarray | None:
     """The W_p of lines 1-3 under the ``positions`` switch (None: no positions)."""
     if positions == "learned":
@@ -159,6 +174,8 @@ def position_table(positions: str, W_p, d_e: int, ell_max: int, dtype) -> np.nda
         return sinusoidal_paper(d_e, ell_max, dtype)
     if positions == "sinusoidal_vaswani":
         return sinusoidal_vaswani(d_e, ell_max, dtype)
+    if positions == "sinusoidal_raw_index":
+        return sinusoidal_raw_index(d_e, ell_max, dtype)
     if positions == "none":
         return None
     raise ValueError(f"unknown positions variant {positions!r}")

@@ -43,6 +43,8 @@ def sinusoid_table(d_e: int, ell_max: int, form: str, dtype: torch.dtype, device
     paper:   W_p[2i−1, t] = sin(t / ℓ_max^{2i/d_e}), W_p[2i, t] = cos(…), 1-based i and t;
              in 0-based row r and column c: i = r // 2 + 1, t = c + 1.
     vaswani: PE[t, 2i] = sin(t / 10000^{2i/d_e}), PE[t, 2i+1] = cos(…), 0-based.
+    raw index (the numeric tutorial, seeds/004): PE[t, r] = sin or cos of
+             t / 10000^{2r/d_e}, sin on even r, 0-based.
     Odd d_e: the last row is the sine the same formula gives. Built once in
     float64 on the CPU and rounded once to ``dtype`` (like a registered
     buffer), so every dtype and device gets the correctly rounded table.
@@ -53,6 +55,8 @@ def sinusoid_table(d_e: int, ell_max: int, form: str, dtype: torch.dtype, device
         i, t, base = torch.div(r, 2, rounding_mode="floor") + 1, c + 1, float(ell_max)
     elif form == "sinusoidal_vaswani":
         i, t, base = torch.div(r, 2, rounding_mode="floor"), c, 10000.0
+    elif form == "sinusoidal_raw_index":  # seeds/004, Table II: the raw row index r in the exponent
+        i, t, base = r, c, 10000.0
     else:
         raise ValueError(f"unknown sinusoid {form!r}")
     angle = t[:, None] / torch.pow(base, 2 * i / d_e)[None, :]  # (ℓ_max, d_e)

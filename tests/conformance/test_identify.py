@@ -9,11 +9,14 @@ The merge of several entries is checked on hand-made results.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from ftspec.conformance.core.execute import Member
-from ftspec.conformance.forensics.identify import (EPSILON_CANDIDATES, GroupResult, Identity, designed_cases,
-                                                   expression, identify, merge, value_text)
+from ftspec.conformance.forensics.identify import (EPSILON_CANDIDATES, GroupResult, Identity, IdentifyError,
+                                                   designed_cases, expression, identify, merge, value_text)
+from ftspec.impls.api import Implementation, Limits
 from ftspec.impls.discovery import load
 from ftspec.spec.registry import entry
 from ftspec.spec.variants import PAPER, preset
@@ -144,3 +147,64 @@ def test_merge_keeps_values_consistent_everywhere_and_names_conflicts():
     assert merged.epsilon == 0.0 and len(conflicts) == 1 and conflicts[0].startswith("epsilon: layer_norm: 1e-05")
     assert expression(PAPER) == "PAPER"
     assert expression(PAPER.replace(**eps)) == "PAPER.replace(epsilon=1e-05, epsilon_placement='inside_root')"
+
+
+# -- limits: identify works wherever certify does (issue 25) -------------------------------------
+
+def _limited(limits: Limits, algorithm: str = "layer_norm") -> Implementation:
+    """NumPy's ``algorithm`` behind a boundary that raises on any shape outside ``limits``, as a
+    library with such limits does; declares them."""
+    numpy_impl = load("numpy")
+    inner = numpy_impl.algorithms[algorithm]
+
+    def wrapped(inputs, params, ctx):
+        if not limits.admits(dict(ctx.hyper)):
+            raise ValueError(f"unsupported sizes {dict(ctx.hyper)}")
+        return inner(inputs, params, ctx)
+
+    return dataclasses.replace(numpy_impl, name="limited", algorithms={algorithm: wrapped}, dtypes=["float64"],
+                               limits=limits)
+
+
+@pytest.mark.parametrize("limits", [
+    Limits(minimum={"d_e": 64}, maximum={"d_e": 64}),  # only d_e = 64: above the default 5
+    Limits(minimum={"d_e": 8}),  # d_e ≥ 8
+    Limits(maximum={"d_e": 3, "ell": 2}),  # maxima below the defaults (5, 3)
+], ids=["d_e=64", "d_e>=8", "small maxima"])
+def test_a_plugin_whose_limits_exclude_the_default_sizes_is_identified(limits):
+    """The case reported: identify refused ("admit no case near the default sizes") a plugin that
+    certify runs. Every designed case must lie within the limits (the plugin refuses nothing), and
+    its layer norm, the paper's (no ε, biased variance), is identified as such."""
+    impl = _limited(limits)
+    identity = identify(Member("limited", impl, "cpu"), entry("layer_norm"), "float64")
+    assert identity.observations and all(limits.admits(o.hyper) for o in identity.observations)
+    assert all(o.outputs is not None for o in identity.observations), [o.error for o in identity.observations]
+    _assert_declared_is_consistent(identity, PAPER)
+    assert _group(identity, "epsilon").consistent == [{"epsilon": 0.0, "epsilon_placement": "none"}]
+
+
+def test_the_session_identifies_a_plugin_with_such_limits():
+    """The path of ``ftspec identify`` (conformance/session): the same plugin, by (label, Implementation)."""
+    from ftspec.conformance.session import identify as session_identify
+
+    impl = _limited(Limits(minimum={"d_e": 64}, maximum={"d_e": 64}))
+    result = session_identify(("only-64", impl), algorithms=["layer_norm"])
+    (identity,) = result.identities
+    assert identity.fits and {o.hyper["d_e"] for o in identity.observations} == {64}
+
+
+def test_limits_that_admit_no_case_are_one_line_saying_why():
+    impl = _limited(Limits(minimum={"H": 4}, maximum={"H": 3}), "mh_attention")
+    with pytest.raises(IdentifyError) as info:
+        identify(Member("limited", impl, "cpu"), entry("mh_attention"), "float64")
+    assert "\n" not in str(info.value) and "H = 4 > maximum 3" in str(info.value)
+
+
+def test_limits_tying_sizes_are_settled():
+    """A multi-head library's d_x = H·d_attn and d_attn = d_mid, with at most 2 query positions."""
+    limits = Limits(equal=(("d_attn", "d_mid"), ("d_x", "H*d_attn")), maximum={"ell_x": 2})
+    identity = identify(Member("limited", _limited(limits, "mh_attention"), "cpu"), entry("mh_attention"),
+                        "float64")
+    assert all(limits.admits(o.hyper) and o.outputs is not None for o in identity.observations
+               if o.label != "empty query column 0")
+    _assert_declared_is_consistent(identity, PAPER)

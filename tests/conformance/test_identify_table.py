@@ -115,7 +115,7 @@ def test_the_examples_are_what_their_source_says():
     identity = identify_table(table)
     _assert_truth_consistent(identity, preset("hf-gpt2"))
     seed4 = PAPER.replace(variance="unbiased", epsilon=1e-4, epsilon_placement="outside_root")
-    table = read_table(EXAMPLES / "layer_norm_fourth_seed.json")
+    table = read_table(EXAMPLES / "layer_norm_tutorial_004_conventions.json")
     identity = identify_table(table)
     assert identity.variant == seed4 and all(g.status == "decided" for g in identity.groups)
 

@@ -32,7 +32,7 @@ from ftspec.spec.variants import PRESETS
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = (ROOT / "examples" / "minimal_plugin" / "ftspec_example" / "__init__.py").read_text()
-TABLE = ROOT / "examples" / "tables" / "layer_norm_fourth_seed.json"
+TABLE = ROOT / "examples" / "tables" / "layer_norm_tutorial_004_conventions.json"
 WRONG_EPSILON = """
 import numpy as np
 

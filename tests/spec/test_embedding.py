@@ -27,6 +27,7 @@ from ftspec.spec import (
     embed,
     positional_embedding,
     sinusoidal_paper,
+    sinusoidal_raw_index,
     sinusoidal_vaswani,
     token_embedding,
     using,
@@ -65,7 +66,34 @@ def test_sinusoidal_paper_is_the_papers_formula(d_e, ell_max):
                 assert abs(mpmath.mpf(got[r][c]) - want[(r + 1, c + 1)]) < mpmath.mpf("1e-30"), (r, c)
 
 
-@pytest.mark.parametrize("fn", [sinusoidal_paper, sinusoidal_vaswani])
+@pytest.mark.parametrize("d_e", [1, 2, 3, 6, 7])
+@pytest.mark.parametrize("ell_max", [1, 2, 9])
+def test_sinusoidal_raw_index_is_the_tutorials_formula(d_e, ell_max):
+    """seeds/004 (numeric tutorial), section II.E, Table II: for dimension i
+    (0-based, every i, not a pair index) and position pos (0-based),
+    p[pos, i] = sin(pos / 10000^(2i/d)) for even i and cos(pos / 10000^(2i/d))
+    for odd i; the spec's W_p[i, pos]. Odd d needs no decision: every row has
+    its own index."""
+    with mpmath.workdps(50):
+        want = {(i, pos): (mpmath.sin if i % 2 == 0 else mpmath.cos)(
+            mpmath.mpf(pos) / mpmath.power(10000, mpmath.mpf(2 * i) / d_e))
+            for i in range(d_e) for pos in range(ell_max)}
+    with using(MpNumbers(40)):
+        got = sinusoidal_raw_index(d_e, ell_max)
+    assert len(got) == d_e and all(len(r) == ell_max for r in got)
+    with mpmath.workdps(50):
+        for (i, pos), w in want.items():
+            assert abs(mpmath.mpf(got[i][pos]) - w) < mpmath.mpf("1e-30"), (i, pos)
+
+
+def test_raw_index_and_vaswani_share_row_0_only():
+    """The raw index r and Vaswani's 2·(r // 2) agree at r = 0 and differ at every other row."""
+    a, b = sinusoidal_raw_index(6, 4), sinusoidal_vaswani(6, 4)
+    assert a[0] == b[0]
+    assert all(a[r][3] != b[r][3] for r in range(1, 6))
+
+
+@pytest.mark.parametrize("fn", [sinusoidal_paper, sinusoidal_vaswani, sinusoidal_raw_index])
 def test_sinusoid_prefix_columns(fn):
     """Building only the first ℓ columns gives exactly those of the full matrix."""
     full = fn(6, 9)
@@ -92,7 +120,7 @@ def test_token_and_positional_embedding_are_columns(seed, d_e, n):
 
 @FAST
 @given(seeds, st.integers(1, 5), st.integers(2, 6), st.integers(1, 6),
-       st.sampled_from(["learned", "sinusoidal_paper", "sinusoidal_vaswani", "none"]),
+       st.sampled_from(["learned", "sinusoidal_paper", "sinusoidal_vaswani", "sinusoidal_raw_index", "none"]),
        st.sampled_from(["one", "sqrt_d_e"]))
 def test_embedding_is_token_plus_position(seed, d_e, N_V, ell_max, positions, scale):
     """Lines 1-3: X[:, t] = s·W_e[:, x[t]] + W_p[:, t] (s = 1 or √d_e), one
@@ -104,7 +132,8 @@ def test_embedding_is_token_plus_position(seed, d_e, N_V, ell_max, positions, sc
     x = [rng.randrange(N_V) for _ in range(ell)]
     v = PAPER.replace(positions=positions, embedding_scale=scale)
     P = {"learned": W_p, "sinusoidal_paper": sinusoidal_paper(d_e, ell_max),
-         "sinusoidal_vaswani": sinusoidal_vaswani(d_e, ell_max), "none": None}[positions]
+         "sinusoidal_vaswani": sinusoidal_vaswani(d_e, ell_max),
+         "sinusoidal_raw_index": sinusoidal_raw_index(d_e, ell_max), "none": None}[positions]
     s = math.sqrt(d_e) if scale == "sqrt_d_e" else None
     X = embed(x, W_e, W_p if positions == "learned" else None, ell_max=ell_max, variant=v)
     for t in range(ell):

@@ -153,3 +153,29 @@ def test_a_single_token_sequence_has_zero_loss_and_gradient():
 
 def _flatten(x: Any) -> list:
     return [z for y in x for z in _flatten(y)] if isinstance(x, list) else [x]
+
+
+@pytest.mark.parametrize("norm_kind, variance", [("layer_norm", "unbiased"), ("layer_norm", "biased"),
+                                                 ("rms_norm", "biased")])
+def test_constant_column_with_epsilon_outside_the_root_has_a_finite_gradient(norm_kind, variance):
+    """σ = √v + ε at a column with v = 0 (a ReLU that zeroes a whole column, as in seed 004's
+    preset): the norm is differentiable there, ∂[(e − m)/(√v + ε)] = (I − 11ᵀ/d)/ε (for RMSnorm
+    I/ε), because the √ term is multiplied by e − m = 0; √'s slope ∞ at 0 must not turn it into
+    NaN. Checked against that formula along the gradient of Σ_i w_i ê_i."""
+    from ftspec.spec import layer_norm, rms_norm
+    from ftspec.spec.autodiff import gradient
+
+    d, eps = 4, 1e-4
+    w = [0.5, -1.25, 2.0, 0.75]
+    variant = PAPER.replace(epsilon=eps, epsilon_placement="outside_root", variance=variance, affine="none")
+    c = 0.0 if norm_kind == "rms_norm" else 0.375  # RMSnorm's "variance" is 0 only at 0
+
+    def weighted(p: dict) -> Any:
+        out = (layer_norm(p["e"], None, None, variant=variant) if norm_kind == "layer_norm"
+               else rms_norm(p["e"], None, variant=variant))
+        return sum((wi * oi for wi, oi in zip(w[1:], out[1:])), w[0] * out[0])
+
+    _, grad = gradient(weighted, {"e": [c] * d})
+    mean_w = sum(w) / d if norm_kind == "layer_norm" else 0.0
+    want = [(wi - mean_w) / eps for wi in w]
+    assert all(abs(g - x) <= 1e-9 * abs(x) for g, x in zip(grad["e"], want)), (grad["e"], want)

@@ -12,7 +12,7 @@ from ftspec.tools.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tables" / "gpt2_layer_hf_gpt2.json"
-SMALL = ROOT / "examples" / "tables" / "layer_norm_fourth_seed.json"
+SMALL = ROOT / "examples" / "tables" / "layer_norm_tutorial_004_conventions.json"
 
 
 def _one_line_error(capsys, *words: str) -> None:

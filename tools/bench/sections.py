@@ -119,19 +119,25 @@ def power_section(ids: Sequence[str], options: PowerOptions, *, jobs: int, calib
 
 
 def diagnosis_section(examples: int, *, seed: int, jobs: int, only: Optional[Sequence[str]] = None,
-                      say: Say = _quiet) -> dict[str, Any]:
+                      say: Say = _quiet, zoo: Optional[str] = None, only_names: bool = False) -> dict[str, Any]:
     """How often a failure names its convention, its first divergence and every bug
-    (``results["diagnosis"]``); ``only``: these mutants."""
+    (``results["diagnosis"]``); ``only``: these mutants; ``zoo``/``only_names``: the wrong-names
+    measurement too / alone (tools/bench/diagnosis.py)."""
     from .diagnosis import run_diagnosis
 
-    say(f"bench diagnosis: conventions, first divergence, distinct failures ({examples} examples per search, "
-        f"{jobs} job(s))")
+    what = "conventions, first divergence, distinct failures"
+    if zoo or only_names:
+        names = f"names on the {zoo or 'both'} zoo(s)"
+        what = names if only_names else f"{what}, {names}"
+    say(f"bench diagnosis: {what} ({examples} examples per search, {jobs} job(s))")
 
     def progress(rec: dict[str, Any]) -> None:
-        say(f"bench diagnosis: {rec['kind']} {rec['id']} ({rec['seconds']:.0f} s)"
+        zoo_of = f" ({rec['zoo']} zoo)" if "zoo" in rec else ""
+        say(f"bench diagnosis: {rec['kind']} {rec['id']}{zoo_of} ({rec['seconds']:.0f} s)"
             + (f": ERROR {rec['error']}" if "error" in rec else ""))
 
-    return run_diagnosis(examples, seed=seed, jobs=jobs, progress=progress, only=only)
+    return run_diagnosis(examples, seed=seed, jobs=jobs, progress=progress, only=only, zoo=zoo,
+                         only_names=only_names)
 
 
 def false_failures_section(examples: Optional[int], *, seed: int, jobs: int, fixtures: bool = False,

@@ -25,7 +25,7 @@ MUTANTS = [
            swap_variant(add_epsilon(1e-5)), source="PyTorch LayerNorm default eps=1e-5; candle PR 271",
            witness=W_LN, bench=("layer_norm", "encoder_layer")),
     Mutant("epsilon-outside-root", "ε added to the standard deviation instead of inside the root", NORM_USERS,
-           swap_variant(epsilon_outside), source="the Annotated Transformer; the fourth seed",
+           swap_variant(epsilon_outside), source="the Annotated Transformer; seed 004 (numeric tutorial)",
            witness=Witness("layer_norm", hyper=W_LN.hyper, inputs=W_LN.inputs, variant=EPS),
            bench=("layer_norm",),
            note="differs by about ε where ε sits inside the root in the variant asked for (presets and the ε "
@@ -80,7 +80,8 @@ MUTANTS = [
     Mutant("sinusoid-raw-exponent", "sinusoid exponent 2i/d_e taken from the raw row index (i = r, not r // 2)",
            ("sinusoidal_vaswani", "embedding") + MODELS,
            source_edit(Edit(C, "sinusoidal_vaswani", "i = r // 2  # (d_e, 1)", "i = r  # (d_e, 1)")),
-           source="the fourth seed's sinusoid (docs/spec.md: not expressible by the switches)",
+           source="seed 004 (numeric tutorial)'s sinusoid: positions='sinusoidal_raw_index' where an entry "
+                  "reads the positions switch, no switch of the sinusoidal_vaswani entry itself",
            bench=("sinusoidal_vaswani",)),
     Mutant("embedding-scale-ignored", "embedding_scale='sqrt_d_e' ignored: token embeddings not multiplied by √d_e",
            ("embedding",) + MODELS, swap_variant(no_embedding_scale),

@@ -1,0 +1,128 @@
+"""The seed documents the project started from (../shared/seeds), and what
+of each the spec can certify today: its preset, the entry that computes its
+whole model, the entries that compute its parts, and what it cannot express.
+
+Data only (no arithmetic), shown by ``ftspec spec seeds``. What each row
+claims is tested: tests/spec/test_seeds.py (seeds 000, 002, 003, each
+transcribed from its text) and tests/spec/test_seed_004.py (seed 004's
+printed tables); the gaps are issue 26's table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["DIRECTORY", "NONE_YET", "SEEDS", "SHORT", "Part", "Seed", "find", "rows"]
+
+#: Where the documents are, relative to the repository (docs cite them so).
+DIRECTORY = "../shared/seeds"
+#: What ``whole_model`` shows when no entry computes the whole model.
+NONE_YET = "none yet: issue 26"
+
+
+#: Registry entries and what they compute of a document.
+Part = tuple[tuple[str, ...], str]
+
+
+@dataclass(frozen=True)
+class Seed:
+    """One seed document and what the spec makes of it."""
+
+    number: str  # "000": the file name's prefix, and how the docs name the seed
+    file: str
+    title: str
+    author: str
+    preset: str
+    whole_model: tuple[str, ...]  # entries computing the document's whole model; () when none yet
+    parts: tuple[Part, ...]  # entries that compute parts of it, and which parts
+    cannot_express: tuple[str, ...]
+    tested_in: str
+
+    @property
+    def name(self) -> str:
+        """How the docs name it: ``seed 004 (numeric tutorial)``."""
+        return f"seed {self.number} ({SHORT[self.number]})"
+
+    @property
+    def whole_model_text(self) -> str:
+        return ", ".join(self.whole_model) or NONE_YET
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seed": self.number, "name": self.name, "file": self.file, "title": self.title,
+                "author": self.author, "preset": self.preset, "whole_model": list(self.whole_model),
+                "whole_model_text": self.whole_model_text,
+                "parts": [{"entries": list(entries), "what": what} for entries, what in self.parts],
+                "cannot_express": list(self.cannot_express), "tested_in": self.tested_in}
+
+
+#: The short name the docs use after the number ("seed 000 (compact definition)").
+SHORT = {"000": "compact definition", "001": "the paper", "002": "Thickstun",
+         "003": "named tensors", "004": "numeric tutorial"}
+
+SEEDS: tuple[Seed, ...] = (
+    Seed("000", "000_e559488fd924bfec.txt", "Compact precise definition of a transformer function", "",
+         preset="compact-000", whole_model=(),
+         parts=((("encoder_layer",), "each of its L post-LN layers (eq. 6)"),
+                (("d_transformer",), "its causal variation, under compact-000+final_norm=none")),
+         cannot_express=(
+             "G(s) as one entry: embedding, L bidirectional post-LN layers, then "
+             "softmax(X_T W_une) at the last position",
+             "its variations: an FFN with more hidden layers; a nonlinearity other than "
+             "ReLU and GELU (SiLU/Swish); LayerNorm of the residual only, X + LN(f(X))",
+         ),
+         tested_in="tests/spec/test_seeds.py"),
+    Seed("001", "001_e547f0ab3c0ee644.txt", "Formal Algorithms for Transformers", "Phuong & Hutter",
+         preset="phuong-hutter", whole_model=("ed_transformer", "e_transformer", "d_transformer"),
+         parts=(((), "every algorithm: ftspec spec algorithms"),),
+         cannot_express=(),
+         tested_in="tests/spec/test_paper_literal.py"),
+    Seed("002", "002_08d83349baf90c6e.txt", "Transformer Networks", "John Thickstun",
+         preset="thickstun-002", whole_model=(),
+         parts=((("encoder_layer",), "its transformer block"),
+                (("embedding",), "its input with sinusoidal positions")),
+         cannot_express=(
+             "the whole model as one entry: eq. 12 input, L blocks, eq. 9 at the last position",
+             "the 1-based reading of its sinusoid",
+         ),
+         tested_in="tests/spec/test_seeds.py"),
+    Seed("003", "003_b13f05831a645e5c.txt", "Transformers using Named Tensor Notation", "Marc Lelarge",
+         preset="named-tensor-003", whole_model=("encoder_layer",),
+         parts=((("encoder_layer",), "its pre-LN block, which is the whole document"),),
+         cannot_express=(
+             "W_o = I: its block has no output projection; an adapter passes the identity "
+             "(the preset cannot say so)",
+             "ε: the document leaves it unspecified; 1e-5 inside the root is the project's "
+             "choice, not the document's",
+         ),
+         tested_in="tests/spec/test_seeds.py"),
+    Seed("004", "004_633e602a836c2656.txt", "Notes on Transformers (DRAFT)", "Paul F. Roysdon",
+         preset="tutorial-004", whole_model=(),
+         parts=((("embedding",), "E = W + P (tokens as columns)"),
+                (("encoder_layer",), "A(9) from X = Eᵀ (tokens as rows: an adapter transposes)"),
+                (("attention", "mh_attention", "layer_norm"), "A(4), A(5), A(7)")),
+         cannot_express=(
+             "its encoder as one entry: it reads the rows of E as tokens although it built "
+             "E by columns (d = ℓ = 6)",
+             "its intermediates are not returned (Q, K, V, A(1)-A(3), μ, σ), so those "
+             "printed tables cannot be checked step by step",
+             "its FFN and layout need the adapter: W_mlp2 = I, b_mlp2 = 0, X = Eᵀ",
+             "its decoder's output layer, which flattens A(10) into one 1×36 vector",
+         ),
+         tested_in="tests/spec/test_seed_004.py"),
+)
+
+
+def rows() -> list[dict[str, Any]]:
+    """Every seed as a plain dictionary (``ftspec spec seeds --json``)."""
+    return [s.to_dict() for s in SEEDS]
+
+
+def find(key: str) -> Seed:
+    """The seed named by its number ("4", "004"), file name or preset; ValueError otherwise."""
+    text = key.strip()
+    for s in SEEDS:
+        if text in (s.file, s.preset) or (text.isdigit() and int(text) == int(s.number)):
+            return s
+    known = ", ".join(s.number for s in SEEDS)
+    raise ValueError(f"unknown seed {key!r}; give a number ({known}), a file name or a preset")
