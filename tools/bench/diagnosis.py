@@ -547,7 +547,9 @@ def names_markdown(out: list[str], diag: Mapping[str, Any]) -> None:
             "is sorted by its diagnosis: **right first** (the first match is the bug), **right, ambiguous** "
             "(marked ambiguous, the bug among the matches), **right, not first**, **wrong** (a convention named "
             "that is not the bug; for a bug no convention describes, any match), **nothing fits** (no match). "
-            "Catalogue bugs and the rest are counted apart (catalogue / other); a failure with no diagnosis "
+            "Catalogue bugs and the rest are counted apart (catalogue / other; a catalogue bug on an entry that "
+            "cannot express it, a mask read the wrong way inside a layer that builds its own mask, counts with the "
+            "rest); a failure with no diagnosis "
             "(the refusal check's) counts as nothing fits and is also counted on its own. First divergence: "
             "the failing model cells whose first divergence names the place the bug sits.", "",
             "| zoo | dtype | value failures | no diagnosis | right first | right, ambiguous | right, not first "
