@@ -652,9 +652,15 @@ class _Search:
         if batched and not (state.get("failed") or self.batched[shape] < BATCH_CHECKS):
             batched = False  # this shape's batch checks have passed often enough in this search
         extras = [runner._prepare(entry, case, extra, dtype) for extra in (case.batch if batched else [])]
-        # the case as examined: a batch left out is no part of it
+        precisions = {m.impl.precision for m in self.active if not m.hung}
+        # the batch as judged: the further input sets whose references the spec gives in range (their
+        # references are cached, so a repeat costs no evaluation)
+        batch = self._batch_references(case, extras, precisions)
+        judged = next(iter(batch.values()), [])
+        # the case as examined: a batch left out, or an input set of it the spec did not judge, is no
+        # part of it (a key with the batch as drawn let the same examination happen twice)
         key: tuple[Any, ...] = (case.variant.hash, tuple(sorted(case.hyper.items())), *_prepared_digests(prepared),
-                                *(_prepared_digests(e)[0] for e in extras))
+                                *(_digest(inputs) for inputs, _ in judged))
         if key in self.seen:  # drawn again (targeting): examined already, and it passed
             self.result.repeated[(entry.name, dtype)] += 1
             state["repeated"] = state.get("repeated", 0) + 1
@@ -668,11 +674,9 @@ class _Search:
             state["extra"] += len(block) - 1
         self.result.generated[(entry.name, dtype)] += len(block)
         preps = [prepared] + [runner._prepare(entry, c, c.inputs, dtype) for c in block[1:]]
-        precisions = {m.impl.precision for m in self.active if not m.hung}
         refs = self._references(block, preps, precisions)
         if refs is None:  # a refusal the members had to share: examined already
             return
-        batch = self._batch_references(case, extras, precisions)
         worst = 0.0
         failed: list[tuple[Member, Finding, Case]] = []
         for i, (c, p, r) in enumerate(zip(block, preps, refs)):

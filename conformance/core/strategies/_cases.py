@@ -114,6 +114,9 @@ def _cases(draw: st.DrawFn, e: Entry, dtype: str, variant_strategy: st.SearchStr
     hyper = draw(hyperparameters(e, variant=variant, budget=budget, dtype=dtype, limits=limits))
     if pool is not None:
         variant, hyper = pool.choose(draw, variant, hyper)
+    # seed 004's sinusoid divides by 10000^(2r/d_e), past float16's range for r ≥ d_e/2 (d_e > 1): no
+    # float16 implementation can compute it, so such cases are not drawn at float16
+    assume(not (dtype == "float16" and variant.positions == "sinusoidal_raw_index" and hyper.get("d_e", 1) > 1))
     options = [s for s in available_styles(e, variant, hyper, dtype) if s in wanted]
     assume(options)  # only when ``styles`` excludes every style the entry shows here
     style = draw(st.sampled_from(options))
