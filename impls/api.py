@@ -37,7 +37,9 @@ from ftspec.spec.variants import VariantSet
 
 __all__ = [
     "ALL_VARIANTS",
+    "DEFAULT_VARIANTS",
     "Limits",
+    "Term",
     "AlgorithmFn",
     "Context",
     "FLOAT_DTYPES",
@@ -62,6 +64,10 @@ def select_devices(found: Sequence[str], wanted: Optional[Sequence[str]]) -> lis
     return [d for d in found if d in wanted or d.partition(":")[0] in wanted]
 
 ALL_VARIANTS: Final = "all"
+#: The key of a per-algorithm ``variants`` mapping that stands for every algorithm it does not name.
+DEFAULT_VARIANTS: Final = "*"
+#: What a plugin declares for one algorithm: "all", or the variant sets it implements.
+Declared = Union[Literal["all"], Sequence[VariantSet]]
 
 
 @dataclass(frozen=True)
@@ -79,12 +85,56 @@ class Context:
 AlgorithmFn = Callable[[Mapping[str, Any], Mapping[str, Any], Context], Any]
 
 
-def _side(text: str) -> tuple[str, ...]:
-    """The names of one side of an equality: "d_e" -> ("d_e",), "H*d_attn" -> ("H", "d_attn")."""
-    names = tuple(part.strip() for part in str(text).split("*"))
-    if not names or not all(n.isidentifier() for n in names):
-        raise ValueError(f"{text!r} is not a hyperparameter name or a product A*B of names")
-    return names
+#: The largest constant factor a side of a relation, or a ``multiple_of``, may carry (sizes are
+#: small: a larger constant is a typo, and bounding it keeps hostile certificates cheap to read).
+MAX_CONSTANT: Final = 1 << 20
+#: The fields of ``Limits.to_dict`` (``Limits.from_dict`` accepts these and no other).
+LIMIT_FIELDS: Final = ("equal", "at_most", "multiple_of", "maximum", "minimum", "batching", "cross_lengths")
+
+
+@dataclass(frozen=True)
+class Term:
+    """One side of a relation: a whole-number coefficient times a product of hyperparameter names.
+    "d_e" -> Term(1, ("d_e",)); "H*d_attn" -> Term(1, ("H", "d_attn")); "4*d_e" -> Term(4, ("d_e",))."""
+
+    coefficient: int
+    names: tuple[str, ...]
+
+    def value(self, hyper: Mapping[str, int]) -> int:
+        return self.coefficient * _product(self.names, hyper)
+
+    def __str__(self) -> str:
+        return "*".join(([str(self.coefficient)] if self.coefficient != 1 else []) + list(self.names))
+
+
+#: A relation that applies to an entry: ("=", a, b) for a = b, ("<=", a, b) for a <= b.
+Relation = tuple[str, Term, Term]
+
+
+def _side(text: Any) -> Term:
+    """One side of a relation: "d_e", "H*d_attn", "4*d_e", "2*H*d_attn" (factors are hyperparameter
+    names or whole numbers from 1 to ``MAX_CONSTANT``, at least one a name). ValueError, one line,
+    for anything else."""
+    shown = repr(text) if len(repr(text)) <= 60 else repr(text)[:57] + "..."
+    if not isinstance(text, str):
+        raise ValueError(f"{shown} is not a side of a relation: a name, or a product such as \"H*d_attn\" "
+                         "or \"4*d_e\"")
+    coefficient, names = 1, []
+    for part in (p.strip() for p in text.split("*")):
+        if part.isascii() and part.isdigit():
+            if len(part) > 7 or not 1 <= int(part) <= MAX_CONSTANT:
+                raise ValueError(f"{shown}: a constant factor must be a whole number from 1 to {MAX_CONSTANT}")
+            coefficient *= int(part)
+        elif part.isidentifier():
+            names.append(part)
+        else:
+            raise ValueError(f"{shown} is not a hyperparameter name or a product of names and whole numbers "
+                             "(\"d_e\", \"H*d_attn\", \"4*d_e\")")
+    if not names:
+        raise ValueError(f"{shown} names no hyperparameter (a bound on one size is a maximum or a minimum)")
+    if coefficient > MAX_CONSTANT:
+        raise ValueError(f"{shown}: the constant factors multiply to more than {MAX_CONSTANT}")
+    return Term(coefficient, tuple(names))
 
 
 def _product(names: tuple[str, ...], hyper: Mapping[str, int]) -> int:
@@ -92,6 +142,22 @@ def _product(names: tuple[str, ...], hyper: Mapping[str, int]) -> int:
     for n in names:
         value *= int(hyper[n])
     return value
+
+
+def _grow(term: Term, target: int, hyper: dict[str, int], jump: bool) -> None:
+    """Raise ``term``'s last name factor in ``hyper`` towards ``term >= target``: to the least value
+    that reaches it when ``jump`` or the term is one name, else by one (the other factors and the
+    other relations have their say before the next step)."""
+    last = term.names[-1]
+    if jump or len(term.names) == 1:
+        rest = max(1, term.coefficient * _product(term.names[:-1], hyper))
+        hyper[last] = max(hyper[last], -(-target // rest))
+    else:
+        hyper[last] += 1
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -103,15 +169,25 @@ class Limits:
     such shapes, replay only such fixtures and say so in the certificate,
     instead of failing the library's refusal as an exception.
 
-    equal           pairs of sides, each a hyperparameter name or a product
-                    "A*B" of names: ("d_attn", "d_mid"), ("d_e", "H*d_attn").
+    A *side* is a hyperparameter name or a product of names and whole
+    numbers (constants from 1 to ``MAX_CONSTANT``): "d_e", "H*d_attn",
+    "4*d_e".
+
+    equal           pairs of sides that are equal: ("d_attn", "d_mid"),
+                    ("d_e", "H*d_attn"), ("d_mlp", "4*d_e").
+    at_most         pairs (a, b) of sides with a <= b: ("d_mlp", "4*d_e").
+    multiple_of     {name: k}: the size is a multiple of k, e.g. {"d_e": 2}
+                    (d_e even, as a Vaswani sinusoid needs).
     maximum         {name: largest value}, e.g. {"ell_max": 64, "N_V": 1000}.
     minimum         {name: smallest value}.
     batching        False: never called with ``ctx.batched``.
     cross_lengths   False: masks and cross-attention only with ell_z == ell_x.
 
     A relation or bound naming a hyperparameter an entry does not have does
-    not apply to that entry.
+    not apply to that entry. Draws are made within the limits by raising
+    sizes (``settle``): a relation that can only hold by lowering a size, or
+    by growing a factor other than the last of a product, is met by no draw,
+    so write a product with the factor that may grow last ("H*d_attn").
     """
 
     equal: tuple[tuple[str, str], ...] = ()
@@ -119,37 +195,85 @@ class Limits:
     minimum: Mapping[str, int] = field(default_factory=dict)
     batching: bool = True
     cross_lengths: bool = True
+    at_most: tuple[tuple[str, str], ...] = ()
+    multiple_of: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def unconstrained(self) -> bool:
-        return not (self.equal or self.maximum or self.minimum) and self.batching and self.cross_lengths
+        return (not (self.equal or self.at_most or self.multiple_of or self.maximum or self.minimum)
+                and self.batching and self.cross_lengths)
 
     def key(self) -> tuple:
         """A hashable identity (searches group members whose limits are equal)."""
         return (tuple(tuple(p) for p in self.equal), tuple(sorted(self.maximum.items())),
-                tuple(sorted(self.minimum.items())), self.batching, self.cross_lengths)
+                tuple(sorted(self.minimum.items())), self.batching, self.cross_lengths,
+                tuple(tuple(p) for p in self.at_most), tuple(sorted(self.multiple_of.items())))
+
+    def malformed(self) -> list[str]:
+        """What is wrong with the declaration's form, one line each (empty when well formed): pairs
+        of sides, positive whole-number bounds, multiples from 1 to ``MAX_CONSTANT``, booleans."""
+        out = []
+        for what in ("equal", "at_most"):
+            pairs = getattr(self, what)
+            if isinstance(pairs, (str, bytes)) or not isinstance(pairs, (tuple, list)):
+                out.append(f"{what} must be a sequence of pairs of sides, given {pairs!r:.60}")
+                continue
+            for pair in pairs:
+                if isinstance(pair, (str, bytes)) or not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                    out.append(f"{what}: {pair!r:.60} is not a pair of sides")
+                    continue
+                for side in pair:
+                    try:
+                        _side(side)
+                    except ValueError as exc:
+                        out.append(f"{what}: {exc}")
+        for what in ("maximum", "minimum", "multiple_of"):
+            bound = getattr(self, what)
+            if not isinstance(bound, Mapping):
+                out.append(f"{what} must be {{name: whole number}}, given {bound!r:.60}")
+                continue
+            most = MAX_CONSTANT if what == "multiple_of" else None
+            bad = [f"{n}={v!r}" for n, v in bound.items()
+                   if not _whole(v) or v < 1 or (most is not None and v > most)]
+            names = [n for n in bound if not (isinstance(n, str) and n.isidentifier())]
+            if names:
+                out.append(f"{what}: keys must be hyperparameter names, given {names!r:.60}")
+            elif bad and most is None:
+                out.append(f"{what}: bounds must be positive integers, given {', '.join(bad)[:80]}")
+            elif bad:
+                out.append(f"{what}: each k must be an integer from 1 to {most}, given {', '.join(bad)[:80]}")
+        for what in ("batching", "cross_lengths"):
+            if not isinstance(getattr(self, what), bool):
+                out.append(f"{what} must be True or False, given {getattr(self, what)!r:.60}")
+        return out
 
     def names(self) -> set[str]:
         """Every hyperparameter name the limits mention."""
-        out = set(self.maximum) | set(self.minimum)
-        for pair in self.equal:
+        out = set(self.maximum) | set(self.minimum) | set(self.multiple_of)
+        for pair in (*self.equal, *self.at_most):
             for side in pair:
-                out.update(_side(side))
+                out.update(_side(side).names)
         return out
 
-    def relations(self, hyper_names: Sequence[str]) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
-        """The equalities that apply to an entry with these hyperparameters, as name tuples;
-        cross_lengths off adds ell_z = ell_x."""
+    def relations(self, hyper_names: Sequence[str]) -> list[Relation]:
+        """The relations that apply to an entry with these hyperparameters: ("=", a, b) for each
+        equality, ("<=", a, b) for each ``at_most`` pair, as ``Term``s; cross_lengths off adds
+        ell_z = ell_x. (Multiples: ``multiples``.)"""
         have = set(hyper_names)
-        out = []
-        pairs = list(self.equal)
+        out: list[Relation] = []
+        pairs = [("=", a, b) for a, b in self.equal]
         if not self.cross_lengths:
-            pairs.append(("ell_z", "ell_x"))
-        for a, b in pairs:
+            pairs.append(("=", "ell_z", "ell_x"))
+        pairs += [("<=", a, b) for a, b in self.at_most]
+        for kind, a, b in pairs:
             left, right = _side(a), _side(b)
-            if set(left) <= have and set(right) <= have:
-                out.append((left, right))
+            if set(left.names) <= have and set(right.names) <= have:
+                out.append((kind, left, right))
         return out
+
+    def multiples(self, hyper_names: Sequence[str]) -> dict[str, int]:
+        """{name: k} of the ``multiple_of`` entries that apply to an entry with these hyperparameters."""
+        return {n: int(k) for n, k in self.multiple_of.items() if n in hyper_names}
 
     def admits(self, hyper: Mapping[str, int]) -> bool:
         """Whether a case with these hyperparameters lies within the limits."""
@@ -159,42 +283,56 @@ class Limits:
         for n, v in self.minimum.items():
             if n in hyper and int(hyper[n]) < int(v):
                 return False
-        return all(_product(a, hyper) == _product(b, hyper) for a, b in self.relations(list(hyper)))
+        if any(int(hyper[n]) % k for n, k in self.multiples(list(hyper)).items()):
+            return False
+        return all(_holds(r, hyper) for r in self.relations(list(hyper)))
 
     def settle(self, hyper: Mapping[str, int]) -> dict[str, int]:
-        """``hyper`` raised, never lowered, until every equality that applies holds.
+        """``hyper`` raised, never lowered, until every relation and multiple that applies holds.
 
-        A side that is one name takes the other side's value when it is smaller;
-        a smaller product grows its last factor. Values only grow, so the least
-        solution above ``hyper`` is found when one exists; the caller checks the
-        maxima (``admits``) afterwards."""
+        An equality raises its smaller side: a side that is one name (times a constant) takes the
+        least value that reaches the other side, a smaller product grows its last factor by one. An
+        inequality a <= b with a > b raises b's last name factor to the least value that reaches a.
+        A size that is not a multiple of its k is rounded up to the next one. Values only grow, so
+        the least solution above ``hyper`` is found when one exists (growing last factors); the
+        caller checks the maxima (``admits``) afterwards."""
         out = {n: int(v) for n, v in hyper.items()}
         relations = self.relations(list(out))
-        for _ in range(64 + 4 * len(relations)):
+        multiples = self.multiples(list(out))
+        for _ in range(64 + 4 * (len(relations) + len(multiples))):
             unsettled = False
-            for a, b in relations:
-                va, vb = _product(a, out), _product(b, out)
-                if va == vb:
+            for kind, a, b in relations:
+                va, vb = a.value(out), b.value(out)
+                if va == vb or (kind == "<=" and va < vb):
                     continue
                 unsettled = True
-                small, big, target = (a, b, vb) if va < vb else (b, a, va)
-                if len(small) == 1:
-                    out[small[0]] = target
+                if kind == "<=":
+                    _grow(b, va, out, jump=True)
+                elif va < vb:
+                    _grow(a, vb, out, jump=False)
                 else:
-                    out[small[-1]] += 1
+                    _grow(b, va, out, jump=False)
+            for n, k in multiples.items():
+                if out[n] % k:
+                    out[n] += k - out[n] % k
+                    unsettled = True
             if not unsettled or any(v > 1 << 20 for v in out.values()):
                 break
         return out
 
     def problems(self, hyper_names: Sequence[str], minimum: Mapping[str, int]) -> list[str]:
         """Why nothing can be drawn within the limits for an entry with these hyperparameters and
-        minima (empty when something can): the least sizes that satisfy the equalities, if any,
-        must respect the maxima."""
+        minima (empty when something can; else one sentence): the least sizes that satisfy the
+        relations and multiples, if any, must respect the maxima."""
         low = {n: max(int(minimum.get(n, 1)), int(self.minimum.get(n, 1))) for n in hyper_names}
         settled = self.settle(low)
-        for a, b in self.relations(list(hyper_names)):
-            if _product(a, settled) != _product(b, settled):
-                return [f"the equalities cannot all hold ({'*'.join(a)} = {'*'.join(b)} is left unmet)"]
+        for relation in self.relations(list(hyper_names)):
+            if not _holds(relation, settled):
+                kind, a, b = relation
+                return [f"the relations cannot all hold ({a} {kind} {b} is left unmet)"]
+        for n, k in self.multiples(list(hyper_names)).items():
+            if settled[n] % k:
+                return [f"the relations cannot all hold ({n} a multiple of {k} is left unmet)"]
         over = [f"{n} = {settled[n]} > maximum {self.maximum[n]}" for n in self.maximum
                 if n in settled and settled[n] > int(self.maximum[n])]
         if over:
@@ -202,8 +340,10 @@ class Limits:
         return []
 
     def describe(self) -> str:
-        """One line, e.g. "d_attn = d_mid, ell_max <= 64, no batching"."""
+        """One line, e.g. "d_attn = d_mid, d_mlp <= 4*d_e, d_e a multiple of 2, ell_max <= 64, no batching"."""
         parts = [f"{a} = {b}" for a, b in self.equal]
+        parts += [f"{a} <= {b}" for a, b in self.at_most]
+        parts += [f"{n} a multiple of {k}" for n, k in sorted(self.multiple_of.items())]
         parts += [f"{n} <= {v}" for n, v in sorted(self.maximum.items())]
         parts += [f"{n} >= {v}" for n, v in sorted(self.minimum.items())]
         if not self.batching:
@@ -213,9 +353,51 @@ class Limits:
         return ", ".join(parts) or "none"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"equal": [list(p) for p in self.equal], "maximum": dict(sorted(self.maximum.items())),
-                "minimum": dict(sorted(self.minimum.items())), "batching": bool(self.batching),
-                "cross_lengths": bool(self.cross_lengths)}
+        return {"equal": [list(p) for p in self.equal], "at_most": [list(p) for p in self.at_most],
+                "multiple_of": dict(sorted(self.multiple_of.items())),
+                "maximum": dict(sorted(self.maximum.items())), "minimum": dict(sorted(self.minimum.items())),
+                "batching": bool(self.batching), "cross_lengths": bool(self.cross_lengths)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Limits":
+        """The limits ``to_dict`` wrote, read as untrusted data (a certificate's ``subject.limits``):
+        ValueError with one line for anything else. Fields left out take their defaults (a
+        certificate written before ``at_most`` and ``multiple_of`` existed has neither)."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"must be a JSON object, got {type(data).__name__}")
+        stray = sorted(repr(k)[:40] for k in data if k not in LIMIT_FIELDS)
+        if stray:
+            raise ValueError(f"unknown fields {', '.join(stray[:4])}; expected some of {', '.join(LIMIT_FIELDS)}")
+        pairs = {}
+        for what in ("equal", "at_most"):
+            value = data.get(what, [])
+            if not isinstance(value, list) or len(value) > 64:
+                raise ValueError(f"{what} must be a list of at most 64 pairs of sides")
+            if not all(isinstance(p, list) and len(p) == 2 and all(isinstance(s, str) and len(s) <= 200 for s in p)
+                       for p in value):
+                raise ValueError(f"{what} must be a list of pairs of sides, each a string of at most 200 "
+                                 "characters")
+            pairs[what] = tuple((a, b) for a, b in value)
+        bounds = {}
+        for what in ("maximum", "minimum", "multiple_of"):
+            value = data.get(what, {})
+            if not isinstance(value, dict) or len(value) > 64 or not all(
+                    isinstance(k, str) and len(k) <= 200 for k in value):
+                raise ValueError(f"{what} must be an object of at most 64 names")
+            bounds[what] = dict(value)
+        limits = cls(equal=pairs["equal"], at_most=pairs["at_most"], maximum=bounds["maximum"],
+                     minimum=bounds["minimum"], multiple_of=bounds["multiple_of"],
+                     batching=data.get("batching", True), cross_lengths=data.get("cross_lengths", True))
+        wrong = limits.malformed()
+        if wrong:
+            raise ValueError(wrong[0])
+        return limits
+
+
+def _holds(relation: Relation, hyper: Mapping[str, int]) -> bool:
+    kind, a, b = relation
+    va, vb = a.value(hyper), b.value(hyper)
+    return va == vb if kind == "=" else va <= vb
 
 
 NO_LIMITS: Final = Limits()
@@ -235,7 +417,13 @@ class Implementation:
                     values are exactly representable in that dtype.
     to_numpy        native array -> NumPy array (float16/32/64, int or bool),
                     value for value (upcast bfloat16 to float32 first).
-    variants        "all", or the variant sets it implements.
+    variants        "all", or the variant sets it implements (a sequence of
+                    VariantSet), for every algorithm; or, per algorithm,
+                    {algorithm: "all" | sequence of VariantSet}, where the
+                    key "*" stands for every algorithm not named (without
+                    it, every implemented algorithm must be named). Each
+                    algorithm is searched, replayed and certified under its
+                    own sets only (``variants_for``).
     precision       "highest" (float32 matrix products in full float32) or a
                     named reduced tier such as "tf32"; tolerances follow it.
     description     one line for ``ftspec list``.
@@ -257,7 +445,7 @@ class Implementation:
     devices: Callable[[], Sequence[str]]
     from_numpy: Callable[[Any, str, str], Any]
     to_numpy: Callable[[Any], Any]
-    variants: Union[Literal["all"], Sequence[VariantSet]] = ALL_VARIANTS
+    variants: Union[Literal["all"], Sequence[VariantSet], Mapping[str, Declared]] = ALL_VARIANTS
     precision: str = "highest"
     description: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -274,13 +462,39 @@ class Implementation:
         """Whether a case of ``algorithm`` with ``hyper`` lies within this implementation's limits."""
         return self.limits_for(algorithm).admits(hyper)
 
-    def supports(self, variant: VariantSet) -> bool:
-        return self.variants == ALL_VARIANTS or variant in tuple(self.variants)
+    @property
+    def per_algorithm(self) -> bool:
+        """Whether ``variants`` declares sets per algorithm (a mapping)."""
+        return isinstance(self.variants, Mapping)
+
+    def variants_for(self, algorithm: str) -> Union[Literal["all"], tuple[VariantSet, ...]]:
+        """"all", or the variant sets declared for ``algorithm`` (() when none are: a mapping that
+        names neither it nor "*")."""
+        declared: Any = self.variants
+        if isinstance(declared, Mapping):
+            declared = declared.get(algorithm, declared.get(DEFAULT_VARIANTS, ()))
+        if isinstance(declared, str) and declared == ALL_VARIANTS:
+            return ALL_VARIANTS
+        return tuple(declared)
+
+    def declared_variants(self) -> dict[str, Union[Literal["all"], tuple[VariantSet, ...]]]:
+        """{implemented algorithm: its sets (``variants_for``)}, in the order of ``algorithms``."""
+        return {a: self.variants_for(a) for a in self.algorithms}
+
+    def supports(self, variant: VariantSet, algorithm: Optional[str] = None) -> bool:
+        """Whether ``variant`` is declared for ``algorithm``. The one-argument form, kept for
+        callers written before per-algorithm sets, answers for a plugin whose sets are the same for
+        every algorithm, and raises TypeError for one that declares them per algorithm."""
+        if algorithm is None:
+            if self.per_algorithm:
+                raise TypeError(f"{self.name} declares variant sets per algorithm: call "
+                                "supports(variant, algorithm)")
+            algorithm = ""
+        declared = self.variants_for(algorithm)
+        return declared == ALL_VARIANTS or variant in declared
 
     def problems(self) -> list[str]:
         """Declaration mistakes (empty when the plugin is well formed)."""
-        from ftspec.spec.variants import VariantSet as _V
-
         out = []
         if not isinstance(self.name, str) or not self.name:
             out.append("name must be a non-empty string")
@@ -289,9 +503,7 @@ class Implementation:
             out.append(f"unknown dtypes {bad}; expected a subset of {list(FLOAT_DTYPES)}")
         if not self.dtypes:
             out.append("declares no dtypes")
-        if self.variants != ALL_VARIANTS:
-            if not all(isinstance(v, _V) for v in self.variants):
-                out.append('variants must be "all" or a sequence of VariantSet')
+        out.extend(self._variant_problems())
         for attr in ("devices", "from_numpy", "to_numpy"):
             if not callable(getattr(self, attr)):
                 out.append(f"{attr} must be callable")
@@ -301,6 +513,39 @@ class Implementation:
         if not isinstance(self.intermediates, Mapping) or not all(callable(f) for f in self.intermediates.values()):
             out.append("intermediates must be {model entry: callable}")
         out.extend(self._limit_problems())
+        return out
+
+    def _variant_problems(self) -> list[str]:
+        """``variants`` that is not "all", a sequence of VariantSet, or a mapping of those per
+        algorithm naming every implemented algorithm (or "*") and no other."""
+        def wrong(declared: Any) -> bool:
+            if isinstance(declared, str):
+                return declared != ALL_VARIANTS
+            try:
+                return not all(isinstance(v, VariantSet) for v in declared)
+            except TypeError:  # not iterable
+                return True
+
+        if not isinstance(self.variants, Mapping):
+            return ['variants must be "all", a sequence of VariantSet, or {algorithm: "all" | sequence of '
+                    'VariantSet}'] if wrong(self.variants) else []
+        keys = list(self.variants)
+        odd = [k for k in keys if not isinstance(k, str)]
+        if odd:
+            return [f"variants: keys must be algorithm names or \"*\", given {odd[:4]!r:.80}"]
+        stray = sorted(k for k in keys if k != DEFAULT_VARIANTS and k not in self.algorithms)
+        if stray:
+            return [f"variants name algorithms the plugin does not implement: {stray}"]
+        out = []
+        for key, declared in self.variants.items():
+            if wrong(declared):
+                out.append(f"variants for {key!r} must be \"all\" or a sequence of VariantSet")
+            elif not isinstance(declared, str) and not tuple(declared):
+                out.append(f"variants for {key!r} is empty (leave the algorithm out of algorithms instead)")
+        unnamed = [a for a in self.algorithms if a not in self.variants]
+        if unnamed and DEFAULT_VARIANTS not in self.variants:
+            out.append(f"variants declares no set for {unnamed} (name each algorithm, or give a "
+                       f"\"{DEFAULT_VARIANTS}\" key for the rest)")
         return out
 
     def _limit_problems(self) -> list[str]:
@@ -323,18 +568,13 @@ class Implementation:
             if not isinstance(limits, Limits):
                 out.append(f"limits for {algorithm!r} must be a Limits")
                 continue
-            try:
-                unknown = sorted(limits.names() - known)
-                bad = [f"{n}={v!r}" for n, v in (*limits.maximum.items(), *limits.minimum.items())
-                       if isinstance(v, bool) or not isinstance(v, int) or v < 1]
-            except (TypeError, ValueError, AttributeError) as exc:
-                out.append(f"limits for {algorithm!r}: {exc}")
+            malformed = limits.malformed()
+            if malformed:
+                out.append(f"limits for {algorithm!r}: {malformed[0]}")
                 continue
+            unknown = sorted(limits.names() - known)
             if unknown:
                 out.append(f"limits name unknown hyperparameters {unknown}")
-                continue
-            if bad:
-                out.append(f"limits: bounds must be positive integers, given {bad}")
                 continue
             entry = REGISTRY.get(algorithm)
             if entry is not None:

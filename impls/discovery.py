@@ -381,13 +381,25 @@ def listing(timeout: float = DEFAULT_LOAD_TIMEOUT) -> list[dict[str, Any]]:
             row.update(
                 loaded=True, version=impl.version, description=impl.description, devices=devices,
                 dtypes=list(impl.dtypes), precision=impl.precision,
-                variants="all" if impl.variants == "all" else [v.describe() for v in impl.variants],
+                variants=_variants_row(impl, covered),
                 algorithms=covered, missing=[a for a in REGISTRY if a not in impl.algorithms],
                 coverage=f"{len(covered)}/{len(REGISTRY)}",
                 limits={a: impl.limits_for(a).describe() for a in covered if not impl.limits_for(a).unconstrained},
             )
         rows.append(row)
     return rows
+
+
+def _variants_row(impl: Implementation, covered: Sequence[str]) -> Any:
+    """What ``listing`` shows of a plugin's variant sets: "all" or [set, ...] when they are the same
+    for every algorithm; {algorithm: "all" | [set, ...]} for each covered algorithm when the plugin
+    declares them per algorithm (a "*" key spelled out)."""
+    def shown(declared: Any) -> Any:
+        return "all" if declared == "all" else [v.describe() for v in declared]
+
+    if not impl.per_algorithm:
+        return shown(impl.variants_for(""))
+    return {a: shown(impl.variants_for(a)) for a in covered}
 
 
 def clear_cache() -> None:

@@ -9,7 +9,7 @@ canonical inputs and flat parameters. See docs/spec.md.
 
 from __future__ import annotations
 
-from .architectures import d_transformer, e_transformer, ed_transformer
+from .architectures import d_transformer, e_transformer, ed_transformer, next_token_encoder
 from .attention import attention, basic_single_query_attention, mh_attention, unidirectional_mask
 from .embedding import (
     embed,
@@ -29,7 +29,7 @@ from .evaluation import evaluate, resolve_hyper, to_floats
 from .variants import PAPER, PRESETS, SWITCHES, VariantSet, preset
 
 #: Version of the mathematics stated here; fixtures and certificates record it.
-SPEC_VERSION = "2.0.0"
+SPEC_VERSION = "2.1.0"
 
 __all__ = [
     "FLOAT",
@@ -60,6 +60,7 @@ __all__ = [
     "gpt2_layer",
     "layer_norm",
     "mh_attention",
+    "next_token_encoder",
     "positional_embedding",
     "preset",
     "resolve_hyper",

@@ -1,6 +1,9 @@
 """Algorithms 8-10: the encoder-decoder, encoder-only and decoder-only
 transformers. Each returns P ∈ (0,1)^{N_V×ℓ}; column t is a distribution
 over the token that follows position t (0-based; the paper's t+1).
+
+Also the bidirectional encoder read at its last position only, p ∈ (0,1)^{N_V}
+(``next_token_encoder``): the whole model of seeds 000 and 002.
 """
 
 from __future__ import annotations
@@ -10,16 +13,17 @@ from typing import Optional, Sequence
 from .embedding import embed
 from .errors import in_algorithm
 from .functions import apply
+from .intermediates import kept, record, scope, step
 from .layers import bert_layer, decoder_layer, encoder_layer, gpt2_layer
-from .linalg import Matrix, add_bias, matmul
+from .linalg import Matrix, Vector, add_bias, column, matmul
 from .normalization import norm_columns
 from .params import DTransformerParams, EDTransformerParams, ETransformerParams
-from .functions import softmax_columns
+from .functions import softmax, softmax_columns
 from .unembedding import logits, unembedding_matrix
 from .variants import PAPER, VariantSet
 
 __all__ = ["d_transformer", "d_transformer_logits", "e_transformer", "e_transformer_logits",
-           "ed_transformer", "ed_transformer_logits"]
+           "ed_transformer", "ed_transformer_logits", "next_token_encoder", "next_token_encoder_logits"]
 
 
 def ed_transformer(z: Sequence[int], x: Sequence[int], theta: EDTransformerParams, *,
@@ -45,18 +49,18 @@ def ed_transformer_logits(z: Sequence[int], x: Sequence[int], theta: EDTransform
                           ell_max: Optional[int] = None, variant: VariantSet = PAPER) -> Matrix:
     """Algorithm 8 up to the final softmax: lines 1-20 and W_u X of line 21."""
     with in_algorithm("ed_transformer"):
-        Z = embed(z, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
-                  gamma=theta.gamma_emb_enc, beta=theta.beta_emb_enc)  # lines 1-3
-        for layer in theta.enc_layers:  # line 4
-            Z = encoder_layer(Z, layer, variant=variant)  # lines 5-8
+        Z = step("enc_embedding", embed, z, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
+                 gamma=theta.gamma_emb_enc, beta=theta.beta_emb_enc)  # lines 1-3
+        for l, layer in enumerate(theta.enc_layers):  # line 4
+            Z = step(f"enc_layers.{l}", encoder_layer, Z, layer, variant=variant)  # lines 5-8
         if variant.resolved_final_norm("ed_encoder"):
-            Z = norm_columns(Z, theta.gamma_enc, theta.beta_enc, variant)
-        X = embed(x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
-                  gamma=theta.gamma_emb_dec, beta=theta.beta_emb_dec)  # lines 10-12
-        for dec_layer in theta.dec_layers:  # line 13
-            X = decoder_layer(X, Z, dec_layer, variant=variant)  # lines 14-19
+            Z = step("enc_final_norm", norm_columns, Z, theta.gamma_enc, theta.beta_enc, variant)
+        X = step("dec_embedding", embed, x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
+                 gamma=theta.gamma_emb_dec, beta=theta.beta_emb_dec)  # lines 10-12
+        for l, dec_layer in enumerate(theta.dec_layers):  # line 13
+            X = step(f"dec_layers.{l}", decoder_layer, X, Z, dec_layer, variant=variant)  # lines 14-19
         if variant.resolved_final_norm("ed_decoder"):
-            X = norm_columns(X, theta.gamma_dec, theta.beta_dec, variant)
+            X = step("dec_final_norm", norm_columns, X, theta.gamma_dec, theta.beta_dec, variant)
         W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)
         return logits(X, W_u, theta.b_u)  # line 21, before the softmax
 
@@ -83,14 +87,18 @@ def e_transformer_logits(x: Sequence[int], theta: ETransformerParams, *,
                          ell_max: Optional[int] = None, variant: VariantSet = PAPER) -> Matrix:
     """Algorithm 9 up to the final softmax: lines 1-11 and W_u X of line 12."""
     with in_algorithm("e_transformer"):
-        X = embed(x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
-                  gamma=theta.gamma_emb, beta=theta.beta_emb)  # lines 1-3
-        for layer in theta.layers:  # line 4
-            X = bert_layer(X, layer, variant=variant)  # lines 5-8
+        X = step("embedding", embed, x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
+                 gamma=theta.gamma_emb, beta=theta.beta_emb)  # lines 1-3
+        for l, layer in enumerate(theta.layers):  # line 4
+            X = step(f"layers.{l}", bert_layer, X, layer, variant=variant)  # lines 5-8
         if variant.resolved_final_norm("bert"):
-            X = norm_columns(X, theta.gamma_final, theta.beta_final, variant)
-        X = apply(variant.resolved_activation("bert"), add_bias(matmul(theta.W_f, X), theta.b_f))  # line 10
-        X = norm_columns(X, theta.gamma, theta.beta, variant)  # line 11
+            X = step("final_norm", norm_columns, X, theta.gamma_final, theta.beta_final, variant)
+        with scope("head"):  # intermediates head.dense, head.act, head.mu, head.sigma; head (line 11)
+            X = apply(variant.resolved_activation("bert"), kept("dense", add_bias(matmul(theta.W_f, X),
+                                                                                  theta.b_f)))  # line 10
+            record("act", X)
+            X = norm_columns(X, theta.gamma, theta.beta, variant)  # line 11
+        record("head", X)
         W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)
         return logits(X, W_u, theta.b_u)  # line 12, before the softmax
 
@@ -115,11 +123,67 @@ def d_transformer_logits(x: Sequence[int], theta: DTransformerParams, *,
                          ell_max: Optional[int] = None, variant: VariantSet = PAPER) -> Matrix:
     """Algorithm 10 up to the final softmax: lines 1-10 and W_u X of line 11."""
     with in_algorithm("d_transformer"):
-        X = embed(x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
-                  gamma=theta.gamma_emb, beta=theta.beta_emb)  # lines 1-3
-        for layer in theta.layers:  # line 4
-            X = gpt2_layer(X, layer, variant=variant)  # lines 5-8
+        X = step("embedding", embed, x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
+                 gamma=theta.gamma_emb, beta=theta.beta_emb)  # lines 1-3
+        for l, layer in enumerate(theta.layers):  # line 4
+            X = step(f"layers.{l}", gpt2_layer, X, layer, variant=variant)  # lines 5-8
         if variant.resolved_final_norm("gpt2"):
-            X = norm_columns(X, theta.gamma, theta.beta, variant)  # line 10
+            X = step("final_norm", norm_columns, X, theta.gamma, theta.beta, variant)  # line 10
         W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)
         return logits(X, W_u, theta.b_u)  # line 11, before the softmax
+
+
+def next_token_encoder(x: Sequence[int], theta: DTransformerParams, *,
+                       ell_max: Optional[int] = None, variant: VariantSet = PAPER) -> Vector:
+    """A bidirectional encoder as a next-token predictor: p ← softmax(W_u X[:, ℓ−1]).
+
+    1-3. X ← [W_e[:, x[t]] + W_p[:, t]] for t = 0..ℓ-1        (Algorithm 8 lines 1-3)
+    4-8. for l = 0..L-1: X ← encoder_layer(X | W_l, ...)      (Algorithm 8 lines 4-8; Mask ≡ 1)
+         e ← X[:, ℓ−1], normalised under ``final_norm="final"`` (γ, β)
+    9.   return p = softmax(W_u e)                            (Algorithm 7 on the last column)
+
+    This is the whole model of two seed documents, and they define the same
+    function:
+
+    - seed 000 (compact definition), eq. (6): X^(0)_t = W^emb_{s_t} + W^pos_t,
+      then per layer Y_t = LayerNorm(X_t + attn(X, X_t)) and X_t =
+      LayerNorm(Y_t + ffn(Y_t)) with attention over every row of X
+      (bidirectional, eq. 4) and a one-hidden-layer ReLU FFN (eq. 5), and
+      G = softmax(X^(L)_T W^une): the distribution at the last position T.
+    - seed 002 (Thickstun): L transformer blocks f_θ (eqs. 1-8: post-LN,
+      unmasked, ReLU), the input z_k = W_zxᵀ ReLU(W_xᵀ x_k) + p_k of eq. (12)
+      (the text writes x_1 where x_k is meant: p ∈ R^{p×d} adds a row per
+      position), and ŷ = softmax(W_zᵀ z) of eq. (9) with z ≡ f_θ(x)_p, the
+      p'th (last) output ("language applications typically use a single
+      output").
+
+    Under preset ``compact-000`` or ``thickstun-002`` this is each document's
+    model with the correspondence of parameters in tests/spec/test_seed_models.py.
+    Seed 002's eq. (12) input, with one-hot tokens x_k = e_{v_k}, is the
+    column v_k of the table W_zxᵀ ReLU(W_xᵀ), that is a token embedding; so an
+    implementation of it is certified with W_x = I_V (ReLU(e_v) = e_v) and
+    W_zx = W_eᵀ, which its adapter passes (as W_o = I for seed 003).
+
+    Defaults (``PAPER``) are Algorithm 8's encoder: post-LN, ReLU, no final
+    norm. Variants: every switch of the layers, ``positions``,
+    ``embedding_scale``, ``embedding_norm`` (γ/β_emb), ``final_norm="final"``
+    (γ, β on the last column: norms act per column, so this is the last
+    column of the normalised X), ``unembedding``, ``logit_bias``.
+    """
+    with in_algorithm("next_token_encoder"):
+        return softmax(next_token_encoder_logits(x, theta, ell_max=ell_max, variant=variant))  # line 9
+
+
+def next_token_encoder_logits(x: Sequence[int], theta: DTransformerParams, *,
+                              ell_max: Optional[int] = None, variant: VariantSet = PAPER) -> Vector:
+    """``next_token_encoder`` up to the softmax: W_u X[:, ℓ−1] (+ b_u)."""
+    with in_algorithm("next_token_encoder"):
+        X = step("embedding", embed, x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
+                 gamma=theta.gamma_emb, beta=theta.beta_emb)  # lines 1-3
+        for l, layer in enumerate(theta.layers):  # line 4
+            X = step(f"layers.{l}", encoder_layer, X, layer, variant=variant)  # lines 5-8
+        last = [[row[-1]] for row in X]  # X[:, ℓ−1] as a one-column matrix (d_e × 1)
+        if variant.resolved_final_norm("ed_encoder"):
+            last = step("final_norm", norm_columns, last, theta.gamma, theta.beta, variant)
+        W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)
+        return column(logits(last, W_u, theta.b_u), 0)  # line 9, before the softmax

@@ -12,6 +12,7 @@ from typing import Any, Optional, Sequence
 from . import numbers
 from .errors import SpecError, in_algorithm
 from .functions import softmax
+from .intermediates import record, recording, step
 from .linalg import (
     Matrix,
     Vector,
@@ -61,6 +62,8 @@ def basic_single_query_attention(e: Vector, E: Matrix, W: AttentionParams, *,
     5. return ṽ = Σ_t α_t v_t
 
     Variants: ``attn_scale``, ``scale_placement``, ``attn_bias`` (see Algorithm 4).
+    Intermediates (``spec/intermediates.py``): q, K (column t: k_t), V (lines 1-3), scores
+    (qᵀk_t), S (the scores the softmax reads), A (α, line 4).
     """
     N = numbers.current()
     with in_algorithm("basic_single_query_attention"):
@@ -72,13 +75,21 @@ def basic_single_query_attention(e: Vector, E: Matrix, W: AttentionParams, *,
         q = _bias(matvec(W.W_q, e), W.b_q)  # line 1
         k = [_bias(matvec(W.W_k, column(E, t)), W.b_k) for t in range(T)]  # line 2
         v = [_bias(matvec(W.W_v, column(E, t)), W.b_v) for t in range(T)]  # line 3
+        if recording():
+            record("q", q)
+            record("K", from_columns(k))  # column t: k_t
+            record("V", from_columns(v))
         if variant.scale_placement == "query":
             q, divisor = _divide(q, divisor), None
         elif variant.scale_placement == "query_key_sqrt" and divisor is not None:
             root = N.sqrt(divisor)
             q, k, divisor = _divide(q, root), [_divide(kt, root) for kt in k], None
-        scores = _divide([N.dot(q, kt) for kt in k], divisor)
+        raw = [N.dot(q, kt) for kt in k]
+        record("scores", raw)  # qᵀk_t (of q, k_t already divided under scale_placement query*)
+        scores = _divide(raw, divisor)
+        record("S", scores)  # what the softmax reads
         alpha = softmax(scores)  # line 4
+        record("A", alpha)
         d_out = len(W.W_v)
         return [N.dot(alpha, [v[t][i] for t in range(T)]) for i in range(d_out)]  # line 5
 
@@ -119,6 +130,11 @@ def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[
     ``scale_placement`` (divide S; divide Q before line 4; divide Q and K by
     the fourth root before line 4) change line 6; ``attn_bias`` drops b_q,
     b_k, b_v.
+
+    Intermediates (``spec/intermediates.py``): Q, K, V (lines 1-3, before any
+    scaling), scores (line 4: KᵀQ, of Q and K already divided under the
+    ``query*`` placements), S (ℓ_z×ℓ_x: the scaled scores with −∞ where masked,
+    what line 6's softmax reads), A (ℓ_z×ℓ_x: the weights, each column sums to 1).
     """
     N = numbers.current()
     with in_algorithm("attention"):
@@ -129,6 +145,9 @@ def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[
         Q = add_bias(matmul(W.W_q, X), W.b_q)  # line 1
         K = add_bias(matmul(W.W_k, Z), W.b_k)  # line 2
         V = add_bias(matmul(W.W_v, Z), W.b_v)  # line 3
+        record("Q", Q)
+        record("K", K)
+        record("V", V)
         if variant.scale_placement == "query" and divisor is not None:
             Q, divisor = [_divide(row, divisor) for row in Q], None
         elif variant.scale_placement == "query_key_sqrt" and divisor is not None:
@@ -137,16 +156,23 @@ def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[
             K = [_divide(row, root) for row in K]
             divisor = None
         S = matmul(transpose(K), Q)  # line 4
+        record("scores", S)  # KᵀQ (of Q, K already divided under scale_placement query*)
         minus_inf = -N.inf
         S = [[s if Mask[tz][tx] else minus_inf for tx, s in enumerate(row)]
              for tz, row in enumerate(S)]  # line 5
-        weights = []
+        weights, read = [], []
         for tx in range(ell_x):  # line 6: softmax over the context index
             if not any(Mask[tz][tx] for tz in range(ell_z)):
                 weights.append(_empty_query_weights(variant, ell_z, tx))
+                read.append(column(S, tx))  # all −∞ (no softmax reads it)
                 continue
-            weights.append(softmax(_divide(column(S, tx), divisor)))
-        return matmul(V, from_columns(weights))
+            read.append(_divide(column(S, tx), divisor))
+            weights.append(softmax(read[-1]))
+        if recording():
+            record("S", from_columns(read))  # scaled and masked: what the softmax reads
+        A = from_columns(weights)
+        record("A", A)  # the attention weights: column t_x sums to 1
+        return matmul(V, A)
 
 
 def _empty_query_weights(variant: VariantSet, ell_z: int, tx: int) -> Vector:
@@ -170,12 +196,16 @@ def mh_attention(X: Matrix, Z: Matrix, W: MHAttentionParams, Mask: Sequence[Sequ
     1-2. Y^h ← Attention(X, Z | W^h_qkv, Mask) for h = 0..H-1 (the paper's 1..H)
     3.   Y ← [Y^1; Y^2; ...; Y^H]   (heads stacked vertically, head 1 on top: H·d_mid×ℓ_x)
     4.   return Ṽ = W_o Y + b_o 1ᵀ
+
+    Intermediates: heads.{h} (Y^h, with Algorithm 4's inside it: heads.{h}.Q, ...), Y (line 3).
     """
     with in_algorithm("mh_attention"):
         if not W.heads:
             raise SpecError("heads", "at least one head (H ≥ 1)", "H = 0")
-        Ys = [attention(X, Z, head, Mask, variant=variant) for head in W.heads]  # lines 1-2
+        Ys = [step(f"heads.{h}", attention, X, Z, head, Mask, variant=variant)
+              for h, head in enumerate(W.heads)]  # lines 1-2
         Y = [row for Yh in Ys for row in Yh]  # line 3
+        record("Y", Y)
         return add_bias(matmul(W.W_o, Y), W.b_o)  # line 4
 
 

@@ -11,6 +11,7 @@ from typing import Any, Optional, Sequence
 
 from . import numbers
 from .errors import SpecError, in_algorithm
+from .intermediates import record, recording, step
 from .linalg import Matrix, Vector, column, from_columns, shape
 from .normalization import norm_columns
 from .variants import PAPER, VariantSet
@@ -148,6 +149,10 @@ def embed(
     ``embedding_scale`` multiplies W_e[:, x[t]] by √d_e first (Vaswani et al.);
     ``embedding_norm`` normalises each column afterwards with γ, β.
     ``ell_max`` is needed when W_p is not learned (the paper's sinusoid uses it).
+
+    Intermediates (``spec/intermediates.py``): tokens (d_e×ℓ: W_e[:, x[t]], scaled),
+    positions (W_p[:, :ℓ], when there are positions); under ``embedding_norm`` sum (before
+    the norm) and norm (its output, with norm.mu and norm.sigma, or norm.rms).
     """
     N = numbers.current()
     d_e, _ = shape(W_e)
@@ -170,15 +175,21 @@ def embed(
     elif variant.positions == "none":
         P = None
     scale = N.sqrt(N.num(d_e)) if variant.embedding_scale == "sqrt_d_e" else None
-    columns = []
+    columns, tokens = [], []
     for t in range(ell):  # lines 1-3
         e = token_embedding(x[t], W_e)
         if scale is not None:
             e = [ei * scale for ei in e]
+        tokens.append(e)
         if P is not None:
             e = [ei + pi for ei, pi in zip(e, column(P, t))]
         columns.append(e)
     X = from_columns(columns)
+    if recording() and ell:
+        record("tokens", from_columns(tokens))
+        if P is not None:
+            record("positions", [row[:ell] for row in P])
     if variant.embedding_norm:
-        X = norm_columns(X, gamma, beta, variant)
+        record("sum", X)
+        X = step("norm", norm_columns, X, gamma, beta, variant)
     return X

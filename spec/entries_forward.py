@@ -1,11 +1,15 @@
 """Registry entries of the forward algorithms: Algorithms 1-10, the layers,
-RMSnorm, both sinusoids and the unidirectional mask."""
+RMSnorm, both sinusoids, the unidirectional mask, the layers' self-attention
+on its own (bidirectional and causal), and the encoder read as a next-token
+predictor (the whole model of seeds 000 and 002)."""
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from . import params as P
-from .architectures import d_transformer, e_transformer, ed_transformer
-from .attention import attention, basic_single_query_attention, mh_attention, unidirectional_mask
+from .architectures import d_transformer, e_transformer, ed_transformer, next_token_encoder
+from .attention import attention, basic_single_query_attention, bidirectional_mask, mh_attention, unidirectional_mask
 from .embedding import embed, positional_embedding, sinusoidal_paper, sinusoidal_vaswani, token_embedding
 from .entry import (
     ARCHITECTURE,
@@ -21,12 +25,14 @@ from .entry import (
     d_schema,
     e_schema,
     ed_schema,
+    next_token_schema,
     no_params,
     norm_dims,
     sequences_fit,
     tied_needs,
 )
 from .layers import bert_layer, decoder_layer, encoder_layer, gpt2_layer
+from .linalg import shape
 from .normalization import norm_columns
 from .params import Shape
 from .refusals import empty_query, narrow_norm, too_long, zero_variance
@@ -46,6 +52,23 @@ def _unembedding_schema(hyper: Hyper, v: VariantSet) -> dict[str, Shape]:
     if v.unembedding == "tied":
         s = {"W_e": ("d_e", "N_V"), **s}
     return s
+
+
+def _self_attention(causal: bool) -> Callable[[Any, Any, Hyper, VariantSet], dict[str, Any]]:
+    """The reference of ``self_attention`` / ``causal_self_attention``: Algorithm 5 with Z = X and
+    the Mask a layer builds from ℓ alone, as the layers do (spec/layers.py): Mask ≡ 1 (Alg. 8
+    line 5, Alg. 9 line 5) or Mask[t_z, t_x] = [[t_z ≤ t_x]] (Alg. 8 line 14, Alg. 10 line 6)."""
+    def reference(i: Any, p: Any, h: Hyper, v: VariantSet) -> dict[str, Any]:
+        X = i["X"]  # (d_e, ℓ): the sequence and its own context
+        _, ell = shape(X)
+        Mask = unidirectional_mask(ell, ell) if causal else bidirectional_mask(ell, ell)  # (ℓ, ℓ) [t_z, t_x]
+        return {"V_tilde": mh_attention(X, X, P.from_flat(P.MHAttentionParams, p), Mask, variant=v)}
+    return reference
+
+
+def _self_attention_schema(h: Hyper, v: VariantSet) -> dict[str, Shape]:
+    """A layer's ``attn.*`` names without the prefix: d_x = d_z = d_out = d_e."""
+    return P.mh_attention_schema(h["H"], v.attn_bias, "d_e", "d_e", "d_attn", "d_mid", "d_e")
 
 
 _X = TensorSpec
@@ -156,6 +179,33 @@ ENTRIES: list[Entry] = [
             i["X"], i["Z"], P.from_flat(P.MHAttentionParams, p), i["Mask"], variant=v)},
         structural=("H",),
         refusals=(empty_query(),),
+    ),
+    Entry(
+        name="self_attention", paper_name="Self-attention (bidirectional)",
+        number=5, lines="Z = X, Mask ≡ 1: Alg. 8 and 9 line 5", family="component",
+        summary="Ṽ = MHAttention(X, X | W, Mask ≡ 1): the encoder's and BERT's self-attention on its own.",
+        hyper=("H", "d_e", "d_attn", "d_mid", "ell"),
+        sizes=dict(H=2, d_e=4, d_attn=2, d_mid=2, ell=3),
+        inputs=(_X("X", ("d_e", "ell"), doc="the sequence, also its own context (Z = X)"),),
+        outputs=(_X("V_tilde", ("d_e", "ell")),),
+        param_schema=_self_attention_schema,
+        switches=ATTENTION,  # every query sees every key: no empty query
+        reference=_self_attention(causal=False),
+        structural=("H",),
+    ),
+    Entry(
+        name="causal_self_attention", paper_name="Self-attention (causal)",
+        number=5, lines="Z = X, Mask = [[t_z ≤ t_x]]: Alg. 10 line 6", family="component",
+        summary="Ṽ = MHAttention(X, X | W, Mask[t_z, t_x] = [[t_z ≤ t_x]]): GPT's (and the decoder's, "
+                "Alg. 8 line 14) self-attention on its own.",
+        hyper=("H", "d_e", "d_attn", "d_mid", "ell"),
+        sizes=dict(H=2, d_e=4, d_attn=2, d_mid=2, ell=3),
+        inputs=(_X("X", ("d_e", "ell"), doc="the sequence, also its own context (Z = X)"),),
+        outputs=(_X("V_tilde", ("d_e", "ell")),),
+        param_schema=_self_attention_schema,
+        switches=ATTENTION,  # every query sees at least itself: no empty query; ℓ_z = ℓ_x: no alignment
+        reference=_self_attention(causal=True),
+        structural=("H",),
     ),
     Entry(
         name="unidirectional_mask", paper_name="Unidirectional mask",
@@ -315,6 +365,22 @@ ENTRIES: list[Entry] = [
         switches=ARCHITECTURE,
         reference=lambda i, p, h, v: {"P": d_transformer(i["x"], P.from_flat(P.DTransformerParams, p),
                                                ell_max=h["ell_max"], variant=v)},
+        structural=("L", "H"),
+        check=all_of(sequences_fit("ell"), norm_dims("d_e")),
+        refusals=(zero_variance(tokens="x", attention="layers.0.attn.", when=_DATA_POSITIONS), too_long("ell")),
+    ),
+    Entry(
+        name="next_token_encoder", paper_name="Encoder next-token predictor",
+        number=None, lines="Alg. 8 lines 1-8, Alg. 7 on the last column", family="architecture",
+        summary="Bidirectional encoder stack, then p = softmax(W_u X[:, ℓ−1]): seeds 000 and 002.",
+        hyper=("N_V", "ell_max", "L", "H", "d_e", "d_attn", "d_mid", "d_mlp", "ell"),
+        sizes=dict(N_V=7, ell_max=6, L=2, H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, ell=4),
+        inputs=(_X("x", ("ell",), Kind.TOKEN, "token sequence"),),
+        outputs=(_X("p", ("N_V",), doc="distribution over the token after the last position"),),
+        param_schema=next_token_schema,
+        switches=ARCHITECTURE,
+        reference=lambda i, p, h, v: {"p": next_token_encoder(i["x"], P.from_flat(P.DTransformerParams, p),
+                                                    ell_max=h["ell_max"], variant=v)},
         structural=("L", "H"),
         check=all_of(sequences_fit("ell"), norm_dims("d_e")),
         refusals=(zero_variance(tokens="x", attention="layers.0.attn.", when=_DATA_POSITIONS), too_long("ell")),

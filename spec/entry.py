@@ -163,7 +163,7 @@ class Entry:
 ATTENTION = frozenset({"attn_scale", "scale_placement", "attn_bias"})
 NORM_LN = frozenset({"epsilon", "epsilon_placement", "variance", "affine"})
 NORM_ANY = NORM_LN | {"norm"}
-LAYER = ATTENTION | NORM_ANY | {"norm_placement", "activation", "mlp_bias"}
+LAYER = ATTENTION | NORM_ANY | {"norm_placement", "activation", "mlp_bias", "mlp_depth", "mlp"}
 EMBEDDING = frozenset({"positions", "embedding_scale", "embedding_norm"}) | NORM_ANY
 ARCHITECTURE = LAYER | EMBEDDING | {"final_norm", "unembedding", "logit_bias"}
 assert ARCHITECTURE | {"empty_query", "causal_alignment"} == set(SWITCHES)
@@ -241,14 +241,24 @@ def e_schema(hyper: Hyper, v: VariantSet) -> dict[str, Shape]:
     return s
 
 
-def d_schema(hyper: Hyper, v: VariantSet) -> dict[str, Shape]:
+def _one_stack_schema(hyper: Hyper, v: VariantSet, arch: str) -> dict[str, Shape]:
+    """``DTransformerParams``' names: W_e, W_p, ``layers.{l}.*``, γ/β of ``arch``'s final norm, W_u, b_u."""
     s = P.embedding_schema(v)
     for l in range(hyper["L"]):
         s.update(P.layer_schema(hyper["H"], v, f"layers.{l}."))
-    if v.resolved_final_norm("gpt2"):
+    if v.resolved_final_norm(arch):
         s.update(P.norm_schema(v, "gamma", "beta"))
     s.update(P.unembedding_schema(v))
     return s
+
+
+def d_schema(hyper: Hyper, v: VariantSet) -> dict[str, Shape]:
+    return _one_stack_schema(hyper, v, "gpt2")
+
+
+def next_token_schema(hyper: Hyper, v: VariantSet) -> dict[str, Shape]:
+    """The encoder next-token predictor: d_schema's names, with Algorithm 8's encoder layers and final norm."""
+    return _one_stack_schema(hyper, v, "ed_encoder")
 
 
 ED_HYPER = ("N_V", "ell_max", "L_enc", "L_dec", "H", "d_e", "d_attn", "d_mid", "d_mlp")

@@ -4,6 +4,8 @@
 the shapes (unifying every symbolic dimension), refuses anything that does
 not fit with a ``SpecError`` naming the argument, converts the numbers into
 the requested number system, runs the spec function and checks its output.
+``intermediates`` does the same and also returns the values the spec
+computed on the way (``spec/intermediates.py``).
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from typing import Any, Mapping, Optional
 from . import numbers as numbers_mod
 from .entry import Kind
 from .errors import SpecError, in_algorithm
+from .intermediates import recorded
 from .numbers import FLOAT, NumberSystem
 from .params import Shape, resolve_shape
 from .registry import Entry, entry
 from .variants import PAPER, VariantSet
 
-__all__ = ["evaluate", "evaluate_trace", "resolve_hyper", "to_floats"]
+__all__ = ["INTERMEDIATE_FAMILIES", "evaluate", "evaluate_trace", "intermediates", "resolve_hyper", "to_floats"]
 
 _STRUCTURAL = {
     "L": re.compile(r"^layers\.(\d+)\."),
@@ -166,6 +169,9 @@ def resolve_hyper(e: Entry, inputs: Mapping[str, Any], params: Mapping[str, Any]
             raise SpecError(name, f"≥ {e.minimum.get(name, 1)}", f"{name} = {hp[name]}")
     if e.check is not None:
         e.check(hp, variant)
+    if variant.mlp == "one_layer" and "d_mlp" in hp and "mlp" in e.switches and hp["d_mlp"] != hp["d_e"]:
+        raise SpecError("d_mlp", f"d_mlp = d_e = {hp['d_e']} (mlp='one_layer' adds act(W_mlp1 X) to X)",
+                        f"d_mlp = {hp['d_mlp']}")
     return hp
 
 
@@ -281,6 +287,45 @@ def evaluate(
                 raise SpecError(spec.name, "a finite output (inputs too large for the arithmetic?)",
                                 f"{N.to_float(x)!r}")
     return out
+
+
+#: the registry families whose entries return intermediates: the forward computations (a loss,
+#: gradient or training loop runs its model again and again, a sampler once per token)
+INTERMEDIATE_FAMILIES = ("component", "layer", "architecture")
+
+
+def intermediates(
+    name: str,
+    inputs: Optional[Mapping[str, Any]] = None,
+    params: Optional[Mapping[str, Any]] = None,
+    *,
+    hyper: Optional[Mapping[str, int]] = None,
+    variant: VariantSet = PAPER,
+    numbers: Optional[NumberSystem] = None,
+) -> dict[str, Any]:
+    """Evaluate registry entry ``name`` as ``evaluate`` does, returning its named intermediate
+    values followed by its outputs: ``{name: nested list}`` in the order computed, in the number
+    system ``numbers`` (default ``FLOAT``).
+
+    The names are hierarchical (``layers.0.attn.heads.1.A``, ``final_norm.sigma``, ...): those of
+    the intermediates contract, docs/plugins.md "Named intermediates", where each is defined;
+    ``spec/intermediates.py`` records them. Which names appear depends on the entry, its
+    hyperparameters and the variant set (``mlp.lin`` only for a gated MLP, ``norm1.rms`` for
+    RMSnorm, ...). Only component, layer and architecture entries record intermediates; any
+    other raises ``SpecError``, as does anything ``evaluate`` refuses.
+    """
+    e = entry(name)
+    if e.family not in INTERMEDIATE_FAMILIES:
+        raise SpecError("algorithm", f"an entry of the families {', '.join(INTERMEDIATE_FAMILIES)} (intermediates "
+                        "are recorded for forward computations)", f"{name}, a {e.family} entry", algorithm=name)
+    with recorded() as values:
+        out = evaluate(name, inputs, params, hyper=hyper, variant=variant, numbers=numbers)
+    result = dict(values)
+    for k, v in out.items():
+        if k in result:  # pragma: no cover - a naming mistake in the spec
+            raise RuntimeError(f"{name}: output {k!r} has the name of an intermediate")
+        result[k] = v
+    return result
 
 
 def _converted_inputs(e: Entry, inputs: Mapping[str, Any], N: NumberSystem) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from .errors import SpecError
 from .linalg import Matrix, Vector, column, from_columns, map_matrix, shape
 from .numbers import Batched, largest, offered
 
-__all__ = ["gelu_erf", "gelu_tanh", "relu", "softmax", "softmax_columns", "ACTIVATIONS"]
+__all__ = ["gelu_erf", "gelu_tanh", "relu", "silu", "softmax", "softmax_columns", "ACTIVATIONS"]
 
 
 def softmax(z: Vector) -> Vector:
@@ -62,10 +62,22 @@ def gelu_tanh(x: Any) -> Any:
     return N.const("0.5") * x * (N.num(1) + N.tanh(inner))
 
 
+def silu(x: Any) -> Any:
+    """SiLU(x) = x σ(x) = x / (1 + exp(−x)) (Elfwing et al. 2018; "Swish" with β = 1,
+    Ramachandran et al. 2017): the nonlinearity of LLaMA's SwiGLU and of seed 000's list of
+    variations ("a different nonlinearity than ReLU")."""
+    N = numbers.current()
+    if N.to_float(x) >= 0:
+        return x / (N.num(1) + N.exp(-x))
+    e = N.exp(x)  # the same number for x < 0, with exp of a negative argument (no overflow)
+    return x * e / (N.num(1) + e)
+
+
 ACTIVATIONS: dict[str, Callable[[Any], Any]] = {
     "relu": relu,
     "gelu_erf": gelu_erf,
     "gelu_tanh": gelu_tanh,
+    "silu": silu,
 }
 
 

@@ -5,7 +5,14 @@ and the GPT-2 layer of Algorithm 10.
 Norm placement: "post" (the paper's for encoder-decoder and BERT) normalises
 after each residual sum; "pre" (the paper's for GPT-2; Xiong et al. 2020)
 normalises the sublayer's input and adds the sublayer's output to the
-*un-normalised* X.
+*un-normalised* X; "res_post" normalises the sublayer's output before it is
+added, X ← X + LN(f(X)) (Swin Transformer v2's res-post-norm, Liu et al. 2022;
+seed 000 (compact definition) lists it as "LayerNorm-ing only the changes").
+
+The MLP is the paper's one hidden layer unless ``mlp_depth`` adds more
+(seed 000: "a larger number of layers") or ``mlp="gated"`` multiplies the
+activation by a linear branch (Shazeer 2020, "GLU Variants Improve
+Transformer": FFN_SwiGLU(x) = (Swish(xW) ⊗ xV) W₂, here in columns).
 """
 
 from __future__ import annotations
@@ -15,18 +22,44 @@ from typing import Optional
 from .attention import bidirectional_mask, mh_attention, unidirectional_mask
 from .errors import in_algorithm
 from .functions import apply
-from .linalg import Matrix, Vector, add, add_bias, matmul, shape
+from .intermediates import kept, record, step
+from .linalg import Matrix, Vector, add, add_bias, map_matrix, matmul, shape
 from .normalization import norm_columns
-from .params import DecoderLayerParams, LayerParams
+from .params import DecoderLayerParams, Dense, LayerParams
 from .variants import PAPER, VariantSet
 
 __all__ = ["bert_layer", "decoder_layer", "encoder_layer", "gpt2_layer", "mlp"]
 
 
-def mlp(X: Matrix, W1: Matrix, b1: Optional[Vector], W2: Matrix, b2: Optional[Vector],
-        activation: str) -> Matrix:
-    """W2 act(W1 X + b1 1ᵀ) + b2 1ᵀ (line 7 of Algorithms 8 and 9, line 8 of Algorithm 10)."""
-    return add_bias(matmul(W2, apply(activation, add_bias(matmul(W1, X), b1))), b2)
+def mlp(X: Matrix, W1: Matrix, b1: Optional[Vector], W2: Optional[Matrix], b2: Optional[Vector],
+        activation: str, *, lin: Optional[tuple[Matrix, Optional[Vector]]] = None,
+        hidden: tuple[Dense, ...] = ()) -> Matrix:
+    """W2 act(W1 X + b1 1ᵀ) + b2 1ᵀ (line 7 of Algorithms 8 and 9, line 8 of Algorithm 10).
+
+    ``lin`` = (V, c): the gated form, H = act(W1 X + b1 1ᵀ) ⊙ (V X + c 1ᵀ) (Shazeer 2020).
+    ``hidden``: each further hidden layer H ← act(W H + b 1ᵀ), in order (``mlp_depth``).
+    ``W2`` None: ``mlp="one_layer"`` (seed 004's FFN, ReLU(A W_L + b_L)): the last H is the output.
+
+    Intermediates (``spec/intermediates.py``): pre (W1 X + b1 1ᵀ), act and lin (gated only:
+    act(pre) and V X + c 1ᵀ), hidden (the first hidden layer H), hidden_layer.{k}.pre and
+    hidden_layer.{k} (each further one).
+    """
+    H = apply(activation, kept("pre", add_bias(matmul(W1, X), b1)))  # (d_mlp, ℓ)
+    if lin is not None:
+        V, c = lin
+        record("act", H)
+        H = map_matrix(lambda a, g: a * g, H, kept("lin", add_bias(matmul(V, X), c)))
+    record("hidden", H)
+    for k, layer in enumerate(hidden):
+        H = kept(f"hidden_layer.{k}", apply(activation, kept(f"hidden_layer.{k}.pre",
+                                                             add_bias(matmul(layer.W, H), layer.b))))
+    if W2 is None:  # mlp="one_layer": d_mlp = d_e, checked with the other sizes
+        return H
+    return add_bias(matmul(W2, H), b2)
+
+
+def _lin(W: Optional[Matrix], b: Optional[Vector]) -> Optional[tuple[Matrix, Optional[Vector]]]:
+    return None if W is None else (W, b)
 
 
 def _layer(X: Matrix, W: LayerParams, variant: VariantSet, arch: str, causal: bool) -> Matrix:
@@ -35,15 +68,27 @@ def _layer(X: Matrix, W: LayerParams, variant: VariantSet, arch: str, causal: bo
     _, ell = shape(X)
     Mask = unidirectional_mask(ell, ell) if causal else bidirectional_mask(ell, ell)
     act = variant.resolved_activation(arch)
-    if variant.resolved_norm_placement(arch) == "post":
-        X = add(X, mh_attention(X, X, W.attn, Mask, variant=variant))  # Alg. 8/9 line 5
-        X = norm_columns(X, W.gamma1, W.beta1, variant)  # line 6
-        X = add(X, mlp(X, W.W_mlp1, W.b_mlp1, W.W_mlp2, W.b_mlp2, act))  # line 7
-        return norm_columns(X, W.gamma2, W.beta2, variant)  # line 8
-    X_tilde = norm_columns(X, W.gamma1, W.beta1, variant)  # Alg. 10 line 5
-    X = add(X, mh_attention(X_tilde, X_tilde, W.attn, Mask, variant=variant))  # line 6
-    X_tilde = norm_columns(X, W.gamma2, W.beta2, variant)  # line 7
-    return add(X, mlp(X_tilde, W.W_mlp1, W.b_mlp1, W.W_mlp2, W.b_mlp2, act))  # line 8
+
+    def ffn(Y: Matrix) -> Matrix:
+        return mlp(Y, W.W_mlp1, W.b_mlp1, W.W_mlp2, W.b_mlp2, act, lin=_lin(W.W_mlp1_lin, W.b_mlp1_lin),
+                   hidden=W.mlp_hidden)
+
+    placement = variant.resolved_norm_placement(arch)
+    # intermediates: attn, norm1, mlp, norm2 (each a scope: its result and what it records inside),
+    # res1 and res2 (the residual sums), in the order computed
+    if placement == "post":
+        X = kept("res1", add(X, step("attn", mh_attention, X, X, W.attn, Mask, variant=variant)))  # Alg. 8/9 line 5
+        X = step("norm1", norm_columns, X, W.gamma1, W.beta1, variant)  # line 6
+        X = kept("res2", add(X, step("mlp", ffn, X)))  # line 7
+        return step("norm2", norm_columns, X, W.gamma2, W.beta2, variant)  # line 8
+    if placement == "res_post":  # lines 5-8 with each norm moved onto the sublayer's output
+        Y = step("attn", mh_attention, X, X, W.attn, Mask, variant=variant)
+        X = kept("res1", add(X, step("norm1", norm_columns, Y, W.gamma1, W.beta1, variant)))
+        return kept("res2", add(X, step("norm2", norm_columns, step("mlp", ffn, X), W.gamma2, W.beta2, variant)))
+    X_tilde = step("norm1", norm_columns, X, W.gamma1, W.beta1, variant)  # Alg. 10 line 5
+    X = kept("res1", add(X, step("attn", mh_attention, X_tilde, X_tilde, W.attn, Mask, variant=variant)))  # line 6
+    X_tilde = step("norm2", norm_columns, X, W.gamma2, W.beta2, variant)  # line 7
+    return kept("res2", add(X, step("mlp", ffn, X_tilde)))  # line 8
 
 
 def encoder_layer(Z: Matrix, W: LayerParams, *, variant: VariantSet = PAPER) -> Matrix:
@@ -104,16 +149,33 @@ def decoder_layer(X: Matrix, Z: Matrix, W: DecoderLayerParams, *,
         causal = unidirectional_mask(ell_x, ell_x)
         full = bidirectional_mask(ell_z, ell_x)
         act = variant.resolved_activation("ed_decoder")
-        if variant.resolved_norm_placement("ed_decoder") == "post":
-            X = add(X, mh_attention(X, X, W.self_attn, causal, variant=variant))  # line 14
-            X = norm_columns(X, W.gamma3, W.beta3, variant)  # line 15
-            X = add(X, mh_attention(X, Z, W.cross_attn, full, variant=variant))  # line 16
-            X = norm_columns(X, W.gamma4, W.beta4, variant)  # line 17
-            X = add(X, mlp(X, W.W_mlp3, W.b_mlp3, W.W_mlp4, W.b_mlp4, act))  # line 18
-            return norm_columns(X, W.gamma5, W.beta5, variant)  # line 19
-        X_tilde = norm_columns(X, W.gamma3, W.beta3, variant)
-        X = add(X, mh_attention(X_tilde, X_tilde, W.self_attn, causal, variant=variant))
-        X_tilde = norm_columns(X, W.gamma4, W.beta4, variant)
-        X = add(X, mh_attention(X_tilde, Z, W.cross_attn, full, variant=variant))
-        X_tilde = norm_columns(X, W.gamma5, W.beta5, variant)
-        return add(X, mlp(X_tilde, W.W_mlp3, W.b_mlp3, W.W_mlp4, W.b_mlp4, act))
+
+        def ffn(Y: Matrix) -> Matrix:
+            return mlp(Y, W.W_mlp3, W.b_mlp3, W.W_mlp4, W.b_mlp4, act, lin=_lin(W.W_mlp3_lin, W.b_mlp3_lin),
+                       hidden=W.mlp_hidden)
+
+        # intermediates: self_attn, norm1 (γ3, β3), cross_attn, norm2 (γ4, β4), mlp, norm3 (γ5, β5),
+        # res1, res2, res3 (the residual sums), in the order computed
+        placement = variant.resolved_norm_placement("ed_decoder")
+        if placement == "post":
+            X = kept("res1", add(X, step("self_attn", mh_attention, X, X, W.self_attn, causal,
+                                         variant=variant)))  # line 14
+            X = step("norm1", norm_columns, X, W.gamma3, W.beta3, variant)  # line 15
+            X = kept("res2", add(X, step("cross_attn", mh_attention, X, Z, W.cross_attn, full,
+                                         variant=variant)))  # line 16
+            X = step("norm2", norm_columns, X, W.gamma4, W.beta4, variant)  # line 17
+            X = kept("res3", add(X, step("mlp", ffn, X)))  # line 18
+            return step("norm3", norm_columns, X, W.gamma5, W.beta5, variant)  # line 19
+        if placement == "res_post":  # lines 14-19 with each norm moved onto the sublayer's output
+            Y = step("self_attn", mh_attention, X, X, W.self_attn, causal, variant=variant)
+            X = kept("res1", add(X, step("norm1", norm_columns, Y, W.gamma3, W.beta3, variant)))
+            Y = step("cross_attn", mh_attention, X, Z, W.cross_attn, full, variant=variant)
+            X = kept("res2", add(X, step("norm2", norm_columns, Y, W.gamma4, W.beta4, variant)))
+            return kept("res3", add(X, step("norm3", norm_columns, step("mlp", ffn, X), W.gamma5, W.beta5, variant)))
+        X_tilde = step("norm1", norm_columns, X, W.gamma3, W.beta3, variant)
+        X = kept("res1", add(X, step("self_attn", mh_attention, X_tilde, X_tilde, W.self_attn, causal,
+                                     variant=variant)))
+        X_tilde = step("norm2", norm_columns, X, W.gamma4, W.beta4, variant)
+        X = kept("res2", add(X, step("cross_attn", mh_attention, X_tilde, Z, W.cross_attn, full, variant=variant)))
+        X_tilde = step("norm3", norm_columns, X, W.gamma5, W.beta5, variant)
+        return kept("res3", add(X, step("mlp", ffn, X_tilde)))

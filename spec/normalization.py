@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from . import numbers
 from .errors import SpecError, in_algorithm
+from .intermediates import record, recording
 from .linalg import Matrix, Vector, map_columns
 from .numbers import centred
 from .variants import PAPER, VariantSet
@@ -88,7 +89,20 @@ def layer_norm(
     mathematics as ``biased``, rounded differently (``_one_pass_variance``).
     e − m is ``numbers.centred``: the paper's subtraction, which the
     harness's arithmetic rounds as real kernels do (docs/tolerances.md).
+
+    Intermediates (``spec/intermediates.py``, one per column under
+    ``norm_columns``): mu (m, line 1) and sigma (the divisor of line 3 as the
+    variant forms it: √v, √(v + ε) or √v + ε).
     """
+    out, m, sigma = _layer_norm(e, gamma, beta, variant)
+    record("mu", m)
+    record("sigma", sigma)
+    return out
+
+
+def _layer_norm(e: Vector, gamma: Optional[Vector], beta: Optional[Vector],
+                variant: VariantSet) -> tuple[Vector, Any, Any]:
+    """``layer_norm``'s lines: (ê, m, σ)."""
     N = numbers.current()
     with in_algorithm("layer_norm"):
         d_e = len(e)
@@ -107,7 +121,7 @@ def layer_norm(
             nonzero = v != 0
         sigma = _sigma(v, variant, "variance", nonzero)  # √v
         e_m = centred(e, m, line=3, line_2=e_m)  # e − m
-        return _affine([c / sigma for c in e_m], gamma, beta, variant)  # line 3
+        return _affine([c / sigma for c in e_m], gamma, beta, variant), m, sigma  # line 3
 
 
 def _one_pass_variance(e: Vector, m: Any) -> Any:
@@ -149,7 +163,17 @@ def rms_norm(
 
     Variants: ``epsilon``/``epsilon_placement`` as for layer norm; ``affine``
     "none" drops γ (there is never a β); ``variance`` does not apply.
+
+    Intermediate (one per column under ``norm_columns``): rms, the divisor of
+    line 2 as the variant forms it (√v, √(v + ε) or √v + ε).
     """
+    out, rms = _rms_norm(e, gamma, variant)
+    record("rms", rms)
+    return out
+
+
+def _rms_norm(e: Vector, gamma: Optional[Vector], variant: VariantSet) -> tuple[Vector, Any]:
+    """``rms_norm``'s lines: (ê, the root mean square it divides by)."""
     N = numbers.current()
     with in_algorithm("rms_norm"):
         d_e = len(e)
@@ -157,7 +181,7 @@ def rms_norm(
             raise SpecError("e", "a non-empty vector", "length 0")
         v = N.dot(e, e) / N.num(d_e)  # line 1
         sigma = _sigma(v, variant, "mean square", any(ei != 0 for ei in e))  # line 2
-        return _affine([ei / sigma for ei in e], gamma, None, variant)
+        return _affine([ei / sigma for ei in e], gamma, None, variant), sigma
 
 
 def norm_columns(
@@ -167,8 +191,23 @@ def norm_columns(
     variant: VariantSet = PAPER,
     kind: Optional[str] = None,
 ) -> Matrix:
-    """X[:, t] ← norm(X[:, t] | γ, β) for every column t; ``kind`` overrides ``variant.norm``."""
+    """X[:, t] ← norm(X[:, t] | γ, β) for every column t; ``kind`` overrides ``variant.norm``.
+
+    Intermediates: mu and sigma (layer norm) or rms (RMSnorm), each the vector of its columns'
+    values (length ℓ).
+    """
     kind = kind or variant.norm
-    if kind == "layer_norm":
-        return map_columns(lambda e: layer_norm(e, gamma, beta, variant=variant), X)
-    return map_columns(lambda e: rms_norm(e, gamma, variant=variant), X)
+    stats = ("mu", "sigma") if kind == "layer_norm" else ("rms",)
+
+    def norm(e: Vector) -> tuple:
+        return _layer_norm(e, gamma, beta, variant) if kind == "layer_norm" else _rms_norm(e, gamma, variant)
+
+    if not recording() or not X or not X[0]:
+        return map_columns(lambda e: norm(e)[0], X)
+    # the statistics ride below each column's output (the same numbers: map_columns may run the
+    # columns as one batch, so they come back as rows), then are split off
+    both = map_columns(lambda e: (lambda r: list(r[0]) + list(r[1:]))(norm(e)), X)
+    d = len(both) - len(stats)
+    for i, name in enumerate(stats):
+        record(name, both[d + i])
+    return both[:d]

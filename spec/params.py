@@ -27,6 +27,7 @@ from .variants import VariantSet
 
 __all__ = [
     "AttentionParams",
+    "Dense",
     "DecoderLayerParams",
     "DTransformerParams",
     "EDTransformerParams",
@@ -66,6 +67,14 @@ class MHAttentionParams:
 
 
 @dataclass(frozen=True)
+class Dense:
+    """One more hidden layer of a deeper MLP (``mlp_depth`` > 1): h ← act(W h + b), W ∈ R^{d_mlp×d_mlp}."""
+
+    W: Matrix
+    b: Optional[Vector]
+
+
+@dataclass(frozen=True)
 class LayerParams:
     """One layer of the encoder (Alg. 8 lines 5-8), BERT (Alg. 9 lines 5-8) or GPT-2 (Alg. 10 lines 5-8):
     W_l (attention), γ^1_l, β^1_l, W^l_mlp1, b^l_mlp1, W^l_mlp2, b^l_mlp2, γ^2_l, β^2_l."""
@@ -75,10 +84,15 @@ class LayerParams:
     beta1: Optional[Vector]
     W_mlp1: Matrix
     b_mlp1: Optional[Vector]
-    W_mlp2: Matrix
+    W_mlp2: Optional[Matrix]  # None under mlp="one_layer"
     b_mlp2: Optional[Vector]
     gamma2: Optional[Vector]
     beta2: Optional[Vector]
+    #: ``mlp="gated"``: the linear branch V, c of act(W_mlp1 x + b_mlp1) ⊙ (V x + c)
+    W_mlp1_lin: Optional[Matrix] = None
+    b_mlp1_lin: Optional[Vector] = None
+    #: ``mlp_depth`` > 1: the hidden layers after the first
+    mlp_hidden: tuple[Dense, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,10 +108,13 @@ class DecoderLayerParams:
     beta4: Optional[Vector]
     W_mlp3: Matrix
     b_mlp3: Optional[Vector]
-    W_mlp4: Matrix
+    W_mlp4: Optional[Matrix]  # None under mlp="one_layer"
     b_mlp4: Optional[Vector]
     gamma5: Optional[Vector]
     beta5: Optional[Vector]
+    W_mlp3_lin: Optional[Matrix] = None
+    b_mlp3_lin: Optional[Vector] = None
+    mlp_hidden: tuple[Dense, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -273,13 +290,26 @@ def norm_schema(variant: VariantSet, gamma: str, beta: str, d: str = "d_e",
 
 
 def mlp_schema(variant: VariantSet, first: str, second: str, prefix: str = "") -> dict[str, Shape]:
-    """W_mlp{first} ∈ R^{d_mlp×d_e}, W_mlp{second} ∈ R^{d_e×d_mlp} and their biases."""
+    """W_mlp{first} ∈ R^{d_mlp×d_e}, W_mlp{second} ∈ R^{d_e×d_mlp} and their biases; under
+    ``mlp="gated"`` the linear branch W_mlp{first}_lin ∈ R^{d_mlp×d_e}; under ``mlp_depth`` = k
+    the hidden layers mlp_hidden.{0..k-2}.W ∈ R^{d_mlp×d_mlp} (in the order they are applied);
+    under ``mlp="one_layer"`` no W_mlp{second} or b_mlp{second} (and d_mlp = d_e)."""
+    bias = variant.mlp_bias
     s: dict[str, Shape] = {prefix + f"W_mlp{first}": ("d_mlp", "d_e")}
-    if variant.mlp_bias:
+    if bias:
         s[prefix + f"b_mlp{first}"] = ("d_mlp",)
-    s[prefix + f"W_mlp{second}"] = ("d_e", "d_mlp")
-    if variant.mlp_bias:
-        s[prefix + f"b_mlp{second}"] = ("d_e",)
+    if variant.mlp == "gated":
+        s[prefix + f"W_mlp{first}_lin"] = ("d_mlp", "d_e")
+        if bias:
+            s[prefix + f"b_mlp{first}_lin"] = ("d_mlp",)
+    for k in range(variant.mlp_depth - 1):
+        s[prefix + f"mlp_hidden.{k}.W"] = ("d_mlp", "d_mlp")
+        if bias:
+            s[prefix + f"mlp_hidden.{k}.b"] = ("d_mlp",)
+    if variant.mlp != "one_layer":
+        s[prefix + f"W_mlp{second}"] = ("d_e", "d_mlp")
+        if bias:
+            s[prefix + f"b_mlp{second}"] = ("d_e",)
     return s
 
 

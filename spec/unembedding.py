@@ -6,6 +6,7 @@ from typing import Optional
 
 from .errors import SpecError, in_algorithm
 from .functions import softmax, softmax_columns
+from .intermediates import kept, record
 from .linalg import Matrix, Vector, add_bias, matmul, matvec, shape, transpose
 from .variants import PAPER, VariantSet
 
@@ -25,6 +26,7 @@ def unembedding(e: Vector, W_u: Matrix, b_u: Optional[Vector] = None) -> Vector:
             if len(b_u) != len(logits):
                 raise SpecError("b_u", f"a vector of length N_V={len(logits)}", f"length {len(b_u)}")
             logits = [z + b for z, b in zip(logits, b_u)]
+        record("logits", logits)
         return softmax(logits)  # line 1
 
 
@@ -40,12 +42,13 @@ def unembedding_matrix(W_u: Optional[Matrix], W_e: Optional[Matrix], variant: Va
 
 
 def logits(X: Matrix, W_u: Matrix, b_u: Optional[Vector] = None) -> Matrix:
-    """W_u X (+ b_u 1ᵀ): the argument of the final softmax of Algorithms 7-10."""
+    """W_u X (+ b_u 1ᵀ): the argument of the final softmax of Algorithms 7-10 (the
+    intermediate ``logits``)."""
     with in_algorithm("unembedding"):
         n_v, d = shape(W_u)
         if shape(X)[0] != d:
             raise SpecError("X", f"{d} rows (W_u is {n_v}x{d})", f"{shape(X)[0]} rows")
-        return add_bias(matmul(W_u, X), b_u)
+        return kept("logits", add_bias(matmul(W_u, X), b_u))
 
 
 def unembed(X: Matrix, W_u: Matrix, b_u: Optional[Vector] = None) -> Matrix:

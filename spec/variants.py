@@ -21,6 +21,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal, Mapping
 
 __all__ = [
+    "LATER",
     "PAPER",
     "PRESETS",
     "ROUNDING_ONLY",
@@ -51,11 +52,13 @@ class VariantSet:
     variance: Literal["biased", "unbiased", "one_pass"] = "biased"
     affine: Literal["scale_shift", "scale", "none"] = "scale_shift"
     # --- blocks ----------------------------------------------------------
-    norm_placement: Literal["paper", "post", "pre"] = "paper"
+    norm_placement: Literal["paper", "post", "pre", "res_post"] = "paper"
     final_norm: Literal["paper", "none", "final"] = "paper"
     embedding_norm: bool = False
-    activation: Literal["paper", "relu", "gelu_erf", "gelu_tanh"] = "paper"
+    activation: Literal["paper", "relu", "gelu_erf", "gelu_tanh", "silu"] = "paper"
     mlp_bias: bool = True
+    mlp_depth: int = 1
+    mlp: Literal["plain", "gated", "one_layer"] = "plain"
     # --- embeddings and output -------------------------------------------
     positions: Literal["learned", "sinusoidal_paper", "sinusoidal_vaswani", "sinusoidal_raw_index",
                        "none"] = "learned"
@@ -89,8 +92,10 @@ class VariantSet:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def to_json(self) -> str:
-        """Canonical JSON: every switch, keys sorted, no spaces."""
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        """Canonical JSON: every switch, keys sorted, no spaces; a switch added after spec 2.0
+        (``LATER``) is left out while it holds its default, so every earlier set keeps its hash."""
+        data = {k: v for k, v in self.to_dict().items() if not (k in LATER and v == LATER[k])}
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str | Mapping[str, Any]) -> "VariantSet":
@@ -197,18 +202,29 @@ def _switches() -> dict[str, Switch]:
         Switch("affine", "normalisation", ("scale_shift", "scale", "none"), "scale_shift",
                "the norm's learned γ and β, γ only, or neither (seed 000, compact definition). RMSnorm never "
                "has β (the paper's 'β = 0')"),
-        Switch("norm_placement", "blocks", ("paper", "post", "pre"), "paper",
-               "post-LN (paper for encoder-decoder and BERT) or pre-LN (paper for GPT-2)"),
+        Switch("norm_placement", "blocks", ("paper", "post", "pre", "res_post"), "paper",
+               "post-LN (paper for encoder-decoder and BERT), pre-LN (paper for GPT-2), or the "
+               "sublayer's output normalised before it is added, X + LN(f(X)) (Swin v2's res-post-norm; "
+               "seed 000 (compact definition): 'LayerNorm-ing only the changes')"),
         Switch("final_norm", "blocks", ("paper", "none", "final"), "paper",
                "a norm after the last layer of each stack: paper = GPT-2 only; 'final' adds it to "
                "every stack (nn.Transformer, the Annotated Transformer)"),
         Switch("embedding_norm", "blocks", (False, True), False,
                "a norm right after the embedding sum (Hugging Face BERT, BART)"),
-        Switch("activation", "blocks", ("paper", "relu", "gelu_erf", "gelu_tanh"), "paper",
+        Switch("activation", "blocks", ("paper", "relu", "gelu_erf", "gelu_tanh", "silu"), "paper",
                "MLP (and BERT head) activation: paper = ReLU for encoder-decoder, exact GELU for "
-               "BERT and GPT-2; gelu_tanh is Hugging Face GPT-2's gelu_new and Flax's default"),
+               "BERT and GPT-2; gelu_tanh is Hugging Face GPT-2's gelu_new and Flax's default; "
+               "silu is x·σ(x) (SiLU/Swish: Elfwing et al. 2018, Ramachandran et al. 2017; LLaMA)"),
         Switch("mlp_bias", "blocks", (True, False), True,
                "MLP biases b_mlp (Thickstun's block has none)"),
+        Switch("mlp_depth", "blocks", (1, 2, 3), 1,
+               "hidden layers of the MLP: 1 (paper); each more is act(W h + b) with W ∈ R^{d_mlp×d_mlp} "
+               "(seed 000 (compact definition): 'a larger number of layers')"),
+        Switch("mlp", "blocks", ("plain", "gated", "one_layer"), "plain",
+               "plain W₂ act(W₁x + b₁) + b₂; gated W₂ (act(W₁x + b₁) ⊙ (Vx + c)) + b₂ (Shazeer 2020, GLU "
+               "variants: SwiGLU with silu, GeGLU with GELU; LLaMA's act(gate_proj x) ⊙ up_proj x); or "
+               "one_layer act(W₁x + b₁) with no second map, d_mlp = d_e (seed 004 (numeric tutorial): "
+               "'one linear layer L, and one ReLU layer R')"),
         Switch("positions", "embeddings",
                ("learned", "sinusoidal_paper", "sinusoidal_vaswani", "sinusoidal_raw_index", "none"),
                "learned",
@@ -237,6 +253,10 @@ SAME_MATHEMATICS: dict[tuple[str, Any], Any] = {("variance", "one_pass"): "biase
 #: replay under another (conformance/running/fixture_replay.py; tests/spec/test_rounding_only.py).
 ROUNDING_ONLY: frozenset[str] = frozenset({"scale_placement"})
 
+#: Switches added after spec 2.0, with their defaults: canonical JSON leaves them out at the
+#: default, so the hash of every set stated before them is unchanged (fixtures, certificates).
+LATER: dict[str, Any] = {"mlp_depth": 1, "mlp": "plain"}
+
 PAPER = VariantSet()
 
 #: Named variant sets. Each comment says where it comes from and what of the
@@ -254,21 +274,24 @@ PRESETS: dict[str, VariantSet] = {
                                 norm_placement="post", positions="sinusoidal_vaswani"),
     # seeds/003 (named tensors): pre-LN block with biases; standardize uses ε
     # inside the root (the seed leaves ε unspecified: 1e-5, PyTorch's default,
-    # is the project's choice). Its block has no output projection: W_o = I,
-    # which an adapter fixes (no switch says so).
+    # is the project's choice). Its block has one head and no output
+    # projection: an adapter folds the drawn W_o, b_o into its value map,
+    # W_V' = (W_o W_v)ᵀ, b_V' = W_o b_v + b_o (exact for H = 1, since the
+    # attention weights sum to 1; tests/tools/seed_plugins_003_004.py).
     "named-tensor-003": VariantSet(norm_placement="pre", activation="relu",
                                    epsilon=1e-5, epsilon_placement="inside_root"),
     # seeds/004 (numeric tutorial, Roysdon): post-LN without γ/β, σ with
     # 1/(N − 1) (its code and numbers; its printed formula says 1/N) and
     # ν = 1e-4 added to σ, no attention biases, scores over √d_model, ReLU
     # FFN with a bias, the raw-index sinusoid, no norm after the last layer
-    # (its encoder's output is A(9)). Its one-layer FFN ReLU(A W_L +
-    # b_L) is the MLP with W_mlp2 = I and b_mlp2 = 0, and its tables put
-    # tokens in rows (X = Aᵀ): both fixed by an adapter (docs/spec.md).
+    # (its encoder's output is A(9)), and its one-layer FFN ReLU(A W_L + b_L):
+    # mlp="one_layer", no second map, d_mlp = d_e. Its attention and norm
+    # tables put tokens in rows (X = Aᵀ): an adapter transposes at the
+    # boundary (docs/spec.md).
     "tutorial-004": VariantSet(attn_scale="sqrt_d_model", attn_bias=False, epsilon=1e-4,
                                epsilon_placement="outside_root", variance="unbiased", affine="none",
                                norm_placement="post", final_norm="none", activation="relu",
-                               positions="sinusoidal_raw_index"),
+                               positions="sinusoidal_raw_index", mlp="one_layer"),
     # Hugging Face GPT-2: gelu_new, LN eps 1e-5, pre-LN + final LN, tied W_u.
     "hf-gpt2": VariantSet(activation="gelu_tanh", epsilon=1e-5, epsilon_placement="inside_root",
                           norm_placement="pre", final_norm="final", unembedding="tied"),

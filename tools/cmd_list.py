@@ -46,9 +46,20 @@ def run(args: argparse.Namespace) -> int:
 
 def variant_text(variants: Any) -> str:
     """A plugin's variant sets, one a line, each ``preset + switch=value, ...``: spaces where rich
-    may wrap, so that a switch is never cut ("phuong-hutter+epsilon=...,..." runs to 130 characters)."""
+    may wrap, so that a switch is never cut ("phuong-hutter+epsilon=...,..." runs to 130 characters).
+    Sets declared per algorithm ({algorithm: sets}): the algorithms that share theirs on one line
+    ending in ":", their sets below it, indented."""
     if isinstance(variants, str):
         return variants
+    if isinstance(variants, dict):
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for algorithm, sets in variants.items():
+            groups.setdefault((str(sets),) if isinstance(sets, str) else tuple(map(str, sets)), []).append(algorithm)
+        lines = []
+        for sets, algorithms in groups.items():
+            lines.append(", ".join(algorithms) + ":")
+            lines += ["  " + line for line in variant_text(list(sets)).splitlines()]
+        return "\n".join(lines)
     out = []
     for text in variants:
         base, plus, rest = str(text).partition("+")

@@ -1,11 +1,14 @@
-"""``ftspec spec``: browse the spec's registry, parameter names, variants and seed documents."""
+"""``ftspec spec``: browse the spec's registry, parameter names, variants and seed documents, and
+print the spec's named intermediate values of one entry on one case."""
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
+import math
 import textwrap
-from typing import Any
+from typing import Any, Sequence
 
 __all__ = ["register"]
 
@@ -37,6 +40,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("seed", nargs="?", help="one seed: its number (004), file name or preset (default: all)")
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=_seeds)
+    i = s.add_parser("intermediates", help="the spec's named intermediate values of one entry, with their bounds",
+                     description="Evaluate one component, layer or architecture entry on a case and print every "
+                                 "value the spec computes on the way (an attention head's Q, K, V, scores S and "
+                                 "weights A, each norm's mu and sigma, the MLP's hidden layer, the residual sums, "
+                                 "..., names in docs/plugins.md 'Named intermediates'), each with its Monte "
+                                 "Carlo rounding bound at --dtype: how far an implementation computing in that "
+                                 "dtype may depart from it. Inputs are rounded to --dtype first, as the harness "
+                                 "judges. The case is the entry's default deterministic one (--hyper, --seed), "
+                                 "or a case file (ftspec replay's) or a table file (ftspec-table/1) given by "
+                                 "--case; a table names no variant set: give it (--preset, --variant), else "
+                                 "the paper's with the table's parameter structure is used.")
+    i.add_argument("algorithm", metavar="ENTRY")
+    which = i.add_mutually_exclusive_group()
+    which.add_argument("--preset", metavar="P", help="a preset (ftspec spec variants)")
+    which.add_argument("--variant", metavar="V",
+                       help="preset name, JSON, or preset+switch=value,... (default: the case's, or phuong-hutter)")
+    i.add_argument("--case", metavar="FILE", help="a case file (docs/casefile.md) or table file (ftspec-table/1)")
+    i.add_argument("--hyper", default="", metavar="K=V,...", help="sizes of the default case, e.g. L=1,d_e=4")
+    i.add_argument("--seed", type=int, default=0, help="seed of the default case (default: %(default)s)")
+    i.add_argument("--dtype", default=None,
+                   help="dtype of the bounds and of the inputs' rounding (default: the table's, else float32)")
+    i.add_argument("--only", action="append", default=[], metavar="NAME",
+                   help="only these intermediates: a name, a prefix (layers.0.attn) or a glob (*.sigma); "
+                        "repeatable")
+    i.add_argument("--list", action="store_true", help="names, shapes and largest bounds only, no values")
+    i.add_argument("--bounds", action="store_true", help="print each element's bound too")
+    i.add_argument("--json", action="store_true")
+    i.set_defaults(func=_intermediates)
 
 
 def _algorithms(args: argparse.Namespace) -> int:
@@ -173,3 +204,155 @@ def _wrapped(label: str, text: str, width: int, indent: str = " " * 15, first: s
     lines = textwrap.wrap(kept, width=width, initial_indent=label or first, subsequent_indent=indent,
                           break_long_words=False, break_on_hyphens=False)
     return [line.replace("\u00a0", " ") for line in lines]
+
+
+# -- ftspec spec intermediates --------------------------------------------------------------------
+
+def _intermediates(args: argparse.Namespace) -> int:
+    from ftspec.conformance.core.dtypes import FORMATS
+    from ftspec.spec.registry import REGISTRY
+
+    from .console import error
+
+    name = args.algorithm
+    if name not in REGISTRY:
+        return error(f"unknown algorithm {name!r}; known: {', '.join(REGISTRY)}")
+    try:
+        case, dtype, origin = _intermediates_case(args)
+    except (ValueError, OSError) as exc:  # CaseFileError and TableError are ValueErrors
+        return error(" ".join(str(exc).split()))
+    dtype = args.dtype or dtype
+    if dtype not in FORMATS:
+        return error(f"--dtype must be one of {', '.join(sorted(FORMATS))}, not {dtype!r}")
+    from ftspec.conformance.core.calling import Prepared
+    from ftspec.conformance.core.intermediates import intermediate_references
+    from ftspec.spec import SpecError
+
+    prepared = Prepared(case.entry, case.inputs, case.params, dtype)
+    try:
+        items = intermediate_references(case.entry, prepared.inputs, prepared.params, hyper=case.hyper,
+                                        variant=case.variant, dtype=dtype)
+    except SpecError as exc:
+        return error(str(exc))
+    chosen = [it for it in items.values() if _selected(it.name, args.only)]
+    if args.only and not chosen:
+        return error(f"no intermediate of {name} matches {', '.join(args.only)}; ftspec spec intermediates "
+                     f"{name} --list shows them")
+    head = {"algorithm": name, "variant": case.variant.describe(), "hyper": dict(case.hyper), "case": origin,
+            "dtype": dtype}
+    if args.json:
+        print(json.dumps({**head, "intermediates": [it.to_dict() for it in chosen]}, indent=1))
+        return 0
+    print("\n".join(intermediate_lines(head, chosen, values=not args.list, bounds=args.bounds)))
+    return 0
+
+
+def _intermediates_case(args: argparse.Namespace) -> tuple[Any, str, str]:
+    """(the case, the default dtype, where the case came from) for ``spec intermediates``."""
+    from ftspec.conformance.core.case import Case
+    from ftspec.conformance.core.values import default_hyper
+    from ftspec.spec.variants import parse, preset
+
+    chosen = preset(args.preset) if args.preset else parse(args.variant) if args.variant else None
+    if args.case:
+        if args.hyper:
+            raise ValueError("--hyper sets the sizes of the default case; a --case file has its own")
+        case, dtype = _case_file(args.case)
+        if case.algorithm != args.algorithm:
+            raise ValueError(f"{args.case} holds a case of {case.algorithm}, not {args.algorithm}")
+        if chosen is not None:
+            case.variant = chosen
+        return case, dtype, str(args.case)
+    hyper = {}
+    for item in (x for x in args.hyper.split(",") if x):
+        key, eq, value = item.partition("=")
+        if not eq or not value.strip().lstrip("-").isdigit():
+            raise ValueError(f"cannot read --hyper item {item!r}; expected K=V with an integer V")
+        hyper[key.strip()] = int(value)
+    variant = chosen or preset("phuong-hutter")
+    full = default_hyper(args.algorithm, variant, **hyper)
+    case = Case.build(args.algorithm, full, variant, seed=args.seed)
+    return case, "float32", f"default case, seed {args.seed}"
+
+
+def _case_file(path: str) -> tuple[Any, str]:
+    """A case file's case, or a table file's inputs and parameters as a case (and the table's dtype)."""
+    from ftspec.conformance.core.case import Case
+    from ftspec.conformance.core.casefile import read_case, read_untrusted_json
+    from ftspec.conformance.forensics.identify_table import FORMAT, LIMITS, TableError, _structure, parse_table
+
+    try:
+        doc = read_untrusted_json(path, what="case or table file", limit=LIMITS["json_bytes"], error=TableError)
+    except TableError as exc:
+        raise TableError(f"{path}: {exc}") from None
+    if isinstance(doc, dict) and doc.get("format") == FORMAT:
+        try:
+            table = parse_table(doc)
+        except TableError as exc:
+            raise TableError(f"{path}: {exc}") from None
+        variant = _structure(table.entry, table.hyper, table.params)
+        return Case(table.entry.name, dict(table.hyper), variant, dict(table.inputs), dict(table.params)), table.dtype
+    case, meta = read_case(path)
+    return case, str(meta.get("dtype") or "float32")
+
+
+def _selected(name: str, patterns: Sequence[str]) -> bool:
+    return not patterns or any(name == p or name.startswith(p + ".") or fnmatch.fnmatchcase(name, p)
+                               for p in patterns)
+
+
+#: one printed number: 6 significant digits right-aligned in 12 characters, 6 to a line
+_CELL, _PER_LINE = 12, 6
+
+
+def _number(x: float) -> str:
+    return f"{x:.6g}".rjust(_CELL) if math.isfinite(x) or math.isnan(x) else ("-inf" if x < 0 else "inf").rjust(_CELL)
+
+
+def _grid(a: Any, indent: str = "  ") -> list[str]:
+    """A scalar, vector or matrix as lines of at most ``_PER_LINE`` numbers; a matrix wider than that
+    in blocks of columns, each headed by its column range."""
+    import numpy as np
+
+    a = np.asarray(a, dtype=np.float64)
+    if a.ndim == 0:
+        return [indent + _number(float(a)).strip()]
+    if a.ndim == 1:
+        a = a[None, :]
+    rows, cols = a.shape[0], a.shape[-1]
+    a = a.reshape(rows, cols)
+    out = []
+    for start in range(0, cols, _PER_LINE):
+        stop = min(cols, start + _PER_LINE)
+        if cols > _PER_LINE:
+            out.append(f"{indent}columns {start}-{stop - 1}:" if stop - start > 1 else f"{indent}column {start}:")
+        out += [indent + "".join(_number(float(x)) for x in row[start:stop]) for row in a]
+    return out
+
+
+def intermediate_lines(head: dict[str, Any], items: Sequence[Any], *, values: bool = True,
+                       bounds: bool = False, width: int = _WIDTH) -> list[str]:
+    """``ftspec spec intermediates`` as lines of at most ``width`` characters: a heading, then per
+    intermediate its name, shape and largest bound, and (``values``) its values in the spec's
+    layout ((rows, columns): tokens are columns), (``bounds``) each element's bound."""
+    import numpy as np
+
+    hyper = ", ".join(f"{k}={v}" for k, v in head["hyper"].items())
+    out = _wrapped("", f"{head['algorithm']} under {head['variant']}, {hyper}; {head['case']}; "
+                       f"{len(items)} intermediates; inputs rounded to {head['dtype']}, bounds at {head['dtype']} "
+                       "(the Monte Carlo rounding spread × safety: how far an implementation in that dtype may "
+                       "depart)", width, "  ")
+    for it in items:
+        shape = "(" + ", ".join(map(str, it.shape)) + ("," if len(it.shape) == 1 else "") + ")"
+        top = float(np.max(it.bound)) if it.bound.size else 0.0
+        bound = "exact" if top == 0 else f"bound <= {top:.2g}"
+        line = f"{it.name}  {shape}  {bound}"
+        if values:
+            out.append("")
+        out += _wrapped("", line, width, "    ")
+        if values:
+            out += _grid(it.value)
+        if values and bounds and top > 0:
+            out.append("  bound per element:")
+            out += _grid(it.bound)
+    return out

@@ -50,7 +50,7 @@ class Case:
               given: dict[str, Any] | None = None) -> Case:
         """The deterministic case of ``conformance.values.build`` (same arguments)."""
         e = entry(algorithm) if isinstance(algorithm, str) else algorithm
-        hp = default_hyper(e) if hyper is None else {k: int(hyper[k]) for k in e.hyper}
+        hp = default_hyper(e, variant) if hyper is None else {k: int(hyper[k]) for k in e.hyper}
         inputs, params = build(e, hp, variant, seed=seed, style=style, dtype=dtype, given=given)
         return cls(e.name, hp, variant, inputs, params, style=style)
 

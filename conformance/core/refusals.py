@@ -116,7 +116,7 @@ def _check_one(m: Member, entry: Entry, case: Case, refusal: Refusal, dtype: str
     impl, variant = m.impl, case.variant
     if not refusal.applies(variant):
         return _skip(refusal, f"applies only where {refusal.condition()}")
-    if not impl.supports(variant):
+    if not impl.supports(variant, entry.name):
         return _skip(refusal, f"the implementation does not declare the variant set {variant.describe()}")
     limits = impl.limits_for(entry.name)
     if not limits.admits(case.hyper):

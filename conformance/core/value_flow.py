@@ -164,7 +164,13 @@ def heads(entry: Entry, variant: VariantSet,
 @_memo
 def equal_widths(entry: Entry, variant: VariantSet,
                  hyper: Optional[Mapping[str, int]] = None) -> list[tuple[str, str]]:
-    """(follower, leader) widths a tied unembedding forces equal."""
+    """(follower, leader) widths a tied unembedding, or a one-layer MLP (d_mlp = d_e), forces equal."""
+    if variant.mlp == "one_layer" and "mlp" in entry.switches and {"d_mlp", "d_e"} <= set(entry.hyper):
+        return [("d_mlp", "d_e"), *_tied_widths(entry, variant)]
+    return _tied_widths(entry, variant)
+
+
+def _tied_widths(entry: Entry, variant: VariantSet) -> list[tuple[str, str]]:
     schema = symbolic_schema(entry, variant)
     separate = symbolic_schema(entry, variant.replace(unembedding="separate"))
     if "W_u" in separate and "W_u" not in schema and "W_e" in schema:

@@ -46,10 +46,11 @@ from ftspec.spec.registry import REGISTRY, Entry, entry as registry_entry
 from ftspec.spec.variants import PAPER, PRESETS, SAME_MATHEMATICS, SWITCHES, VariantSet
 
 from .dtypes import FORMATS, round_to
-from .value_flow import INDEX_LIMITS, heads, leaf, logit_site, norms, padded, score_sites, symbolic_schema
+from .value_flow import INDEX_LIMITS, equal_widths, heads, leaf, logit_site, norms, padded, score_sites, symbolic_schema
 
 __all__ = [
     "DEFAULT_HYPER",
+    "fit_widths",
     "EPSILONS",
     "MAGNITUDES",
     "Magnitudes",
@@ -85,14 +86,26 @@ def _resolve(entry: Union[str, Entry]) -> Entry:
     return registry_entry(entry) if isinstance(entry, str) else entry
 
 
-def default_hyper(entry: Union[str, Entry], **overrides: int) -> dict[str, int]:
-    """The entry's ``DEFAULT_HYPER`` row with ``overrides``, in ``entry.hyper`` order."""
+def default_hyper(entry: Union[str, Entry], variant: Optional[VariantSet] = None, **overrides: int) -> dict[str, int]:
+    """The entry's ``DEFAULT_HYPER`` row with ``overrides``, in ``entry.hyper`` order; with a
+    ``variant``, the widths it forces equal (``value_flow.equal_widths``: d_mlp = d_e under
+    ``mlp="one_layer"``) copied from their leader."""
     e = _resolve(entry)
     row = e.sizes
     unknown = set(overrides) - set(e.hyper)
     if unknown:
         raise ValueError(f"{e.name}: no hyperparameter {sorted(unknown)}; it has {list(e.hyper)}")
-    return {k: int(overrides.get(k, row[k])) for k in e.hyper}
+    out = {k: int(overrides.get(k, row[k])) for k in e.hyper}
+    return fit_widths(e, variant, out) if variant is not None else out
+
+
+def fit_widths(entry: Union[str, Entry], variant: VariantSet, hyper: Mapping[str, int]) -> dict[str, int]:
+    """``hyper`` with each width ``variant`` forces equal to another set to it (followers only move)."""
+    out = dict(hyper)
+    for follower, leader in equal_widths(_resolve(entry), variant):
+        if follower in out and leader in out:
+            out[follower] = out[leader]
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -119,6 +132,8 @@ COMBINATIONS: tuple[tuple[frozenset[str], str, dict[str, Any]], ...] = (
     (frozenset({"embedding_norm", "affine"}), "embedding-rms-norm", dict(embedding_norm=True, norm="rms_norm")),
     (frozenset({"norm_placement", "norm"}), "pre-rms-norm-scale",
      dict(norm="rms_norm", norm_placement="pre", affine="scale")),
+    # SwiGLU (Shazeer 2020; LLaMA): the gate's product with the activation SiLU alone never reaches
+    (frozenset({"mlp", "activation"}), "swiglu", dict(mlp="gated", activation="silu")),
 )
 
 
@@ -332,14 +347,17 @@ def real_input(entry: Entry, spec: Any, hyper: Mapping[str, int], variant: Varia
 # --------------------------------------------------------------------------
 
 def parameter_role(name: str, shape: tuple) -> str:
-    """scale | shift | bias | table | weight."""
+    """scale | shift | bias | table | weight. The bare leaves ``W`` and ``b`` are the weight and bias
+    of an indexed dense layer (``mlp_hidden.{k}.W``, ``.b`` of ``mlp_depth`` > 1)."""
     part = leaf(name)
     if part.startswith("gamma"):
         return "scale"
     if part.startswith("beta"):
         return "shift"
-    if part.startswith("b_"):
+    if part.startswith("b_") or (part == "b" and len(shape) == 1):
         return "bias"
+    if part == "W" and len(shape) == 2:
+        return "weight"
     if part.startswith("W_") and len(shape) == 2:
         return "table" if shape[1] in INDEX_LIMITS.values() else "weight"
     raise ValueError(f"no value rule for parameter {name!r} of shape {shape}: "
@@ -567,7 +585,7 @@ def build(entry: Union[str, Entry], hyper: Optional[Mapping[str, int]] = None, v
     ``parameter_values`` aimed at these inputs.
     """
     e = _resolve(entry)
-    hp = default_hyper(e) if hyper is None else {k: int(hyper[k]) for k in e.hyper}
+    hp = default_hyper(e, variant) if hyper is None else {k: int(hyper[k]) for k in e.hyper}
     check_style(style)
     _check_dtype(dtype)
     given = dict(given or {})

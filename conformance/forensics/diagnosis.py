@@ -362,7 +362,10 @@ class _Site:
             return None
         if inputs is None:
             return None
-        params, adapted = _adapt_params(s.entry, self.case.hyper, variant, self.prepared.params)
+        fitted = _adapt_params(s.entry, self.case.hyper, variant, self.prepared.params)
+        if fitted is None:  # the set needs weights the case never gave (a deeper or gated MLP)
+            return None
+        params, adapted = fitted
         out: dict[str, Any] = {"fits": False, "ratio": math.inf}
         if adapted:
             out["parameters"] = adapted
@@ -698,7 +701,7 @@ class _Search:
         """Cases of the shrunk case's structure with new values, and one at the entry's default sizes
         (first when the shrunk case is smaller somewhere) where the implementation's limits admit it."""
         out = value_sets(self.case, 1 + FRESH_CASES, self.dtype)[1:]
-        hyper = default_hyper(self.entry)
+        hyper = default_hyper(self.entry, self.declared)
         if hyper != self.case.hyper and (admits is None or admits(hyper)):
             try:
                 big = Case.build(self.entry, hyper, self.declared, seed=1, style=self.case.style, dtype=self.dtype)
@@ -776,18 +779,29 @@ def _conclude(d: Diagnosis, recs: list[dict[str, Any]]) -> None:
         d.candidates = d.evaluated
 
 
+def _without_neutral_value(name: str) -> bool:
+    """A weight no value of which stands for its absence: a further hidden layer of a deeper MLP
+    (``mlp_hidden.{k}.W``/``.b``: act(W h + b) is never h for every h) or the linear branch of a gated
+    one (``W_mlp{i}_lin``/``b_mlp{i}_lin``: without its bias, no V makes V x = 1)."""
+    return name.startswith("mlp_hidden.") or ".mlp_hidden." in name or name.endswith("_lin")
+
+
 def _adapt_params(entry: Entry, hyper: Mapping[str, int], variant: VariantSet,
-                  params: Mapping[str, np.ndarray]) -> tuple[Mapping[str, np.ndarray], list[str]]:
+                  params: Mapping[str, np.ndarray]) -> Optional[tuple[Mapping[str, np.ndarray], list[str]]]:
     """The case's parameters fitted to ``variant``'s parameter set: those it does not take are
     dropped (the implementation ignored them: no b_u under logit_bias=False, no final γ, β); those
     it takes and the case lacks get the value an implementation without them computes with (γ = 1,
-    biases and β = 0, an untied W_u = W_eᵀ)."""
+    biases and β = 0, an untied W_u = W_eᵀ). None when ``variant`` takes weights the case lacks
+    and that have no such value (``_without_neutral_value``): an implementation called with the
+    case's parameters cannot have computed under that set, so it is not judged."""
     try:
         shapes = entry.param_shapes(dict(hyper), variant)
     except (SpecError, KeyError, ValueError):
         return params, []
     if set(shapes) == set(params):
         return params, []
+    if any(_without_neutral_value(name) for name in shapes if name not in params):
+        return None
     out: dict[str, np.ndarray] = {}
     notes = [f"dropped {k}" for k in params if k not in shapes]
     for name, shape in shapes.items():
@@ -926,7 +940,7 @@ def _failing_default(member: Any, case: Case, dtype: str, call: Call) -> Optiona
     implementation fails the declared set (None: the shrunk case is not smaller, the limits do not
     admit the default sizes, or it passes there)."""
     entry = case.entry
-    hyper = default_hyper(entry)
+    hyper = default_hyper(entry, case.variant)
     if not any(case.hyper.get(k, v) < v for k, v in hyper.items()) or not member.impl.admits(entry.name, hyper):
         return None
     try:

@@ -60,7 +60,10 @@ helper behind the MLP and the ETransformer's head, seen as ``MLP`` and as
 ``model``) is merged when one variant set explains both failures
 (``explanations``: the sets that fit each failure's own case, those the
 diagnosis excluded on other cases of the cell included, since those cases
-may carry the other bug). An example whose places cannot be found is no
+may carry the other bug), provided one of the two diagnoses kept that set
+(``one_bug``): a set both excluded fits each tiny shrunk case vacuously
+(``embedding_norm=True`` on a d_e = 2 case) and would merge a missing
+score scale into a residual bug. An example whose places cannot be found is no
 new failure, and a reported failure whose places cannot be found covers all
 of them. The price is paid on the side of silence: two bugs of one kind
 (two norm bugs, two in the model's own code, one explained by the other's
@@ -72,7 +75,10 @@ with yet another signature (found in the next round). Whether a failing
 example is new is decided as cheaply as possible: by its check and
 exception type, else by its places, else (for at most
 ``DIAGNOSED_SIGNATURES`` examples) by a short diagnosis
-(``SIGNATURE_SECONDS``). The search draws at least ``MIN_EXAMPLES``
+(``SIGNATURE_SECONDS``). When every failure found departs at a residual
+path or a norm (which hide a pre-LN layer's sublayers from its probes),
+one more round draws the entry under each norm placement (``PLACEMENTS``),
+where such a bug's code is not run. The search draws at least ``MIN_EXAMPLES``
 examples (shrinking the first failure may have spent the cell's budget:
 this search is forensics, like the diagnosis, and bounded by time), and
 stops after ``MAX_DISTINCT`` further failures, after ``SATURATION`` failing
@@ -94,6 +100,7 @@ from hypothesis import HealthCheck, Phase, given, reject, seed, settings, target
 
 from ftspec.spec import SpecError
 from ftspec.spec.registry import Entry
+from ftspec.spec.variants import PAPER
 
 from ..core.calling import Prepared
 from ..core.case import Case
@@ -224,6 +231,25 @@ def explanations(diagnosis: Optional[Mapping[str, Any]]) -> frozenset[str]:
     return frozenset(_changes(c) for c in sets if len(c) == fewest)
 
 
+def confirmed_explanations(diagnosis: Optional[Mapping[str, Any]]) -> frozenset[str]:
+    """The sets of ``explanations`` that the diagnosis kept (its matches), not only found to fit the
+    failure's own case: a set every diagnosis excluded fits each tiny case vacuously and is no
+    evidence that two failures are one bug."""
+    if not diagnosis or diagnosis.get("recurred") is False:
+        return frozenset()
+    return explanations(diagnosis) & frozenset(
+        _changes(m["changes"]) for m in diagnosis.get("matches") or [] if isinstance(m, Mapping) and m.get("changes"))
+
+
+def one_bug(a: Optional[Mapping[str, Any]], b_sets: frozenset[str] | set[str],
+            b_confirmed: frozenset[str] | set[str]) -> bool:
+    """Whether the failure diagnosed ``a`` and a known one (its ``explanations`` ``b_sets``, of which
+    ``b_confirmed`` were kept by its diagnosis) are one bug: one set explains both and at least one
+    of the two diagnoses kept it."""
+    shared = explanations(a) & frozenset(b_sets)
+    return bool(shared & (confirmed_explanations(a) | frozenset(b_confirmed)))
+
+
 def fresh_places(places: tuple[str, ...] | list[str], covered: set[str] | frozenset[str]) -> tuple[str, ...]:
     """The ``places`` (in the walk's order) that no failure reported so far covers (``covered``: the
     places reported for, each failure its own; ``ALL``: a failure whose places are unknown, covering
@@ -319,10 +345,25 @@ def _layer_kinds(member: Any, name: str, inputs: Mapping[str, np.ndarray], param
     if kinds and kinds[-1] == "norm" and "residual" not in kinds and _left(deadline) > 0 \
             and _pre_ln_residual_departs(member, name, inputs, p, hyper, variant, dtype, timeout, deadline):
         kinds.append("residual")
+    if kinds and kinds[-1] in ("residual", "norm") and _left(deadline) > 0:
+        # what cannot be silenced hides every sublayer after it from the layer's probes: the
+        # sublayers' own entries, fed the spec's values inside the layer, still show their own bugs
+        from .divergence import component_departures
+
+        found = component_departures(member, name, inputs, params, hyper, variant, dtype, timeout=timeout,
+                                     seconds=_left(deadline))
+        kinds.extend(_sublayer_kind(s) for s in found)
     return first, kinds
 
 
 def _silence(params: Mapping[str, np.ndarray], weights: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """``params`` with ``weights`` zeroed; an MLP without its second map (``mlp="one_layer"``) has its
+    last layer zeroed instead (the last ``mlp_hidden.{k}``, else the first): act(0) = 0 then."""
+    if weights and weights[0].startswith("W_mlp") and weights[0] not in params:
+        hidden = sorted(int(k.split(".")[1]) for k in params if k.startswith("mlp_hidden.") and k.endswith(".W"))
+        first = "W_mlp3" if "W_mlp3" in params else "W_mlp1"
+        weights = ((f"mlp_hidden.{hidden[-1]}.W", f"mlp_hidden.{hidden[-1]}.b") if hidden
+                   else (first, "b" + first[1:]))
     return {**params, **{k: np.zeros_like(params[k]) for k in weights if k in params}}
 
 
@@ -448,6 +489,10 @@ def _matches(level: int, a: tuple, b: tuple, aim: tuple[str, ...] = (), avoid: f
     return same(a, b)
 
 
+#: the variant sets of the round that moves the norms (``search_distinct``)
+PLACEMENTS = tuple(PAPER.replace(norm_placement=p) for p in ("post", "pre", "res_post"))
+
+
 def search_distinct(runner: Any, entry: Entry, dtype: str, variants: Any, limits: Any, member: Any, cell: Any, *,
                     examples: int, seconds: float = SECONDS, max_failures: int = MAX_DISTINCT,
                     refused: Callable[[Entry, Case, SpecError], bool] = lambda e, c, x: False) -> list[dict[str, Any]]:
@@ -472,6 +517,7 @@ def search_distinct(runner: Any, entry: Entry, dtype: str, variants: Any, limits
     strategy = cases(entry.name, dtype=dtype, variants=variants, max_batch=1, budget=runner.profile.budget,
                      limits=None if limits.unconstrained else limits)
     round_ = 0
+    placements_tried = False
     while examples > 0 and len(found) < max_failures and time.monotonic() < deadline and not member.hung:
         outcome = search.round(strategy, examples, runner.seed * 7919 + 104729 + round_, deadline)
         examples = (0 if outcome.broken else examples) - outcome.generated
@@ -479,6 +525,15 @@ def search_distinct(runner: Any, entry: Entry, dtype: str, variants: Any, limits
         if outcome.failure is None:
             if search.unisolated and not search.lenient:  # new places seen, never alone: take them so
                 search.lenient = True
+                continue
+            if not placements_tried and variants == "all" and search.only_placement_bound() \
+                    and "norm_placement" in entry.switches:
+                # every failure departs at a residual path or a norm, which can hide every sublayer of a
+                # pre-LN layer; such a bug lives in code one norm placement runs: a round of the other
+                # placements shows what the sublayers do behind it
+                placements_tried = True
+                strategy = cases(entry.name, dtype=dtype, variants=PLACEMENTS, max_batch=1,
+                                 budget=runner.profile.budget, limits=None if limits.unconstrained else limits)
                 continue
             break
         search.lenient = False
@@ -531,6 +586,8 @@ class _DistinctSearch:
         self.covered: dict[tuple, set[str]] = {}
         #: per (check, exception type): the variant sets that explain a known failure (``explanations``)
         self.explained: dict[tuple, set[str]] = {}
+        #: of ``explained``, the sets a diagnosis kept (``confirmed_explanations``)
+        self.kept: dict[tuple, set[str]] = {}
         #: a model or a layer: places tell failures apart (else the diagnoses do)
         self.placed = _placed(entry.name)
         self.unisolated = 0  # new failures passed over in this round for departing at a reported place too
@@ -648,6 +705,11 @@ class _DistinctSearch:
             state.best = (finding, case, sig)
         raise _NewFailure(finding, case, sig)
 
+    def only_placement_bound(self) -> bool:
+        """Whether every place reported so far is a residual path or a norm (and there is one)."""
+        places = set().union(*self.covered.values()) if self.covered else set()
+        return bool(places) and places <= {"residual", "norm"}
+
     def located(self, sig: tuple, case: Any) -> tuple:
         """``sig`` with its places, computed on ``case`` (``KNOWN_PLACES_SECONDS``) when it has none: a
         failure found by its check alone, or the cell's first one."""
@@ -663,6 +725,7 @@ class _DistinctSearch:
         explain it (``explanations`` of its ``diagnosis``)."""
         self.known.add(sig)
         self.explained.setdefault(sig[:2], set()).update(explanations(diagnosis))
+        self.kept.setdefault(sig[:2], set()).update(confirmed_explanations(diagnosis))
         if sig[0] in DIAGNOSED_CHECKS and self.placed:
             self.covered.setdefault(sig[:2], set()).update(own or (ALL,))
 
@@ -704,7 +767,7 @@ class _DistinctSearch:
         if self.diagnosed >= DIAGNOSED_SIGNATURES or not known:
             return False
         self.diagnosed += 1
-        return bool(explanations(diagnose()) & known)
+        return one_bug(diagnose(), known, self.kept.get(sig[:2], set()))
 
     def _by_diagnosis(self, sig: tuple, at: Callable[[int], tuple],
                       diagnose: Callable[[], Optional[dict[str, Any]]]) -> tuple[Optional[tuple], int]:
@@ -728,7 +791,8 @@ class _DistinctSearch:
         convention explains it and an earlier one; else new unless the full diagnoses say it is the
         same (``same``)."""
         full = signature_of_failure(record)  # with the report's full diagnosis budget
-        explained = bool(explanations(record.get("diagnosis")) & self.explained.get(full[:2], set()))
+        explained = one_bug(record.get("diagnosis"), self.explained.get(full[:2], set()),
+                            self.kept.get(full[:2], set()))
         self.cover(sig, own, record.get("diagnosis"))
         self.cover(full, own)
         if own and self.placed:

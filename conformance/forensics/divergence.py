@@ -5,10 +5,11 @@ SGD steps) or a layer failure says *that* the output is wrong, not *where*.
 On the shrunk case this module walks the model's computation in order and
 checks each piece on its own, with what the implementation already offers:
 
-1. the spec's intermediate values, computed here by calling the spec's own
-   functions in the order the architectures call them (``spec/architectures.py``,
-   ``spec/layers.py``; tests/conformance/test_divergence.py checks that the
-   sequence reproduces the spec's whole-model output exactly);
+1. the spec's intermediate values, recorded by the spec's own model (or layer)
+   entry as it runs (``spec/intermediates.py``: ``embedding``, ``layers.{l}``,
+   each block's norm, sublayer and residual sum, ...), so no step is computed
+   twice; tests/conformance/test_divergence.py checks that each step's entry,
+   fed the recorded value at its input, gives the next step's input exactly;
 2. each piece checked through the implementation's own entry for it, fed
    the spec's value at its input: ``embedding``, each layer (``gpt2_layer``,
    ``bert_layer``, ``encoder_layer``, ``decoder_layer``), the final and head
@@ -44,7 +45,9 @@ checks each piece on its own, with what the implementation already offers:
 An implementation may also offer named intermediates of its own
 (``Implementation.intermediates``, docs/plugins.md "Named intermediates"):
 then each named value is compared with the spec's, in the order of the
-computation, and the first one that departs is reported as well.
+computation, and the first one that departs is reported as well: the coarse
+names (``layers.1``) and the fine ones inside them (``layers.1.attn.heads.0.A``,
+``layers.1.norm2.sigma``), whichever it offers.
 
 Everything is bounded (``SECONDS``) and plain data (``Divergence.to_dict``).
 """
@@ -60,19 +63,14 @@ from typing import Any, Callable, Mapping, Optional
 import numpy as np
 
 from ftspec.spec import SpecError
-from ftspec.spec.attention import bidirectional_mask, mh_attention, unidirectional_mask
-from ftspec.spec.embedding import embed
-from ftspec.spec.functions import apply
-from ftspec.spec.layers import bert_layer, decoder_layer, encoder_layer, gpt2_layer, mlp
-from ftspec.spec.linalg import add, add_bias, matmul
-from ftspec.spec.normalization import norm_columns
-from ftspec.spec.params import DecoderLayerParams, LayerParams, MHAttentionParams, from_flat
+from ftspec.spec.attention import bidirectional_mask, unidirectional_mask
+from ftspec.spec.evaluation import intermediates
 from ftspec.spec.registry import REGISTRY
 from ftspec.spec.training import masked_sequence
-from ftspec.spec.unembedding import unembed, unembedding_matrix
 from ftspec.spec.variants import VariantSet
 
-__all__ = ["MODEL_OF", "SECONDS", "Block", "Divergence", "Step", "expected_matches", "layer_walk", "locate",
+__all__ = ["MODEL_OF", "SECONDS", "Block", "Divergence", "Step", "component_departures", "expected_matches",
+           "layer_walk", "locate",
            "locate_failure", "model_inputs", "model_walk", "spec_intermediates"]
 
 #: wall seconds per failure (checked before each implementation call)
@@ -82,7 +80,6 @@ SECONDS = 20.0
 MODEL_OF = {f"{m}{suffix}": (m, f"{m}_transformer") for m in ("ed", "e", "d")
             for suffix in ("_transformer", "_loss", "_gradient", "_sgd_step")}
 _LAYERS = {"encoder_layer": "ed_encoder", "bert_layer": "bert", "gpt2_layer": "gpt2", "decoder_layer": "ed_decoder"}
-_LAYER_FN = {"encoder_layer": encoder_layer, "bert_layer": bert_layer, "gpt2_layer": gpt2_layer}
 _LAYER_INPUT = {"encoder_layer": "Z", "bert_layer": "X", "gpt2_layer": "X", "decoder_layer": "X"}
 _LAYER_HYPER = ("H", "d_e", "d_attn", "d_mid", "d_mlp")
 
@@ -181,36 +178,30 @@ def _norm_params(params: Mapping[str, np.ndarray], gamma: str, beta: str) -> dic
 
 
 def _embedding_step(where: str, x: np.ndarray, params: Mapping[str, np.ndarray], suffix: str,
-                    hyper: Mapping[str, int], d_e: int, variant: VariantSet) -> tuple[Step, list]:
+                    hyper: Mapping[str, int], d_e: int) -> Step:
     p = {k: params[k] for k in ("W_e", "W_p") if k in params}
     p.update({f"{k}_emb": params[f"{k}_emb{suffix}"] for k in ("gamma", "beta") if f"{k}_emb{suffix}" in params})
-    X = embed(_l(x), _l(p["W_e"]), _l(p["W_p"]) if "W_p" in p else None, ell_max=hyper["ell_max"], variant=variant,
-              gamma=_l(p["gamma_emb"]) if "gamma_emb" in p else None,
-              beta=_l(p["beta_emb"]) if "beta_emb" in p else None)  # lines 1-3
     h = {"N_V": hyper["N_V"], "d_e": d_e, "ell": len(x), "ell_max": hyper["ell_max"]}
-    return Step(where, "embedding", {"x": np.asarray(x)}, p, h), X
+    return Step(where, "embedding", {"x": np.asarray(x)}, p, h)
 
 
 def _norm_step(where: str, X: list, params: Mapping[str, np.ndarray], gamma: str, beta: str,
-               variant: VariantSet) -> tuple[Step, list]:
-    p = _norm_params(params, gamma, beta)
-    out = norm_columns(X, _l(p["gamma"]) if "gamma" in p else None, _l(p["beta"]) if "beta" in p else None, variant)
+               variant: VariantSet) -> Step:
     name = "rms_norm" if variant.norm == "rms_norm" else "layer_norm"
-    return Step(where, name, {"X": _a(X)}, p, {"d_e": len(X), "ell": len(X[0]) if X else 0}), out
+    return Step(where, name, {"X": _a(X)}, _norm_params(params, gamma, beta),
+                {"d_e": len(X), "ell": len(X[0]) if X else 0})
 
 
 def _layer_step(where: str, name: str, X: list, params: Mapping[str, np.ndarray], prefix: str,
-                hyper: Mapping[str, int], variant: VariantSet, Z: Optional[list] = None) -> tuple[Step, list]:
+                hyper: Mapping[str, int], Z: Optional[list] = None) -> Step:
     p = _strip(params, prefix)
     h = {k: hyper[k] for k in _LAYER_HYPER}
     if name == "decoder_layer":
         assert Z is not None, "a decoder layer needs its context Z"
-        out = decoder_layer(X, Z, from_flat(DecoderLayerParams, _lists(p)), variant=variant)
         h.update(ell_x=len(X[0]), ell_z=len(Z[0]))
-        return Step(where, name, {"X": _a(X), "Z": _a(Z)}, p, h, context=_a(Z)), out
-    out = _LAYER_FN[name](X, from_flat(LayerParams, _lists(p)), variant=variant)
+        return Step(where, name, {"X": _a(X), "Z": _a(Z)}, p, h, context=_a(Z))
     h["ell"] = len(X[0])
-    return Step(where, name, {_LAYER_INPUT[name]: _a(X)}, p, h), out
+    return Step(where, name, {_LAYER_INPUT[name]: _a(X)}, p, h)
 
 
 def _lists(p: Mapping[str, np.ndarray]) -> dict[str, Any]:
@@ -227,64 +218,71 @@ def model_inputs(algorithm: str, inputs: Mapping[str, np.ndarray]) -> dict[str, 
     return {k: np.asarray(inputs[k]) for k in (("z", "x") if model == "ed" else ("x",))}
 
 
+def _model_values(model: str, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
+                  hyper: Mapping[str, int], variant: VariantSet) -> dict[str, Any]:
+    """The spec's named intermediates of one forward pass of ``model`` (``spec/intermediates.py``),
+    recorded by the model entry itself, then its output P: the values every step reads."""
+    name = f"{model}_transformer"
+    given = {k: hyper[k] for k in REGISTRY[name].hyper if k in hyper and k not in ("ell", "ell_x", "ell_z")}
+    return intermediates(name, _lists(inputs), _lists(params), hyper=given, variant=variant)
+
+
 def model_walk(model: str, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
                hyper: Mapping[str, int], variant: VariantSet) -> tuple[list[Step], np.ndarray]:
     """The steps of one forward pass of ``model`` ("ed", "e" or "d") in the order the spec runs
-    them, each with the spec's value at its input, and the spec's output P (N_V × ℓ)."""
+    them, each with the spec's value at its input, and the spec's output P (N_V × ℓ). The values
+    are the model entry's own, recorded as it runs (``_model_values``): no step is recomputed here."""
+    v = _model_values(model, inputs, params, hyper, variant)
     steps: list[Step] = []
     d_e = hyper["d_e"]
     if model == "ed":
-        step, Z = _embedding_step("encoder embedding", inputs["z"], params, "_enc", hyper, d_e, variant)
-        steps.append(step)
+        steps.append(_embedding_step("encoder embedding", inputs["z"], params, "_enc", hyper, d_e))
+        Z = v["enc_embedding"]
         for l in range(hyper["L_enc"]):
-            step, Z = _layer_step(f"encoder layer {l}", "encoder_layer", Z, params, f"enc_layers.{l}.", hyper,
-                                  variant)
-            steps.append(step)
+            steps.append(_layer_step(f"encoder layer {l}", "encoder_layer", Z, params, f"enc_layers.{l}.", hyper))
+            Z = v[f"enc_layers.{l}"]
         if variant.resolved_final_norm("ed_encoder"):
-            step, Z = _norm_step("encoder final norm", Z, params, "gamma_enc", "beta_enc", variant)
-            steps.append(step)
-        step, X = _embedding_step("decoder embedding", inputs["x"], params, "_dec", hyper, d_e, variant)
-        steps.append(step)
+            steps.append(_norm_step("encoder final norm", Z, params, "gamma_enc", "beta_enc", variant))
+            Z = v["enc_final_norm"]
+        steps.append(_embedding_step("decoder embedding", inputs["x"], params, "_dec", hyper, d_e))
+        X = v["dec_embedding"]
         for l in range(hyper["L_dec"]):
-            step, X = _layer_step(f"decoder layer {l}", "decoder_layer", X, params, f"dec_layers.{l}.", hyper,
-                                  variant, Z)
-            steps.append(step)
+            steps.append(_layer_step(f"decoder layer {l}", "decoder_layer", X, params, f"dec_layers.{l}.", hyper, Z))
+            X = v[f"dec_layers.{l}"]
         if variant.resolved_final_norm("ed_decoder"):
-            step, X = _norm_step("decoder final norm", X, params, "gamma_dec", "beta_dec", variant)
-            steps.append(step)
+            steps.append(_norm_step("decoder final norm", X, params, "gamma_dec", "beta_dec", variant))
+            X = v["dec_final_norm"]
     else:
         arch, layer = ("bert", "bert_layer") if model == "e" else ("gpt2", "gpt2_layer")
-        step, X = _embedding_step("embedding", inputs["x"], params, "", hyper, d_e, variant)
-        steps.append(step)
+        steps.append(_embedding_step("embedding", inputs["x"], params, "", hyper, d_e))
+        X = v["embedding"]
         for l in range(hyper["L"]):
-            step, X = _layer_step(f"layer {l}", layer, X, params, f"layers.{l}.", hyper, variant)
-            steps.append(step)
+            steps.append(_layer_step(f"layer {l}", layer, X, params, f"layers.{l}.", hyper))
+            X = v[f"layers.{l}"]
         if model == "e":
             if variant.resolved_final_norm(arch):
-                step, X = _norm_step("final norm", X, params, "gamma_final", "beta_final", variant)
-                steps.append(step)
-            X = apply(variant.resolved_activation(arch), add_bias(matmul(_l(params["W_f"]), X),
-                                                                  _l(params["b_f"])))  # Alg. 9 line 10
-            step, X = _norm_step("head norm", X, params, "gamma", "beta", variant)  # line 11
-            steps.append(step)
+                steps.append(_norm_step("final norm", X, params, "gamma_final", "beta_final", variant))
+                X = v["final_norm"]
+            X = v["head.act"]  # Alg. 9 line 10
+            steps.append(_norm_step("head norm", X, params, "gamma", "beta", variant))  # line 11
+            X = v["head"]
         elif variant.resolved_final_norm(arch):
-            step, X = _norm_step("final norm", X, params, "gamma", "beta", variant)  # Alg. 10 line 10
-            steps.append(step)
+            steps.append(_norm_step("final norm", X, params, "gamma", "beta", variant))  # Alg. 10 line 10
+            X = v["final_norm"]
     p = {k: params[k] for k in ("W_u", "b_u") if k in params}
     if variant.unembedding == "tied":
         p["W_e"] = params["W_e"]
-    W_u = unembedding_matrix(_l(p["W_u"]) if "W_u" in p else None, _l(p["W_e"]) if "W_e" in p else None, variant)
-    P = unembed(X, W_u, _l(p["b_u"]) if "b_u" in p else None)  # the last line
     steps.append(Step("unembedding", "unembedding", {"X": _a(X)}, p,
                       {"N_V": hyper["N_V"], "d_e": len(X), "ell": len(X[0])}))
-    return steps, _a(P)
+    return steps, _a(v["P"])
 
 
 # -- inside one layer -----------------------------------------------------------------------------
 
 @dataclass
 class Block:
-    """One residual block of a layer: X ← norm(X + f(X)) (post-LN) or X ← X + f(norm(X)) (pre-LN)."""
+    """One residual block of a layer: X ← norm(X + f(X)) (post-LN), X ← X + f(norm(X)) (pre-LN) or
+    X ← X + norm(f(X)) (res-post-norm)."""
 
     name: str  # self-attention | cross-attention | MLP
     gamma: str
@@ -308,69 +306,72 @@ def _blocks(name: str) -> list[Block]:
             Block("MLP", "gamma2", "beta2", mlp=("1", "2"))]
 
 
+#: each block's recorded names (``spec/layers.py``): its sublayer, its norm, its residual sum
+_BLOCK_NAMES = {"decoder_layer": (("self_attn", "norm1", "res1"), ("cross_attn", "norm2", "res2"),
+                                  ("mlp", "norm3", "res3"))}
+_BLOCK_NAMES_ONE = (("attn", "norm1", "res1"), ("mlp", "norm2", "res2"))
+
+
 def layer_walk(name: str, X: list, params: Mapping[str, np.ndarray], variant: VariantSet,
                Z: Optional[list] = None) -> tuple[list[Block], list]:
-    """The layer ``name`` computed block by block with the spec's functions, as ``spec/layers.py``
-    does, recording each block's intermediate values; returns (blocks, the layer's output)."""
+    """The layer ``name`` block by block: each block's values as the layer entry itself records them
+    (``spec/intermediates.py``: its sublayer's output, its norm's, its residual sum, the MLP's
+    pre-activation), read per placement (post-LN, pre-LN, res-post-norm); returns (blocks, the
+    layer's output). Nothing is recomputed here."""
     arch = _LAYERS[name]
-    W = _lists(params)
     ell_x = len(X[0])
-    post = variant.resolved_norm_placement(arch) == "post"
-    act = variant.resolved_activation(arch)
+    placement = variant.resolved_norm_placement(arch)
+    inputs = {_LAYER_INPUT[name]: X}
     if name == "decoder_layer":
         assert Z is not None, "a decoder layer needs its context Z"
+        inputs["Z"] = Z
         masks = [unidirectional_mask(ell_x, ell_x), bidirectional_mask(len(Z[0]), ell_x)]
     else:
         masks = [unidirectional_mask(ell_x, ell_x) if arch == "gpt2" else bidirectional_mask(ell_x, ell_x)]
+    values = intermediates(name, inputs, _lists(params), variant=variant)
     blocks = _blocks(name)
-    for k, b in enumerate(blocks):
-        gamma, beta = W.get(b.gamma), W.get(b.beta)
+    for k, (b, (f, norm, res)) in enumerate(zip(blocks, _BLOCK_NAMES.get(name, _BLOCK_NAMES_ONE))):
         b.x_in = X
-        f = _sublayer(b, W, Z, masks[k] if b.attn else None, act, variant)
-        if post:
-            Y = X
-            y = f(Y)
-            b.norm_in = add(X, y)
-            X = norm_columns(b.norm_in, gamma, beta, variant)
-        else:
-            b.norm_in = X
-            Y = norm_columns(X, gamma, beta, variant)
-            y = f(Y)
-            X = add(X, y)
+        if placement == "post":  # X ← norm(X + f(X))
+            Y, b.norm_in, X = X, values[res], values[norm]
+        elif placement == "res_post":  # X ← X + norm(f(X)): the norm reads the sublayer's output only
+            Y, b.norm_in, X = X, values[f], values[res]
+        else:  # X ← X + f(norm(X))
+            Y, b.norm_in, X = values[norm], X, values[res]
         if b.attn:
             b.attn_in = (Y, Z if b.name == "cross-attention" else Y, masks[k])
         else:
-            i = b.mlp[0]
-            b.pre = add_bias(matmul(W[f"W_mlp{i}"], Y), W.get(f"b_mlp{i}"))
+            b.pre = values[f"{f}.pre"]
     return blocks, X
 
 
-def _sublayer(b: Block, W: Mapping[str, Any], Z: Optional[list], mask: Any, act: str,
-              variant: VariantSet) -> Any:
-    """The block's f as a function of its (normalised or not) input Y."""
+def _output_weights(params: Mapping[str, np.ndarray], b: Block) -> tuple[str, str]:
+    """The block's output weight and bias: W_o, b_o; the MLP's second W, b; under ``mlp="one_layer"``
+    (no second W) its last layer's, the last ``mlp_hidden.{k}`` or else W1, b1: zero, they give
+    act(0) = 0 (ReLU, GELU, SiLU), so the MLP is silent as well."""
     if b.attn:
-        attn_w = from_flat(MHAttentionParams, _strip_lists(W, b.attn))
-        context = Z if b.name == "cross-attention" else None
-        return lambda Y: mh_attention(Y, Y if context is None else context, attn_w, mask, variant=variant)
-    i, j = b.mlp
-    return lambda Y: mlp(Y, W[f"W_mlp{i}"], W.get(f"b_mlp{i}"), W[f"W_mlp{j}"], W.get(f"b_mlp{j}"), act)
-
-
-def _strip_lists(W: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    return {k[len(prefix):]: v for k, v in W.items() if k.startswith(prefix)}
+        return b.attn + "W_o", b.attn + "b_o"
+    if f"W_mlp{b.mlp[1]}" in params or f"W_mlp{b.mlp[0]}" not in params:
+        return f"W_mlp{b.mlp[1]}", f"b_mlp{b.mlp[1]}"
+    hidden = [int(k.split(".")[1]) for k in params if k.startswith("mlp_hidden.") and k.endswith(".W")]
+    if hidden:
+        return f"mlp_hidden.{max(hidden)}.W", f"mlp_hidden.{max(hidden)}.b"
+    return f"W_mlp{b.mlp[0]}", f"b_mlp{b.mlp[0]}"
 
 
 def _silenced(params: dict[str, np.ndarray], b: Block) -> dict[str, np.ndarray]:
-    """The block's f made zero: its output weights (W_o, b_o or the MLP's second W, b) set to 0."""
-    keys = [b.attn + "W_o", b.attn + "b_o"] if b.attn else [f"W_mlp{b.mlp[1]}", f"b_mlp{b.mlp[1]}"]
+    """The block's f made zero: its output weights (W_o, b_o or the MLP's second W, b; ``_output_weights``)
+    set to 0."""
+    keys = _output_weights(params, b)
     return {**params, **{k: np.zeros_like(params[k]) for k in keys if k in params}}
 
 
 def _zeroed(params: dict[str, np.ndarray], b: Block) -> dict[str, np.ndarray]:
     """Every weight and bias of the block's f set to 0 (its norm kept): f is 0 whatever it reads
-    (scores all 0 and values 0; an MLP's second W 0)."""
+    (scores all 0 and values 0; an MLP's second W 0, or under ``mlp="one_layer"`` act(0) = 0)."""
+    mlp = {f"{w}_mlp{i}{lin}" for w in ("W", "b") for i in b.mlp for lin in ("", "_lin")}
     mine = [k for k in params if (k.startswith(b.attn) if b.attn else
-                                  k in {f"{w}_mlp{i}" for w in ("W", "b") for i in b.mlp})]
+                                  k in mlp or k.startswith("mlp_hidden."))]
     return {**params, **{k: np.zeros_like(params[k]) for k in mine}}
 
 
@@ -825,7 +826,7 @@ def _reads_norm(probe: _LayerProbe, b: Block, later: dict[str, np.ndarray]) -> O
     output moves with that norm's γ and β; if the implementation's does not, while it does move with
     f's own output weights (f is heard: not a layer left out), f reads something else (the norm's
     result is left unused)."""
-    out = b.attn + "W_o" if b.attn else f"W_mlp{b.mlp[1]}"
+    out = _output_weights(later, b)[0]
     if probe.post or b.gamma not in later or out not in later:
         return None
     moved = {**later, b.gamma: _other(later[b.gamma])}
@@ -873,7 +874,8 @@ def _agrees_without_mlp_biases(probe: _LayerProbe) -> bool:
     """Zero weights cannot silence a crash: whether the layer agrees without its MLP's biases
     (``mlp_bias=False``)."""
     step = probe.step
-    lean = {k: v for k, v in step.params.items() if not k.startswith("b_mlp")}
+    lean = {k: v for k, v in step.params.items()
+            if not (k.startswith("b_mlp") or (k.startswith("mlp_hidden.") and k.endswith(".b")))}
     return probe.check(step.where, probe.name, step.inputs, lean, step.hyper, "the layer with mlp_bias=False",
                        probe.variant.replace(mlp_bias=False)) is True
 
@@ -1010,6 +1012,31 @@ def _model_check(check: _Checker, model_entry: str, inputs: Mapping[str, np.ndar
     return check(where, model_entry, inputs, dict(params), h, config)
 
 
+def component_departures(member: Any, name: str, inputs: Mapping[str, np.ndarray],
+                         params: Mapping[str, np.ndarray], hyper: Mapping[str, int], variant: VariantSet,
+                         dtype: str, *, timeout: float = 30.0, seconds: float = SECONDS) -> list[str]:
+    """The sublayers of the layer entry ``name`` whose own component entries (``mh_attention``,
+    ``layer_norm``/``rms_norm``) depart on the spec's values inside the layer, in the layer's order:
+    evidence of a bug in that sublayer's code even where the layer's departure is first seen
+    elsewhere (a residual path that departs hides every sublayer from the layer's own probes).
+    Entries the implementation lacks, or that cannot be called, are left out."""
+    d = Divergence(name, dtype)
+    check = _Checker(member, variant, dtype, timeout, _Budget(seconds), d.checks, False)
+    out: list[str] = []
+    try:
+        step = _layer_step("layer", name, _l(inputs[_LAYER_INPUT[name]]), params, "", hyper,
+                           _l(inputs["Z"]) if name == "decoder_layer" else None)
+        probe = _LayerProbe(check, step, variant)
+        for b in probe.blocks:
+            if b.attn and probe.attn_ok(b) is False:
+                out.append(b.name)
+            if probe.norm_ok(b) is False and "norm" not in out:
+                out.append("norm")
+    except SpecError:
+        pass
+    return out
+
+
 def locate(member: Any, algorithm: str, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
            hyper: Mapping[str, int], variant: VariantSet, dtype: str, *, timeout: float = 30.0,
            seconds: float = SECONDS, every: bool = True, structural: bool = False) -> Divergence:
@@ -1023,8 +1050,8 @@ def locate(member: Any, algorithm: str, inputs: Mapping[str, np.ndarray], params
     check = _Checker(member, variant, dtype, timeout, budget, d.checks, structural)
     try:
         if algorithm in _LAYERS:
-            step = _layer_step("layer", algorithm, _l(inputs[_LAYER_INPUT[algorithm]]), params, "", hyper, variant,
-                               _l(inputs["Z"]) if algorithm == "decoder_layer" else None)[0]
+            step = _layer_step("layer", algorithm, _l(inputs[_LAYER_INPUT[algorithm]]), params, "", hyper,
+                               _l(inputs["Z"]) if algorithm == "decoder_layer" else None)
             step.inputs = {k: np.asarray(v) for k, v in inputs.items()}
             if check(step.where, algorithm, step.inputs, step.params, step.hyper, "the whole layer") is False:
                 probe = _LayerProbe(check, step, variant)
@@ -1551,40 +1578,16 @@ def _embedding_or(d: Divergence, mp: _ModelProbe, variant: VariantSet, base: dic
 
 # -- the implementation's own named intermediates ----------------------------------------------------
 
-def _intermediate_name(where: str) -> str:
-    """A step's name in the intermediates contract: "layer 1" -> "layers.1", "encoder layer 0" ->
-    "enc_layers.0", "final norm" -> "final_norm", "head norm" -> "head", ..."""
-    stack = {"encoder": "enc_", "decoder": "dec_"}.get(where.split()[0], "")
-    rest = where.split(" ", 1)[1] if stack else where
-    if rest.startswith("layer "):
-        return f"{stack}layers.{rest.split()[-1]}"
-    return stack + {"head norm": "head"}.get(rest, rest.replace(" ", "_"))
-
-
 def spec_intermediates(model: str, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
                        hyper: Mapping[str, int], variant: VariantSet) -> dict[str, np.ndarray]:
-    """The spec's values under the names of the intermediates contract (docs/plugins.md): the value
-    after each step, ``embedding``, ``layers.{l}`` (``enc_``/``dec_`` prefixed for the
-    encoder-decoder), ``final_norm``, ``head`` (ETransformer, after line 11), and ``logits``
-    (W_u X + b_u 1ᵀ, before the final softmax)."""
-    from ftspec.spec.unembedding import logits
-
-    steps, _ = model_walk(model, inputs, params, hyper, variant)
-    out: dict[str, np.ndarray] = {}
-    for k, s in enumerate(steps[:-1]):
-        nxt = steps[k + 1]
-        if nxt.entry == "embedding":  # the encoder ends: its output is the decoder layers' context
-            after = next((t.context for t in steps[k + 1:] if t.context is not None), None)
-            if after is None:
-                continue
-        else:
-            after = nxt.inputs["X"] if "X" in nxt.inputs else nxt.inputs["Z"]
-        out[_intermediate_name(s.where)] = after
-    last = steps[-1]
-    W_u = unembedding_matrix(_l(last.params["W_u"]) if "W_u" in last.params else None,
-                             _l(last.params["W_e"]) if "W_e" in last.params else None, variant)
-    out["logits"] = _a(logits(_l(last.inputs["X"]), W_u, _l(last.params["b_u"]) if "b_u" in last.params else None))
-    return out
+    """The spec's values under the names of the intermediates contract (docs/plugins.md), in the order
+    computed, as the model entry records them (``spec/intermediates.py``): the value after each step,
+    ``embedding``, ``layers.{l}`` (``enc_``/``dec_`` prefixed for the encoder-decoder),
+    ``final_norm``, ``head`` (ETransformer, after line 11), ``logits`` (W_u X + b_u 1ᵀ, before the
+    final softmax), and the fine ones inside them (``layers.{l}.attn.heads.{h}.Q``,
+    ``layers.{l}.norm1.mu``, ``layers.{l}.mlp.hidden``, ``layers.{l}.res1``, ...)."""
+    values = _model_values(model, inputs, params, hyper, variant)
+    return {k: _a(v) for k, v in values.items() if k != "P"}
 
 
 #: error/scale above which a named intermediate departs, per dtype: far above what rounding through a
@@ -1595,8 +1598,9 @@ _INTERMEDIATE_RTOL = {"float64": 1e-9, "float32": 1e-3, "bfloat16": 1e-1, "float
 def _intermediates(member: Any, algorithm: str, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
                    hyper: Mapping[str, int], variant: VariantSet, dtype: str, budget: _Budget) -> str:
     """The first of the implementation's own named intermediates that departs from the spec's value
-    ("" when it offers none, or none departs). Compared in the order of the computation, relative to
-    the spec value's largest magnitude."""
+    ("" when it offers none, or none departs): the coarse names of the contract and the fine ones
+    inside them (``spec_intermediates``), whichever it offers, compared in the order of the
+    computation, relative to the spec value's largest magnitude (``_departs``)."""
     fns = getattr(member.impl, "intermediates", None) or {}
     if algorithm not in MODEL_OF:
         return ""
@@ -1626,12 +1630,34 @@ def _intermediates(member: Any, algorithm: str, inputs: Mapping[str, np.ndarray]
             value = np.asarray(member.impl.to_numpy(got[name]), dtype=np.float64)
             if value.shape != want.shape:
                 return f"{name} (shape {value.shape}, spec {want.shape})"
-            scale = max(float(np.max(np.abs(want))) if want.size else 0.0, 1e-300)
-            if not np.all(np.isfinite(value)) or float(np.max(np.abs(value - want))) > rtol * scale:
+            if _departs(value, want, rtol):
                 return name
     except Exception:  # noqa: BLE001 - an optional help must never cost the failure its report
         return ""
     return ""
+
+
+#: how far below every finite score a masked one must lie where the spec's is −∞ (e^−30 ≈ 1e-13: no
+#: weight), for implementations that mask with a large negative number rather than −∞
+_MASKED_BELOW = 30.0
+
+
+def _departs(value: np.ndarray, want: np.ndarray, rtol: float) -> bool:
+    """Whether an implementation's named intermediate departs from the spec's: by more than ``rtol``
+    of the spec value's largest finite magnitude where that is finite; where the spec's is −∞ (a
+    masked score S), ``value`` must be −∞ or lie ``_MASKED_BELOW`` below every finite score."""
+    finite = np.isfinite(want)
+    if not np.all(np.isfinite(value[finite])):
+        return True
+    scale = max(float(np.max(np.abs(want[finite]))) if finite.any() else 0.0, 1e-300)
+    if finite.any() and float(np.max(np.abs(value[finite] - want[finite]))) > rtol * scale:
+        return True
+    masked = np.isneginf(want)
+    if masked.any():
+        low = float(np.min(want[finite])) if finite.any() else 0.0
+        if not np.all((value[masked] == -np.inf) | (value[masked] <= low - _MASKED_BELOW)):
+            return True
+    return bool(np.any(np.isnan(want) != np.isnan(value)))
 
 
 def locate_failure(member: Any, case: Any, dtype: str, *, timeout: float,

@@ -553,24 +553,25 @@ def observe(member: Any, entry: Entry, cases: Sequence[tuple[str, Case]], dtype:
     return out
 
 
-def call_variant(impl: Any, wanted: Optional[VariantSet] = None) -> VariantSet:
-    """The set the implementation is called with: ``wanted`` if it supports it, else its first
-    declared set (the paper's for an implementation of every set)."""
+def call_variant(impl: Any, wanted: Optional[VariantSet] = None, algorithm: str = "") -> VariantSet:
+    """The set the implementation is called with at ``algorithm``: ``wanted`` if it declares it
+    there, else its first set declared there (the paper's for an implementation of every set)."""
+    declared = impl.variants_for(algorithm)
+    at = f" for {algorithm}" if impl.per_algorithm else ""
     if wanted is not None:
-        if not impl.supports(wanted):
-            raise IdentifyError(f"{impl.name} does not declare the variant set {wanted.describe()}; "
-                                f"it declares {_declared(impl)}")
+        if not (declared == "all" or wanted in declared):
+            raise IdentifyError(f"{impl.name} does not declare the variant set {wanted.describe()}{at}; "
+                                f"it declares {_declared(declared)}")
         return wanted
-    if impl.variants == "all":
+    if declared == "all":
         return PAPER
-    declared = tuple(impl.variants)
     if not declared:
-        raise IdentifyError(f"{impl.name} declares no variant set to be called with")
+        raise IdentifyError(f"{impl.name} declares no variant set{at} to be called with")
     return declared[0]
 
 
-def _declared(impl: Any) -> str:
-    return "every set" if impl.variants == "all" else ", ".join(v.describe() for v in impl.variants)
+def _declared(declared: Any) -> str:
+    return "every set" if declared == "all" else ", ".join(v.describe() for v in declared)
 
 
 def case_hyper(impl: Any, entry: Entry, variant: VariantSet = PAPER) -> dict[str, int]:
@@ -593,13 +594,15 @@ def case_hyper(impl: Any, entry: Entry, variant: VariantSet = PAPER) -> dict[str
 
 
 def _highest(limits: Any, entry: Entry) -> dict[str, int]:
-    """The largest value the limits allow each size (a length: also at most an ℓ_max maximum)."""
+    """The largest value the limits allow each size (a length: also at most an ℓ_max maximum; a
+    size that must be a multiple of k: the largest multiple within its maximum)."""
     out = {}
     for n in entry.hyper:
         most = int(limits.maximum.get(n, 1 << 30))
         if _is_length(n) and "ell_max" in limits.maximum:
             most = min(most, int(limits.maximum["ell_max"]))
-        out[n] = most
+        k = int(limits.multiple_of.get(n, 1))
+        out[n] = most // k * k if most >= k else most
     return out
 
 
@@ -640,7 +643,7 @@ def identify(member: Any, entry: Entry, dtype: str = "float64", *, variant: Opti
     implementation of every set). ``seconds``: the budget of the whole entry, calls included."""
     started = time.perf_counter()
     impl = member.impl
-    called = call_variant(impl, variant)
+    called = call_variant(impl, variant, entry.name)
     hyper = case_hyper(impl, entry, called)
     cases = designed_cases(entry, hyper, called, dtype, lambda h: impl.admits(entry.name, h))
     before = member.seconds

@@ -25,6 +25,15 @@ when every value but one is excluded (or needs parameters the table does not giv
 left it is *undecided* and the report lists the values that remain possible. A candidate whose
 outputs cannot be bounded (the spec branches differently within the box) is kept, and named.
 
+The printed outputs may also be the entry's named intermediates (``ftspec spec intermediates
+ENTRY --list``; docs/plugins.md "Named intermediates"): an attention head's Q, K, V, scores S
+and weights A, a norm's mu and sigma, the MLP's hidden layer, a layer's residual sums, ... as a
+tutorial prints them step by step. Each is judged as an output is: against the spec's value
+under the candidate, within its half-step, the Monte Carlo bound of that value at the table's
+dtype (``core/intermediates.py``) and its enclosure over the inputs' intervals. A candidate that
+does not compute a printed intermediate (``rms`` under layer norm, ``mlp.lin`` without a gated
+MLP) does not fit.
+
 A table file is untrusted input, read like a case file (``casefile.py``):
 plain JSON only (no serialised objects, nothing imported or executed, NaN and infinities
 refused), bounded in size, every name and shape checked against the entry's
@@ -42,6 +51,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from ftspec.spec import SpecError, evaluate
+from ftspec.spec.evaluation import INTERMEDIATE_FAMILIES, intermediates
 from ftspec.spec.entry import Kind
 from ftspec.spec.params import resolve_shape
 from ftspec.spec.registry import REGISTRY, Entry
@@ -49,6 +59,8 @@ from ftspec.spec.variants import PAPER, VariantSet
 
 from ..core.casefile import read_untrusted_json
 from ..core.dtypes import FORMATS, round_to
+from ..core.intermediates import intermediate_references
+from ..core.tolerances import ToleranceModelError
 from .identify import (EVALUATIONS, SECONDS, Identity, Observation, Verdict, groups, options, project, search,
                        value_text)
 from .input_rounding import Enclosure, enclose
@@ -170,13 +182,44 @@ def parse_table(doc: Any) -> Table:
         raise TableError(f"field 'outputs' must be a non-empty JSON object; {algorithm} outputs "
                          f"{sorted(out_specs)}")
     stray = sorted(set(out_doc) - set(out_specs))
-    if stray:
-        raise TableError(f"unknown outputs {[_show(k) for k in stray[:5]]}; {algorithm} outputs {sorted(out_specs)}")
-    out_shapes = {k: tuple(resolve_shape(out_specs[k].shape, hyper)) for k in out_doc}
+    named = _intermediate_shapes(entry, hyper, inputs, params, structure) if stray else {}
+    unknown = [k for k in stray if k not in named]
+    if unknown:
+        more = (f" and intermediates such as {', '.join(list(named)[:4])} (ftspec spec intermediates {algorithm} "
+                "--list)") if named else ""
+        raise TableError(f"unknown outputs {', '.join(_show(k) for k in unknown[:5])}; {algorithm} outputs "
+                         f"{sorted(out_specs)}{more}")
+    out_shapes = {k: (tuple(resolve_shape(out_specs[k].shape, hyper)) if k in out_specs else named[k])
+                  for k in out_doc}
     outputs = _arrays(out_doc, "outputs", out_shapes, exact=False)
-    outputs = {k: (v.astype(np.float64) if out_specs[k].kind == Kind.REAL else v) for k, v in outputs.items()}
+    outputs = {k: (v.astype(np.float64) if k not in out_specs or out_specs[k].kind == Kind.REAL else v)
+               for k, v in outputs.items()}
     return Table(entry, hyper, inputs, params, outputs, precision, input_precision, dtype,
                  str(doc.get("source", "")))
+
+
+def _intermediate_shapes(entry: Entry, hyper: Mapping[str, int], inputs: Mapping[str, np.ndarray],
+                         params: Mapping[str, np.ndarray], structure: VariantSet) -> dict[str, tuple[int, ...]]:
+    """The named intermediates a table of ``entry`` may print, with their shapes: those the spec
+    records on the table's inputs under the parameters' structure, with either norm and each norm
+    placement (the switches that change which names exist without changing the parameters)."""
+    if entry.family not in INTERMEDIATE_FAMILIES:
+        return {}
+    outputs = {s.name for s in entry.outputs}
+    spec_in = {k: v.tolist() for k, v in inputs.items()}
+    spec_par = {k: v.tolist() for k, v in params.items()}
+    shapes: dict[str, tuple[int, ...]] = {}
+    for norm in ("layer_norm", "rms_norm"):
+        for placement in ("paper", "post", "pre", "res_post"):
+            try:
+                v = structure.replace(norm=norm, norm_placement=placement)
+                values = intermediates(entry.name, spec_in, spec_par, hyper=dict(hyper), variant=v)
+            except (SpecError, ValueError):
+                continue
+            for k, x in values.items():
+                if k not in outputs:
+                    shapes.setdefault(k, tuple(np.shape(x)))
+    return shapes
 
 
 def _hyper(entry: Entry, value: Any) -> dict[str, int]:
@@ -349,12 +392,43 @@ def _enclosure(table: Table, variant: VariantSet, names: Sequence[str], params: 
     return enclosure, ""
 
 
-def _table_judge(table: Table, raw_params: Mapping[str, np.ndarray], unbounded: dict[str, str]) -> Any:
+def _with_intermediates(table: Table, ref: Any, inputs: Mapping[str, np.ndarray], variant: VariantSet,
+                        params: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, Any], str]:
+    """(values, bounds, why not) of every printed name under the candidate: the entry's outputs from
+    ``ref``, the printed intermediates with their Monte Carlo bounds; a name the candidate does not
+    compute gets NaN (``why not`` names it)."""
+    values, bounds = dict(ref.outputs), dict(ref.bound)
+    wanted = [k for k in table.outputs if k not in values]
+    if not wanted:
+        return values, bounds, ""
+    named = intermediate_references(table.entry, inputs, params, hyper=table.hyper, variant=variant,
+                                    dtype=table.dtype)
+    missing = ""
+    for k in wanted:
+        if k in named and named[k].shape == table.outputs[k].shape:
+            values[k], bounds[k] = named[k].value, named[k].bound
+        else:
+            values[k], bounds[k] = np.full(table.outputs[k].shape, np.nan), np.zeros(table.outputs[k].shape)
+            missing = missing or k
+    return values, bounds, missing
+
+
+def _table_judge(table: Table, raw_params: Mapping[str, np.ndarray], unbounded: dict[str, str],
+                 inputs: Optional[Mapping[str, np.ndarray]] = None) -> Any:
     """The judge of a table: a candidate is excluded only when some printed output lies outside
     the candidate's whole interval (its outputs over the inputs' intervals, widened by the dtype's
     rounding bound and the output's own half-step). ``unbounded`` collects the candidates whose
-    outputs could not be bounded: they are kept (not excluded), never decided against."""
+    outputs could not be bounded: they are kept (not excluded), never decided against. ``inputs``:
+    the judged (rounded) inputs, for the printed intermediates' values."""
     def judge(ref: Any, variant: VariantSet, params: Mapping[str, np.ndarray]) -> Verdict:
+        try:
+            values, bounds, missing = _with_intermediates(table, ref, table.inputs if inputs is None else inputs,
+                                                          variant, params)
+        except (SpecError, ToleranceModelError) as exc:
+            return Verdict(False, math.inf, None, f"no intermediates: {exc}")
+        if missing:
+            return Verdict(False, math.inf, values, f"computes no intermediate {missing!r}")
+        ref = _Merged(values, bounds)
         real = [k for k, v in table.outputs.items() if v.dtype != bool and np.asarray(ref.outputs[k]).dtype.kind == "f"]
         enclosure = None
         if table.input_precision is not None and real:
@@ -382,6 +456,14 @@ def _table_judge(table: Table, raw_params: Mapping[str, np.ndarray], unbounded: 
     return judge
 
 
+@dataclass
+class _Merged:
+    """A reference's outputs and bounds with the printed intermediates added (for the judge)."""
+
+    outputs: dict[str, np.ndarray]
+    bound: dict[str, Any]
+
+
 def identify_table(table: Table, subject: str = "table", *, seconds: float = SECONDS,
                    evaluations: int = EVALUATIONS) -> Identity:
     """Which variant sets reproduce the table's outputs within its printed precision."""
@@ -392,7 +474,7 @@ def identify_table(table: Table, subject: str = "table", *, seconds: float = SEC
     params = {k: round_to(v, table.dtype) for k, v in table.params.items()}
     unbounded: dict[str, str] = {}
     obs = Observation("the table", entry, dict(table.hyper), inputs, params, dict(table.outputs), table.dtype,
-                      judge=_table_judge(table, table.params, unbounded))
+                      judge=_table_judge(table, table.params, unbounded, inputs))
     identity = search(entry, [obs], structure, subject, table.dtype, seconds=seconds, evaluations=evaluations)
     identity.notes.insert(0, f"table: {table.describe()}")
     identity.notes.extend(_notes(table, identity, unbounded))
@@ -424,14 +506,19 @@ def _notes(table: Table, identity: Identity, unbounded: Mapping[str, str]) -> li
 
 def table_from_spec(entry: Entry | str, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
                     hyper: Mapping[str, int], variant: VariantSet, *, digits: Optional[int] = None,
-                    decimals: Optional[int] = None, dtype: str = "float64", source: str = "") -> dict[str, Any]:
+                    decimals: Optional[int] = None, dtype: str = "float64", source: str = "",
+                    names: Optional[Sequence[str]] = None) -> dict[str, Any]:
     """A table document: the spec's outputs under ``variant`` printed to ``digits`` significant digits
-    or ``decimals`` places (one of them), inputs and parameters exact."""
+    or ``decimals`` places (one of them), inputs and parameters exact. ``names``: print these
+    outputs or named intermediates instead of the entry's outputs."""
     if (digits is None) == (decimals is None):
         raise ValueError("give digits or decimals")
     e = REGISTRY[entry] if isinstance(entry, str) else entry
-    out = evaluate(e.name, {k: np.asarray(v).tolist() for k, v in inputs.items()},
-                   {k: np.asarray(v).tolist() for k, v in params.items()}, hyper=dict(hyper), variant=variant)
+    run = evaluate if names is None else intermediates
+    out = run(e.name, {k: np.asarray(v).tolist() for k, v in inputs.items()},
+              {k: np.asarray(v).tolist() for k, v in params.items()}, hyper=dict(hyper), variant=variant)
+    if names is not None:
+        out = {k: out[k] for k in names}
     fmt = f".{digits}g" if digits is not None else f".{decimals}f"
     printed = {k: _print(np.asarray(v, dtype=np.float64), fmt) for k, v in out.items()}
     doc: dict[str, Any] = {"format": FORMAT, "algorithm": e.name, "hyper": dict(hyper),

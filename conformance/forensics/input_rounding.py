@@ -46,6 +46,7 @@ element (``WORK``).
 from __future__ import annotations
 
 import math
+from contextlib import ExitStack
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
@@ -56,6 +57,7 @@ from ftspec.spec import numbers as numbers_mod
 from ftspec.spec.autodiff import GradNumbers, Var
 from ftspec.spec.errors import in_algorithm
 from ftspec.spec.evaluation import resolve_hyper
+from ftspec.spec.intermediates import recorded
 from ftspec.spec.numbers import Numbers, NumberSystem, PerValueMax, PerValueStep
 from ftspec.spec.registry import Entry
 from ftspec.spec.variants import VariantSet
@@ -413,7 +415,9 @@ def enclose(entry: Entry, hyper: Mapping[str, int], inputs: Mapping[str, np.ndar
             outputs: Sequence[str]) -> Optional[Enclosure]:
     """Intervals containing ``outputs`` of ``entry`` under ``variant`` for every input and
     parameter within ``radii`` (same names and shapes; names absent are exact) of the given values.
-    None: the spec branches differently within the box, or refuses some of it (no bound)."""
+    ``outputs`` may name the entry's intermediates too (``spec/intermediates.py``). None: the spec
+    branches differently within the box, refuses some of it, or does not compute one of ``outputs``
+    (no bound)."""
     real = {s.name for s in entry.inputs if s.is_real}
     try:
         with in_algorithm(entry.name):
@@ -473,8 +477,17 @@ def _run(entry: Entry, hp: Mapping[str, int], variant: VariantSet, N: Any, input
     lifted_in = {s.name: (lift(s.name, inputs[s.name]) if s.name in real else np.asarray(inputs[s.name]).tolist())
                  for s in entry.inputs}
     lifted_par = {k: lift(k, v) for k, v in params.items()}
-    with numbers_mod.using(N):
+    named = [k for k in outputs if k not in {s.name for s in entry.outputs}]  # intermediates
+    values: dict[str, Any] = {}
+    with numbers_mod.using(N), ExitStack() as stack:
+        if named:
+            values = stack.enter_context(recorded())
         out = entry.reference(lifted_in, lifted_par, dict(hp), variant)
+    if named:
+        if any(k not in values for k in named):
+            raise SpecError("outputs", "intermediates the candidate computes", ", ".join(k for k in named
+                                                                                        if k not in values))
+        out = {**values, **out}
     result = _Outputs()
     result.shape_of, result.leaves = {}, leaves
     for name in outputs:

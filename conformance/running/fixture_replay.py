@@ -109,16 +109,21 @@ def _targets(plugins: Sequence[tuple[str, Implementation]], devices: Optional[Se
     return out
 
 
-def replay_variant(impl: Implementation, entry: Optional[Entry], fixture: VariantSet) -> Optional[VariantSet]:
-    """The variant set ``impl`` is replayed under on a fixture made under ``fixture``, or None.
+def replay_variant(impl: Implementation, entry: Optional[Entry], fixture: VariantSet,
+                   algorithm: Optional[str] = None) -> Optional[VariantSet]:
+    """The variant set ``impl`` is replayed under on a fixture of ``algorithm`` (default
+    ``entry.name``) made under ``fixture``, or None.
 
-    The fixture's own set if ``impl`` declares it (or "all"); else the first declared set whose
-    differences from it, among the switches ``entry`` reads, all change rounding only."""
-    if impl.supports(fixture):
+    The fixture's own set if ``impl`` declares it for the algorithm (or "all"); else the first set
+    declared for it whose differences from it, among the switches ``entry`` reads, all change
+    rounding only."""
+    name = algorithm if algorithm is not None else (entry.name if entry is not None else "")
+    declared = impl.variants_for(name)
+    if declared == "all" or fixture in declared:
         return fixture
-    if entry is None or impl.variants == "all":
+    if entry is None:
         return None
-    for v in impl.variants:
+    for v in declared:
         if all(_rounding_only(k, getattr(fixture, k), getattr(v, k)) for k in _read(entry, v, fixture)):
             return v
     return None
@@ -145,7 +150,7 @@ def _covers(t: _Target, algorithm: str, dtype: str, variant, hyper=None) -> Opti
         if not (algorithm in t.impl.algorithms and dtype in tuple(t.impl.dtypes)
                 and (hyper is None or t.impl.admits(algorithm, hyper))):
             return None
-        return replay_variant(t.impl, REGISTRY.get(algorithm), variant)
+        return replay_variant(t.impl, REGISTRY.get(algorithm), variant, algorithm)
     except Exception:  # noqa: BLE001 - a plugin that cannot say is not replayed on the case
         return None
 

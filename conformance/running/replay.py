@@ -143,9 +143,11 @@ def _variant(path: Path | str, label: str, implementation: Implementation, case:
     chosen = replay_variant(implementation, case.entry, case.variant)
     if chosen is not None:
         return chosen
-    declared: Sequence[VariantSet] = () if isinstance(implementation.variants, str) else tuple(implementation.variants)
+    sets = implementation.variants_for(case.algorithm)
+    declared: Sequence[VariantSet] = () if isinstance(sets, str) else sets
     if not declared:
-        raise ReplayError(f"{path}: {label} declares no variant set; it cannot be judged on any case")
+        raise ReplayError(f"{path}: {label} declares no variant set for {case.algorithm}; it cannot be judged on "
+                          "this case")
 
     def apart(v: VariantSet) -> list[str]:  # the switches the algorithm reads whose mathematics differ
         return sorted(k for k in v.differences(case.variant) if k in case.entry.switches and k not in ROUNDING_ONLY
@@ -167,7 +169,7 @@ def _declaring(case: Case) -> str:
     """``numpy`` if the bundled NumPy plugin can run the case (it declares every variant set), else ""."""
     try:
         numpy_impl = load_target("numpy")
-        ok = numpy_impl.supports(case.variant) and case.algorithm in numpy_impl.algorithms
+        ok = case.algorithm in numpy_impl.algorithms and numpy_impl.supports(case.variant, case.algorithm)
     except Exception:  # noqa: BLE001 - only a suggestion
         return ""
     return "numpy" if ok else ""

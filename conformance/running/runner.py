@@ -387,17 +387,19 @@ class Runner:
     def _variant_groups(members: list[Member], algorithm: str = "") -> list[Group]:
         """Members that share one search: the devices of one implementation (one search per
         implementation, so none holds another back), with its variant sets and its limits for
-        ``algorithm`` (each is examined on every case within its own limits and on no case
-        outside them)."""
+        ``algorithm`` (``Implementation.variants_for``: a plugin declaring sets per algorithm is
+        searched under this algorithm's; each is examined on every case within its own limits and
+        on no case outside them)."""
         groups: dict[Any, list[Member]] = {}
         for m in members:
-            key = ("all" if m.impl.variants == "all" else tuple(v.hash for v in m.impl.variants),
+            declared = m.impl.variants_for(algorithm)
+            key = ("all" if declared == "all" else tuple(v.hash for v in declared),
                    m.impl.limits_for(algorithm).key(), m.label)
             groups.setdefault(key, []).append(m)
         out = []
         for (variants, _, _), ms in groups.items():
-            out.append(("all" if variants == "all" else list(ms[0].impl.variants),
-                        ms[0].impl.limits_for(algorithm), ms))
+            declared = ms[0].impl.variants_for(algorithm)
+            out.append(("all" if declared == "all" else list(declared), ms[0].impl.limits_for(algorithm), ms))
         return out
 
     def _search(self, entry: Entry, dtype: str, group: Group, cells: dict, result: RunResult) -> None:

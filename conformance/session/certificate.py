@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Sequence, Union
 
-from ftspec.impls.api import ALL_VARIANTS, FLOAT_DTYPES, Implementation, select_devices
+from ftspec.impls.api import ALL_VARIANTS, FLOAT_DTYPES, Implementation, Limits, select_devices
 from ftspec.spec import SPEC_VERSION
 from ftspec.spec.registry import REGISTRY
 from ftspec.spec.variants import VariantSet
@@ -170,8 +170,7 @@ def build(label: str, impl: Implementation, result: RunResult, *, settings: Any 
         "verdict": result.verdict,
         "reasons": list(result.reasons),
         "spec_version": SPEC_VERSION,
-        "variants": "all" if impl.variants == "all" else [
-            {"name": v.describe(), "hash": v.hash, "json": json.loads(v.to_json())} for v in impl.variants],
+        "variants": _variants_record(impl),
         "coverage": {
             "implemented": implemented,
             "not_implemented": missing,
@@ -216,6 +215,20 @@ def _fixture_set() -> Optional[dict[str, Any]]:
         return None
     return {"manifest_sha256": manifest.get("manifest_sha256"), "spec_version": manifest.get("spec_version"),
             "cases": len(manifest.get("cases", []))}
+
+
+def _variants_record(impl: Implementation) -> Any:
+    """The declared variant sets: "all" or [set record, ...] when they are the same for every
+    algorithm; {implemented algorithm: "all" | [set record, ...]} when the plugin declares them per
+    algorithm (a "*" key spelled out for each algorithm it covers)."""
+    def one(declared: Any) -> Any:
+        if declared == ALL_VARIANTS:
+            return ALL_VARIANTS
+        return [{"name": v.describe(), "hash": v.hash, "json": json.loads(v.to_json())} for v in declared]
+
+    if not impl.per_algorithm:
+        return one(impl.variants_for(""))
+    return {a: one(impl.variants_for(a)) for a in REGISTRY if a in impl.algorithms}
 
 
 def _limits(impl: Implementation, algorithms: list[str]) -> Optional[dict[str, Any]]:
@@ -301,44 +314,63 @@ def _names(value: Any, where: str, allowed: Optional[Sequence[str]] = None, *, o
     return value
 
 
-def _check_limits(value: Any) -> None:
+def _limits_of(value: Any) -> dict[str, Limits]:
+    """{algorithm: Limits} of a certificate's ``subject.limits`` (null: none), read as untrusted data
+    (``Limits.from_dict``: every field's type and bounds, each side parsed, every name a
+    hyperparameter of the registry); ``_Malformed`` names the first field that is not."""
     if value is None:
-        return
+        return {}
     if not isinstance(value, dict) or not set(value) <= set(REGISTRY):
         raise _bad("subject.limits", "null or an object keyed by registry algorithm names", value)
+    known = {n for e in REGISTRY.values() for n in e.hyper}
+    out = {}
     for name, d in value.items():
         where = f"subject.limits.{name}"
         if not isinstance(d, dict):
             raise _bad(where, "a JSON object", d)
-        equal = d.get("equal", [])
-        if (not isinstance(equal, list) or len(equal) > 64
-                or not all(isinstance(p, list) and len(p) == 2 and all(_is_text(x, 200) for x in p) for p in equal)):
-            raise _bad(f"{where}.equal", "a list of pairs of names", equal)
-        for key in ("maximum", "minimum"):
-            bound = d.get(key, {})
-            if (not isinstance(bound, dict) or len(bound) > 64
-                    or not all(_is_text(k, 200) and _is_int(v) for k, v in bound.items())):
-                raise _bad(f"{where}.{key}", "an object of whole numbers", bound)
-        for key in ("batching", "cross_lengths"):
-            if not isinstance(d.get(key, True), bool):
-                raise _bad(f"{where}.{key}", "true or false", d.get(key))
+        try:
+            limits = Limits.from_dict(d)
+        except ValueError as exc:
+            raise _Malformed(f"field {where} is not a declaration of limits: {str(exc)[:200]}") from None
+        unknown = sorted(limits.names() - known)
+        if unknown:
+            raise _Malformed(f"field {where} names unknown hyperparameters: {_show(unknown)}")
+        out[name] = limits
+    return out
 
 
-def _variant_sets(value: Any) -> Union[Literal["all"], list[VariantSet]]:
+def _variant_list(value: Any, where: str, room: int) -> Union[Literal["all"], list[VariantSet]]:
+    """"all" or [VariantSet, ...] from a list of at most ``room`` set records."""
     if value == ALL_VARIANTS:
         return ALL_VARIANTS
-    if not isinstance(value, list) or len(value) > LIMITS["variants"]:
-        raise _bad("variants", f'"all" or a list of at most {LIMITS["variants"]} variant sets', value)
+    if not isinstance(value, list) or len(value) > room:
+        raise _bad(where, f'"all" or a list of at most {room} variant sets', value)
     out = []
     for i, v in enumerate(value):
         data = v.get("json") if isinstance(v, dict) else None
         if not isinstance(data, dict):
-            raise _bad(f"variants[{i}].json", "an object of variant switches", data)
+            raise _bad(f"{where}[{i}].json", "an object of variant switches", data)
         try:
             out.append(VariantSet.from_json(data))
         except Exception as exc:  # noqa: BLE001 - any refusal of the switches is one line
-            raise _Malformed(f"field variants[{i}].json is not a variant set: {type(exc).__name__}: "
+            raise _Malformed(f"field {where}[{i}].json is not a variant set: {type(exc).__name__}: "
                              f"{_show(str(exc))}") from None
+    return out
+
+
+def _variant_sets(value: Any) -> Any:
+    """The declared variant sets: "all", [VariantSet, ...], or, declared per algorithm,
+    {registry algorithm: "all" | [VariantSet, ...]} (at most ``LIMITS["variants"]`` sets in all)."""
+    if not isinstance(value, dict):
+        return _variant_list(value, "variants", LIMITS["variants"])
+    if not value or not all(isinstance(k, str) and k in REGISTRY for k in value):
+        raise _bad("variants", '"all", a list of variant sets, or an object keyed by registry algorithm names',
+                   value)
+    out: dict[str, Any] = {}
+    room = LIMITS["variants"]
+    for name, declared in value.items():
+        out[name] = _variant_list(declared, f"variants.{name}", room)
+        room -= 0 if out[name] == ALL_VARIANTS else len(out[name])
     return out
 
 
@@ -360,11 +392,14 @@ def _check_schema(doc: dict[str, Any]) -> None:
             raise _bad(f"subject.{key}", f"a printable string of at most {LIMITS['text']} characters",
                        subject.get(key))
     _names(subject.get("dtypes"), "subject.dtypes", FLOAT_DTYPES)
-    _check_limits(subject.get("limits"))
-    _variant_sets(doc.get("variants"))
+    _limits_of(subject.get("limits"))
+    variants = _variant_sets(doc.get("variants"))
     coverage = _obj(doc, "coverage", "coverage")
     _names(coverage.get("implemented"), "coverage.implemented", list(REGISTRY))
     _names(coverage.get("not_implemented"), "coverage.not_implemented", list(REGISTRY))
+    if isinstance(variants, dict) and set(variants) != set(coverage["implemented"]):
+        raise _Malformed(f"field variants declares sets for {_show(sorted(variants))}, not for exactly the "
+                         f"implemented algorithms ({_show(sorted(coverage['implemented']))})")
     selection = _obj(doc, "selection", "selection")
     _names(selection.get("algorithms"), "selection.algorithms", list(REGISTRY), optional=True)
     _names(selection.get("dtypes"), "selection.dtypes", FLOAT_DTYPES, optional=True)
@@ -458,7 +493,7 @@ def _expected_fixtures(doc: dict[str, Any]) -> tuple[Optional[set[tuple[str, str
     installation's golden fixtures and the implementation's declarations as the certificate records
     them (the replay's own rule, ``fixture_replay._covers``); None with the reason when they cannot
     be counted here."""
-    from ftspec.impls.api import Implementation, Limits
+    from ftspec.impls.api import Implementation
 
     from ..running.fixture_replay import DTYPES, _covers, _Target, sample_cases
     from ..core.fixture_files import FixtureError, load_manifest
@@ -479,11 +514,7 @@ def _expected_fixtures(doc: dict[str, Any]) -> tuple[Optional[set[tuple[str, str
     shadow = Implementation(
         name=subject["name"], version=subject["version"], algorithms={a: _never for a in implemented},
         dtypes=tuple(subject["dtypes"]), devices=lambda: devices, from_numpy=_never, to_numpy=_never,
-        variants=_variant_sets(doc["variants"]),
-        limits={a: Limits(equal=tuple((str(x), str(y)) for x, y in d.get("equal", [])),
-                          maximum=dict(d.get("maximum", {})), minimum=dict(d.get("minimum", {})),
-                          batching=bool(d.get("batching", True)), cross_lengths=bool(d.get("cross_lengths", True)))
-                for a, d in (subject.get("limits") or {}).items()})
+        variants=_variant_sets(doc["variants"]), limits=_limits_of(subject.get("limits")))
     target = _Target(subject["target"], shadow, devices)
     records = [r for r in manifest.get("cases", [])
                if selection.get("algorithms") is None or r.get("algorithm") in selection["algorithms"]]
@@ -789,16 +820,23 @@ def _describe_limits(limits: Optional[dict[str, Any]], outside: int) -> str:
     """The shapes the certificate covers, from its recorded ``subject.limits``."""
     if not limits:
         return "none declared (every shape the spec draws)"
-    from ftspec.impls.api import Limits
-
-    parts = []
-    for name, d in limits.items():
-        lim = Limits(equal=tuple((str(a), str(b)) for a, b in d.get("equal", [])),
-                     maximum=dict(d.get("maximum", {})), minimum=dict(d.get("minimum", {})),
-                     batching=bool(d.get("batching", True)), cross_lengths=bool(d.get("cross_lengths", True)))
-        parts.append(f"{name}: {lim.describe()}")
+    parts = [f"{name}: {lim.describe()}" for name, lim in _limits_of(limits).items()]
     return ("; ".join(parts) + f" (only cases within them were drawn; {outside} golden fixture cases outside "
             "them were not replayed)")
+
+
+def _variants_text(variants: Any) -> str:
+    """The recorded variant sets on one line: "all", "a, b", or, per algorithm, the algorithms
+    sharing their sets before them: "d_transformer, gpt2_layer: hf-gpt2; bert_layer: hf-bert"."""
+    def names(declared: Any) -> str:
+        return declared if isinstance(declared, str) else ", ".join(v["name"] for v in declared)
+
+    if not isinstance(variants, dict):
+        return names(variants)
+    groups: dict[str, list[str]] = {}
+    for algorithm, declared in variants.items():
+        groups.setdefault(names(declared), []).append(algorithm)
+    return "; ".join(f"{', '.join(algorithms)}: {sets}" for sets, algorithms in groups.items())
 
 
 def render_markdown(doc: dict[str, Any]) -> str:
@@ -806,7 +844,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
     run = doc["run"]
     ex = run["examples_run"]
     sel = doc["selection"]
-    variants = doc["variants"] if isinstance(doc["variants"], str) else ", ".join(v["name"] for v in doc["variants"])
+    variants = _variants_text(doc["variants"])
     missing = doc["coverage"]["not_implemented"]
     lines = [
         f"# ftspec certificate: {s['name']} {s['version']}",

@@ -182,7 +182,8 @@ class _Plan:
         if where not in devices:
             raise SessionError(f"{impl.name} has no device {where!r}; it has {', '.join(devices)}")
         try:
-            call_variant(impl, variant)  # refused before anything runs
+            for name in names:
+                call_variant(impl, variant, name)  # refused before anything runs
         except IdentifyError as exc:
             raise SessionError(str(exc)) from None
         return cls(tuple(names), tuple(skipped), chosen, where)

@@ -14,18 +14,28 @@ sdpa_attention.py (sdpa_attention_forward), activations.py (gelu_new is
 the tanh GELU, gelu the erf one) and pytorch_utils.py (Conv1D stores W
 transposed).
 
-One plugin per variant set: the plugin contract gives an implementation one
-list of variant sets, and every case of every algorithm draws from it, so
-GPT-2 (``hf-gpt2``) and BERT (``hf-bert``) cannot share a plugin without one
-of them being judged under the other's conventions.
+One plugin holds both models: variant sets are declared per algorithm
+(``Implementation.variants`` as a mapping), so GPT-2's entries are searched,
+replayed and certified under ``hf-gpt2`` and BERT's under ``hf-bert``, in
+one certificate. The registry has one ``layer_norm``, and GPT-2's LayerNorm
+(ε 1e-5) and BERT's (ε 1e-12) are two configurations of it: the merged
+plugins keep GPT-2's; BERT's is certified by ``transformers-bert``.
 
 ``transformers``            GPT2LMHeadModel (d_transformer), GPT2Block
                             (gpt2_layer), nn.LayerNorm at GPT-2's ε
-                            (layer_norm); attn_implementation="eager".
-``transformers-sdpa``       the same models, attn_implementation="sdpa".
-``transformers-bert``       BertForMaskedLM (e_transformer), BertLayer
-                            (bert_layer), nn.LayerNorm at BERT's ε; eager.
-``transformers-bert-sdpa``  the same models with "sdpa".
+                            (layer_norm), under hf-gpt2; BertForMaskedLM
+                            (e_transformer), BertLayer (bert_layer), under
+                            hf-bert; attn_implementation="eager".
+``transformers-sdpa``       the same models, attn_implementation="sdpa" (no
+                            layer_norm: it has no attention).
+``transformers-bert``       BERT alone, as before the merge (kept so that
+                            scripts naming it still run): e_transformer,
+                            bert_layer and nn.LayerNorm at BERT's ε; eager.
+``transformers-bert-sdpa``  BERT alone with "sdpa" (e_transformer, bert_layer).
+
+GPT-2 alone is ``ftspec certify transformers --algorithm d_transformer
+--algorithm gpt2_layer --algorithm layer_norm`` (a ``partial`` verdict: it
+selects part of what the plugin declares).
 
 Both attention paths scale the scores (eager: ``matmul(q, kᵀ) * scaling``;
 sdpa: torch's CPU flash kernel, which ``torch._fused_sdp_choice`` picks for
@@ -103,7 +113,7 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
     return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
 
 
-def _make(name: str, algorithms: Any, variant: Any, limits: Any, attn: str, model: str) -> Implementation:
+def _make(name: str, algorithms: Any, variants: Any, limits: Any, attn: str, model: str) -> Implementation:
     return Implementation(
         name=name,
         version=f"transformers{transformers.__version__}+torch{torch.__version__}",
@@ -112,7 +122,7 @@ def _make(name: str, algorithms: Any, variant: Any, limits: Any, attn: str, mode
         devices=devices,
         from_numpy=from_numpy,
         to_numpy=to_numpy,
-        variants=[variant],
+        variants=variants,
         precision="highest",
         description=f"Hugging Face {model}, attn_implementation={attn!r}",
         extra={"transformers": transformers.__version__, "torch": torch.__version__,
@@ -121,11 +131,19 @@ def _make(name: str, algorithms: Any, variant: Any, limits: Any, attn: str, mode
     )
 
 
-implementation = _make("transformers", gpt2_algorithms("eager", with_norm=True), VARIANT_GPT2, GPT2_LIMITS,
-                       "eager", "GPT2LMHeadModel, GPT2Block")
-implementation_sdpa = _make("transformers-sdpa", gpt2_algorithms("sdpa", with_norm=False), VARIANT_GPT2,
-                            GPT2_LIMITS, "sdpa", "GPT2LMHeadModel, GPT2Block")
-implementation_bert = _make("transformers-bert", bert_algorithms("eager", with_norm=True), VARIANT_BERT,
+def _merged(name: str, attn: str) -> Implementation:
+    """GPT-2 and BERT in one plugin: each entry under its own model's preset (layer_norm: GPT-2's,
+    with eager only, as before)."""
+    gpt2 = gpt2_algorithms(attn, with_norm=attn == "eager")
+    bert = bert_algorithms(attn, with_norm=False)
+    variants = {**{a: [VARIANT_GPT2] for a in gpt2}, **{a: [VARIANT_BERT] for a in bert}}
+    return _make(name, {**gpt2, **bert}, variants, {**GPT2_LIMITS, **BERT_LIMITS}, attn,
+                 "GPT2LMHeadModel, GPT2Block, BertForMaskedLM, BertLayer")
+
+
+implementation = _merged("transformers", "eager")
+implementation_sdpa = _merged("transformers-sdpa", "sdpa")
+implementation_bert = _make("transformers-bert", bert_algorithms("eager", with_norm=True), [VARIANT_BERT],
                             BERT_LIMITS, "eager", "BertForMaskedLM, BertLayer")
 implementation_bert_sdpa = _make("transformers-bert-sdpa", bert_algorithms("sdpa", with_norm=False),
-                                 VARIANT_BERT, BERT_LIMITS, "sdpa", "BertForMaskedLM, BertLayer")
+                                 [VARIANT_BERT], BERT_LIMITS, "sdpa", "BertForMaskedLM, BertLayer")

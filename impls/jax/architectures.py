@@ -1,7 +1,9 @@
-"""Architectures, Algorithms 8-10, for ONE example (tokens as rows).
+"""Architectures, Algorithms 8-10, for ONE example (tokens as rows), and the
+encoder read as a next-token predictor (``next_token_encoder``).
 
 Each ``*_transformer`` returns P: (ℓ, N_V), row t the distribution over the
-next token (the boundary transposes it to the paper's (N_V, ℓ)); the
+next token (the boundary transposes it to the paper's (N_V, ℓ));
+``next_token_encoder`` returns the last row only, p: (N_V,); the
 ``*_logits`` functions stop one step earlier, at W_u X (+ b_u), which the
 losses of Algorithms 11-13 need (log P from the logits, never log 0). θ is
 the nested tree built by ``boundary.py``: "tok" (N_V, d_e) = W_eᵀ, "pos"
@@ -99,3 +101,21 @@ def d_logits(x: Array, theta: Params, ell_max: int, variant: VariantSet, valid: 
 def d_transformer(x: Array, theta: Params, ell_max: int, variant: VariantSet) -> Array:
     """Alg. 10 (GPT-2). x: (ℓ,) tokens → P: (ℓ, N_V)."""
     return _softmax(d_logits(x, theta, ell_max, variant))  # line 11
+
+
+def next_token_logits(x: Array, theta: Params, ell_max: int, variant: VariantSet) -> Array:
+    """Alg. 8's encoder (lines 1-8, no mask) read at its last position, before the softmax.
+    x: (ℓ,) tokens → (N_V,). Under final_norm="final" that row is normalised first (γ, β):
+    the norm acts per row, so only the last one is needed."""
+    X = embed(x, theta, ell_max, variant, theta.get("norm_emb"))  # (ℓ, d_e)  lines 1-3
+    for layer in theta["layers"]:  # lines 4-8
+        X = encoder_block(X, layer, variant, "ed_encoder")
+    e = X[-1:]  # (1, d_e): the last token
+    if variant.resolved_final_norm("ed_encoder"):
+        e = norm(e, theta["norm_final"], variant)  # γ, β
+    return _logits(e, theta, variant)[0]  # (N_V,)
+
+
+def next_token_encoder(x: Array, theta: Params, ell_max: int, variant: VariantSet) -> Array:
+    """p = softmax(W_u e) for e the last row of the encoder. x: (ℓ,) tokens → p: (N_V,)."""
+    return _softmax(next_token_logits(x, theta, ell_max, variant))

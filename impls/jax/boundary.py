@@ -72,8 +72,15 @@ def _mha(flat: Flat, prefix: str = "") -> dict:
 
 
 def _mlp(flat: Flat, prefix: str, first: int, second: int) -> dict:
+    """W1, b1, W2, b2; under ``mlp="gated"`` the linear branch V, c (``W_mlp{first}_lin``); under
+    ``mlp_depth`` > 1 the further hidden layers ``hidden`` = [{W, b}, ...] (``mlp_hidden.{k}.*``);
+    under ``mlp="one_layer"`` no W2, b2 (None: ``layers.mlp`` reads the variant, not the tree)."""
+    hidden = [{"W": flat[f"{prefix}mlp_hidden.{k}.W"], "b": flat.get(f"{prefix}mlp_hidden.{k}.b")}
+              for k in range(_count(flat, prefix + "mlp_hidden."))]
     return {"W1": flat[f"{prefix}W_mlp{first}"], "b1": flat.get(f"{prefix}b_mlp{first}"),
-            "W2": flat[f"{prefix}W_mlp{second}"], "b2": flat.get(f"{prefix}b_mlp{second}")}
+            "V": flat.get(f"{prefix}W_mlp{first}_lin"), "c": flat.get(f"{prefix}b_mlp{first}_lin"),
+            "hidden": hidden,
+            "W2": flat.get(f"{prefix}W_mlp{second}"), "b2": flat.get(f"{prefix}b_mlp{second}")}
 
 
 def _layer(flat: Flat, prefix: str = "") -> dict:
@@ -143,6 +150,16 @@ def _tied_W_u(theta: dict, v: VariantSet) -> Any:
     return theta["tok"] if v.unembedding == "tied" else theta["unembed"]["W_u"]
 
 
+def _self_attention(X: Any, theta: dict, cfg: Config, causal: bool) -> Any:
+    """Alg. 5 with Z = X, the mask built from ℓ: Mask ≡ 1 (Alg. 8 and 9 line 5) or the causal
+    [[t_z ≤ t_x]] (Alg. 10 line 6; square, so its alignment cannot matter). X: (ℓ, d_e) → (ℓ, d_e)."""
+    ell, d_e = X.shape
+    if theta["W_o"].shape[0] != d_e:  # d_out = d_e (a layer's residual sum would check it); shapes are static
+        raise ValueError(f"W_o has {theta['W_o'].shape[0]} rows; self-attention returns d_e = {d_e}")
+    mask = C.unidirectional_mask(ell, ell, cfg.variant) if causal else None  # (ℓ, ℓ) [query, key] or ≡ 1
+    return C.mh_attention(X, X, theta, mask, cfg.variant)
+
+
 #: name → (flat params → theta, core)
 ENTRIES: dict[str, tuple[Callable[[Flat], Any], Core]] = {
     "token_embedding": (_tables, lambda i, th, c: {"e": th["tok"][i["v"]]}),
@@ -159,6 +176,8 @@ ENTRIES: dict[str, tuple[Callable[[Flat], Any], Core]] = {
         "V_tilde": C.attention(i["X"], i["Z"], th, i["Mask"], c.variant)}),
     "mh_attention": (_mha, lambda i, th, c: {
         "V_tilde": C.mh_attention(i["X"], i["Z"], th, i["Mask"], c.variant)}),
+    "self_attention": (_mha, lambda i, th, c: {"V_tilde": _self_attention(i["X"], th, c, causal=False)}),
+    "causal_self_attention": (_mha, lambda i, th, c: {"V_tilde": _self_attention(i["X"], th, c, causal=True)}),
     "unidirectional_mask": (lambda f: {}, lambda i, th, c: {
         "Mask": C.unidirectional_mask(c["ell_z"], c["ell_x"], c.variant)}),
     "layer_norm": (lambda f: _norm(f, "gamma", "beta"), lambda i, th, c: {
@@ -175,19 +194,24 @@ ENTRIES: dict[str, tuple[Callable[[Flat], Any], Core]] = {
         "P": A.ed_transformer(i["z"], i["x"], th, c["ell_max"], c.variant)}),
     "e_transformer": (_e_theta, lambda i, th, c: {"P": A.e_transformer(i["x"], th, c["ell_max"], c.variant)}),
     "d_transformer": (_d_theta, lambda i, th, c: {"P": A.d_transformer(i["x"], th, c["ell_max"], c.variant)}),
+    "next_token_encoder": (_d_theta, lambda i, th, c: {  # the flat names of d_transformer's schema
+        "p": A.next_token_encoder(i["x"], th, c["ell_max"], c.variant)}),
 }
 
 
 def check_widths(params: Flat) -> None:
     """Refuse parameters whose lengths disagree where JAX would broadcast them silently (a
     length-1 axis against a longer one, as at d_e = 1): every bias has one entry per row of its
-    weight (b_q and W_q, b_mlp1 and W_mlp1, b_u and W_u, ...), and W_p as many rows as W_e."""
+    weight (b_q and W_q, b_mlp1 and W_mlp1, b_u and W_u, mlp_hidden.0.b and mlp_hidden.0.W, ...), and
+    W_p as many rows as W_e."""
     def shape(name: str) -> tuple:
         return tuple(params[name].shape)
 
     for name in params:
         head, sep, tail = name.rpartition("b_")
         weight = f"{head}W_{tail}"
+        if name.endswith(".b"):  # an indexed dense layer: mlp_hidden.{k}.b beside mlp_hidden.{k}.W
+            head, sep, weight = name[:-1], "b", name[:-1] + "W"
         if sep and (not head or head.endswith(".")) and weight in params and params[name] is not None \
                 and params[weight] is not None and shape(name) != shape(weight)[:1]:
             raise ValueError(f"{name} has shape {shape(name)}; {weight} has {shape(weight)}: one bias entry per row")

@@ -328,11 +328,15 @@ def unembed(X: Array, W_u: Array, b_u: Optional[Array]) -> Array:
 
 
 def activation(name: str):
-    """relu; gelu_erf = x Φ(x) (exact; jax.nn.gelu defaults to tanh!); gelu_tanh."""
+    """relu; gelu_erf = x Φ(x) (exact; jax.nn.gelu defaults to tanh!); gelu_tanh; silu = x σ(x)
+    (Elfwing et al. 2018, "Sigmoid-weighted linear units"): ``jax.nn.silu``, x · ``lax.logistic(x)``,
+    a logistic that saturates to 0 or 1 without overflow, so large |x| gives x or −0, never NaN."""
     if name == "relu":
         return jax.nn.relu
     if name == "gelu_erf":
         return lambda x: jax.nn.gelu(x, approximate=False)
     if name == "gelu_tanh":
         return lambda x: jax.nn.gelu(x, approximate=True)
+    if name == "silu":
+        return jax.nn.silu
     raise ValueError(f"unknown activation {name!r}")

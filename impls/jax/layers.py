@@ -1,13 +1,15 @@
 """Layers of Algorithms 8-10 for ONE example (tokens as rows: X is (ℓ, d_e)).
 
 Parameters are the nested trees built by ``boundary.py``:
-layer = {"attn": mha, "norm1": {gamma, beta}, "mlp": {W1, b1, W2, b2}, "norm2": …}
+layer = {"attn": mha, "norm1": {gamma, beta}, "mlp": {W1, b1, V, c, hidden, W2, b2}, "norm2": …}
 decoder layer = {"self_attn", "norm3", "cross_attn", "norm4", "mlp", "norm5"}.
 
 ``arch`` ("ed_encoder", "ed_decoder", "bert", "gpt2") resolves the switches
 whose paper value depends on the algorithm: norm placement (post for the
 encoder, decoder and BERT; pre for GPT-2) and activation (ReLU for Alg. 8,
-exact GELU for Alg. 9 and 10).
+exact GELU for Alg. 9 and 10). Other placements: ``res_post`` (X + norm(f(X)),
+Swin Transformer v2). Other MLPs: gated (Shazeer 2020), deeper (``mlp_depth``) and one-layer
+(``mlp="one_layer"``, seed 004: act(W_mlp1 X + b_mlp1 1ᵀ) with no second map).
 """
 
 from __future__ import annotations
@@ -21,19 +23,47 @@ from ftspec.spec.variants import VariantSet
 from .components import Array, Params, activation, linear, mh_attention, norm, unidirectional_mask
 
 
-def mlp(X: Array, p: Params, act: Callable[[Array], Array]) -> Array:
-    """W_mlp2 act(W_mlp1 X + b_mlp1 1ᵀ) + b_mlp2 1ᵀ (Alg. 8 line 7, Alg. 9/10 lines 7-8).
-    X: (ℓ, d_e) → (ℓ, d_e); biases absent under ``mlp_bias=False``."""
-    hidden = act(linear(X, p["W1"], p.get("b1")))  # (ℓ, d_mlp)
-    return linear(hidden, p["W2"], p.get("b2"))  # (ℓ, d_e)
+def mlp(X: Array, p: Params, act: Callable[[Array], Array], variant: VariantSet) -> Array:
+    """W_mlp2 h + b_mlp2 1ᵀ with h = act(W_mlp1 X + b_mlp1 1ᵀ) (Alg. 8 line 7, Alg. 9/10 lines 7-8).
+    X: (ℓ, d_e) → (ℓ, d_e); biases absent under ``mlp_bias=False``.
+
+    ``mlp="gated"``: h = act(W_mlp1 x + b_mlp1) ⊙ (V x + c), Shazeer (2020), "GLU Variants Improve
+    Transformer" (act(xW) ⊗ xV; SwiGLU with silu). ``mlp_depth`` = k: k − 1 further layers
+    h ← act(W h + b), W: (d_mlp, d_mlp), in order. ``mlp="one_layer"``: no second map, the last h is
+    the output, so d_mlp = d_e (seed 004, the numeric tutorial, II.J: F = ReLU(A W_L + b_L), "one
+    linear layer L, and one ReLU layer R"). Which of these apply is the variant's to say; a
+    parameter it needs and the tree lacks is a KeyError/TypeError, not a silent plain MLP."""
+    one_layer = variant.mlp == "one_layer"
+    if one_layer and p["W1"].shape[0] != X.shape[-1]:  # else a d_mlp of 1 would broadcast into X
+        raise ValueError(f"mlp='one_layer' adds act(W_mlp1 x) to x: d_mlp = {p['W1'].shape[0]} must equal "
+                         f"d_e = {X.shape[-1]}")
+    h = act(linear(X, p["W1"], p.get("b1")))  # (ℓ, d_mlp)
+    if variant.mlp == "gated":
+        h = h * linear(X, p["V"], p.get("c"))  # (ℓ, d_mlp): act(·) ⊙ linear branch
+    hidden = p.get("hidden", [])
+    if len(hidden) != variant.mlp_depth - 1:
+        raise ValueError(f"mlp_depth={variant.mlp_depth} needs {variant.mlp_depth - 1} further hidden layer(s); "
+                         f"the parameters hold {len(hidden)}")
+    for layer in hidden:
+        h = act(linear(h, layer["W"], layer.get("b")))  # (ℓ, d_mlp)
+    if one_layer:
+        return h  # (ℓ, d_mlp = d_e)
+    if p.get("W2") is None:
+        raise KeyError(f"mlp={variant.mlp!r} needs the second map W_mlp2 (W_mlp4); the parameters lack it")
+    return linear(h, p["W2"], p.get("b2"))  # (ℓ, d_e)
 
 
 def _sublayer(X: Array, f: Callable[[Array], Array], norm_p: Optional[Params], variant: VariantSet,
               placement: str) -> Array:
-    """One residual sublayer. post: X ← norm(X + f(X)); pre: X ← X + f(norm(X)).
-    The pre residual adds the UN-normalised X (normalising X in place is a classic bug)."""
+    """One residual sublayer. post: X ← norm(X + f(X)); pre: X ← X + f(norm(X));
+    res_post: X ← X + norm(f(X)) (Liu et al. 2022, Swin Transformer v2's res-post-norm).
+    The pre and res_post residuals add the UN-normalised X (normalising X in place is a classic bug)."""
     if placement == "pre":
         return X + f(norm(X, norm_p, variant))
+    if placement == "res_post":
+        return X + norm(f(X), norm_p, variant)
+    if placement != "post":
+        raise ValueError(f"unknown norm placement {placement!r}")
     return norm(X + f(X), norm_p, variant)
 
 
@@ -56,7 +86,7 @@ def encoder_block(X: Array, p: Params, variant: VariantSet, arch: str, valid: Op
     mask = unidirectional_mask(ell, ell, variant) if arch == "gpt2" else None  # (ℓ, ℓ) or Mask ≡ 1
     kv = _valid_rows(ell, valid)
     X = _sublayer(X, lambda Y: mh_attention(Y, Y, p["attn"], mask, variant, kv), p["norm1"], variant, placement)
-    X = _sublayer(X, lambda Y: mlp(Y, p["mlp"], act), p["norm2"], variant, placement)
+    X = _sublayer(X, lambda Y: mlp(Y, p["mlp"], act, variant), p["norm2"], variant, placement)
     return X  # (ℓ, d_e)
 
 
@@ -65,7 +95,8 @@ def decoder_block(X: Array, Z: Array, p: Params, variant: VariantSet, valid: Opt
 
     post (paper): X ← LN3(X + SelfAttn(X, causal)); X ← LN4(X + CrossAttn(X, Z));
     X ← LN5(X + MLP(X)). pre: X += SelfAttn(LN3 X); X += CrossAttn(LN4 X, Z);
-    X += MLP(LN5 X), with the context Z used as given. ``valid``: rows t ≥ valid of X
+    X += MLP(LN5 X), with the context Z used as given. res_post: X += LN3(SelfAttn(X, causal));
+    X += LN4(CrossAttn(X, Z)); X += LN5(MLP(X)). ``valid``: rows t ≥ valid of X
     are padding (architectures.py); Z is never padded.
     """
     placement = variant.resolved_norm_placement("ed_decoder")
@@ -77,5 +108,5 @@ def decoder_block(X: Array, Z: Array, p: Params, variant: VariantSet, valid: Opt
                   placement)  # lines 14-15
     X = _sublayer(X, lambda Y: mh_attention(Y, Z, p["cross_attn"], None, variant), p["norm4"], variant,
                   placement)  # lines 16-17, Mask ≡ 1
-    X = _sublayer(X, lambda Y: mlp(Y, p["mlp"], act), p["norm5"], variant, placement)  # lines 18-19
+    X = _sublayer(X, lambda Y: mlp(Y, p["mlp"], act, variant), p["norm5"], variant, placement)  # lines 18-19
     return X  # (ℓ_x, d_e)

@@ -137,6 +137,30 @@ def _mh_attention(i: Inputs, p: Params, ctx: Context):
     return Lyr.mh_attention(i["X"], i["Z"], W, i["Mask"], ctx.variant)  # (..., d_out, ℓ_x)
 
 
+def _self_attention_weights(X: np.ndarray, p: Params, ctx: Context) -> Lyr.MHA:
+    """The heads' weights; W_o must give back X's width d_e (d_out = d_e, which a layer's residual
+    sum would otherwise check, and nothing here does)."""
+    if p["W_o"].shape[0] != X.shape[-2]:
+        raise ValueError(f"W_o has {p['W_o'].shape[0]} rows; self-attention returns X's width d_e = {X.shape[-2]}")
+    return Lyr.gather_mha(p, "", ctx.hyper["H"], ctx.variant.attn_bias)
+
+
+def _self_attention(i: Inputs, p: Params, ctx: Context):
+    """Algorithm 5 with Z = X and Mask ≡ 1 (Alg. 8 and 9 line 5): the layers' attention on its own."""
+    X = i["X"]  # (..., d_e, ℓ): the sequence and its own context
+    W = _self_attention_weights(X, p, ctx)
+    return Lyr.mh_attention(X, X, W, None, ctx.variant)  # (..., d_e, ℓ)
+
+
+def _causal_self_attention(i: Inputs, p: Params, ctx: Context):
+    """Algorithm 5 with Z = X and Mask[t_z, t_x] = [[t_z ≤ t_x]] built from ℓ (Alg. 10 line 6)."""
+    X = i["X"]  # (..., d_e, ℓ): the sequence and its own context
+    ell = X.shape[-1]
+    Mask = C.unidirectional_mask(ell, ell)  # (ℓ, ℓ) [t_z, t_x]: key t_z ≤ query t_x
+    W = _self_attention_weights(X, p, ctx)
+    return Lyr.mh_attention(X, X, W, Mask, ctx.variant)  # (..., d_e, ℓ)
+
+
 def _unidirectional_mask(i: Inputs, p: Params, ctx: Context):
     return C.unidirectional_mask(ctx.hyper["ell_z"], ctx.hyper["ell_x"], ctx.variant.causal_alignment)
 
@@ -187,6 +211,10 @@ def _d_transformer(i: Inputs, p: Params, ctx: Context):
     return A.d_transformer(i["x"], p, ctx.variant, ctx.hyper)
 
 
+def _next_token_encoder(i: Inputs, p: Params, ctx: Context):
+    return A.next_token_encoder(i["x"], p, ctx.variant, ctx.hyper)  # (..., N_V)
+
+
 ALGORITHMS = {
     "token_embedding": _token_embedding,
     "positional_embedding": _positional_embedding,
@@ -196,6 +224,8 @@ ALGORITHMS = {
     "basic_single_query_attention": _basic_single_query_attention,
     "attention": _attention,
     "mh_attention": _mh_attention,
+    "self_attention": _self_attention,
+    "causal_self_attention": _causal_self_attention,
     "unidirectional_mask": _unidirectional_mask,
     "layer_norm": _layer_norm,
     "rms_norm": _rms_norm,
@@ -207,6 +237,7 @@ ALGORITHMS = {
     "ed_transformer": _ed_transformer,
     "e_transformer": _e_transformer,
     "d_transformer": _d_transformer,
+    "next_token_encoder": _next_token_encoder,
     # Algorithms 11-15 (training.py, inference.py; gradients by the
     # hand-written backward passes of grad_*.py)
     **Tr.ALGORITHMS,

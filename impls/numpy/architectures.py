@@ -1,7 +1,9 @@
-"""Algorithms 8-10 (forward passes) in NumPy.
+"""Algorithms 8-10 (forward passes) in NumPy, and the encoder read as a
+next-token predictor (the ``next_token_encoder`` entry).
 
-Each returns P ∈ (0,1)^{N_V×ℓ} (with a leading ``...`` batch axis when the
-tokens have one): column t is a distribution over the next token. Layers are
+Each of Algorithms 8-10 returns P ∈ (0,1)^{N_V×ℓ} (with a leading ``...``
+batch axis when the tokens have one): column t is a distribution over the
+next token; ``next_token_encoder`` returns that column for t = ℓ−1 only. Layers are
 looped over in Python (there are L of them, each a different parameter set);
 tokens and heads are never looped over.
 
@@ -20,7 +22,7 @@ from typing import Any, Mapping, NamedTuple, Optional
 import numpy as np
 
 from .components import EmbedCache, activation, embed_fwd, logits, softmax_columns
-from .layers import NamedNormCache, ResidualCache, decoder_layer_fwd, norm_fwd, stack_layer_fwd
+from .layers import NamedNormCache, ResidualCache, decoder_layer_fwd, norm_fwd, stack_layer, stack_layer_fwd
 
 __all__ = [
     "DCache",
@@ -35,6 +37,8 @@ __all__ = [
     "ed_logits_fwd",
     "ed_transformer",
     "embed_tokens",
+    "next_token_encoder",
+    "next_token_logits",
     "embed_tokens_fwd",
     "unembed_columns",
     "unembedding_matrix",
@@ -212,3 +216,27 @@ def d_logits_fwd(x: np.ndarray, params: Params, variant, hyper: Mapping[str, int
 
 def d_transformer(x: np.ndarray, params: Params, variant, hyper: Mapping[str, int]) -> np.ndarray:
     return softmax_columns(d_logits_fwd(x, params, variant, hyper)[0])
+
+
+# --------------------------------------------------------------------------
+# The encoder as a next-token predictor (seeds 000 and 002)
+# --------------------------------------------------------------------------
+
+
+def next_token_logits(x: np.ndarray, params: Params, variant, hyper: Mapping[str, int]) -> np.ndarray:
+    """Algorithm 8's encoder (lines 1-8, Mask ≡ 1), then W_u e (+ b_u) for e = X[:, ℓ−1].
+
+    x: (..., ℓ) -> logits: (..., N_V). ``final_norm='final'`` normalises e
+    first (γ, β): a norm acts per column, so only the last one is needed.
+    """
+    X, _ = embed_tokens_fwd(x, params, variant, hyper["ell_max"])  # (..., d_e, ℓ)  lines 1-3
+    for l in range(hyper["L"]):  # line 4
+        X = stack_layer(X, params, f"layers.{l}.", variant, hyper["H"], "ed_encoder")  # lines 5-8
+    last, _ = _final_norm(X[..., -1:], params, variant, "ed_encoder", "gamma", "beta")  # (..., d_e, 1)
+    return unembed_logits_fwd(last, params, variant)[0][..., 0]  # (..., N_V)
+
+
+def next_token_encoder(x: np.ndarray, params: Params, variant, hyper: Mapping[str, int]) -> np.ndarray:
+    """p = softmax(W_u X[:, ℓ−1]) (Algorithm 7 on the last column): x (..., ℓ) -> p (..., N_V)."""
+    z = next_token_logits(x, params, variant, hyper)[..., :, None]  # (..., N_V, 1)
+    return softmax_columns(z)[..., 0]  # (..., N_V)

@@ -9,7 +9,7 @@ that layout; parameters never carry one.
 Line numbers cite the restatement in ALGORITHMS.md.
 
 Dtypes: arrays stay in the dtype they arrive in. Constants (√d, ε, 1/ℓ_z, the
-GELU coefficients) are rounded once into that dtype with ``_const`` so that
+GELU coefficients, SiLU's 1) are rounded once into that dtype with ``_const`` so that
 NumPy 2's promotion rules never lift a float16/float32 computation to
 float64. The sinusoid tables are the exception: they are data-independent
 tables, computed in binary64 and rounded once to the call dtype (as libraries
@@ -48,6 +48,7 @@ __all__ = [
     "norm_columns",
     "norm_fwd",
     "relu",
+    "silu",
     "sinusoidal_paper",
     "sinusoidal_raw_index",
     "sinusoidal_vaswani",
@@ -318,9 +319,28 @@ def gelu_tanh(X: np.ndarray) -> np.ndarray:
     return _const(0.5, X) * X * (_const(1.0, X) + np.tanh(inner))
 
 
+def logistic_pair(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(σ(x), σ(−x)) = (1/(1 + e^{−x}), 1/(1 + e^{x})) per element, in X's dtype, from
+    e = exp(−|x|) ≤ 1 only: no exp overflows, and 1 − σ(x) is never formed by cancellation."""
+    one = _const(1.0, X)
+    e = np.exp(-np.abs(X))  # (...)  in (0, 1]
+    near = one / (one + e)  # σ(|x|)
+    far = e / (one + e)  # σ(−|x|) = 1 − σ(|x|)
+    nonneg = X >= _const(0.0, X)
+    return np.where(nonneg, near, far), np.where(nonneg, far, near)
+
+
+def silu(X: np.ndarray) -> np.ndarray:
+    """SiLU(x) = x σ(x) = x / (1 + e^{−x}) (Elfwing, Uchibe & Doya 2018, "Sigmoid-weighted linear
+    units"; Swish with β = 1, Ramachandran et al. 2017), in X's dtype. σ comes from
+    ``logistic_pair``, so a large |x| neither overflows nor gives 0·∞: SiLU(x) → x for
+    x → +∞ and → 0 (from below) for x → −∞."""
+    return X * logistic_pair(X)[0]
+
+
 def activation(name: str):
     try:
-        return {"relu": relu, "gelu_erf": gelu_erf, "gelu_tanh": gelu_tanh}[name]
+        return {"relu": relu, "gelu_erf": gelu_erf, "gelu_tanh": gelu_tanh, "silu": silu}[name]
     except KeyError:
         raise ValueError(f"unknown activation {name!r}") from None
 

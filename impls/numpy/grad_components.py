@@ -22,7 +22,7 @@ from typing import Optional
 
 import numpy as np
 
-from .components import _PHI, AttentionCache, EmbedCache, NormCache, _const
+from .components import _PHI, AttentionCache, EmbedCache, NormCache, _const, logistic_pair
 
 __all__ = [
     "activation_bwd",
@@ -74,6 +74,8 @@ def activation_bwd(name: str, X: np.ndarray, dY: np.ndarray) -> np.ndarray:
     gelu_erf:  d/dx x Φ(x) = Φ(x) + x φ(x), φ(x) = exp(−x²/2)/√(2π).
     gelu_tanh: y = x (1 + tanh u)/2, u = √(2/π)(x + 0.044715 x³):
                y' = (1 + tanh u)/2 + x (1 − tanh² u) √(2/π)(1 + 3·0.044715 x²)/2.
+    silu:      y = x σ(x), σ' = σ(x) σ(−x): y' = σ(x) + x σ(x) σ(−x) = σ(x) (1 + x (1 − σ(x))),
+               with 1 − σ(x) taken as σ(−x) (no cancellation; both from exp(−|x|), no overflow).
     """
     if name == "relu":
         return np.where(X > _const(0.0, X), dY, _const(0.0, dY))
@@ -88,6 +90,9 @@ def activation_bwd(name: str, X: np.ndarray, dY: np.ndarray) -> np.ndarray:
         one = _const(1.0, X)
         deriv = half * (one + t) + half * X * (one - t * t) * c * (one + _const(3.0, X) * k * X * X)
         return dY * deriv
+    if name == "silu":
+        sig, sig_neg = logistic_pair(X)  # σ(x), σ(−x) = 1 − σ(x)
+        return dY * (sig * (_const(1.0, X) + X * sig_neg))
     raise ValueError(f"unknown activation {name!r}")
 
 

@@ -66,16 +66,41 @@ def named_norm_bwd(dOut: np.ndarray, c: NamedNormCache, grads: Grads) -> np.ndar
 
 
 def mlp_bwd(dOut: np.ndarray, c: MLPCache, grads: Grads) -> np.ndarray:
-    """Backward of W2 act(W1 X + b1 1ᵀ) + b2 1ᵀ."""
+    """Backward of W2 H + b2 1ᵀ, H = act(W1 X + b1 1ᵀ) [⊙ (V X + c 1ᵀ)], then each further layer
+    H ← act(W H + b 1ᵀ), walked in reverse:
+
+      further layer k (last first): dpre = act'(pre) ⊙ dH, dW = dpre inpᵀ, db = Σ_t dpre, dH ← Wᵀ dpre;
+      gate (product rule of U = A ⊙ G): dA = dU ⊙ G, dG = dU ⊙ A, and G = V X + c 1ᵀ gives dV, dc
+      and a second contribution Vᵀ dG to dX;
+      first layer: dH1 = act'(H1) ⊙ dA, dX += W1ᵀ dH1.
+
+    Under ``mlp="one_layer"`` (no W2, b2) the last hidden state is the output: dH = dOut.
+    """
     w1, b1, w2, b2 = c.names
-    dA1, dW2, db2 = linear_bwd(dOut, c.A1, c.W2, b2 is not None)
-    grads.add(w2, dW2)
-    grads.add(b2, db2)
-    dH1 = activation_bwd(c.act, c.H1, dA1)
+    if c.W2 is None:  # mlp="one_layer"
+        dH = dOut  # (..., d_mlp = d_e, ℓ)
+    else:
+        last = c.A1 if c.last is None else c.last  # (..., d_mlp, ℓ)  what W2 read
+        dH, dW2, db2 = linear_bwd(dOut, last, c.W2, b2 is not None)
+        grads.add(w2, dW2)
+        grads.add(b2, db2)
+    for dense in reversed(c.hidden):
+        dpre = activation_bwd(c.act, dense.pre, dH)  # (..., d_mlp, ℓ)
+        dH, dW, db = linear_bwd(dpre, dense.inp, dense.W, dense.names[1] is not None)
+        grads.add(dense.names[0], dW)
+        grads.add(dense.names[1], db)
+    dX_gate = None
+    if c.gate is not None:
+        dG = dH * c.A1  # (..., d_mlp, ℓ)  ∂(A ⊙ G)/∂G
+        dH = dH * c.gate.G  # ∂(A ⊙ G)/∂A
+        dX_gate, dV, dc = linear_bwd(dG, c.X, c.gate.W, c.gate.names[1] is not None)
+        grads.add(c.gate.names[0], dV)
+        grads.add(c.gate.names[1], dc)
+    dH1 = activation_bwd(c.act, c.H1, dH)
     dX, dW1, db1 = linear_bwd(dH1, c.X, c.W1, b1 is not None)
     grads.add(w1, dW1)
     grads.add(b1, db1)
-    return dX
+    return dX if dX_gate is None else dX + dX_gate
 
 
 def _sublayer_bwd(dOut: np.ndarray, c: ResidualCache, grads: Grads) -> tuple[np.ndarray, Optional[np.ndarray]]:
@@ -91,7 +116,8 @@ def _sublayer_bwd(dOut: np.ndarray, c: ResidualCache, grads: Grads) -> tuple[np.
 
 
 def residual_bwd(dOut: np.ndarray, c: ResidualCache, grads: Grads) -> tuple[np.ndarray, Optional[np.ndarray]]:
-    """post: out = norm(X + f(X)); pre: out = X + f(norm(X)). Returns (dX, dZ or None)."""
+    """post: out = norm(X + f(X)); pre: out = X + f(norm(X)); res_post: out = X + norm(f(X)).
+    Returns (dX, dZ or None)."""
     if c.placement == "post":
         dT = named_norm_bwd(dOut, c.norm, grads)  # through the norm of X + f(X)
         dF, dZ = _sublayer_bwd(dT, c, grads)
@@ -99,6 +125,9 @@ def residual_bwd(dOut: np.ndarray, c: ResidualCache, grads: Grads) -> tuple[np.n
     if c.placement == "pre":
         dF, dZ = _sublayer_bwd(dOut, c, grads)
         return dOut + named_norm_bwd(dF, c.norm, grads), dZ
+    if c.placement == "res_post":
+        dF, dZ = _sublayer_bwd(named_norm_bwd(dOut, c.norm, grads), c, grads)  # through norm(f(X))
+        return dOut + dF, dZ
     raise ValueError(f"unknown norm placement {c.placement!r}")
 
 

@@ -7,7 +7,10 @@ parameters exist is decided from the variant set, not from what happens to be
 present, so a missing parameter is a KeyError rather than a silent default.
 
 A layer is a list of residual blocks (attention, cross-attention, MLP), each
-post-LN, X ← norm(X + f(X)), or pre-LN, X ← X + f(norm(X)). The ``*_fwd``
+post-LN, X ← norm(X + f(X)), pre-LN, X ← X + f(norm(X)), or res-post-norm,
+X ← X + norm(f(X)). The MLP is act(W₁X + b₁1ᵀ), optionally gated
+(⊙ (V X + c 1ᵀ)) and followed by more hidden layers, then W₂(·) + b₂1ᵀ (none
+under ``mlp="one_layer"``: the last hidden layer is the output). The ``*_fwd``
 functions return the output and a cache (NamedTuples that also record the
 flat parameter names involved); the hand-written backward passes that read
 those caches are in ``grad_layers.py``. The cache-less functions are the
@@ -32,6 +35,8 @@ from .components import (
 )
 
 __all__ = [
+    "DenseCache",
+    "GateCache",
     "MHA",
     "MHACache",
     "MLPCache",
@@ -138,30 +143,98 @@ def norm(X: np.ndarray, params: Params, gamma: str, beta: str, variant, kind: Op
     return norm_fwd(X, params, gamma, beta, variant, kind)[0]
 
 
+class GateCache(NamedTuple):
+    """The linear branch of a gated MLP (``mlp="gated"``): G = V X + c 1ᵀ."""
+
+    names: tuple[str, Optional[str]]  # W_mlp{first}_lin, b_mlp{first}_lin (None without MLP biases)
+    W: np.ndarray  # (d_mlp, d_e)  V
+    G: np.ndarray  # (..., d_mlp, ℓ)  V X + c 1ᵀ
+
+
+class DenseCache(NamedTuple):
+    """One further hidden layer of a deeper MLP (``mlp_depth`` > 1): out = act(W inp + b 1ᵀ)."""
+
+    names: tuple[str, Optional[str]]  # mlp_hidden.{k}.W, mlp_hidden.{k}.b (None without MLP biases)
+    W: np.ndarray  # (d_mlp, d_mlp)
+    inp: np.ndarray  # (..., d_mlp, ℓ)  the hidden state it reads
+    pre: np.ndarray  # (..., d_mlp, ℓ)  W inp + b 1ᵀ, before the activation
+
+
 class MLPCache(NamedTuple):
-    names: tuple[str, Optional[str], str, Optional[str]]  # W_mlp{first}, b_mlp{first}, W_mlp{second}, b_mlp{second}
+    #: W_mlp{first}, b_mlp{first}, W_mlp{second}, b_mlp{second} (the second pair None under mlp="one_layer")
+    names: tuple[str, Optional[str], Optional[str], Optional[str]]
     act: str  # activation name
     X: np.ndarray  # (..., d_e, ℓ)  input
     H1: np.ndarray  # (..., d_mlp, ℓ)  pre-activation
     A1: np.ndarray  # (..., d_mlp, ℓ)  act(H1)
     W1: np.ndarray
-    W2: np.ndarray
+    W2: Optional[np.ndarray]  # (d_e, d_mlp); None under mlp="one_layer" (no second map)
+    gate: Optional[GateCache] = None  # mlp="gated"
+    hidden: tuple[DenseCache, ...] = ()  # mlp_depth − 1 further layers, in the order they run
+    last: Optional[np.ndarray] = None  # (..., d_mlp, ℓ)  what W_mlp{second} reads (None: A1)
+
+
+def _gate_fwd(X: np.ndarray, params: Params, prefix: str, first: str, variant) -> GateCache:
+    """G = V X + c 1ᵀ, the linear branch of act(W₁X + b₁1ᵀ) ⊙ (V X + c 1ᵀ) (Shazeer 2020, "GLU Variants
+    Improve Transformer", FFN_GLU-family: act(xW) ⊗ xV, here with tokens as columns)."""
+    w = f"{prefix}W_mlp{first}_lin"
+    b = f"{prefix}b_mlp{first}_lin" if variant.mlp_bias else None
+    G = params[w] @ X  # (..., d_mlp, ℓ)
+    if b:
+        G = G + params[b][:, None]  # + c 1ᵀ
+    return GateCache((w, b), params[w], G)
+
+
+def _dense_fwd(Hk: np.ndarray, params: Params, prefix: str, variant, act_name: str) -> tuple[np.ndarray, DenseCache]:
+    """One further hidden layer H ← act(W H + b 1ᵀ), W ∈ R^{d_mlp×d_mlp} (``mlp_depth``)."""
+    w = prefix + "W"
+    b = prefix + "b" if variant.mlp_bias else None
+    pre = params[w] @ Hk  # (..., d_mlp, ℓ)
+    if b:
+        pre = pre + params[b][:, None]
+    return activation(act_name)(pre), DenseCache((w, b), params[w], Hk, pre)
 
 
 def mlp_fwd(X: np.ndarray, params: Params, prefix: str, first: str, second: str, variant,
             act_name: str) -> tuple[np.ndarray, MLPCache]:
-    """W_mlp{second} act(W_mlp{first} X + b 1ᵀ) + b 1ᵀ (Alg. 8 lines 7, 18; Alg. 9 line 7; Alg. 10 line 8)."""
-    w1, w2 = f"{prefix}W_mlp{first}", f"{prefix}W_mlp{second}"
+    """W_mlp{second} H + b 1ᵀ with H = act(W_mlp{first} X + b 1ᵀ) (Alg. 8 lines 7, 18; Alg. 9 line 7;
+    Alg. 10 line 8), and the MLP switches:
+
+    - ``mlp="gated"``: H = act(W_mlp{first} X + b 1ᵀ) ⊙ (W_mlp{first}_lin X + b_lin 1ᵀ) (Shazeer 2020;
+      SwiGLU with ``activation="silu"``);
+    - ``mlp_depth`` = k: then k − 1 further layers H ← act(W H + b 1ᵀ), ``mlp_hidden.{j}.W``/``.b``;
+    - ``mlp="one_layer"``: no second map, the last H is the output, so d_mlp = d_e (seed 004, the
+      numeric tutorial, II.J: "one linear layer L, and one ReLU layer R", F = ReLU(A W_L + b_L),
+      here with tokens as columns: act(W_mlp{first} X + b 1ᵀ)).
+    """
+    one_layer = variant.mlp == "one_layer"
+    w1 = f"{prefix}W_mlp{first}"
+    w2 = None if one_layer else f"{prefix}W_mlp{second}"
     b1 = f"{prefix}b_mlp{first}" if variant.mlp_bias else None
-    b2 = f"{prefix}b_mlp{second}" if variant.mlp_bias else None
+    b2 = f"{prefix}b_mlp{second}" if variant.mlp_bias and not one_layer else None
+    if one_layer and params[w1].shape[0] != X.shape[-2]:  # else a d_mlp of 1 would broadcast into X
+        raise ValueError(f"mlp='one_layer' adds act(W_mlp{first} X) to X: d_mlp = {params[w1].shape[0]} "
+                         f"must equal d_e = {X.shape[-2]}")
     H1 = params[w1] @ X  # (..., d_mlp, ℓ)
     if b1:
         H1 = H1 + params[b1][:, None]
     A1 = activation(act_name)(H1)
-    out = params[w2] @ A1  # (..., d_e, ℓ)
-    if b2:
-        out = out + params[b2][:, None]
-    return out, MLPCache((w1, b1, w2, b2), act_name, X, H1, A1, params[w1], params[w2])
+    act1 = A1  # (..., d_mlp, ℓ)  act(H1); A1 below is the hidden state as it runs on
+    gate = _gate_fwd(X, params, prefix, first, variant) if variant.mlp == "gated" else None
+    if gate is not None:
+        A1 = A1 * gate.G  # (..., d_mlp, ℓ)  act(H1) ⊙ G
+    hidden = []
+    for k in range(variant.mlp_depth - 1):
+        A1, dense = _dense_fwd(A1, params, f"{prefix}mlp_hidden.{k}.", variant, act_name)  # (..., d_mlp, ℓ)
+        hidden.append(dense)
+    if w2 is None:  # mlp="one_layer": the last hidden state is the output, (..., d_e, ℓ) as d_mlp = d_e
+        out = A1
+    else:
+        out = params[w2] @ A1  # (..., d_e, ℓ)
+        if b2:
+            out = out + params[b2][:, None]
+    return out, MLPCache((w1, b1, w2, b2), act_name, X, H1, act1, params[w1], None if w2 is None else params[w2],
+                         gate, tuple(hidden), A1)
 
 
 # --------------------------------------------------------------------------
@@ -170,7 +243,7 @@ def mlp_fwd(X: np.ndarray, params: Params, prefix: str, first: str, second: str,
 
 
 class ResidualCache(NamedTuple):
-    placement: str  # "post" or "pre"
+    placement: str  # "post", "pre" or "res_post"
     kind: str  # "self" (f(Y) = MHA(Y, Y)), "cross" (f(Y) = MHA(Y, Z)) or "mlp"
     f: Any  # MHACache or MLPCache
     norm: NamedNormCache
@@ -178,7 +251,9 @@ class ResidualCache(NamedTuple):
 
 def _residual_fwd(X: np.ndarray, f: Callable[[np.ndarray], tuple[np.ndarray, Any]], kind: str,
                   placement: str, params: Params, gamma: str, beta: str, variant) -> tuple[np.ndarray, ResidualCache]:
-    """post: X ← norm(X + f(X)); pre: X ← X + f(norm(X)) (the residual adds the un-normalised X)."""
+    """post: X ← norm(X + f(X)); pre: X ← X + f(norm(X)) (the residual adds the un-normalised X);
+    res_post: X ← X + norm(f(X)) (Swin Transformer v2's res-post-norm, Liu et al. 2022: only the
+    sublayer's output is normalised, the residual stream never is)."""
     if placement == "post":
         y, f_cache = f(X)
         out, n_cache = norm_fwd(X + y, params, gamma, beta, variant)
@@ -186,6 +261,10 @@ def _residual_fwd(X: np.ndarray, f: Callable[[np.ndarray], tuple[np.ndarray, Any
         Y, n_cache = norm_fwd(X, params, gamma, beta, variant)
         y, f_cache = f(Y)
         out = X + y
+    elif placement == "res_post":
+        y, f_cache = f(X)
+        normed, n_cache = norm_fwd(y, params, gamma, beta, variant)
+        out = X + normed
     else:
         raise ValueError(f"unknown norm placement {placement!r}")
     return out, ResidualCache(placement, kind, f_cache, n_cache)
@@ -205,7 +284,8 @@ def stack_layer_fwd(X: np.ndarray, params: Params, prefix: str, variant, H: int,
     encoder and BERT, causal for GPT-2.
     post: X ← norm(X + f(X)) for each sublayer f (Alg. 8/9 lines 5-8);
     pre:  X ← X + f(norm(X)) (Alg. 10 lines 5-8; the residual adds the
-    un-normalised X).
+    un-normalised X);
+    res_post: X ← X + norm(f(X)), with the same γ1/β1, γ2/β2.
     """
     placement = variant.resolved_norm_placement(arch)
     act = variant.resolved_activation(arch)
@@ -235,6 +315,7 @@ def decoder_layer_fwd(X: np.ndarray, Z: np.ndarray, params: Params, prefix: str,
     post (paper): X ← norm(X + f(X)) after each of the three sublayers.
     pre: X += SelfAttn(LN3 X); X += CrossAttn(LN4 X, Z); X += MLP(LN5 X),
     with Z used as given (a pre-LN encoder ends in its own final norm).
+    res_post: X += LN3(SelfAttn(X)); X += LN4(CrossAttn(X, Z)); X += LN5(MLP(X)).
     """
     placement = variant.resolved_norm_placement("ed_decoder")
     act = variant.resolved_activation("ed_decoder")

@@ -107,8 +107,13 @@ class Attn:
 class MLP:
     W1: Tensor  # (d_mlp, d_e)
     b1: Optional[Tensor]  # (d_mlp,)
-    W2: Tensor  # (d_e, d_mlp)
+    W2: Optional[Tensor]  # (d_e, d_mlp); None under mlp="one_layer" (no second map)
     b2: Optional[Tensor]  # (d_e,)
+    #: mlp="gated": the linear branch V (d_mlp, d_e), c (d_mlp,) of act(W1 x + b1) ⊙ (V x + c)
+    W_lin: Optional[Tensor] = None
+    b_lin: Optional[Tensor] = None
+    #: mlp_depth > 1: the further hidden layers (W (d_mlp, d_mlp), b (d_mlp,) or None), in order
+    hidden: tuple[tuple[Tensor, Optional[Tensor]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -183,9 +188,15 @@ def norm_params(params: Mapping[str, Tensor], gamma: str, beta: str) -> Norm:
 
 
 def mlp_params(params: Mapping[str, Tensor], prefix: str, first: int, second: int) -> MLP:
+    """W_mlp{first}, W_mlp{second} and their biases; the gated branch ``W_mlp{first}_lin`` and the
+    hidden layers ``mlp_hidden.{k}.W``/``.b`` where the flat names hold them; no W_mlp{second}
+    under ``mlp="one_layer"`` (``components.mlp`` checks the set against the variant)."""
     g = params.get
+    hidden = tuple((params[f"{prefix}mlp_hidden.{k}.W"], g(f"{prefix}mlp_hidden.{k}.b"))
+                   for k in range(count(params, prefix + "mlp_hidden.")))
     return MLP(params[f"{prefix}W_mlp{first}"], g(f"{prefix}b_mlp{first}"),
-               params[f"{prefix}W_mlp{second}"], g(f"{prefix}b_mlp{second}"))
+               g(f"{prefix}W_mlp{second}"), g(f"{prefix}b_mlp{second}"),
+               g(f"{prefix}W_mlp{first}_lin"), g(f"{prefix}b_mlp{first}_lin"), hidden)
 
 
 def block_params(params: Mapping[str, Tensor], prefix: str = "") -> Block:

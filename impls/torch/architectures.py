@@ -1,8 +1,10 @@
-"""Forward passes of Algorithms 8-10 in native layout.
+"""Forward passes of Algorithms 8-10 in native layout, and the encoder read
+as a next-token predictor (the ``next_token_encoder`` entry).
 
 Tokens are (…, ℓ) integer tensors; every hidden state is (…, ℓ, d); the
 result P is (…, ℓ, N_V), row t a distribution over the next token (the
-adapter transposes it to the canonical (N_V, ℓ)).
+adapter transposes it to the canonical (N_V, ℓ)); ``next_token_encoder``
+returns the last row only, p (…, N_V), the same in both layouts.
 
 Each architecture is written once up to its logits (``*_logits``: Alg. 7
 before the softmax), which is what the losses of Algorithms 11-13 consume;
@@ -27,7 +29,7 @@ from .layers import block, decoder_block
 
 __all__ = [
     "d_logits", "d_transformer", "e_logits", "e_transformer", "ed_decode_logits", "ed_encode", "ed_logits",
-    "ed_transformer",
+    "ed_transformer", "next_token_encoder", "next_token_logits",
 ]
 
 
@@ -106,3 +108,22 @@ def d_logits(x: Tensor, emb: Embedding, layers: Sequence[Block], final: Norm, he
 def d_transformer(*args, **kwargs) -> Tensor:
     """Alg. 10 (arguments as ``d_logits``) → P: (…, ℓ, N_V)."""
     return torch.softmax(d_logits(*args, **kwargs), dim=-1)
+
+
+def next_token_logits(x: Tensor, emb: Embedding, layers: Sequence[Block], final: Norm, head: Unembedding,
+                      v: VariantSet, ell_max: int) -> Tensor:
+    """Alg. 8's encoder (lines 1-8, no mask), then W_u e + b_u for e the last token's row.
+    x: (…, ℓ) → (…, N_V). Under final_norm="final" e is normalised first (γ, β): the norm
+    acts per token, so only the last one is needed."""
+    X = embed(x, emb.table, emb.positions, v, ell_max, emb.norm)  # lines 1-3: (…, ℓ, d_e)
+    for p in layers:  # line 4
+        X = block(X, p, v, "ed_encoder")  # lines 5-8
+    e = X[..., -1:, :]  # (…, 1, d_e): the last token
+    if v.resolved_final_norm("ed_encoder"):
+        e = norm(e, final, v)
+    return logits(e, head.W_u, head.b_u).squeeze(-2)  # (…, N_V)
+
+
+def next_token_encoder(*args, **kwargs) -> Tensor:
+    """p = softmax(W_u e) at the last position (arguments as ``next_token_logits``) → (…, N_V)."""
+    return torch.softmax(next_token_logits(*args, **kwargs), dim=-1)

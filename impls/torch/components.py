@@ -241,18 +241,47 @@ def mh_attention(X: Tensor, Z: Tensor, p: Attn, v: VariantSet, mask: Optional[Te
 
 
 def activation(X: Tensor, kind: str) -> Tensor:
+    """The MLP's (and BERT head's) activation. silu: x σ(x) (Elfwing et al. 2018, "Sigmoid-weighted
+    linear units"; Swish with β = 1): ``F.silu``, whose kernel forms x / (1 + exp(−x)), which stays
+    finite for large |x| (exp(−x) → ∞ gives x/∞ → −0 for very negative x, never ∞/∞)."""
     if kind == "relu":
         return F.relu(X)
     if kind == "gelu_erf":
         return F.gelu(X, approximate="none")  # x Φ(x)
     if kind == "gelu_tanh":
         return F.gelu(X, approximate="tanh")
+    if kind == "silu":
+        return F.silu(X)
     raise ValueError(f"unknown activation {kind!r}")
 
 
-def mlp(X: Tensor, p: MLP, kind: str) -> Tensor:
-    """W_mlp2 act(W_mlp1 X + b_mlp1 1ᵀ) + b_mlp2 1ᵀ (Alg. 8 l. 7, 18; Alg. 9, 10 l. 7-8)."""
-    return F.linear(activation(F.linear(X, p.W1, p.b1), kind), p.W2, p.b2)  # (…, ℓ, d_e)
+def mlp(X: Tensor, p: MLP, kind: str, v: VariantSet) -> Tensor:
+    """W_mlp2 H + b_mlp2 1ᵀ, H = act(W_mlp1 X + b_mlp1 1ᵀ) (Alg. 8 l. 7, 18; Alg. 9, 10 l. 7-8).
+
+    ``mlp="gated"``: H = act(W_mlp1 x + b_mlp1) ⊙ (V x + c), the GLU family of Shazeer (2020),
+    "GLU Variants Improve Transformer" (SwiGLU = silu; LLaMA's down(act(gate(x)) * up(x))).
+    ``mlp_depth`` = k: k − 1 more layers H ← act(W H + b) after that (d_mlp → d_mlp).
+    ``mlp="one_layer"``: no W_mlp2, the last H is the output, so d_mlp = d_e (seed 004, the numeric
+    tutorial, II.J: F = ReLU(A W_L + b_L), "one linear layer L, and one ReLU layer R").
+    Rows are tokens here, so each W acts through ``F.linear`` (x Wᵀ + b)."""
+    one_layer = v.mlp == "one_layer"
+    if ((p.W_lin is not None) != (v.mlp == "gated") or len(p.hidden) != v.mlp_depth - 1
+            or (p.W2 is None) != one_layer):
+        raise ValueError(f"MLP parameters do not match mlp={v.mlp!r}, mlp_depth={v.mlp_depth}: "
+                         f"linear branch {'present' if p.W_lin is not None else 'absent'}, "
+                         f"second map {'present' if p.W2 is not None else 'absent'}, "
+                         f"{len(p.hidden)} further hidden layer(s)")
+    if one_layer and p.W1.shape[0] != X.shape[-1]:  # else a d_mlp of 1 would broadcast into X
+        raise ValueError(f"mlp='one_layer' adds act(W_mlp1 x) to x: d_mlp = {p.W1.shape[0]} must equal "
+                         f"d_e = {X.shape[-1]}")
+    H = activation(F.linear(X, p.W1, p.b1), kind)  # (…, ℓ, d_mlp)
+    if p.W_lin is not None:
+        H = H * F.linear(X, p.W_lin, p.b_lin)  # (…, ℓ, d_mlp): the gate's product
+    for W, b in p.hidden:
+        H = activation(F.linear(H, W, b), kind)  # (…, ℓ, d_mlp)
+    if p.W2 is None:  # mlp="one_layer"
+        return H  # (…, ℓ, d_mlp = d_e)
+    return F.linear(H, p.W2, p.b2)  # (…, ℓ, d_e)
 
 
 def logits(X: Tensor, W_u: Tensor, b_u: Optional[Tensor] = None) -> Tensor:

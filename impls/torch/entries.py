@@ -1,7 +1,9 @@
 """The registry entries: canonical in, native compute, canonical out.
 
-The 19 forward entries (Alg. 1-10) are here; training (Alg. 11-13) is in
-``training`` and inference (Alg. 14-15) in ``inference``, merged below.
+The 22 forward entries (Alg. 1-10, the layers' self-attention on its own,
+and the encoder read as a next-token predictor) are here; training
+(Alg. 11-13) is in ``training`` and inference (Alg. 14-15) in
+``inference``, merged below.
 
 Each function has the plugin calling convention ``fn(inputs, params, ctx)``
 (impls/api.py). It converts with ``adapter`` only, calls the native code, and
@@ -78,6 +80,18 @@ def mh_attention(i: In, p: In, ctx: Context) -> Any:
     return A.rows_to_cols(Y)
 
 
+def _self_attention_entry(causal: bool):
+    def fn(i: In, p: In, ctx: Context) -> Any:
+        X = A.cols_to_rows(i["X"])  # (…, ℓ, d_e): the sequence and its own context
+        if p["W_o"].shape[0] != X.shape[-1]:  # d_out = d_e: a layer's residual sum would check it
+            raise ValueError(f"W_o has {p['W_o'].shape[0]} rows; self-attention returns d_e = {X.shape[-1]}")
+        return A.rows_to_cols(C.mh_attention(X, X, A.attn_params(p), ctx.variant, causal=causal))  # (…, d_e, ℓ)
+    mask = "Mask[t_z, t_x] = [[t_z ≤ t_x]] built from ℓ (Alg. 10 line 6)" if causal else \
+        "Mask ≡ 1 (Alg. 8 and 9 line 5)"
+    fn.__doc__ = f"Alg. 5 with Z = X and {mask}: X (…, d_e, ℓ) → Ṽ (…, d_e, ℓ)."
+    return fn
+
+
 def unidirectional_mask(i: In, p: In, ctx: Context) -> Any:
     """Alg. 4's causal Mask, canonical [t_z, t_x] (ℓ_z, ℓ_x), True = may attend."""
     h = ctx.hyper
@@ -127,6 +141,11 @@ def d_transformer(i: In, p: In, ctx: Context) -> Any:
     return A.rows_to_cols(torch.softmax(models.d_logits(i["x"], p, ctx), dim=-1))  # line 11
 
 
+def next_token_encoder(i: In, p: In, ctx: Context) -> Any:
+    """The encoder read at its last position → p (…, N_V) (a vector: the same in both layouts)."""
+    return torch.softmax(models.next_token_logits(i["x"], p, ctx), dim=-1)
+
+
 ALGORITHMS = {
     "token_embedding": token_embedding,
     "positional_embedding": positional_embedding,
@@ -136,6 +155,8 @@ ALGORITHMS = {
     "basic_single_query_attention": basic_single_query_attention,
     "attention": attention,
     "mh_attention": mh_attention,
+    "self_attention": _self_attention_entry(causal=False),
+    "causal_self_attention": _self_attention_entry(causal=True),
     "unidirectional_mask": unidirectional_mask,
     "layer_norm": _norm_entry("layer_norm"),
     "rms_norm": _norm_entry("rms_norm"),
@@ -147,6 +168,7 @@ ALGORITHMS = {
     "ed_transformer": ed_transformer,
     "e_transformer": e_transformer,
     "d_transformer": d_transformer,
+    "next_token_encoder": next_token_encoder,
     **TRAINING,  # Alg. 11-13 and their pieces (training.py)
     **INFERENCE,  # Alg. 14-15 (inference.py)
 }

@@ -23,11 +23,17 @@ __all__ = ["block", "decoder_block"]
 def _sublayer(X: Tensor, f: Callable[[Tensor], Tensor], n: Norm, v: VariantSet, placement: str) -> Tensor:
     """One residual sublayer.
 
-    post: X ← norm(X + f(X))       (Alg. 8 l. 5-6, Alg. 9 l. 5-6)
-    pre:  X ← X + f(norm(X))       (Alg. 10 l. 5-6): the residual adds the
-          un-normalised X, so the norm must not overwrite X."""
+    post:     X ← norm(X + f(X))   (Alg. 8 l. 5-6, Alg. 9 l. 5-6)
+    pre:      X ← X + f(norm(X))   (Alg. 10 l. 5-6): the residual adds the
+              un-normalised X, so the norm must not overwrite X.
+    res_post: X ← X + norm(f(X))   (Swin Transformer v2's "res-post-norm", Liu et
+              al. 2022): the residual stream itself is never normalised."""
     if placement == "post":
         return norm(X + f(X), n, v)
+    if placement == "res_post":
+        return X + norm(f(X), n, v)
+    if placement != "pre":
+        raise ValueError(f"unknown norm placement {placement!r}")
     return X + f(norm(X, n, v))
 
 
@@ -38,7 +44,7 @@ def block(X: Tensor, p: Block, v: VariantSet, arch: str) -> Tensor:
     act = v.resolved_activation(arch)
     causal = arch == "gpt2"  # Alg. 10 l. 6: Mask[t, t'] = [[t ≤ t']]; the others Mask ≡ 1
     X = _sublayer(X, lambda Y: mh_attention(Y, Y, p.attn, v, causal=causal), p.norm1, v, placement)
-    return _sublayer(X, lambda Y: mlp(Y, p.mlp, act), p.norm2, v, placement)  # lines 7-8
+    return _sublayer(X, lambda Y: mlp(Y, p.mlp, act, v), p.norm2, v, placement)  # lines 7-8
 
 
 def decoder_block(X: Tensor, Z: Tensor, p: DecBlock, v: VariantSet) -> Tensor:
@@ -48,4 +54,4 @@ def decoder_block(X: Tensor, Z: Tensor, p: DecBlock, v: VariantSet) -> Tensor:
     act = v.resolved_activation("ed_decoder")
     X = _sublayer(X, lambda Y: mh_attention(Y, Y, p.self_attn, v, causal=True), p.norm3, v, placement)  # 14-15
     X = _sublayer(X, lambda Y: mh_attention(Y, Z, p.cross_attn, v), p.norm4, v, placement)  # 16-17
-    return _sublayer(X, lambda Y: mlp(Y, p.mlp, act), p.norm5, v, placement)  # 18-19
+    return _sublayer(X, lambda Y: mlp(Y, p.mlp, act, v), p.norm5, v, placement)  # 18-19

@@ -18,7 +18,7 @@ from ftspec.impls.api import Context
 from . import adapter as A
 from . import architectures
 
-__all__ = ["d_logits", "e_logits", "ed_decode_logits", "ed_encode", "ed_logits"]
+__all__ = ["d_logits", "e_logits", "ed_decode_logits", "ed_encode", "ed_logits", "next_token_logits"]
 
 Params = Mapping[str, Tensor]
 
@@ -64,3 +64,10 @@ def d_logits(x: Tensor, p: Params, ctx: Context) -> Tensor:
     return architectures.d_logits(x, A.embedding_params(p), _layers(p, "layers.", A.block_params),
                                   A.norm_params(p, "gamma", "beta"), _head(p, ctx), ctx.variant,
                                   ctx.hyper["ell_max"])
+
+
+def next_token_logits(x: Tensor, p: Params, ctx: Context) -> Tensor:
+    """The encoder read at its last position, before the softmax: x (…, ℓ) → (…, N_V)."""
+    return architectures.next_token_logits(x, A.embedding_params(p), _layers(p, "layers.", A.block_params),
+                                           A.norm_params(p, "gamma", "beta"), _head(p, ctx), ctx.variant,
+                                           ctx.hyper["ell_max"])

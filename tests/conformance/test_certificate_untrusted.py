@@ -308,6 +308,26 @@ def test_more_rows_than_a_certificate_can_have_are_refused(issued, tmp_path, cap
     (lambda d: d["environment"].update(implementations=[]), "field environment.implementations"),
     (lambda d: d.update(variants=[{"json": {"no_such_switch": 1}}]), "field variants[0].json is not a variant set"),
     (lambda d: d["subject"].update(limits={"layer_norm": {"maximum": {"d_e": "x"}}}), "subject.limits.layer_norm"),
+    # the limits' constants, inequalities and multiples (issue 27)
+    (lambda d: d["subject"].update(limits={"layer_norm": {"at_most": [["d_e"]]}}), "subject.limits.layer_norm"),
+    (lambda d: d["subject"].update(limits={"layer_norm": {"at_most": {"d_e": "ell"}}}), "pairs of sides"),
+    (lambda d: d["subject"].update(limits={"layer_norm": {"at_most": [["d_e", "4**ell"]]}}),
+     "is not a hyperparameter name or a product"),
+    (lambda d: d["subject"].update(limits={"layer_norm": {"equal": [["d_e", "__import__('os')"]]}}),
+     "is not a hyperparameter name or a product"),
+    (lambda d: d["subject"].update(limits={"layer_norm": {"equal": [["d_e", "9" * 300]]}}), "pairs of sides"),
+    (lambda d: d["subject"].update(limits={"layer_norm": {"equal": [["d_e", "ell\nerror: forged"]]}}),
+     "is not a hyperparameter name or a product"),
+    (lambda d: d["subject"].update(limits={"layer_norm": {"equal": [["d_e", "99999999*ell"]]}}),
+     "a constant factor must be"),
+    (lambda d: d["subject"].update(limits={"layer_norm": {"at_most": [["d_e", "4*no_such_size"]]}}),
+     "names unknown hyperparameters"),
+    (lambda d: d["subject"].update(limits={"layer_norm": {"multiple_of": {"d_e": 0}}}), "each k must be an integer"),
+    (lambda d: d["subject"].update(limits={"layer_norm": {"multiple_of": {"d_e": "2"}}}), "each k must be an integer"),
+    (lambda d: d["subject"].update(limits={"layer_norm": {"multiple_of": {"d_e": 2 ** 40}}}),
+     "each k must be an integer"),
+    (lambda d: d["subject"].update(limits={"layer_norm": {"multiple_of": [["d_e", 2]]}}), "multiple_of must be"),
+    (lambda d: d["subject"].update(limits={"layer_norm": {"parity": {"d_e": 2}}}), "unknown fields 'parity'"),
 ])
 def test_malformed_fields_are_one_line_refusals(issued, tmp_path, capsys, edit, needle):
     doc = copy.deepcopy(issued)

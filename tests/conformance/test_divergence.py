@@ -23,7 +23,9 @@ from ftspec.conformance.forensics.divergence import (
 )
 from ftspec.conformance.core.execute import Member
 from ftspec.impls.discovery import load
-from ftspec.spec.evaluation import evaluate
+from ftspec.spec.evaluation import evaluate, intermediates
+from ftspec.spec.functions import apply
+from ftspec.spec.linalg import add_bias, matmul
 from ftspec.spec.variants import PAPER
 from ftspec.tools.zoo import build, mutant
 
@@ -52,12 +54,38 @@ def test_the_walk_reproduces_the_spec_exactly(algorithm, variant):
     # every step's input is the previous step's output: the first is the embedding, the last the unembedding
     assert steps[0].entry == "embedding" and steps[-1].entry == "unembedding"
     assert sum(s.entry.endswith("_layer") for s in steps) == sum(c.hyper.get(k, 0) for k in ("L", "L_enc", "L_dec"))
+    # the values are the model's own, recorded as it runs: each step's entry, fed the recorded value at
+    # its input, gives exactly the next step's input (the last gives P); the sequence is the whole model
+    context = [s for s in steps if s.where == "decoder embedding"]
+    for k, s in enumerate(steps):
+        got = evaluate(s.entry, {n: v.tolist() for n, v in s.inputs.items()},
+                       {n: v.tolist() for n, v in s.params.items()}, hyper=s.hyper, variant=variant)
+        out = np.asarray(next(iter(got.values())), dtype=np.float64)
+        if k + 1 == len(steps):
+            assert np.array_equal(out, P)
+        elif steps[k + 1] in context:  # the encoder's output is the decoder layers' context
+            assert np.array_equal(out, next(t.context for t in steps[k + 1:] if t.context is not None)), s.where
+        elif steps[k + 1].where == "head norm":  # Algorithm 9 line 10 comes between (no entry of its own)
+            dense = add_bias(matmul(c.params["W_f"].tolist(), out.tolist()), c.params["b_f"].tolist())
+            line10 = apply(variant.resolved_activation("bert"), dense)
+            assert np.array_equal(np.asarray(line10), steps[k + 1].inputs["X"]), s.where
+        else:
+            nxt = steps[k + 1].inputs
+            assert np.array_equal(out, nxt["X"] if "X" in nxt else nxt["Z"]), s.where
 
 
-@pytest.mark.parametrize("placement", ["post", "pre"])
+LAYER_VARIANTS = {
+    "post": PAPER.replace(norm_placement="post"),
+    "pre": PAPER.replace(norm_placement="pre"),
+    "res_post": PAPER.replace(norm_placement="res_post"),
+    "pre-swiglu-deep": PAPER.replace(norm_placement="pre", mlp="gated", activation="silu", mlp_depth=3),
+}
+
+
+@pytest.mark.parametrize("placement", sorted(LAYER_VARIANTS))
 @pytest.mark.parametrize("layer", ["encoder_layer", "bert_layer", "gpt2_layer", "decoder_layer"])
 def test_the_layer_walk_reproduces_each_layer_exactly(layer, placement):
-    variant = PAPER.replace(norm_placement=placement)
+    variant = LAYER_VARIANTS[placement]
     c = _case(layer, variant)
     want = evaluate(layer, c.spec_inputs(), c.spec_params(), hyper=c.hyper, variant=variant)
     x_name = "Z" if layer == "encoder_layer" else "X"
@@ -65,12 +93,31 @@ def test_the_layer_walk_reproduces_each_layer_exactly(layer, placement):
     blocks, out = layer_walk(layer, c.inputs[x_name].tolist(), c.params, variant, Z)
     assert np.array_equal(np.asarray(out), np.asarray(next(iter(want.values()))))
     assert [b.name for b in blocks][-1] == "MLP" and all(b.norm_in is not None for b in blocks)
+    # each block as the walk reads it: its norm entry on what the walk says it reads, its attention entry
+    # on the walk's (X, Z, Mask), give the layer's own recorded values exactly
+    named = intermediates(layer, c.spec_inputs(), c.spec_params(), hyper=c.hyper, variant=variant)
+    norms = {"decoder_layer": ("norm1", "norm2", "norm3")}.get(layer, ("norm1", "norm2"))
+    for b, norm in zip(blocks, norms):
+        g = {k: v for k, v in (("gamma", c.params.get(b.gamma)), ("beta", c.params.get(b.beta))) if v is not None}
+        got = evaluate("layer_norm", {"X": b.norm_in}, {k: v.tolist() for k, v in g.items()}, variant=variant)
+        assert np.array_equal(np.asarray(got["X_hat"]), np.asarray(named[norm])), (b.name, norm)
+        if b.attn_in is not None:
+            p = {k[len(b.attn):]: v.tolist() for k, v in c.params.items() if k.startswith(b.attn)}
+            q, kv, mask = b.attn_in
+            got = evaluate("mh_attention", {"X": q, "Z": kv, "Mask": mask}, p, variant=variant)
+            assert np.array_equal(np.asarray(got["V_tilde"]), np.asarray(named[b.attn[:-1]])), b.name
+        else:
+            assert np.array_equal(np.asarray(b.pre), np.asarray(named["mlp.pre"]))
 
 
 def test_the_named_intermediates_end_in_the_spec_logits():
     c = _case("d_transformer")
     named = spec_intermediates("d", c.inputs, c.params, c.hyper, PAPER)
-    assert list(named) == ["embedding", "layers.0", "layers.1", "final_norm", "logits"]
+    coarse = ["embedding", "layers.0", "layers.1", "final_norm", "logits"]
+    assert [n for n in named if n in coarse] == coarse and list(named)[-1] == "logits"
+    # the fine names inside them, in the order computed: a layer's pieces before the layer
+    assert list(named).index("layers.0.attn.heads.1.A") < list(named).index("layers.0.mlp.hidden") < \
+        list(named).index("layers.0") < list(named).index("layers.1.norm1.sigma")
     P = evaluate("d_transformer", c.spec_inputs(), c.spec_params(), hyper=c.hyper)["P"]
     L = named["logits"]
     softmax = np.exp(L - L.max(axis=0)) / np.exp(L - L.max(axis=0)).sum(axis=0)
@@ -184,6 +231,37 @@ def _with_intermediates(impl, planted_in: str = ""):
     return dataclasses.replace(impl, intermediates={"d_transformer": d_intermediates})
 
 
+def _with_spec_intermediates(impl, planted: str, masked: float = -np.inf):
+    """A plugin offering every name the spec records (the spec's own values, as an implementation that
+    computes them right would give), with 0.5 added to ``planted`` only, and masked scores given as
+    ``masked`` instead of −∞."""
+    import dataclasses
+
+    def d_intermediates(inputs, params, ctx):
+        x = {"x": np.asarray(inputs["x"])}
+        p = {k: np.asarray(v) for k, v in params.items()}
+        out = spec_intermediates("d", x, p, ctx.hyper, ctx.variant)
+        out = {k: np.where(np.isneginf(v), masked, v) for k, v in out.items()}
+        if planted:
+            out[planted] = out[planted] + 0.5
+        return out
+
+    return dataclasses.replace(impl, intermediates={"d_transformer": d_intermediates})
+
+
+def test_fine_named_intermediates_are_compared_too():
+    """A departure planted in one head's attention weights is named by its fine name, before the layer
+    that carries it; masked scores given as a large negative number instead of −∞ are no departure."""
+    c = _case("d_transformer")
+    for planted, masked in (("layers.1.attn.heads.0.A", -np.inf), ("layers.0.norm2.sigma", -1e9), ("", -1e9)):
+        impl = _with_spec_intermediates(load("numpy"), planted, masked)
+        d = locate(Member("numpy", impl, "cpu"), "d_transformer", c.inputs, c.params, c.hyper, PAPER, "float64")
+        assert d.intermediate == planted, (planted, d.intermediate)
+    impl = _with_spec_intermediates(load("numpy"), "", masked=-1.0)  # a masked score that still gets weight
+    d = locate(Member("numpy", impl, "cpu"), "d_transformer", c.inputs, c.params, c.hyper, PAPER, "float64")
+    assert d.intermediate == "layers.0.attn.heads.0.S"
+
+
 def test_named_intermediates_name_the_first_that_departs():
     c = _case("d_transformer")
     for planted in ("layers.1", "final_norm", ""):
@@ -191,3 +269,32 @@ def test_named_intermediates_name_the_first_that_departs():
         d = locate(Member("numpy", impl, "cpu"), "d_transformer", c.inputs, c.params, c.hyper, PAPER, "float64")
         assert d.intermediate == planted
         assert not d.found  # its entries agree: only its own intermediates show the planted step
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_a_one_layer_mlp_is_silenced_and_located(depth):
+    """Under ``mlp="one_layer"`` there is no second map to zero: silencing zeroes the MLP's last
+    layer (W_mlp1, b_mlp1, or the last ``mlp_hidden``), act(0) = 0, so the spec's MLP adds nothing;
+    an activation changed in the MLP is located there, the correct implementation nowhere."""
+    import dataclasses
+
+    from ftspec.conformance.forensics.divergence import _blocks, _silenced
+
+    variant = PAPER.replace(mlp="one_layer", mlp_depth=depth)
+    c = _case("gpt2_layer", variant)
+    last = f"mlp_hidden.{depth - 2}.W" if depth > 1 else "W_mlp1"
+    silent = _silenced(dict(c.params), _blocks("gpt2_layer")[1])
+    assert not np.any(silent[last]) and np.any(c.params[last])
+    named = intermediates("gpt2_layer", c.spec_inputs(), {k: v.tolist() for k, v in silent.items()},
+                          hyper=c.hyper, variant=variant)
+    assert not np.any(np.asarray(named["mlp"]))
+    numpy_impl = load("numpy")
+
+    def tanh_gelu(fn):
+        return lambda i, p, ctx: fn(i, p, dataclasses.replace(ctx, variant=ctx.variant.replace(activation="gelu_tanh")))
+
+    wrong = dataclasses.replace(numpy_impl, algorithms={k: tanh_gelu(f) for k, f in numpy_impl.algorithms.items()})
+    m = _case("d_transformer", variant)
+    for impl, where in ((numpy_impl, None), (wrong, "MLP")):
+        d = locate(Member("numpy", impl, "cpu"), "d_transformer", m.inputs, m.params, m.hyper, variant, "float64")
+        assert (d.sublayer.startswith(where) if where else not d.found), (d.label(), d.detail)

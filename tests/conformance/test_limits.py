@@ -124,10 +124,26 @@ def test_members_with_different_limits_share_no_search(tmp_path):
     (Limits(maximum={"ell_x": 0}), "positive integers"),
     (Limits(equal=(("d_attn", "d_hed"),)), "unknown hyperparameters ['d_hed']"),
     ({"layer_norm": Limits()}, "does not implement"),
+    # constants, inequalities and multiples (issue 27)
+    (Limits(multiple_of={"d_attn": 4}, maximum={"d_attn": 3}), "exceed the maxima: d_attn = 4 > maximum 3"),
+    (Limits(at_most=(("2*d_attn", "d_attn"),)), "cannot all hold (2*d_attn <= d_attn is left unmet)"),
+    (Limits(equal=(("d_mid", "3*d_attn"),), at_most=(("d_mid", "2*d_attn"),)), "cannot all hold"),
+    (Limits(equal=(("d_x", "2*d_attn"),), maximum={"d_x": 1}), "exceed the maxima: d_x = 2 > maximum 1"),
+    (Limits(multiple_of={"d_attn": 0}), "each k must be an integer from 1 to"),
+    (Limits(multiple_of={"d_attn": 2 ** 21}), "each k must be an integer from 1 to"),
+    (Limits(multiple_of={"d_attn": True}), "each k must be an integer from 1 to"),
+    (Limits(equal=(("d_attn", "4**d_mid"),)), "is not a hyperparameter name or a product"),
+    (Limits(equal=(("d_attn", "8"),)), "names no hyperparameter"),
+    (Limits(at_most=(("d_attn", "0*d_mid"),)), "a constant factor must be a whole number from 1 to"),
+    (Limits(at_most=(("d_attn", "2*d_hed"),)), "unknown hyperparameters ['d_hed']"),
+    (Limits(at_most=("d_attn",)), "is not a pair of sides"),  # type: ignore[arg-type]
+    (Limits(multiple_of={"d_hed": 2}), "unknown hyperparameters ['d_hed']"),
 ])
 def test_a_declaration_that_leaves_nothing_to_draw_fails_to_load(limits, why):
     impl = dataclasses.replace(_refusing(None), limits=limits)
-    assert any(why in p for p in impl.problems()), impl.problems()
+    problems = impl.problems()
+    assert any(why in p for p in problems), problems
+    assert all(p and "\n" not in p for p in problems), problems  # each one line
     with pytest.raises(PluginError, match="malformed plugin"):
         _materialise(impl, "mod:impl")
 
@@ -183,3 +199,149 @@ def test_a_users_plugin_with_limits_is_certified_from_outside_the_repo(tmp_path)
     md = (tmp_path / "cert" / "certificate.md").read_text()
     assert "Within limits: mh_attention: d_attn = d_mid, d_x = H*d_attn, no batching" in md
     assert md == render_markdown(doc)
+
+
+# -- constants in products, inequalities, multiples (issue 27) ---------------------------------
+
+#: GPT-2's MLP: d_mlp = 4·d_e, with d_e even (a Vaswani sinusoid needs it) and the heads tied.
+FOUR = Limits(equal=(("d_attn", "d_mid"), ("d_e", "H*d_attn"), ("d_mlp", "4*d_e")), multiple_of={"d_e": 2})
+#: An MLP at most 2·d_e wide; d_attn a multiple of 3, at most 6.
+AT_MOST = Limits(at_most=(("d_mlp", "2*d_e"), ("d_attn", "d_mid")), multiple_of={"d_attn": 3},
+                 maximum={"d_attn": 7})
+
+
+def _inside_four(h: dict[str, int]) -> bool:
+    """FOUR written out by hand (not through ``Limits.admits``)."""
+    return (h["d_attn"] == h["d_mid"] and h["d_e"] == h["H"] * h["d_attn"] and h["d_mlp"] == 4 * h["d_e"]
+            and h["d_e"] % 2 == 0)
+
+
+def _inside_at_most(h: dict[str, int]) -> bool:
+    return h["d_mlp"] <= 2 * h["d_e"] and h["d_attn"] <= h["d_mid"] and h["d_attn"] % 3 == 0 and h["d_attn"] <= 7
+
+
+@QUICK
+@given(st.data())
+def test_draws_keep_constants_in_products_and_multiples(data):
+    hyper = data.draw(hyperparameters("gpt2_layer", limits=FOUR))
+    assert _inside_four(hyper), hyper
+
+
+@QUICK
+@given(st.data())
+def test_draws_keep_inequalities_and_multiples_under_a_maximum(data):
+    hyper = data.draw(hyperparameters("gpt2_layer", limits=AT_MOST))
+    assert _inside_at_most(hyper), hyper
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(st.data())
+def test_model_draws_keep_the_new_limits(data):
+    limits = dataclasses.replace(FOUR, maximum={"L": 1, "N_V": 6, "ell_max": 5})
+    case = data.draw(cases("d_transformer", limits=limits, budget="quick", max_batch=1))
+    assert _inside_four(dict(case.hyper)) and case.hyper["ell_max"] <= 5, case.hyper
+
+
+def test_without_the_new_limits_the_strategies_do_draw_outside_them():
+    """The two properties above are not vacuous: unconstrained draws leave both sets of limits."""
+    seen: list[tuple[bool, bool]] = []
+
+    @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(hyperparameters("gpt2_layer"))
+    def collect(hyper):
+        seen.append((_inside_four(hyper), _inside_at_most(hyper)))
+
+    collect()
+    assert not all(a for a, _ in seen) and not all(b for _, b in seen)
+
+
+@pytest.mark.parametrize("limits, given_, settled", [
+    (Limits(equal=(("d_mlp", "4*d_e"),)), {"d_e": 3, "d_mlp": 5}, {"d_e": 3, "d_mlp": 12}),
+    (Limits(equal=(("d_mlp", "4*d_e"),)), {"d_e": 1, "d_mlp": 9}, {"d_e": 3, "d_mlp": 12}),  # d_e grows, then d_mlp
+    (Limits(at_most=(("d_mlp", "4*d_e"),)), {"d_e": 1, "d_mlp": 9}, {"d_e": 3, "d_mlp": 9}),  # the larger side grows
+    (Limits(at_most=(("d_mlp", "4*d_e"),)), {"d_e": 3, "d_mlp": 5}, {"d_e": 3, "d_mlp": 5}),  # holds: unchanged
+    (Limits(multiple_of={"d_e": 2}), {"d_e": 5, "d_mlp": 5}, {"d_e": 6, "d_mlp": 5}),  # rounded up
+    (Limits(equal=(("d_mlp", "4*d_e"),), multiple_of={"d_e": 2}), {"d_e": 3, "d_mlp": 1}, {"d_e": 4, "d_mlp": 16}),
+])
+def test_settle_only_raises_and_meets_every_kind(limits, given_, settled):
+    out = limits.settle(given_)
+    assert out == settled
+    assert all(out[n] >= v for n, v in given_.items()) and limits.admits(out)
+
+
+def test_admits_each_new_kind_by_hand():
+    assert Limits(equal=(("d_mlp", "2*H*d_attn"),)).admits({"d_mlp": 12, "H": 3, "d_attn": 2})
+    assert not Limits(equal=(("d_mlp", "2*H*d_attn"),)).admits({"d_mlp": 6, "H": 3, "d_attn": 2})
+    assert Limits(at_most=(("d_mlp", "4*d_e"),)).admits({"d_mlp": 8, "d_e": 2})
+    assert not Limits(at_most=(("d_mlp", "4*d_e"),)).admits({"d_mlp": 9, "d_e": 2})
+    assert not Limits(multiple_of={"d_e": 2}).admits({"d_e": 3})
+    assert Limits(multiple_of={"d_e": 2}).admits({"ell": 3})  # a size the entry lacks does not apply
+
+
+def test_the_new_kinds_are_described_recorded_and_read_back():
+    limits = Limits(equal=(("d_mlp", "4*d_e"),), at_most=(("d_attn", "d_mid"),), multiple_of={"d_e": 2},
+                    maximum={"H": 4})
+    assert limits.describe() == "d_mlp = 4*d_e, d_attn <= d_mid, d_e a multiple of 2, H <= 4"
+    assert Limits.from_dict(json.loads(json.dumps(limits.to_dict()))) == limits
+    assert not limits.unconstrained and Limits(multiple_of={"d_e": 2}).key() != Limits().key()
+    assert Limits(at_most=(("d_e", "d_mlp"),)).key() != Limits(equal=(("d_e", "d_mlp"),)).key()
+    old = {"equal": [["d_attn", "d_mid"]], "maximum": {}, "minimum": {}, "batching": True, "cross_lengths": True}
+    assert Limits.from_dict(old) == Limits(equal=(("d_attn", "d_mid"),))  # a certificate from before them
+
+
+@pytest.mark.parametrize("data, why", [
+    ({"at_most": [["d_e"]]}, "pairs of sides"),
+    ({"at_most": "d_e <= d_mlp"}, "pairs of sides"),
+    ({"at_most": [["d_e", "4**d_mlp"]]}, "is not a hyperparameter name"),
+    ({"multiple_of": {"d_e": "2"}}, "each k must be an integer"),
+    ({"multiple_of": {"d_e": -2}}, "each k must be an integer"),
+    ({"multiple_of": [2]}, "multiple_of must be an object"),
+    ({"parity": {"d_e": 2}}, "unknown fields 'parity'"),
+    ({"equal": [["d_e", "99999999*d_mlp"]]}, "a constant factor must be"),
+])
+def test_malformed_limit_data_is_one_line_value_error(data, why):
+    with pytest.raises(ValueError, match=None) as caught:
+        Limits.from_dict(data)
+    assert why in str(caught.value) and "\n" not in str(caught.value), str(caught.value)
+
+
+def _gpt_codebase(declared: Limits | None) -> Implementation:
+    """NumPy's gpt2_layer behind a boundary that refuses every shape a public GPT code does not have
+    (d_mlp = 4·d_e, d_e even, tied heads): declares ``declared`` (None: nothing)."""
+    inner = numpy_impl.algorithms["gpt2_layer"]
+
+    def gpt2_layer(inputs, params, ctx):
+        if not _inside_four(dict(ctx.hyper)):
+            raise ValueError(f"unsupported shape {dict(ctx.hyper)}")
+        return inner(inputs, params, ctx)
+
+    return dataclasses.replace(numpy_impl, name="gpt-codebase", algorithms={"gpt2_layer": gpt2_layer},
+                               dtypes=["float64"], limits=declared or Limits())
+
+
+def test_a_gpt_codebase_declaring_constants_and_parity_is_conformant(tmp_path):
+    result = run([("gpt", _gpt_codebase(FOUR))], ["gpt2_layer"], ["float64"], tmp_path, examples=20)
+    (cell,) = [c for c in result.cells if c.impl == "gpt"]
+    assert cell.status == "pass" and cell.examples > 0, (cell.status, cell.note, cell.failure)
+    undeclared = run([("gpt", _gpt_codebase(None))], ["gpt2_layer"], ["float64"], tmp_path, examples=20)
+    assert [c.status for c in undeclared.cells if c.impl == "gpt"] == ["fail"]
+
+
+def test_identify_designs_its_case_within_the_new_limits():
+    from ftspec.conformance.forensics.identify import case_hyper
+    from ftspec.spec.registry import REGISTRY
+
+    hyper = case_hyper(_gpt_codebase(FOUR), REGISTRY["gpt2_layer"])
+    assert _inside_four(hyper), hyper
+    hyper = case_hyper(dataclasses.replace(_gpt_codebase(None), limits=AT_MOST), REGISTRY["gpt2_layer"])
+    assert _inside_at_most(hyper), hyper
+
+
+def test_certificate_limits_record_and_describe_the_new_kinds():
+    from ftspec.conformance.session.certificate import _describe_limits, _limits
+
+    recorded = json.loads(json.dumps(_limits(_gpt_codebase(FOUR), ["gpt2_layer"])))
+    assert recorded["gpt2_layer"]["equal"][-1] == ["d_mlp", "4*d_e"]
+    assert recorded["gpt2_layer"]["multiple_of"] == {"d_e": 2}
+    assert _describe_limits(recorded, 0).startswith(
+        "gpt2_layer: d_attn = d_mid, d_e = H*d_attn, d_mlp = 4*d_e, d_e a multiple of 2 (only cases")

@@ -91,10 +91,10 @@ def _sweep(name: str, impl: Implementation, variants, *, dtype: str, keep=lambda
         if entry.name not in impl.algorithms or not entry.refusals:
             continue
         done: set[str] = set()
-        for variant in (variants if variants is not None else impl.variants):
+        for variant in (variants if variants is not None else impl.variants_for(entry.name)):
             wanted = [r for r in entry.refusals if r.applies(variant) and keep(entry, r)
                       and not (once and r.name in done)]
-            if not impl.supports(variant) or not wanted:
+            if not impl.supports(variant, entry.name) or not wanted:
                 continue
             done.update(r.name for r in wanted)
             case = _accepted(entry, variant, impl)

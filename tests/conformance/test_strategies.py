@@ -270,7 +270,7 @@ def test_hard_cases_are_drawn(name: str) -> None:
 @pytest.mark.parametrize("name", [n for n in ENTRIES if REGISTRY[n].switches])
 def test_every_switch_value_is_reachable(name: str) -> None:
     e = REGISTRY[name]
-    drawn = [c.variant for c in sample(name)]
+    drawn = [c.variant for c in sample(name, n=400)]  # 400: the share of a 2-in-10 branch below is noisy at 200
     got = {(k, v) for variant in drawn for k, v in variant.to_dict().items()}
     values = {(s, v) for s in e.switches - {"epsilon"} for v in SWITCHES[s].choices} - set(SAME_MATHEMATICS)
     if "epsilon" in e.switches:

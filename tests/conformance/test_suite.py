@@ -17,6 +17,27 @@ from ftspec.conformance.suite.test_conformance import test_conforms  # noqa: F40
 from ftspec.impls.discovery import INDEPENDENT, select
 
 
+#: wall seconds per search here (the quick profile's is 2): 148 searches of three implementations are
+#: the largest part of ``make test``; a search still runs its first examples past the cap
+SUITE_SECONDS = 1.0
+
+
+@pytest.fixture(scope="session")
+def ftspec_runner_factory(pytestconfig: pytest.Config, ftspec_plugins) -> Any:
+    """The plugin's runner factory with ``SUITE_SECONDS`` per search, unless a profile is named."""
+    from ftspec.conformance.core.profiles import profile
+    from ftspec.conformance.running.runner import Runner
+
+    chosen = pytestconfig.getoption("--ftspec-profile")
+    seconds = SUITE_SECONDS if chosen == "quick" else profile(chosen).seconds
+
+    def make(case_dir: Any, **kw: Any) -> Runner:
+        return Runner(ftspec_plugins, profile=profile(chosen), seed=pytestconfig.getoption("--ftspec-seed"),
+                      case_dir=case_dir, seconds=seconds, **kw)
+
+    return make
+
+
 @pytest.fixture(scope="session")
 def ftspec_plugins(pytestconfig: pytest.Config) -> list[tuple[str, Any]]:
     """The plugin's own fixture of that name, defaulting to the independent implementations."""

@@ -44,7 +44,7 @@ def make_case(entry: Entry, variant: VariantSet, seed: int = 0, hyper: Optional[
     given: dict[str, Any] = {}
     if any(s.kind == Kind.TEMPERATURE for s in entry.inputs):
         given["tau"] = TAUS[seed % len(TAUS)] if tau is None else tau
-    case = Case.build(entry, hyper or hyper_for(entry), variant, seed=seed, given=given)
+    case = Case.build(entry, hyper or default_hyper(entry, variant), variant, seed=seed, given=given)
     if empty_query:
         for spec in entry.inputs:
             if spec.kind == Kind.MASK:

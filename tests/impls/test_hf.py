@@ -1,5 +1,6 @@
-"""The Hugging Face transformers plugins (``transformers``, ``transformers-sdpa``,
-``transformers-bert``, ``transformers-bert-sdpa``).
+"""The Hugging Face transformers plugins (``transformers``, ``transformers-sdpa``:
+GPT-2 and BERT in one plugin, each under its own preset; ``transformers-bert``,
+``transformers-bert-sdpa``: BERT alone, kept for scripts that name them).
 
 Loaded through discovery as a user gets them (entry points), run through the
 harness's library API at every declared dtype, and checked against the
@@ -25,11 +26,13 @@ from ftspec.impls.discovery import load  # noqa: E402
 from ftspec.spec.variants import preset  # noqa: E402
 
 DTYPES = ("float64", "float32", "bfloat16", "float16")
-PLUGINS = {  # name: (preset, algorithms)
-    "transformers": ("hf-gpt2", {"d_transformer", "gpt2_layer", "layer_norm"}),
-    "transformers-sdpa": ("hf-gpt2", {"d_transformer", "gpt2_layer"}),
-    "transformers-bert": ("hf-bert", {"e_transformer", "bert_layer", "layer_norm"}),
-    "transformers-bert-sdpa": ("hf-bert", {"e_transformer", "bert_layer"}),
+GPT2 = {"d_transformer": "hf-gpt2", "gpt2_layer": "hf-gpt2"}
+BERT = {"e_transformer": "hf-bert", "bert_layer": "hf-bert"}
+PLUGINS = {  # name: {algorithm: the preset it is declared under}
+    "transformers": {**GPT2, "layer_norm": "hf-gpt2", **BERT},  # GPT-2's LayerNorm (ε 1e-5)
+    "transformers-sdpa": {**GPT2, **BERT},
+    "transformers-bert": {**BERT, "layer_norm": "hf-bert"},  # BERT's LayerNorm (ε 1e-12)
+    "transformers-bert-sdpa": dict(BERT),
 }
 
 
@@ -40,13 +43,13 @@ def _settings(tmp_path, **kw) -> Settings:
 @pytest.mark.parametrize("name", PLUGINS)
 def test_discovered_with_its_declarations(name: str) -> None:
     impl = load(name)
-    variant, algorithms = PLUGINS[name]
-    assert impl.name == name and set(impl.algorithms) == algorithms
-    assert list(impl.variants) == [preset(variant)]
+    declared = PLUGINS[name]
+    assert impl.name == name and set(impl.algorithms) == set(declared)
+    assert {a: impl.variants_for(a) for a in declared} == {a: (preset(p),) for a, p in declared.items()}
     assert tuple(impl.dtypes) == DTYPES and impl.extra["transformers"] == transformers.__version__
     assert impl.extra["attn_implementation"] == ("sdpa" if name.endswith("sdpa") else "eager")
     assert not impl.problems()
-    for algorithm in algorithms - {"layer_norm"}:
+    for algorithm in set(declared) - {"layer_norm"}:
         assert ("d_attn", "d_mid") in impl.limits_for(algorithm).equal
         assert ("d_e", "H*d_attn") in impl.limits_for(algorithm).equal
 
@@ -63,17 +66,26 @@ def test_presets_are_the_library_defaults() -> None:
 
 
 def test_every_plugin_passes_through_the_harness(tmp_path) -> None:
-    """Two harness examples (the run minimum) per (algorithm, dtype) cell, all
-    four plugins in one run (eager and sdpa of one model share their cases),
-    at float32 and bfloat16 (where sdpa's CPU kernel accumulates in float32
-    and eager does not). float64 is run below, float16 by ``ftspec certify``
-    (docs/libraries.md); all four dtypes here would double the time."""
+    """Two harness examples (the run minimum) per (algorithm, dtype) cell of the
+    merged plugins (GPT-2 judged under hf-gpt2 and BERT under hf-bert in one
+    run) and of BERT's LayerNorm, the one entry only ``transformers-bert``
+    has (its other entries are the functions ``transformers`` and
+    ``transformers-sdpa`` call), at float32 and bfloat16 (where sdpa's CPU
+    kernel accumulates in float32 and eager does not). float64 is run below,
+    float16 by ``ftspec certify`` (docs/libraries.md); all four dtypes here
+    would double the time."""
     dtypes = ("float32", "bfloat16")
-    result = run(list(PLUGINS), _settings(tmp_path, examples=2, dtypes=dtypes))
+    bert = load("transformers-bert")
+    bert_norm = dataclasses.replace(bert, algorithms={"layer_norm": bert.algorithms["layer_norm"]},
+                                    variants=[preset("hf-bert")], limits={})
+    result = run(["transformers", "transformers-sdpa", ("transformers-bert", bert_norm)],
+                 _settings(tmp_path, examples=2, dtypes=dtypes))
     assert not result.broken
     cells = {(c.impl, c.algorithm, c.dtype): c
              for c in result.cells if c.status != "not implemented"}
-    want = {(n, a, d) for n, (_, algs) in PLUGINS.items() for a in algs for d in dtypes}
+    ran = {"transformers": PLUGINS["transformers"], "transformers-sdpa": PLUGINS["transformers-sdpa"],
+           "transformers-bert": {"layer_norm": "hf-bert"}}
+    want = {(n, a, d) for n, algs in ran.items() for a in algs for d in dtypes}
     assert set(cells) == want
     bad = {k: (c.status, c.note) for k, c in cells.items() if c.status != "pass" or c.examples < 2}
     assert not bad
@@ -81,12 +93,15 @@ def test_every_plugin_passes_through_the_harness(tmp_path) -> None:
 
 @pytest.mark.parametrize("name, algorithm, wrong", [
     ("transformers", "gpt2_layer", dict(activation="gelu_erf")),  # GPT-2's gelu_new is the tanh GELU
-    ("transformers-bert", "bert_layer", dict(epsilon=1e-5)),  # BERT's LayerNorm ε is 1e-12
+    ("transformers", "bert_layer", dict(epsilon=1e-5)),  # BERT's LayerNorm ε is 1e-12
 ], ids=["gpt2-gelu-erf", "bert-epsilon-1e-5"])
 def test_a_wrong_declaration_is_caught(tmp_path, name: str, algorithm: str, wrong: dict) -> None:
+    """A wrong set declared for one algorithm of a plugin (the others' sets as they are) fails it."""
     impl = load(name)
-    (variant,) = impl.variants
-    liar = dataclasses.replace(impl, name=f"{name}-wrong", variants=[variant.replace(**wrong)])
+    (variant,) = impl.variants_for(algorithm)
+    liar = dataclasses.replace(impl, name=f"{name}-wrong",
+                               variants={**impl.declared_variants(), algorithm: [variant.replace(**wrong)]})
+    assert not liar.problems()
     result = run([liar], _settings(tmp_path, examples=4, algorithms=(algorithm,), dtypes=("float64",)))
     (cell,) = [c for c in result.cells if c.algorithm == algorithm]
     assert cell.status == "fail", (cell.status, cell.note)
@@ -114,7 +129,8 @@ def test_gpt2_layer_is_causal_in_both_attention_paths() -> None:
     X2[:, -1] += 1.0
     for name in ("transformers", "transformers-sdpa"):
         impl = load(name)
-        ctx = Context(algorithm="gpt2_layer", dtype="float64", device="cpu", hyper=hyper, variant=impl.variants[0])
+        ctx = Context(algorithm="gpt2_layer", dtype="float64", device="cpu", hyper=hyper,
+                      variant=impl.variants_for("gpt2_layer")[0])
         params = {k: impl.from_numpy(v, "float64", "cpu") for k, v in p.items()}
         y1, y2 = (impl.to_numpy(impl.algorithms["gpt2_layer"]({"X": impl.from_numpy(x, "float64", "cpu")},
                                                                params, ctx)) for x in (X, X2))

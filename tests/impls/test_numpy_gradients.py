@@ -42,6 +42,9 @@ VARIANTS = {
     "bare": PAPER.replace(attn_bias=False, mlp_bias=False, affine="none", attn_scale="none",
                           scale_placement="query", positions="sinusoidal_paper", final_norm="final",
                           norm_placement="pre", activation="relu", logit_bias=True),
+    # SwiGLU with two further hidden layers, res-post-norm, RMSnorm (the switches added after spec 2.0)
+    "glu-deep-res-post": PAPER.replace(mlp="gated", activation="silu", mlp_depth=3, norm_placement="res_post",
+                                       norm="rms_norm", epsilon=1e-5, epsilon_placement="inside_root"),
 }
 MODELS = ("ed", "e", "d")
 
@@ -257,7 +260,7 @@ def test_attention_backward(attn_scale, placement, empty_query):
             assert abs(fd - g[name][idx]) <= RTOL * (abs(fd) + 1.0), f"{name}{list(idx)}: {g[name][idx]!r} vs {fd!r}"
 
 
-@pytest.mark.parametrize("name", ["relu", "gelu_erf", "gelu_tanh"])
+@pytest.mark.parametrize("name", ["relu", "gelu_erf", "gelu_tanh", "silu"])
 def test_activation_derivatives(name):
     """Elementwise derivatives against central differences; ReLU'(0) = 0 exactly."""
     from ftspec.impls.numpy.components import activation
@@ -267,7 +270,7 @@ def test_activation_derivatives(name):
     fd = (activation(name)(x + H_STEP) - activation(name)(x - H_STEP)) / (2 * H_STEP)
     np.testing.assert_allclose(activation_bwd(name, x, np.ones_like(x)), fd, rtol=RTOL, atol=RTOL)
     zero = activation_bwd(name, np.zeros(1), np.ones(1))
-    assert zero[0] == {"relu": 0.0, "gelu_erf": 0.5, "gelu_tanh": 0.5}[name]
+    assert zero[0] == {"relu": 0.0, "gelu_erf": 0.5, "gelu_tanh": 0.5, "silu": 0.5}[name]
     x32 = x.astype(np.float32)
     assert activation_bwd(name, x32, np.ones_like(x32)).dtype == np.float32
 

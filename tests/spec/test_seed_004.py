@@ -28,11 +28,20 @@ parameters (checked first, ``test_parameters_are_matlabs_default_stream``).
 tokens in columns, as the spec does; the attention and norm tables put
 tokens in rows, so the spec's layer input is X = Eᵀ and a printed table A
 is the spec's output transposed. Weights are in×out: W_q = W_Qᵀ, …,
-W_o = W_Aᵀ, W_mlp1 = W_Lᵀ; the one-layer FFN is W_mlp2 = I, b_mlp2 = 0.
+W_o = W_Aᵀ, W_mlp1 = W_Lᵀ, b_mlp1 = b_L; the one-layer FFN is the preset's
+``mlp="one_layer"`` (no W_mlp2, b_mlp2; d_mlp = d_e).
 
 What the tables cannot tell: whether ν is there at all, or inside or
 outside the root (σ is near 1, so ν = 1e-4 moves η by about 1e-4, below
 the display); the preset takes ν = 0.0001 added to σ from the text (II.I).
+
+**Step by step** (issue 26): the intermediate tables it prints on the way,
+Q, K, V, A(1) = Q Kᵀ, A(2) = A(1)/√d, A(3) = softmax (rows), μ and σ of
+each row of A(6) and L = A(7) W_L + b_L, are the spec's recorded
+intermediates of ``encoder_layer`` (``spec.evaluation.intermediates``;
+``attn.heads.0.Q``, …, ``norm1.mu``, ``norm1.sigma``, ``mlp.pre``),
+transposed. A(3) writes its entries below 0.01 in E notation (1E-4, 7E-4):
+the four-decimal display written out instead of cut to 0.00.
 """
 
 from __future__ import annotations
@@ -46,6 +55,8 @@ import numpy as np
 import pytest
 
 from ftspec.spec import attention, embed, encoder_layer, layer_norm, mh_attention
+from ftspec.spec.evaluation import intermediates
+from ftspec.spec.registry import REGISTRY
 from ftspec.spec.params import AttentionParams, LayerParams, MHAttentionParams
 from ftspec.spec.variants import PRESETS
 
@@ -172,6 +183,65 @@ A9_PRINTED = rows("""
 -0.02 -0.51 -0.08 -1.54 1.00 1.16
 """)  # II.K: A(9) = η(A(7) + F), the encoder's output
 
+Q_PRINTED = rows("""
+2.59 2.12 2.48 2.66
+4.43 5.34 5.55 4.32
+1.61 1.85 2.02 1.99
+4.08 5.04 4.94 3.70
+1.24 1.45 1.70 1.25
+4.48 5.41 5.17 4.70
+""")  # II.G: Q = E W_Q
+K_PRINTED = rows("""
+2.18 0.99 2.91 2.27
+6.45 3.69 4.58 5.61
+2.15 1.19 1.53 1.96
+5.48 3.19 3.99 4.76
+1.99 1.22 1.39 1.75
+6.44 3.10 4.51 5.57
+""")
+V_PRINTED = rows("""
+3.01 1.73 1.11 1.53
+6.01 4.28 3.56 3.94
+1.94 1.74 1.10 1.46
+5.08 3.10 3.43 3.49
+1.88 1.56 0.90 1.09
+5.95 4.04 3.86 4.36
+""")
+A1_PRINTED = rows("""
+21.07 50.92 17.17 43.59 15.92 49.36
+41.04 98.15 33.00 84.19 30.76 94.40
+15.83 37.80 12.74 32.40 11.84 36.47
+36.76 88.46 29.71 75.88 27.74 84.95
+11.99 28.28 9.51 24.26 8.85 27.24
+40.96 99.08 33.33 84.93 31.07 95.30
+""")  # II.G: A(1) = Q Kᵀ
+A2_PRINTED = rows("""
+8.60 20.78 7.01 17.79 6.50 20.15
+16.75 40.07 13.47 34.37 12.56 38.54
+6.46 15.43 5.20 13.22 4.83 14.89
+15.01 36.11 12.13 30.98 11.32 34.68
+4.89 11.54 3.88 9.90 3.61 11.12
+16.72 40.44 13.61 34.67 12.68 38.90
+""")  # II.G: A(2) = A(1)/√d, d = 6
+A3_PRINTED = rows("""
+0 0.63 0 0.03 0 0.33
+0 0.81 0 0 0 0.17
+1E-4 0.59 0 0.06 0 0.34
+0 0.80 0 0 0 0.19
+7E-4 0.54 3E-4 0.10 2E-4 0.35
+0 0.82 0 0 0 0.17
+""")  # II.G: A(3) = softmax(A(2)) row by row
+MU_PRINTED = "10.09 11.01 9.90 10.82 9.70 11.05".split()  # II.I: μ_i of row i of A(6)
+SIGMA_PRINTED = "0.82 0.79 0.93 1.02 0.82 0.83".split()  # II.I: σ_i (MATLAB's std: over N − 1)
+L_PRINTED = rows("""
+0.73 0.27 0.37 0.16 1.44 0.06
+1.75 -0.19 0.43 -0.16 1.61 1.34
+1.74 -0.27 0.22 -0.23 1.84 1.45
+1.55 -0.44 0.41 -0.70 1.86 1.29
+1.82 -0.06 0.43 0.03 1.43 1.48
+1.58 -0.11 0.23 -0.11 1.58 1.44
+""")  # II.J: L = A(7) W_L + b_L
+
 #: Input word IDs of "it was the worst of times" (II.C-D), 1-based as printed.
 WORD_IDS = [1, 2, 3, 7, 5, 6]
 N_V = 9  # II.B: nine unique words
@@ -181,8 +251,11 @@ N_V = 9  # II.B: nine unique words
 
 
 def displays_as(x: float, printed: str) -> bool:
-    """MATLAB's four-decimal display of ``x``, cut toward zero to the decimals of ``printed``."""
+    """MATLAB's four-decimal display of ``x``, cut toward zero to the decimals of ``printed``
+    (written in E notation, 7E-4: the four-decimal display itself)."""
     shown = Decimal(x).quantize(Decimal("0.0001"), rounding=ROUND_HALF_EVEN)
+    if "E" in printed:
+        return shown == Decimal(printed)
     places = len(printed.partition(".")[2])
     return shown.quantize(Decimal(1).scaleb(-places), rounding=ROUND_DOWN) == Decimal(printed)
 
@@ -235,11 +308,10 @@ def mha() -> MHAttentionParams:
 
 
 def layer() -> LayerParams:
-    """II.G-K: the attention above; F = ReLU(A(7) W_L + b_L) is the MLP with
-    W_mlp1 = W_Lᵀ, b_mlp1 = b_L, W_mlp2 = I, b_mlp2 = 0; no γ, β."""
-    identity = [[1.0 if i == j else 0.0 for j in range(D)] for i in range(D)]
+    """II.G-K: the attention above; F = ReLU(A(7) W_L + b_L) is the one-layer MLP
+    (``mlp="one_layer"``) with W_mlp1 = W_Lᵀ, b_mlp1 = b_L and no second map; no γ, β."""
     return LayerParams(attn=mha(), gamma1=None, beta1=None, W_mlp1=T(FULL["W_L"]), b_mlp1=FULL["b_L"][0],
-                       W_mlp2=identity, b_mlp2=[0.0] * D, gamma2=None, beta2=None)
+                       W_mlp2=None, b_mlp2=None, gamma2=None, beta2=None)
 
 
 def spec_E() -> list[list[Any]]:
@@ -322,9 +394,61 @@ def test_printed_A5_A6_A7_are_attention_residual_and_norm():
 
 def test_printed_A9_is_the_encoder_layer():
     """II.G-K as one step: A(9) is the spec's ``encoder_layer`` of X = Eᵀ under the preset
-    (post-LN, the FFN as W_mlp2 = I), transposed; it displays as printed everywhere."""
+    (post-LN, the one-layer FFN), transposed; it displays as printed everywhere."""
     got = encoder_layer(T(spec_E()), layer(), variant=V004)
     assert misfits(T(got), A9_PRINTED) == []
+
+
+def layer_flat(variant=None) -> dict[str, Any]:
+    """``layer()`` as the flat parameters of the ``encoder_layer`` entry (those ``variant``'s
+    parameter set has, when given: no W_mlp2 and b_mlp2 under a one-layer FFN)."""
+    L = layer()
+    head = L.attn.heads[0]
+    flat = {"attn.heads.0.W_q": head.W_q, "attn.heads.0.W_k": head.W_k, "attn.heads.0.W_v": head.W_v,
+            "attn.W_o": L.attn.W_o, "W_mlp1": L.W_mlp1, "b_mlp1": L.b_mlp1}
+    if variant is None:
+        return flat
+    wanted = REGISTRY["encoder_layer"].param_schema({"H": 1}, variant)
+    return {k: v for k, v in flat.items() if k in wanted}
+
+
+def steps(variant=V004) -> dict[str, Any]:
+    """The spec's recorded intermediates of the encoder layer on X = Eᵀ."""
+    return intermediates("encoder_layer", {"Z": T(spec_E())}, layer_flat(variant), variant=variant)
+
+
+#: printed table -> (its intermediate, as the tutorial lays it out: tokens in rows)
+STEPS = {"Q": ("attn.heads.0.Q", Q_PRINTED), "K": ("attn.heads.0.K", K_PRINTED),
+         "V": ("attn.heads.0.V", V_PRINTED), "A(1)": ("attn.heads.0.scores", A1_PRINTED),
+         "A(2)": ("attn.heads.0.S", A2_PRINTED), "A(3)": ("attn.heads.0.A", A3_PRINTED),
+         "A(4)": ("attn.heads.0", A4_PRINTED), "A(5)": ("attn", A5_PRINTED), "A(6)": ("res1", A6_PRINTED),
+         "mu": ("norm1.mu", [MU_PRINTED]), "sigma": ("norm1.sigma", [SIGMA_PRINTED]),
+         "A(7)": ("norm1", A7_PRINTED), "L": ("mlp.pre", L_PRINTED), "F": ("mlp.hidden", F_PRINTED),
+         "A(9)": ("Z", A9_PRINTED)}
+
+
+@pytest.mark.parametrize("table", list(STEPS))
+def test_each_printed_step_is_a_recorded_intermediate(table):
+    """II.G-K step by step: every table the tutorial prints on the way through the encoder displays
+    as the spec's recorded intermediate (a matrix transposed: the tutorial's rows are tokens; μ and σ
+    are the vectors over the tokens), entry for entry."""
+    name, printed = STEPS[table]
+    value = steps()[name]
+    got = [value] if not isinstance(value[0], list) else T(value)
+    assert misfits(got, printed) == [], (table, name)
+
+
+def test_the_printed_steps_tell_the_conventions_apart():
+    """The power of the step-by-step check: with the paper's biased σ the printed σ no longer
+    displays (0.75 for 0.82), with scores over √d_attn neither A(2) nor A(3) does, and with
+    pre-LN the printed μ is no longer the mean of A(6)."""
+    biased = steps(V004.replace(variance="biased"))
+    assert len(misfits([biased["norm1.sigma"]], [SIGMA_PRINTED])) == 6
+    d_attn = steps(V004.replace(attn_scale="sqrt_d_attn"))
+    assert len(misfits(T(d_attn["attn.heads.0.S"]), A2_PRINTED)) > 30
+    assert len(misfits(T(d_attn["attn.heads.0.A"]), A3_PRINTED)) > 6
+    pre = steps(V004.replace(norm_placement="pre"))
+    assert len(misfits([pre["norm1.mu"]], [MU_PRINTED])) == 6
 
 
 def test_the_paper_conventions_do_not_reproduce_A9():

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ftspec.spec.variants import PAPER, PRESETS, SWITCHES, VariantSet, parse, preset
+from ftspec.spec.variants import LATER, PAPER, PRESETS, SWITCHES, VariantSet, parse, preset
 
 from .helpers import FAST
 
@@ -56,18 +56,29 @@ def test_paper_canonical_json_and_hash():
     assert PAPER.to_json() == PAPER_JSON
     assert PAPER.hash == sha16(PAPER_JSON)
     assert VariantSet() == PAPER == PRESETS["phuong-hutter"]
-    assert set(json.loads(PAPER_JSON)) == set(SWITCHES)
-    assert {k: sw.paper for k, sw in SWITCHES.items()} == json.loads(PAPER_JSON)
+    # every switch of spec 2.0; the switches added later (LATER) are left out at their defaults
+    assert set(json.loads(PAPER_JSON)) == set(SWITCHES) - set(LATER)
+    assert {k: sw.paper for k, sw in SWITCHES.items() if k not in LATER} == json.loads(PAPER_JSON)
+    assert LATER == {k: SWITCHES[k].paper for k in LATER}
+
+
+def test_a_later_switch_away_from_its_default_is_in_the_json_and_the_hash():
+    for name, default in LATER.items():
+        other = next(c for c in SWITCHES[name].choices if c != default)
+        v = PAPER.replace(**{name: other})
+        assert json.loads(v.to_json())[name] == other
+        assert v.hash != PAPER.hash and VariantSet.from_json(v.to_json()) == v
 
 
 @FAST
 @given(variant_sets())
 def test_json_round_trip_and_hash(v):
     text = v.to_json()
-    # canonical: every switch, sorted keys, no spaces; recomputed independently
-    data = {name: getattr(v, name) for name in SWITCHES}
+    # canonical: every switch (a later one only away from its default), sorted keys, no spaces;
+    # recomputed independently
+    data = {name: getattr(v, name) for name in SWITCHES if name not in LATER or getattr(v, name) != LATER[name]}
     assert text == json.dumps(data, sort_keys=True, separators=(",", ":"))
-    assert list(json.loads(text)) == sorted(SWITCHES)
+    assert list(json.loads(text)) == sorted(data)
     assert v.hash == sha16(text)
     assert len(v.hash) == 16 and all(c in "0123456789abcdef" for c in v.hash)
     back = VariantSet.from_json(text)

@@ -56,3 +56,22 @@ def test_write_into_replaces_only_the_generated_section(tmp_path):
     fresh.write_text("# Library plugins\n\nprose\n")
     write_into(fresh, f"{BEGIN}\ntable\n{END}\n")
     assert fresh.read_text().endswith(f"{BEGIN}\ntable\n{END}\n") and "prose" in fresh.read_text()
+
+
+def test_sets_declared_per_algorithm_are_tabulated_per_algorithm():
+    """The merged transformers plugin records {algorithm: sets}: the table names the algorithms that
+    share theirs before the switches."""
+    import json
+
+    from ftspec.spec.variants import preset
+    from ftspec.tools.bench.libraries import _switches
+
+    def record(name):
+        return [{"name": name, "json": json.loads(preset(name).to_json())}]
+
+    text = _switches({"layer_norm": record("hf-gpt2"), "gpt2_layer": record("hf-gpt2"),
+                      "bert_layer": record("hf-bert")})
+    gpt2, bert = text.split("; bert_layer: ")
+    assert gpt2.startswith("layer_norm, gpt2_layer: ") and "`activation=gelu_tanh`" in gpt2
+    assert "`activation=gelu_erf`" in bert and "`epsilon=1e-12`" in bert
+    assert _switches("all") == "all"

@@ -108,7 +108,15 @@ def _rows(timeout: float = 60.0) -> list[dict]:
     every = dict(row, name="numpy", variants="all", algorithms=list(REGISTRY), missing=[], coverage="34/34", limits={})
     broken = {"name": "broken-plugin", "loaded": False, "error": "ModuleNotFoundError: No module named 'x'",
               "hint": "pip install x"}
-    return [row, most, every, broken]
+    merged = dict(row, name="transformers", algorithms=list(PER_ALGORITHM),
+                  missing=[a for a in REGISTRY if a not in PER_ALGORITHM], coverage="5/34", limits={},
+                  variants={a: [v] for a, v in PER_ALGORITHM.items()})
+    return [row, most, every, broken, merged]
+
+
+#: ``ftspec list``'s row of a plugin that declares its variant sets per algorithm (the merged transformers)
+PER_ALGORITHM = {"d_transformer": "hf-gpt2", "gpt2_layer": "hf-gpt2", "layer_norm": "hf-gpt2",
+                 "e_transformer": "hf-bert", "bert_layer": VARIANT}
 
 
 def test_the_listing_cuts_no_name():
@@ -116,8 +124,18 @@ def test_the_listing_cuts_no_name():
     switches = VARIANT.partition("+")[2].split(",")
     assert_whole(text, ["torch-nn-layers-fast-pre", "transformers-bert-sdpa", "numpy", "broken-plugin", VERSION,
                         "cuda:0", "bfloat16", "phuong-hutter", *switches, "hf-bert", "encoder_layer", "gpt2_layer",
-                        *list(REGISTRY)[-2:]])
+                        *list(REGISTRY)[-2:], "transformers", "hf-gpt2", *PER_ALGORITHM])
     assert "failed to load" in text and "pip install x" in text
+
+
+def test_variant_sets_per_algorithm_read_in_80_columns():
+    """The algorithms that share their sets on a line ending in ":", the sets indented below."""
+    text = render(listing_view(_rows()[-1:]))
+    assert_whole(text, ["transformers", "hf-gpt2", "hf-bert", *PER_ALGORITHM, *VARIANT.partition("+")[2].split(",")])
+    cells = [line.split("│")[3].rstrip() for line in text.splitlines() if line.count("│") == 4]
+    start = cells.index(" d_transformer, gpt2_layer, layer_norm:")
+    assert cells[start:start + 5] == [" d_transformer, gpt2_layer, layer_norm:", "   hf-gpt2", " e_transformer:",
+                                      "   hf-bert", " bert_layer:"], cells
 
 
 def test_ftspec_list_at_80_columns(monkeypatch, capsys):

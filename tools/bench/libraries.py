@@ -75,8 +75,16 @@ def certify_libraries(names: Optional[Sequence[str]] = None, *, profile: str = "
     return records
 
 
-def _switches(variants: list[dict[str, Any]]) -> str:
-    """The declared variant set(s), switch by switch (the paper's choices left out)."""
+def _switches(variants: Any) -> str:
+    """The declared variant set(s), switch by switch (the paper's choices left out); declared per
+    algorithm ({algorithm: sets}), the algorithms that share theirs before them."""
+    if isinstance(variants, str):
+        return variants
+    if isinstance(variants, dict):
+        groups: dict[str, list[str]] = {}
+        for algorithm, declared in variants.items():
+            groups.setdefault(_switches(declared), []).append(algorithm)
+        return "; ".join(f"{', '.join(algorithms)}: {text}" for text, algorithms in groups.items())
     out = []
     for v in variants:
         changes = VariantSet.from_json(v["json"]).differences(PAPER)

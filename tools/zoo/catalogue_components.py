@@ -7,7 +7,7 @@ from __future__ import annotations
 from .injection import Edit, Mutant, Witness, change_inputs, change_outputs, replace_function, source_edit, swap_variant
 from .groups import (
     ATTENTION_USERS, C, CAUSAL, D, ED, EPS, GELU_USERS, L, LAYERS, MASKED, MODELS, NORM_USERS, NP,
-    SPARSE_MASK, W_LN, add_epsilon, all_nan, epsilon_fixed_1e6, epsilon_outside, hanging, mutating,
+    SELF_ATTENTION, SPARSE_MASK, W_LN, add_epsilon, all_nan, epsilon_fixed_1e6, epsilon_outside, hanging, mutating,
     no_embedding_scale, no_scale, other_dtype, raising, to_gelu_tanh, top_left, transpose_mask, transposed_output,
     unbiased,
 )
@@ -127,7 +127,7 @@ MUTANTS = [
            source="a pre-scaled query projection (as in fused kernels) plus the scale on the scores",
            equivalence="equivalent when d_attn = 1 (√1 = 1)", bench=("attention", "encoder_layer")),
     Mutant("heads-interleaved", "multi-head outputs concatenated feature-major ([Y¹₀, Y²₀, …]) instead of "
-           "head-major", ("mh_attention",) + LAYERS + MODELS,
+           "head-major", ("mh_attention",) + SELF_ATTENTION + LAYERS + MODELS,
            source_edit(Edit(L, "mh_attention_fwd", "Y = Y.reshape(Y.shape[:-3] + (H * d_mid, ell_x))",
                             "Y = np.swapaxes(Y, -3, -2).reshape(Y.shape[:-3] + (H * d_mid, ell_x))")),
            source="reshape without the transpose when merging heads (a classic in hand-written MHA)",
@@ -172,6 +172,21 @@ MUTANTS = [
     Mutant("gpt2-mask-dropped", "GPT-2 layer self-attention without the causal mask", ("gpt2_layer",) + D,
            source_edit(Edit(L, "stack_layer_fwd", 'if arch == "gpt2" else None', 'if False else None')),
            source="forgetting is_causal / attn_mask in a decoder-only port", bench=("d_transformer",)),
+    Mutant("causal-self-attention-sees-future", "causal self-attention with its mask transposed ([[t_z ≥ t_x]]): "
+           "each token attends to itself and the future", ("causal_self_attention",),
+           source_edit(Edit(NP[:-1], "_causal_self_attention", "Mask = C.unidirectional_mask(ell, ell)  #",
+                            "Mask = C.unidirectional_mask(ell, ell).T  #")),
+           source="torch.tril(ones(T, T)) ([query, key], the row layout of minGPT's and nanoGPT's causal buffer) "
+                  "used as the paper's [key, query] mask",
+           equivalence="equivalent when ℓ = 1", bench=("causal_self_attention",)),
+    Mutant("self-attention-made-causal", "bidirectional self-attention under a causal mask: token t_x sees only "
+           "the keys t_z ≤ t_x", ("self_attention",),
+           source_edit(Edit(NP[:-1], "_self_attention", "Lyr.mh_attention(X, X, W, None, ctx.variant)",
+                            "Lyr.mh_attention(X, X, W, C.unidirectional_mask(X.shape[-1], X.shape[-1]), "
+                            "ctx.variant)")),
+           source="an encoder (BERT) built from a decoder's attention module with its causal mask (is_causal=True) "
+                  "left on",
+           equivalence="equivalent when ℓ = 1", bench=("self_attention",)),
 
     # ================================================================ norms
     Mutant("epsilon-1e-12", "layer norm adds ε = 1e-12 inside the root where the paper has none (BERT's ε)",

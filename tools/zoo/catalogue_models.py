@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .injection import Edit, Mutant, Witness, replace_function, source_edit, swap_variant
 from .groups import (
-    A, ATTENTION_USERS, C, D, DIFFERENTIATED, E, GELU_USERS, L, LAYERS, LOSSES, MODELS, NORM_USERS, RELU_USERS,
+    A, ATTENTION_USERS, C, D, DIFFERENTIATED, E, GELU_USERS, L, LAYERS, LOSSES, MODELS, N, NORM_USERS, RELU_USERS,
     SOFTMAX_P, downcast_float64, no_logit_bias, relu_to_gelu,
 )
 
@@ -51,6 +51,12 @@ MUTANTS = [
     Mutant("bert-head-relu", "ETransformer's head (line 10) applies ReLU whatever the model's activation", E,
            source_edit(Edit(A, "e_logits_fwd", 'act = variant.resolved_activation("bert")', 'act = "relu"')),
            source="a hard-coded activation in the MLM head", bench=("e_transformer",)),
+
+    Mutant("next-token-reads-first-position", "the encoder's next-token distribution read at the first "
+           "position instead of the last", N,
+           source_edit(Edit(A, "next_token_logits", "X[..., -1:]", "X[..., :1]")),
+           source="BERT's pooler reads the first token ([CLS]); seed 000's G reads X_T, the last",
+           bench=("next_token_encoder",)),
 
     # ================================================================ unembedding
     Mutant("tied-unembedding-untransposed", "tied unembedding uses W_e instead of W_eᵀ", SOFTMAX_P + LOSSES

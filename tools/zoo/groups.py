@@ -18,15 +18,20 @@ from .injection import Witness, on_numpy
 ED = ("ed_transformer", "ed_loss", "ed_gradient", "ed_sgd_step", "ed_training", "ed_inference")
 E = ("e_transformer", "e_loss", "e_gradient", "e_sgd_step", "e_training")
 D = ("d_transformer", "d_loss", "d_gradient", "d_sgd_step", "d_training", "d_inference")
-MODELS = ED + E + D
+N = ("next_token_encoder",)  # the encoder read at its last position (seeds 000 and 002)
+MODELS = ED + E + D + N
 LAYERS = ("encoder_layer", "decoder_layer", "bert_layer", "gpt2_layer")
-ATTENTION_USERS = ("basic_single_query_attention", "attention", "mh_attention") + LAYERS + MODELS
-MASKED = ("attention", "mh_attention", "decoder_layer", "gpt2_layer") + ED + D  # where a Mask reaches attention
-CAUSAL = ("unidirectional_mask", "decoder_layer", "gpt2_layer") + ED + D
+#: a layer's multi-head self-attention on its own (Z = X, the mask built from ℓ: ≡ 1, causal)
+SELF_ATTENTION = ("self_attention", "causal_self_attention")
+ATTENTION_USERS = ("basic_single_query_attention", "attention", "mh_attention") + SELF_ATTENTION + LAYERS + MODELS
+#: where a Mask reaches attention (the bidirectional self-attention passes none: Mask ≡ 1)
+MASKED = ("attention", "mh_attention", "causal_self_attention", "decoder_layer", "gpt2_layer") + ED + D
+CAUSAL = ("unidirectional_mask", "causal_self_attention", "decoder_layer", "gpt2_layer") + ED + D
 NORM_USERS = ("layer_norm",) + LAYERS + MODELS
 GELU_USERS = ("bert_layer", "gpt2_layer") + E + D
-RELU_USERS = ("encoder_layer", "decoder_layer") + ED
-SOFTMAX_P = ("unembedding", "ed_transformer", "e_transformer", "d_transformer", "d_inference", "ed_inference")
+RELU_USERS = ("encoder_layer", "decoder_layer") + ED + N
+SOFTMAX_P = ("unembedding", "ed_transformer", "e_transformer", "d_transformer", "d_inference", "ed_inference",
+             "next_token_encoder")
 LOSSES = ("ed_loss", "e_loss", "d_loss")
 GRADIENTS = ("ed_gradient", "e_gradient", "d_gradient")
 STEPS = ("ed_sgd_step", "e_sgd_step", "d_sgd_step")
@@ -37,7 +42,8 @@ NEXT_TOKEN = ("ed_loss", "d_loss", "ed_gradient", "d_gradient", "ed_sgd_step", "
 SAMPLERS = ("sample", "d_inference", "ed_inference")
 
 _ARCH = {"bert_layer": "bert", "e_transformer": "bert", "gpt2_layer": "gpt2", "d_transformer": "gpt2",
-         "encoder_layer": "ed_encoder", "decoder_layer": "ed_decoder", "ed_transformer": "ed_encoder"}
+         "encoder_layer": "ed_encoder", "decoder_layer": "ed_decoder", "ed_transformer": "ed_encoder",
+         "next_token_encoder": "ed_encoder"}
 
 NP = "ftspec.impls.numpy."
 C, L, A, GC, GL, TR, INF = (NP + m for m in ("components", "layers", "architectures", "grad_components",

@@ -34,14 +34,15 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from .groups import (
-    ATTENTION_USERS, C, D, E, ED, EPS, L, LAYERS, MODELS, NEXT_TOKEN, NORM_USERS, SOFTMAX_P, TR, W_LN, A,
+    ATTENTION_USERS, C, D, E, ED, EPS, L, LAYERS, MODELS, NEXT_TOKEN, NORM_USERS, SELF_ATTENTION, SOFTMAX_P, TR,
+    W_LN, A,
 )
 from .injection import Edit, Mutant, Witness, source_edit
 
 __all__ = ["EXPECTED", "PLACES", "SECOND", "second_mutant"]
 
 #: entries built on layers.gather_mha / mh_attention_fwd (every multi-head user)
-MHA_USERS = ("mh_attention",) + LAYERS + MODELS
+MHA_USERS = ("mh_attention",) + SELF_ATTENTION + LAYERS + MODELS
 #: entries whose self-attention takes the layers' causal mask
 CAUSAL_LAYERS = ("gpt2_layer", "decoder_layer") + ED + D
 #: entries built on RMSnorm or layer norm (the norm switch reaches every layer)
@@ -318,7 +319,8 @@ _LAYERS = [
     _m("mlp-bias-dropped", "the MLP's biases never added (nn.Linear(bias=False)) where the model has them",
        LAYERS + MODELS,
        Edit(L, "mlp_fwd", 'b1 = f"{prefix}b_mlp{first}" if variant.mlp_bias else None', "b1 = None"),
-       Edit(L, "mlp_fwd", 'b2 = f"{prefix}b_mlp{second}" if variant.mlp_bias else None', "b2 = None"),
+       Edit(L, "mlp_fwd", 'b2 = f"{prefix}b_mlp{second}" if variant.mlp_bias and not one_layer else None',
+            "b2 = None"),
        source="a LLaMA-style bias-free MLP reused for a model with biases",
        bench=("encoder_layer",), witness=Witness("encoder_layer")),
 ]

@@ -45,7 +45,7 @@ def fixed_case(algorithm: str, *, hyper: Optional[Mapping[str, int]] = None,
     + 1, the same given inputs) in ``Case.batch``; the call stacks them on a
     leading batch axis."""
     e = registry_entry(algorithm)
-    h = default_hyper(e, **{k: int(v) for k, v in dict(hyper or {}).items() if k in e.hyper})
+    h = default_hyper(e, None, **{k: int(v) for k, v in dict(hyper or {}).items() if k in e.hyper})
     v = PAPER.replace(**dict(variant or {})) if variant else PAPER
     if e.check is not None:
         e.check(h, v)

@@ -15,10 +15,12 @@ passes ``entry.check``:
 - with two sequence lengths (ℓ_x, ℓ_z) the second equals the first unless a
   coin says otherwise (cross-attention shapes with ℓ_z ≠ ℓ_x);
 - an implementation's ``Limits`` (impls/api.py), when given, narrow every
-  draw: minima raise and maxima lower each size's range, equalities are
-  settled by raising sizes (``Limits.settle``), ``cross_lengths`` off ties
-  the lengths, and a draw the limits still refuse (a settled size above its
-  maximum) is discarded, so no case outside them is ever drawn.
+  draw: minima raise and maxima lower each size's range (to a multiple of
+  k where ``multiple_of`` asks for one), equalities, inequalities and
+  multiples are settled by raising sizes (``Limits.settle``),
+  ``cross_lengths`` off ties the lengths, and a draw the limits still
+  refuse (a settled size above its maximum) is discarded, so no case
+  outside them is ever drawn.
 
 Each size is ``st.integers(low, bound)``: it shrinks to its smallest value.
 Where the budget's ``often`` bounds a kind (layer counts of the training and
@@ -99,7 +101,7 @@ def hyperparameters(draw: st.DrawFn, entry: Any, *, variant: VariantSet = PAPER,
             hyper[name] = uniform_integer(draw, name, low[name], max(low[name], bound))
         else:
             hyper[name] = draw(st.integers(low[name], max(low[name], bound)))
-    for _ in range(2 if lim.relations(list(e.hyper)) else 1):
+    for _ in range(2 if lim.relations(list(e.hyper)) or lim.multiples(list(e.hyper)) else 1):
         hyper = lim.settle(hyper)
         for name, leader in followers.items():
             hyper[name] = max(hyper[leader], hyper.get(name, 0), low[name])
@@ -124,11 +126,13 @@ def hyperparameters(draw: st.DrawFn, entry: Any, *, variant: VariantSet = PAPER,
 
 def _most(limits: Limits, name: str, lengths: list[str]) -> int:
     """The largest value ``limits`` allow ``name`` before settling (a length is also bounded by an
-    ℓ_max maximum)."""
+    ℓ_max maximum; a size that must be a multiple of k, by the largest multiple of k within its
+    maximum, so that rounding up does not leave it)."""
     most = int(limits.maximum.get(name, 1 << 30))
     if name in lengths and "ell_max" in limits.maximum:
         most = min(most, int(limits.maximum["ell_max"]))
-    return most
+    k = int(limits.multiple_of.get(name, 1))
+    return most // k * k if most >= k else most
 
 
 def _tightest_context(e: Any, hyper: dict[str, int], variant: VariantSet, start: int) -> int:
