@@ -332,11 +332,14 @@ def preset(name: str) -> VariantSet:
 
 
 def parse(text: str) -> VariantSet:
-    """A preset name, a JSON object, or ``preset+switch=value,...``."""
+    """A preset name, a JSON object, ``preset+switch=value,...``, or ``switch=value,...`` (changes
+    to the paper's set)."""
     text = text.strip()
     if text.startswith("{"):
         return VariantSet.from_json(text)
     base, _, rest = text.partition("+")
+    if "=" in base:  # switch=value,... alone: changes to the paper's set
+        base, rest = "phuong-hutter", text
     v = preset(base)
     if not rest:
         return v

@@ -128,6 +128,10 @@ def test_parse_preset_with_changes():
     w = parse("phuong-hutter+attn_bias=false,epsilon=1e-05,epsilon_placement=inside_root")
     assert w == PAPER.replace(attn_bias=False, epsilon=1e-5, epsilon_placement="inside_root")
     assert parse("  nanogpt  ") == PRESETS["nanogpt"]
+    # switch=value,... alone changes the paper's set; an unknown value is still refused
+    assert parse("mlp=one_layer,mlp_depth=2") == PAPER.replace(mlp="one_layer", mlp_depth=2)
+    with pytest.raises(ValueError, match="variant switch 'mlp'"):
+        parse("mlp=weird")
 
 
 BAD_VALUES = [
