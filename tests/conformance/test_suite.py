@@ -19,7 +19,7 @@ from ftspec.impls.discovery import INDEPENDENT, select
 
 #: wall seconds per search here (the quick profile's is 2): 148 searches of three implementations are
 #: the largest part of ``make test``; a search still runs its first examples past the cap
-SUITE_SECONDS = 0.5
+SUITE_SECONDS = 0.35
 
 
 @pytest.fixture(scope="session")
