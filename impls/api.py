@@ -36,6 +36,7 @@ from typing import Any, Callable, Final, Literal, Mapping, Optional, Sequence, U
 from ftspec.spec.variants import VariantSet
 
 __all__ = [
+    "ACCUMULATION_KEYS",
     "ALL_VARIANTS",
     "DEFAULT_VARIANTS",
     "Limits",
@@ -44,6 +45,7 @@ __all__ = [
     "Context",
     "FLOAT_DTYPES",
     "Implementation",
+    "parse_precision",
     "select_devices",
 ]
 
@@ -51,6 +53,37 @@ __all__ = [
 FLOAT_DTYPES = ("float64", "float32", "bfloat16", "float16")
 #: Dtype names ``from_numpy`` may receive: the above plus tokens and masks.
 ALL_DTYPES = FLOAT_DTYPES + ("int64", "bool")
+
+#: What a mixed-precision declaration (``Implementation.accumulation``) may name per input dtype:
+#: the format sums, dot products and matrix products accumulate in, and the format softmax is
+#: computed in.
+ACCUMULATION_KEYS: Final = ("accumulate", "softmax")
+#: Per input dtype, the formats a declaration may name: the dtype itself or a wider one that holds
+#: every value of it (float16 is not wider than bfloat16: its range is narrower).
+WIDER: Final = {"float64": ("float64",), "float32": ("float32", "float64"),
+                "bfloat16": ("bfloat16", "float32", "float64"), "float16": ("float16", "float32", "float64")}
+
+
+def precision_key(tier: str, declared: Mapping[str, str]) -> str:
+    """The numerics a call is judged under, as one string (a reference's cache key and
+    ``tolerances.reference``'s ``precision``): the tier alone ("highest", "tf32") when nothing is
+    computed wider than the input dtype, else e.g. "highest;accumulate=float32;softmax=float32"
+    (``declared``: {key of ``ACCUMULATION_KEYS``: format}, only the keys that differ from the dtype)."""
+    return ";".join([tier] + [f"{k}={declared[k]}" for k in ACCUMULATION_KEYS if k in declared])
+
+
+def parse_precision(key: str) -> tuple[str, dict[str, str]]:
+    """``precision_key`` read back: (tier, {"accumulate": format, "softmax": format} as given).
+    ValueError (one line) for a key that is not one."""
+    tier, *parts = str(key).split(";")
+    out: dict[str, str] = {}
+    for part in parts:
+        name, _, value = part.partition("=")
+        if name not in ACCUMULATION_KEYS or value not in FLOAT_DTYPES or name in out:
+            raise ValueError(f"precision {key!r}: {part!r} is not accumulate=FORMAT or softmax=FORMAT "
+                             f"(FORMAT one of {', '.join(FLOAT_DTYPES)})")
+        out[name] = value
+    return tier, out
 
 
 def select_devices(found: Sequence[str], wanted: Optional[Sequence[str]]) -> list[str]:
@@ -411,6 +444,13 @@ class Implementation:
     algorithms      {registry name: function}; a subset is allowed (coverage
                     is reported, missing ones are "not implemented").
     dtypes          real dtypes it supports, from FLOAT_DTYPES.
+    dtypes_by_algorithm
+                    optional: {algorithm: dtypes}, a subset of ``dtypes`` for the
+                    algorithms named (a library that computes some entries in a
+                    narrower format than it takes, e.g. Hugging Face Llama's
+                    float32 RMSNorm and rotary tables under a float64 model);
+                    ``dtypes_for(algorithm)`` answers; the others run at every
+                    dtype of ``dtypes``. Certificates record it.
     devices         called at run time; returns device names, e.g. ["cpu", "cuda:0"].
     from_numpy      (array, dtype, device) -> native array. ``array`` is a
                     float64, int64 or bool NumPy array; for a real dtype its
@@ -426,6 +466,17 @@ class Implementation:
                     own sets only (``variants_for``).
     precision       "highest" (float32 matrix products in full float32) or a
                     named reduced tier such as "tf32"; tolerances follow it.
+    accumulation    mixed precision, per input dtype: {dtype: {"accumulate":
+                    format, "softmax": format}}, the format in which sums, dot
+                    products and matrix products accumulate (their result is
+                    then stored in the input dtype) and the format in which
+                    softmax is computed, e.g. {"bfloat16": {"accumulate":
+                    "float32", "softmax": "float32"}} for torch autocast or a
+                    fused attention kernel. A format is the dtype itself or a
+                    wider one (``WIDER``); a dtype or key left out computes in
+                    the input dtype (the default: everything in the input
+                    dtype). Tolerances follow it (docs/tolerances.md, "Mixed
+                    precision").
     description     one line for ``ftspec list``.
     limits          ``Limits`` for every algorithm, or {algorithm: Limits}
                     (algorithms not named there have none).
@@ -451,6 +502,25 @@ class Implementation:
     extra: Mapping[str, Any] = field(default_factory=dict)
     limits: Union[Limits, Mapping[str, Limits]] = NO_LIMITS
     intermediates: Mapping[str, AlgorithmFn] = field(default_factory=dict)
+    dtypes_by_algorithm: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    accumulation: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def accumulation_for(self, dtype: str) -> dict[str, str]:
+        """{"accumulate": format, "softmax": format} at input ``dtype``: what the plugin declares
+        there, the dtype itself for what it leaves out."""
+        declared = self.accumulation.get(dtype, {}) if isinstance(self.accumulation, Mapping) else {}
+        return {k: str(declared.get(k, dtype)) for k in ACCUMULATION_KEYS}
+
+    def mixed_precision(self) -> dict[str, dict[str, str]]:
+        """{dtype: ``accumulation_for(dtype)``} for each declared dtype that computes anything wider
+        (empty: everything in the input dtype), as reports and certificates record it."""
+        return {d: self.accumulation_for(d) for d in self.dtypes if self.precision_for(d) != self.precision}
+
+    def precision_for(self, dtype: str) -> str:
+        """The numerics a call at ``dtype`` is judged under (``precision_key``): the tier, plus the
+        formats declared wider than ``dtype``. Two plugins share a reference only when it is equal."""
+        wider = {k: v for k, v in self.accumulation_for(dtype).items() if v != dtype}
+        return precision_key(self.precision, wider)
 
     def limits_for(self, algorithm: str) -> Limits:
         """The limits that apply to ``algorithm`` (``Limits()`` when none are declared)."""
@@ -466,6 +536,14 @@ class Implementation:
     def per_algorithm(self) -> bool:
         """Whether ``variants`` declares sets per algorithm (a mapping)."""
         return isinstance(self.variants, Mapping)
+
+    def dtypes_for(self, algorithm: str) -> tuple[str, ...]:
+        """The dtypes ``algorithm`` is declared at: ``dtypes_by_algorithm``'s (within ``dtypes``)
+        where it is named, else every one of ``dtypes``."""
+        named = self.dtypes_by_algorithm.get(algorithm)
+        if named is None:
+            return tuple(self.dtypes)
+        return tuple(d for d in self.dtypes if d in tuple(named))
 
     def variants_for(self, algorithm: str) -> Union[Literal["all"], tuple[VariantSet, ...]]:
         """"all", or the variant sets declared for ``algorithm`` (() when none are: a mapping that
@@ -513,7 +591,34 @@ class Implementation:
         if not isinstance(self.intermediates, Mapping) or not all(callable(f) for f in self.intermediates.values()):
             out.append("intermediates must be {model entry: callable}")
         out.extend(self._limit_problems())
+        out.extend(self._accumulation_problems())
         return out
+
+    def _accumulation_problems(self) -> list[str]:
+        """``accumulation`` that is not {declared dtype: {"accumulate" | "softmax": the dtype or a
+        wider format}}: one line for the first thing wrong."""
+        declared = self.accumulation
+        form = ('accumulation must be {dtype: {"accumulate": format, "softmax": format}}, e.g. '
+                '{"bfloat16": {"accumulate": "float32", "softmax": "float32"}}')
+        if not isinstance(declared, Mapping):
+            return [f"{form}; given {declared!r:.60}"]
+        for dtype, formats in declared.items():
+            if dtype not in FLOAT_DTYPES:
+                return [f"accumulation: {dtype!r:.40} is not a dtype; expected one of {list(FLOAT_DTYPES)}"]
+            if dtype not in self.dtypes:
+                return [f"accumulation declares {dtype}, which the plugin does not declare in dtypes"]
+            if not isinstance(formats, Mapping):
+                return [f"{form}; given {formats!r:.60} for {dtype}"]
+            for key, value in formats.items():
+                if key not in ACCUMULATION_KEYS:
+                    return [f"accumulation for {dtype}: unknown key {key!r:.40}; expected "
+                            f"{' or '.join(repr(k) for k in ACCUMULATION_KEYS)}"]
+                if value not in WIDER[dtype]:
+                    return [f"accumulation for {dtype}: {key} in {value!r:.40}; expected one of "
+                            f"{list(WIDER[dtype])} (the input dtype or a wider format)"]
+        if ";" in str(self.precision):
+            return [f"precision {self.precision!r:.60} must name a tier alone (\"highest\", \"tf32\")"]
+        return []
 
     def _variant_problems(self) -> list[str]:
         """``variants`` that is not "all", a sequence of VariantSet, or a mapping of those per

@@ -8,7 +8,7 @@ Also the bidirectional encoder read at its last position only, p ∈ (0,1)^{N_V}
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from .embedding import embed
 from .errors import in_algorithm
@@ -66,7 +66,8 @@ def ed_transformer_logits(z: Sequence[int], x: Sequence[int], theta: EDTransform
 
 
 def e_transformer(x: Sequence[int], theta: ETransformerParams, *,
-                  ell_max: Optional[int] = None, variant: VariantSet = PAPER) -> Matrix:
+                  ell_max: Optional[int] = None, variant: VariantSet = PAPER,
+                  pad: Optional[Sequence[Any]] = None) -> Matrix:
     """Algorithm 9: P ← ETransformer(x | θ), encoder-only (BERT).
 
     1-3. X ← [W_e[:, x[t]] + W_p[:, t]] for t = 0..ℓ-1
@@ -77,20 +78,22 @@ def e_transformer(x: Sequence[int], theta: ETransformerParams, *,
 
     Variants beyond the layers': ``embedding_norm`` (γ/β_emb), ``final_norm=
     "final"`` (a norm before line 10, γ/β_final), ``activation`` (also line
-    10), ``unembedding`` (tied needs d_f = d_e), ``logit_bias``.
+    10), ``unembedding`` (tied needs d_f = d_e), ``logit_bias``. ``pad`` masks padding
+    positions as keys in every layer (``layers.padded``; BERT's ``attention_mask``).
     """
     with in_algorithm("e_transformer"):
-        return softmax_columns(e_transformer_logits(x, theta, ell_max=ell_max, variant=variant))  # line 12
+        return softmax_columns(e_transformer_logits(x, theta, ell_max=ell_max, variant=variant, pad=pad))  # line 12
 
 
 def e_transformer_logits(x: Sequence[int], theta: ETransformerParams, *,
-                         ell_max: Optional[int] = None, variant: VariantSet = PAPER) -> Matrix:
+                         ell_max: Optional[int] = None, variant: VariantSet = PAPER,
+                         pad: Optional[Sequence[Any]] = None) -> Matrix:
     """Algorithm 9 up to the final softmax: lines 1-11 and W_u X of line 12."""
     with in_algorithm("e_transformer"):
         X = step("embedding", embed, x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
                  gamma=theta.gamma_emb, beta=theta.beta_emb)  # lines 1-3
         for l, layer in enumerate(theta.layers):  # line 4
-            X = step(f"layers.{l}", bert_layer, X, layer, variant=variant)  # lines 5-8
+            X = step(f"layers.{l}", bert_layer, X, layer, variant=variant, pad=pad)  # lines 5-8
         if variant.resolved_final_norm("bert"):
             X = step("final_norm", norm_columns, X, theta.gamma_final, theta.beta_final, variant)
         with scope("head"):  # intermediates head.dense, head.act, head.mu, head.sigma; head (line 11)
@@ -104,7 +107,8 @@ def e_transformer_logits(x: Sequence[int], theta: ETransformerParams, *,
 
 
 def d_transformer(x: Sequence[int], theta: DTransformerParams, *,
-                  ell_max: Optional[int] = None, variant: VariantSet = PAPER) -> Matrix:
+                  ell_max: Optional[int] = None, variant: VariantSet = PAPER,
+                  pad: Optional[Sequence[Any]] = None) -> Matrix:
     """Algorithm 10: P ← DTransformer(x | θ), decoder-only (GPT-2).
 
     1-3. X ← [W_e[:, x[t]] + W_p[:, t]] for t = 0..ℓ-1
@@ -113,20 +117,22 @@ def d_transformer(x: Sequence[int], theta: DTransformerParams, *,
     11.  return P = softmax(W_u X)
 
     Variants beyond the layers': ``embedding_norm`` (γ/β_emb), ``final_norm=
-    "none"`` (drops line 10), ``unembedding``, ``logit_bias``.
+    "none"`` (drops line 10), ``unembedding``, ``logit_bias``. ``pad`` (one 0/1 flag per
+    position, 0 = padding) masks those positions as keys in every layer (``layers.padded``).
     """
     with in_algorithm("d_transformer"):
-        return softmax_columns(d_transformer_logits(x, theta, ell_max=ell_max, variant=variant))  # line 11
+        return softmax_columns(d_transformer_logits(x, theta, ell_max=ell_max, variant=variant, pad=pad))  # line 11
 
 
 def d_transformer_logits(x: Sequence[int], theta: DTransformerParams, *,
-                         ell_max: Optional[int] = None, variant: VariantSet = PAPER) -> Matrix:
+                         ell_max: Optional[int] = None, variant: VariantSet = PAPER,
+                         pad: Optional[Sequence[Any]] = None) -> Matrix:
     """Algorithm 10 up to the final softmax: lines 1-10 and W_u X of line 11."""
     with in_algorithm("d_transformer"):
         X = step("embedding", embed, x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
                  gamma=theta.gamma_emb, beta=theta.beta_emb)  # lines 1-3
         for l, layer in enumerate(theta.layers):  # line 4
-            X = step(f"layers.{l}", gpt2_layer, X, layer, variant=variant)  # lines 5-8
+            X = step(f"layers.{l}", gpt2_layer, X, layer, variant=variant, pad=pad)  # lines 5-8
         if variant.resolved_final_norm("gpt2"):
             X = step("final_norm", norm_columns, X, theta.gamma, theta.beta, variant)  # line 10
         W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)

@@ -25,6 +25,7 @@ from .linalg import (
     transpose,
 )
 from .params import AttentionParams, MHAttentionParams
+from .rotary import rotate
 from .variants import PAPER, VariantSet
 
 __all__ = [
@@ -129,7 +130,8 @@ def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[
     Variants ``attn_scale`` (√d_attn, √d_model = √d_x, none) and
     ``scale_placement`` (divide S; divide Q before line 4; divide Q and K by
     the fourth root before line 4) change line 6; ``attn_bias`` drops b_q,
-    b_k, b_v.
+    b_k, b_v. Variant ``rotary`` (RoPE, ``spec/rotary.py``) rotates each
+    column of Q and K by its position (t_x, t_z) after lines 1-2.
 
     Intermediates (``spec/intermediates.py``): Q, K, V (lines 1-3, before any
     scaling), scores (line 4: KᵀQ, of Q and K already divided under the
@@ -148,6 +150,10 @@ def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[
         record("Q", Q)
         record("K", K)
         record("V", V)
+        if variant.rotary != "none":  # RoFormer eq. 34: positions t_x of Q, t_z of K
+            Q, K = rotate(Q, variant), rotate(K, variant)
+            record("Q_rot", Q)
+            record("K_rot", K)
         if variant.scale_placement == "query" and divisor is not None:
             Q, divisor = [_divide(row, divisor) for row in Q], None
         elif variant.scale_placement == "query_key_sqrt" and divisor is not None:
@@ -197,16 +203,43 @@ def mh_attention(X: Matrix, Z: Matrix, W: MHAttentionParams, Mask: Sequence[Sequ
     3.   Y ← [Y^1; Y^2; ...; Y^H]   (heads stacked vertically, head 1 on top: H·d_mid×ℓ_x)
     4.   return Ṽ = W_o Y + b_o 1ᵀ
 
+    Grouped-query attention (``kv_group`` = G > 1; Ainslie et al. 2023, GQA, §2.2; G = H is
+    Shazeer's multi-query attention, 2019): head h reads its own W_q, b_q and the key/value maps
+    of ``kv_heads[⌊h/G⌋]``, so heads G·g .. G·g + G − 1 share kv head g (Hugging Face's
+    ``repeat_kv``, torch SDPA's ``enable_gqa``); ``kv_order="strided"`` reads kv head h mod H/G
+    (a tiled repeat).
+
+    Variant ``attn_bias_at`` keeps the heads' b_q, b_k, b_v only ("qkv") or b_o only ("out"): a
+    bias the variant drops is absent from W (None), as under ``attn_bias=False``.
+
     Intermediates: heads.{h} (Y^h, with Algorithm 4's inside it: heads.{h}.Q, ...), Y (line 3).
     """
     with in_algorithm("mh_attention"):
         if not W.heads:
             raise SpecError("heads", "at least one head (H ≥ 1)", "H = 0")
+        heads = _grouped(W, variant.kv_group, variant.kv_order)
         Ys = [step(f"heads.{h}", attention, X, Z, head, Mask, variant=variant)
-              for h, head in enumerate(W.heads)]  # lines 1-2
+              for h, head in enumerate(heads)]  # lines 1-2
         Y = [row for Yh in Ys for row in Yh]  # line 3
         record("Y", Y)
         return add_bias(matmul(W.W_o, Y), W.b_o)  # line 4
+
+
+def _grouped(W: MHAttentionParams, G: int, order: str) -> tuple[AttentionParams, ...]:
+    """Each query head with the key/value maps it reads (GQA: kv head ⌊h/G⌋, or h mod H/G under
+    ``kv_order="strided"``)."""
+    H = len(W.heads)
+    if G == 1:
+        if W.kv_heads:
+            raise SpecError("kv_heads", "no shared key/value heads under kv_group = 1",
+                            f"{len(W.kv_heads)} kv heads")
+        return W.heads
+    if H % G or len(W.kv_heads) != H // G:
+        raise SpecError("kv_heads", f"H / G = {H} / {G} key/value heads (H a multiple of G = kv_group)",
+                        f"H = {H} query heads and {len(W.kv_heads)} kv heads")
+    kv = [W.kv_heads[h // G] if order == "consecutive" else W.kv_heads[h % (H // G)] for h in range(H)]
+    return tuple(AttentionParams(W_q=q.W_q, b_q=q.b_q, W_k=kv[h].W_k, b_k=kv[h].b_k, W_v=kv[h].W_v, b_v=kv[h].b_v)
+                 for h, q in enumerate(W.heads))
 
 
 def unidirectional_mask(ell_z: int, ell_x: int, *, variant: VariantSet = PAPER) -> list[list[int]]:

@@ -14,6 +14,8 @@ from .embedding import embed, positional_embedding, sinusoidal_paper, sinusoidal
 from .entry import (
     ARCHITECTURE,
     ATTENTION,
+    BASIC_ATTENTION,
+    MH_ATTENTION,
     EMBEDDING,
     LAYER,
     NORM_LN,
@@ -31,11 +33,11 @@ from .entry import (
     sequences_fit,
     tied_needs,
 )
-from .layers import bert_layer, decoder_layer, encoder_layer, gpt2_layer
+from .layers import bert_layer, decoder_layer, encoder_layer, gpt2_layer, padded
 from .linalg import shape
 from .normalization import norm_columns
 from .params import Shape
-from .refusals import empty_query, narrow_norm, too_long, zero_variance
+from .refusals import empty_padding, empty_query, narrow_norm, too_long, zero_variance
 from .unembedding import unembed, unembedding_matrix
 from .variants import VariantSet
 
@@ -55,20 +57,59 @@ def _unembedding_schema(hyper: Hyper, v: VariantSet) -> dict[str, Shape]:
 
 
 def _self_attention(causal: bool) -> Callable[[Any, Any, Hyper, VariantSet], dict[str, Any]]:
-    """The reference of ``self_attention`` / ``causal_self_attention``: Algorithm 5 with Z = X and
-    the Mask a layer builds from ℓ alone, as the layers do (spec/layers.py): Mask ≡ 1 (Alg. 8
-    line 5, Alg. 9 line 5) or Mask[t_z, t_x] = [[t_z ≤ t_x]] (Alg. 8 line 14, Alg. 10 line 6)."""
+    """The reference of ``self_attention`` / ``causal_self_attention`` (and their ``padded_``
+    forms): Algorithm 5 with Z = X and the Mask a layer builds from ℓ alone, as the layers do
+    (spec/layers.py): Mask ≡ 1 (Alg. 8 line 5, Alg. 9 line 5) or Mask[t_z, t_x] = [[t_z ≤ t_x]]
+    (Alg. 8 line 14, Alg. 10 line 6), with padding positions masked as keys when ``pad`` is given."""
     def reference(i: Any, p: Any, h: Hyper, v: VariantSet) -> dict[str, Any]:
         X = i["X"]  # (d_e, ℓ): the sequence and its own context
         _, ell = shape(X)
         Mask = unidirectional_mask(ell, ell) if causal else bidirectional_mask(ell, ell)  # (ℓ, ℓ) [t_z, t_x]
+        Mask = padded(Mask, i.get("pad"), v)
         return {"V_tilde": mh_attention(X, X, P.from_flat(P.MHAttentionParams, p), Mask, variant=v)}
     return reference
 
 
 def _self_attention_schema(h: Hyper, v: VariantSet) -> dict[str, Shape]:
     """A layer's ``attn.*`` names without the prefix: d_x = d_z = d_out = d_e."""
-    return P.mh_attention_schema(h["H"], v.attn_bias, "d_e", "d_e", "d_attn", "d_mid", "d_e")
+    return P.mh_attention_schema(h["H"], v.attn_bias, "d_e", "d_e", "d_attn", "d_mid", "d_e",
+                                 kv_group=v.kv_group, bias_at=v.attn_bias_at)
+
+
+_PAD = TensorSpec("pad", ("ell",), Kind.PADDING, "pad[t] = 0: position t is padding, no query's key")
+
+
+def _self_attention_entry(causal: bool, padding: bool) -> Entry:
+    """The four self-attention entries: bidirectional or causal, with or without a padding input."""
+    name = ("padded_" if padding else "") + ("causal_self_attention" if causal else "self_attention")
+    mask = "Mask = [[t_z ≤ t_x]]" if causal else "Mask ≡ 1"
+    where = "Alg. 10 line 6" if causal else "Alg. 8 and 9 line 5"
+    lines = f"Z = X, {mask}{' ∧ pad[t_z]' if padding else ''}: {where}"
+    if padding:
+        summary = (f"Ṽ = MHAttention(X, X | W, {mask} ∧ pad[t_z]): the self-attention of a "
+                   f"{'decoder (LLaMA, GPT)' if causal else 'BERT'} layer with a padding mask over keys.")
+    elif causal:
+        summary = ("Ṽ = MHAttention(X, X | W, Mask[t_z, t_x] = [[t_z ≤ t_x]]): GPT's (and the decoder's, "
+                   "Alg. 8 line 14) self-attention on its own.")
+    else:
+        summary = "Ṽ = MHAttention(X, X | W, Mask ≡ 1): the encoder's and BERT's self-attention on its own."
+    inputs = (TensorSpec("X", ("d_e", "ell"), doc="the sequence, also its own context (Z = X)"),)
+    return Entry(
+        name=name, paper_name=("Padded self-attention" if padding else "Self-attention")
+        + (" (causal)" if causal else " (bidirectional)"),
+        number=5, lines=lines, family="component", summary=summary,
+        hyper=("H", "d_e", "d_attn", "d_mid", "ell"),
+        sizes=dict(H=2, d_e=4, d_attn=2, d_mid=2, ell=3),
+        inputs=inputs + ((_PAD,) if padding else ()),
+        outputs=(TensorSpec("V_tilde", ("d_e", "ell")),),
+        param_schema=_self_attention_schema,
+        # without padding every query sees a key (itself, causally): no empty query; ℓ_z = ℓ_x:
+        # no alignment. Padding can leave a query with no key (all padded; causally, a padded start)
+        switches=MH_ATTENTION | ({"empty_query"} if padding else set()),
+        reference=_self_attention(causal=causal),
+        structural=("H",),
+        refusals=(empty_padding(),) if padding else (),
+    )
 
 
 _X = TensorSpec
@@ -146,7 +187,7 @@ ENTRIES: list[Entry] = [
         inputs=(_X("e", ("d_in",), doc="current token"), _X("E", ("d_in", "T"), doc="context tokens e_t as columns")),
         outputs=(_X("v_tilde", ("d_out",)),),
         param_schema=lambda h, v: P.attention_schema(v.attn_bias, "d_in", "d_in", "d_attn", "d_out"),
-        switches=ATTENTION,
+        switches=BASIC_ATTENTION,
         reference=lambda i, p, h, v: {"v_tilde": basic_single_query_attention(
             i["e"], i["E"], P.from_flat(P.AttentionParams, p), variant=v)},
     ),
@@ -173,40 +214,18 @@ ENTRIES: list[Entry] = [
         inputs=(_X("X", ("d_x", "ell_x")), _X("Z", ("d_z", "ell_z")),
          _X("Mask", ("ell_z", "ell_x"), Kind.MASK, "Mask[t_z, t_x] = 1: t_x may attend to t_z")),
         outputs=(_X("V_tilde", ("d_out", "ell_x")),),
-        param_schema=lambda h, v: P.mh_attention_schema(h["H"], v.attn_bias),
-        switches=ATTENTION | {"empty_query"},
+        param_schema=lambda h, v: P.mh_attention_schema(h["H"], v.attn_bias, kv_group=v.kv_group,
+                                                        bias_at=v.attn_bias_at),
+        switches=MH_ATTENTION | {"empty_query"},
         reference=lambda i, p, h, v: {"V_tilde": mh_attention(
             i["X"], i["Z"], P.from_flat(P.MHAttentionParams, p), i["Mask"], variant=v)},
         structural=("H",),
         refusals=(empty_query(),),
     ),
-    Entry(
-        name="self_attention", paper_name="Self-attention (bidirectional)",
-        number=5, lines="Z = X, Mask ≡ 1: Alg. 8 and 9 line 5", family="component",
-        summary="Ṽ = MHAttention(X, X | W, Mask ≡ 1): the encoder's and BERT's self-attention on its own.",
-        hyper=("H", "d_e", "d_attn", "d_mid", "ell"),
-        sizes=dict(H=2, d_e=4, d_attn=2, d_mid=2, ell=3),
-        inputs=(_X("X", ("d_e", "ell"), doc="the sequence, also its own context (Z = X)"),),
-        outputs=(_X("V_tilde", ("d_e", "ell")),),
-        param_schema=_self_attention_schema,
-        switches=ATTENTION,  # every query sees every key: no empty query
-        reference=_self_attention(causal=False),
-        structural=("H",),
-    ),
-    Entry(
-        name="causal_self_attention", paper_name="Self-attention (causal)",
-        number=5, lines="Z = X, Mask = [[t_z ≤ t_x]]: Alg. 10 line 6", family="component",
-        summary="Ṽ = MHAttention(X, X | W, Mask[t_z, t_x] = [[t_z ≤ t_x]]): GPT's (and the decoder's, "
-                "Alg. 8 line 14) self-attention on its own.",
-        hyper=("H", "d_e", "d_attn", "d_mid", "ell"),
-        sizes=dict(H=2, d_e=4, d_attn=2, d_mid=2, ell=3),
-        inputs=(_X("X", ("d_e", "ell"), doc="the sequence, also its own context (Z = X)"),),
-        outputs=(_X("V_tilde", ("d_e", "ell")),),
-        param_schema=_self_attention_schema,
-        switches=ATTENTION,  # every query sees at least itself: no empty query; ℓ_z = ℓ_x: no alignment
-        reference=_self_attention(causal=True),
-        structural=("H",),
-    ),
+    _self_attention_entry(causal=False, padding=False),
+    _self_attention_entry(causal=True, padding=False),
+    _self_attention_entry(causal=False, padding=True),
+    _self_attention_entry(causal=True, padding=True),
     Entry(
         name="unidirectional_mask", paper_name="Unidirectional mask",
         number=4, lines="Mask[t_z, t_x] = [[t_z ≤ t_x]]", family="component",
@@ -381,6 +400,61 @@ ENTRIES: list[Entry] = [
         switches=ARCHITECTURE,
         reference=lambda i, p, h, v: {"p": next_token_encoder(i["x"], P.from_flat(P.DTransformerParams, p),
                                                     ell_max=h["ell_max"], variant=v)},
+        structural=("L", "H"),
+        check=all_of(sequences_fit("ell"), norm_dims("d_e")),
+        refusals=(zero_variance(tokens="x", attention="layers.0.attn.", when=_DATA_POSITIONS), too_long("ell")),
+    ),
+    Entry(
+        name="padded_e_transformer", paper_name="ETransformer with padding",
+        number=9, lines="lines 1-12, Mask ≡ 1 ∧ pad[t_z]", family="architecture",
+        summary="BERT with an attention mask: padding positions are no query's key in any layer.",
+        hyper=("N_V", "ell_max", "L", "H", "d_e", "d_attn", "d_mid", "d_mlp", "d_f", "ell"),
+        sizes=dict(N_V=7, ell_max=6, L=2, H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, d_f=4, ell=4),
+        inputs=(_X("x", ("ell",), Kind.TOKEN, "token sequence"), _PAD),
+        outputs=(_X("P", ("N_V", "ell")),),
+        param_schema=e_schema,
+        switches=ARCHITECTURE | {"empty_query"},
+        reference=lambda i, p, h, v: {"P": e_transformer(i["x"], P.from_flat(P.ETransformerParams, p),
+                                               ell_max=h["ell_max"], variant=v, pad=i["pad"])},
+        structural=("L", "H"),
+        check=all_of(sequences_fit("ell"), tied_needs("d_f"), norm_dims("d_e", "d_f")),
+        refusals=(zero_variance(tokens="x", attention="layers.0.attn.", when=_DATA_POSITIONS), too_long("ell"),
+                  empty_padding()),
+    ),
+    Entry(
+        name="padded_d_transformer", paper_name="DTransformer with padding",
+        number=10, lines="lines 1-11, Mask = [[t_z ≤ t_x]] ∧ pad[t_z]", family="architecture",
+        summary="GPT/LLaMA with an attention mask: padding positions are no query's key in any layer.",
+        hyper=("N_V", "ell_max", "L", "H", "d_e", "d_attn", "d_mid", "d_mlp", "ell"),
+        sizes=dict(N_V=7, ell_max=6, L=2, H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, ell=4),
+        inputs=(_X("x", ("ell",), Kind.TOKEN, "token sequence"), _PAD),
+        outputs=(_X("P", ("N_V", "ell")),),
+        param_schema=d_schema,
+        switches=ARCHITECTURE | {"empty_query"},
+        reference=lambda i, p, h, v: {"P": d_transformer(i["x"], P.from_flat(P.DTransformerParams, p),
+                                               ell_max=h["ell_max"], variant=v, pad=i["pad"])},
+        structural=("L", "H"),
+        check=all_of(sequences_fit("ell"), norm_dims("d_e")),
+        refusals=(zero_variance(tokens="x", attention="layers.0.attn.", when=_DATA_POSITIONS), too_long("ell"),
+                  empty_padding()),
+    ),
+    Entry(
+        name="cached_decoding", paper_name="DTransformer decoded with a key/value cache",
+        number=10, lines="lines 1-11, column by column", family="architecture",
+        summary="x[:n_prefill] in one call, then each later token alone with the cached K, V: "
+                "the columns of DTransformer(x).",
+        hyper=("N_V", "ell_max", "L", "H", "d_e", "d_attn", "d_mid", "d_mlp", "ell"),
+        sizes=dict(N_V=7, ell_max=6, L=2, H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, ell=4),
+        inputs=(_X("x", ("ell",), Kind.TOKEN, "token sequence"),
+                _X("n_prefill", (), Kind.LENGTH, "tokens run in the first call (the prompt); each later token "
+                   "is run alone, reading the keys and values cached so far", bound="ell")),
+        outputs=(_X("P", ("N_V", "ell"), doc="column t: the prefill's (t < n_prefill) or step t's distribution"),),
+        param_schema=d_schema,
+        switches=ARCHITECTURE,
+        # Causal attention makes column t a function of x[:t+1] alone, so decoding with a cache must
+        # give the full pass's columns (the cache is how, not what: Algorithm 10 is the reference)
+        reference=lambda i, p, h, v: {"P": d_transformer(i["x"], P.from_flat(P.DTransformerParams, p),
+                                               ell_max=h["ell_max"], variant=v)},
         structural=("L", "H"),
         check=all_of(sequences_fit("ell"), norm_dims("d_e")),
         refusals=(zero_variance(tokens="x", attention="layers.0.attn.", when=_DATA_POSITIONS), too_long("ell")),

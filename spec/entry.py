@@ -11,6 +11,8 @@ Input kinds:
 - ``token``: an ID in [0, N_V); ``position``: in [0, ell_max);
 - ``mask``: boolean, True = may attend, indexed [t_z, t_x];
 - ``flag``: boolean per position (ETraining's masked positions);
+- ``padding``: boolean per position, True = a real token, False = padding
+  (masked as a key in every attention; Hugging Face's ``attention_mask``);
 - ``length``: a sequence length in [1, the padded width];
 - ``variate``: a uniform variate in [0, 1);
 - ``probability``: a real in [0, 1]; ``distribution``: a vector of reals ≥ 0
@@ -50,6 +52,7 @@ class Kind(StrEnum):
     POSITION = "position"
     MASK = "mask"
     FLAG = "flag"
+    PADDING = "padding"
     LENGTH = "length"
     VARIATE = "variate"
     PROBABILITY = "probability"
@@ -66,7 +69,7 @@ REAL_KINDS = frozenset({Kind.REAL, Kind.VARIATE, Kind.PROBABILITY, Kind.DISTRIBU
 #: kinds whose values are integers (token IDs, positions, lengths, counts)
 INTEGER_KINDS = frozenset({Kind.TOKEN, Kind.POSITION, Kind.LENGTH, Kind.INT})
 #: kinds whose values are booleans
-BOOLEAN_KINDS = frozenset({Kind.MASK, Kind.FLAG, Kind.BOOL})
+BOOLEAN_KINDS = frozenset({Kind.MASK, Kind.FLAG, Kind.PADDING, Kind.BOOL})
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,10 @@ class Entry:
     def __post_init__(self) -> None:
         if set(self.sizes) != set(self.hyper):
             raise ValueError(f"Entry {self.name!r}: sizes has {sorted(self.sizes)}, hyper has {sorted(self.hyper)}")
+        implied = [c for c, needs in ((_rotary_width, ("rotary", "d_attn")), (_whole_groups, ("kv_group", "H")))
+                   if needs[0] in self.switches and needs[1] in self.hyper]
+        if implied:  # conditions the attention switches put on every entry that has them
+            object.__setattr__(self, "check", all_of(*([self.check] if self.check else []), *implied))
         object.__setattr__(self, "refusals", declared(self) + tuple(self.refusals))
 
     @property
@@ -160,10 +167,15 @@ class Entry:
 # switch groups
 # --------------------------------------------------------------------------
 
-ATTENTION = frozenset({"attn_scale", "scale_placement", "attn_bias"})
+#: Algorithm 3's switches (one query, no positions)
+BASIC_ATTENTION = frozenset({"attn_scale", "scale_placement", "attn_bias"})
+#: Algorithm 4's: RoPE rotates Q and K by their columns' positions
+ATTENTION = BASIC_ATTENTION | {"rotary", "rope_base"}
+#: Algorithm 5's: key/value heads shared by groups of query heads
+MH_ATTENTION = ATTENTION | {"kv_group", "kv_order", "attn_bias_at"}
 NORM_LN = frozenset({"epsilon", "epsilon_placement", "variance", "affine"})
 NORM_ANY = NORM_LN | {"norm"}
-LAYER = ATTENTION | NORM_ANY | {"norm_placement", "activation", "mlp_bias", "mlp_depth", "mlp"}
+LAYER = MH_ATTENTION | NORM_ANY | {"norm_placement", "activation", "mlp_bias", "mlp_depth", "mlp"}
 EMBEDDING = frozenset({"positions", "embedding_scale", "embedding_norm"}) | NORM_ANY
 ARCHITECTURE = LAYER | EMBEDDING | {"final_norm", "unembedding", "logit_bias"}
 assert ARCHITECTURE | {"empty_query", "causal_alignment"} == set(SWITCHES)
@@ -199,6 +211,32 @@ def all_of(*checks: Callable[[Hyper, VariantSet], None]) -> Callable[[Hyper, Var
         for c in checks:
             c(hyper, variant)
     return check
+
+
+def implied_multiples(entry: "Entry", variant: VariantSet) -> dict[str, int]:
+    """Sizes the variant requires to be multiples: d_attn of 2 under RoPE, H of kv_group (the
+    conditions ``Entry`` adds to ``check``; strategies draw them so, as for ``Limits.multiple_of``)."""
+    out: dict[str, int] = {}
+    if "rotary" in entry.switches and "d_attn" in entry.hyper and variant.rotary != "none":
+        out["d_attn"] = 2
+    if "kv_group" in entry.switches and "H" in entry.hyper and variant.kv_group > 1:
+        out["H"] = variant.kv_group
+    return out
+
+
+def _rotary_width(hyper: Hyper, variant: VariantSet) -> None:
+    """RoPE rotates pairs of rows of Q and K: d_attn even (RoFormer §3.2.2)."""
+    if variant.rotary != "none" and hyper["d_attn"] % 2:
+        raise SpecError("d_attn", f"an even d_attn (rotary={variant.rotary!r} rotates pairs)",
+                        f"d_attn = {hyper['d_attn']}")
+
+
+def _whole_groups(hyper: Hyper, variant: VariantSet) -> None:
+    """Grouped-query attention: H query heads in groups of G = kv_group, so G divides H."""
+    G = variant.kv_group
+    if hyper["H"] % G:
+        raise SpecError("H", f"a multiple of kv_group = {G} (query heads per key/value head)",
+                        f"H = {hyper['H']}")
 
 
 def norm_dims(*dims: str, layer_norm_only: bool = False) -> Callable[[Hyper, VariantSet], None]:

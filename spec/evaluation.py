@@ -231,10 +231,11 @@ def _check_kind(name: str, value: Any, kind: str, hp: Mapping[str, int], bound: 
         for x in _leaves(value):
             if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < limit:
                 raise SpecError(name, f"{what} = [0, {limit})", repr(x))
-    elif kind in (Kind.MASK, Kind.FLAG):
+    elif kind in (Kind.MASK, Kind.FLAG, Kind.PADDING):
+        meaning = " (1 = may attend)" if kind == Kind.MASK else " (0 = padding)" if kind == Kind.PADDING else ""
         for x in _leaves(value):
             if x not in (0, 1) or not isinstance(x, (int, bool)):
-                raise SpecError(name, "entries 0 or 1" + (" (1 = may attend)" if kind == Kind.MASK else ""), repr(x))
+                raise SpecError(name, "entries 0 or 1" + meaning, repr(x))
     elif kind == Kind.LENGTH:
         top = hp[bound]
         for x in _leaves(value):

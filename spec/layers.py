@@ -17,10 +17,10 @@ Transformer": FFN_SwiGLU(x) = (Swish(xW) ⊗ xV) W₂, here in columns).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional, Sequence
 
 from .attention import bidirectional_mask, mh_attention, unidirectional_mask
-from .errors import in_algorithm
+from .errors import SpecError, in_algorithm
 from .functions import apply
 from .intermediates import kept, record, step
 from .linalg import Matrix, Vector, add, add_bias, map_matrix, matmul, shape
@@ -28,7 +28,7 @@ from .normalization import norm_columns
 from .params import DecoderLayerParams, Dense, LayerParams
 from .variants import PAPER, VariantSet
 
-__all__ = ["bert_layer", "decoder_layer", "encoder_layer", "gpt2_layer", "mlp"]
+__all__ = ["bert_layer", "decoder_layer", "encoder_layer", "gpt2_layer", "mlp", "padded"]
 
 
 def mlp(X: Matrix, W1: Matrix, b1: Optional[Vector], W2: Optional[Matrix], b2: Optional[Vector],
@@ -62,11 +62,32 @@ def _lin(W: Optional[Matrix], b: Optional[Vector]) -> Optional[tuple[Matrix, Opt
     return None if W is None else (W, b)
 
 
-def _layer(X: Matrix, W: LayerParams, variant: VariantSet, arch: str, causal: bool) -> Matrix:
+def padded(Mask: list[list[int]], pad: Optional[Sequence[Any]], variant: VariantSet = PAPER) -> list[list[int]]:
+    """Mask[t_z, t_x] ∧ pad[t_z]: a padding position (pad[t] = 0) is no query's key.
+
+    The paper has no padding; real code passes it as an attention mask over keys (Hugging Face's
+    ``attention_mask``, torch's ``key_padding_mask``, Flax's ``make_attention_mask``). A padding
+    position still computes its own column (its query attends to the real keys it may see); a query
+    left with no key falls to ``empty_query``; under "error" the refusal names ``pad``."""
+    if pad is None:
+        return Mask
+    if len(pad) != len(Mask):
+        raise SpecError("pad", f"one flag per position ({len(Mask)})", f"{len(pad)} flags")
+    out = [[m if pad[tz] else 0 for m in row] for tz, row in enumerate(Mask)]
+    if variant.empty_query == "error":
+        for tx in range(len(out[0]) if out else 0):
+            if not any(row[tx] for row in out):
+                raise SpecError("pad", "every query to keep a key it may attend to (empty_query='error')",
+                                f"no unpadded key for position t_x={tx}")
+    return out
+
+
+def _layer(X: Matrix, W: LayerParams, variant: VariantSet, arch: str, causal: bool,
+           pad: Optional[Sequence[Any]] = None) -> Matrix:
     """Shared body of the encoder, BERT and GPT-2 layers (they differ only in
-    the mask and in the paper's placement and activation)."""
+    the mask and in the paper's placement and activation); ``pad`` masks keys (``padded``)."""
     _, ell = shape(X)
-    Mask = unidirectional_mask(ell, ell) if causal else bidirectional_mask(ell, ell)
+    Mask = padded(unidirectional_mask(ell, ell) if causal else bidirectional_mask(ell, ell), pad, variant)
     act = variant.resolved_activation(arch)
 
     def ffn(Y: Matrix) -> Matrix:
@@ -91,7 +112,8 @@ def _layer(X: Matrix, W: LayerParams, variant: VariantSet, arch: str, causal: bo
     return kept("res2", add(X, step("mlp", ffn, X_tilde)))  # line 8
 
 
-def encoder_layer(Z: Matrix, W: LayerParams, *, variant: VariantSet = PAPER) -> Matrix:
+def encoder_layer(Z: Matrix, W: LayerParams, *, variant: VariantSet = PAPER,
+                             pad: Optional[Sequence[Any]] = None) -> Matrix:
     """Algorithm 8, lines 5-8: one encoder layer (post-LN, ReLU, Mask ≡ 1).
 
     5. Z ← Z + MHAttention(Z, Z | W^enc_l, Mask ≡ 1)
@@ -100,10 +122,11 @@ def encoder_layer(Z: Matrix, W: LayerParams, *, variant: VariantSet = PAPER) -> 
     8. Z[:, t] ← layer_norm(Z[:, t] | γ^2_l, β^2_l)
     """
     with in_algorithm("encoder_layer"):
-        return _layer(Z, W, variant, "ed_encoder", causal=False)
+        return _layer(Z, W, variant, "ed_encoder", causal=False, pad=pad)
 
 
-def bert_layer(X: Matrix, W: LayerParams, *, variant: VariantSet = PAPER) -> Matrix:
+def bert_layer(X: Matrix, W: LayerParams, *, variant: VariantSet = PAPER,
+                          pad: Optional[Sequence[Any]] = None) -> Matrix:
     """Algorithm 9, lines 5-8: one BERT layer (post-LN, exact GELU, Mask ≡ 1).
 
     5. X ← X + MHAttention(X, X | W_l, Mask ≡ 1)
@@ -112,10 +135,11 @@ def bert_layer(X: Matrix, W: LayerParams, *, variant: VariantSet = PAPER) -> Mat
     8. X[:, t] ← layer_norm(X[:, t] | γ^2_l, β^2_l)
     """
     with in_algorithm("bert_layer"):
-        return _layer(X, W, variant, "bert", causal=False)
+        return _layer(X, W, variant, "bert", causal=False, pad=pad)
 
 
-def gpt2_layer(X: Matrix, W: LayerParams, *, variant: VariantSet = PAPER) -> Matrix:
+def gpt2_layer(X: Matrix, W: LayerParams, *, variant: VariantSet = PAPER,
+                          pad: Optional[Sequence[Any]] = None) -> Matrix:
     """Algorithm 10, lines 5-8: one GPT-2 layer (pre-LN, exact GELU, causal).
 
     5. X̃[:, t] ← layer_norm(X[:, t] | γ^1_l, β^1_l)
@@ -126,7 +150,7 @@ def gpt2_layer(X: Matrix, W: LayerParams, *, variant: VariantSet = PAPER) -> Mat
     The residual adds the un-normalised X (normalising X in place is a classic bug).
     """
     with in_algorithm("gpt2_layer"):
-        return _layer(X, W, variant, "gpt2", causal=True)
+        return _layer(X, W, variant, "gpt2", causal=True, pad=pad)
 
 
 def decoder_layer(X: Matrix, Z: Matrix, W: DecoderLayerParams, *,

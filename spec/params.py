@@ -29,6 +29,7 @@ __all__ = [
     "AttentionParams",
     "Dense",
     "DecoderLayerParams",
+    "KVHeadParams",
     "DTransformerParams",
     "EDTransformerParams",
     "ETransformerParams",
@@ -58,12 +59,26 @@ class AttentionParams:
 
 
 @dataclass(frozen=True)
+class KVHeadParams:
+    """One key/value head of grouped-query attention (``kv_group`` = G > 1): W_k ∈ R^{d_attn×d_z},
+    W_v ∈ R^{d_mid×d_z} and their biases, shared by the G query heads G·g .. G·g + G − 1."""
+
+    W_k: Matrix
+    b_k: Optional[Vector]
+    W_v: Matrix
+    b_v: Optional[Vector]
+
+
+@dataclass(frozen=True)
 class MHAttentionParams:
-    """W of Algorithm 5: heads h = 0..H-1 (the paper's 1..H), W_o ∈ R^{d_out×H·d_mid}, b_o."""
+    """W of Algorithm 5: heads h = 0..H-1 (the paper's 1..H), W_o ∈ R^{d_out×H·d_mid}, b_o.
+    Under ``kv_group`` = G > 1 each head holds only W_q, b_q and ``kv_heads`` (H/G of them) hold
+    the keys' and values' maps."""
 
     heads: tuple[AttentionParams, ...]
     W_o: Matrix
     b_o: Optional[Vector]
+    kv_heads: tuple[KVHeadParams, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -267,12 +282,26 @@ def attention_schema(bias: bool, d_x: str = "d_x", d_z: str = "d_z", d_attn: str
 
 def mh_attention_schema(H: int, bias: bool, d_x: str = "d_x", d_z: str = "d_z",
                         d_attn: str = "d_attn", d_mid: str = "d_mid", d_out: str = "d_out",
-                        prefix: str = "") -> dict[str, Shape]:
+                        prefix: str = "", kv_group: int = 1, bias_at: str = "all") -> dict[str, Shape]:
+    """``heads.{h}.*`` and W_o, b_o; under ``kv_group`` = G > 1, ``heads.{h}.W_q``/``b_q`` and
+    ``kv_heads.{g}.W_k``/``b_k``/``W_v``/``b_v`` for g < H/G (H a multiple of G: the entry's check).
+    With ``bias``, ``bias_at`` (variant ``attn_bias_at``) keeps b_q, b_k, b_v only ("qkv") or b_o
+    only ("out")."""
+    bias, out_bias = bias and bias_at != "out", bias and bias_at != "qkv"
     s: dict[str, Shape] = {}
-    for h in range(H):
-        s.update(attention_schema(bias, d_x, d_z, d_attn, d_mid, prefix=f"{prefix}heads.{h}."))
+    if kv_group == 1:
+        for h in range(H):
+            s.update(attention_schema(bias, d_x, d_z, d_attn, d_mid, prefix=f"{prefix}heads.{h}."))
+    else:
+        for h in range(H):
+            s[f"{prefix}heads.{h}.W_q"] = (d_attn, d_x)
+            if bias:
+                s[f"{prefix}heads.{h}.b_q"] = (d_attn,)
+        for g in range(max(H // kv_group, 1)):
+            kv = attention_schema(bias, d_x, d_z, d_attn, d_mid, prefix=f"{prefix}kv_heads.{g}.")
+            s.update({k: v for k, v in kv.items() if not k.endswith(("W_q", "b_q"))})
     s[prefix + "W_o"] = (d_out, f"H*{d_mid}")
-    if bias:
+    if out_bias:
         s[prefix + "b_o"] = (d_out,)
     return s
 
@@ -315,7 +344,8 @@ def mlp_schema(variant: VariantSet, first: str, second: str, prefix: str = "") -
 
 def layer_schema(H: int, variant: VariantSet, prefix: str = "") -> dict[str, Shape]:
     """LayerParams (encoder, BERT and GPT-2 layers), in the paper's order."""
-    s = mh_attention_schema(H, variant.attn_bias, "d_e", "d_e", "d_attn", "d_mid", "d_e", prefix + "attn.")
+    s = mh_attention_schema(H, variant.attn_bias, "d_e", "d_e", "d_attn", "d_mid", "d_e", prefix + "attn.",
+                            variant.kv_group, variant.attn_bias_at)
     s.update(norm_schema(variant, prefix + "gamma1", prefix + "beta1"))
     s.update(mlp_schema(variant, "1", "2", prefix))
     s.update(norm_schema(variant, prefix + "gamma2", prefix + "beta2"))
@@ -324,9 +354,11 @@ def layer_schema(H: int, variant: VariantSet, prefix: str = "") -> dict[str, Sha
 
 def decoder_layer_schema(H: int, variant: VariantSet, prefix: str = "") -> dict[str, Shape]:
     b = variant.attn_bias
-    s = mh_attention_schema(H, b, "d_e", "d_e", "d_attn", "d_mid", "d_e", prefix + "self_attn.")
+    s = mh_attention_schema(H, b, "d_e", "d_e", "d_attn", "d_mid", "d_e", prefix + "self_attn.", variant.kv_group,
+                            variant.attn_bias_at)
     s.update(norm_schema(variant, prefix + "gamma3", prefix + "beta3"))
-    s.update(mh_attention_schema(H, b, "d_e", "d_e", "d_attn", "d_mid", "d_e", prefix + "cross_attn."))
+    s.update(mh_attention_schema(H, b, "d_e", "d_e", "d_attn", "d_mid", "d_e", prefix + "cross_attn.",
+                                 variant.kv_group, variant.attn_bias_at))
     s.update(norm_schema(variant, prefix + "gamma4", prefix + "beta4"))
     s.update(mlp_schema(variant, "3", "4", prefix))
     s.update(norm_schema(variant, prefix + "gamma5", prefix + "beta5"))

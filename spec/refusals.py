@@ -55,6 +55,7 @@ __all__ = [
     "Refusal",
     "Refused",
     "declared",
+    "empty_padding",
     "empty_query",
     "narrow_norm",
     "refusal_table",
@@ -333,6 +334,20 @@ def empty_query() -> Refusal:
         return Refused(hyper, inputs, params, "Mask")
 
     return Refusal(name="a query with no key (a Mask column all 0)", argument="Mask",
+                   transform=transform, when=(("empty_query", ("error",)),))
+
+
+def empty_padding() -> Refusal:
+    """Every position padding (``pad`` all 0) under ``empty_query="error"``: no query has a key."""
+
+    def transform(entry: "Entry", hyper: dict[str, int], variant: VariantSet, inputs: dict[str, Any],
+                  params: dict[str, Any]) -> Optional[Refused]:
+        pad = inputs["pad"]
+        for t in range(len(pad)):
+            pad[t] = False
+        return Refused(hyper, inputs, params, "pad")
+
+    return Refusal(name="padding only: a query with no key (pad all 0)", argument="pad",
                    transform=transform, when=(("empty_query", ("error",)),))
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "LATER",
     "PAPER",
     "PRESETS",
+    "READ_WITH",
     "ROUNDING_ONLY",
     "SAME_MATHEMATICS",
     "SWITCHES",
@@ -43,8 +44,13 @@ class VariantSet:
     attn_scale: Literal["sqrt_d_attn", "sqrt_d_model", "none"] = "sqrt_d_attn"
     scale_placement: Literal["scores", "query", "query_key_sqrt"] = "scores"
     attn_bias: bool = True
+    attn_bias_at: Literal["all", "qkv", "out"] = "all"
     empty_query: Literal["error", "nan", "zeros", "uniform"] = "error"
     causal_alignment: Literal["top_left", "bottom_right"] = "top_left"
+    rotary: Literal["none", "half", "interleaved"] = "none"
+    rope_base: float = 10000.0
+    kv_group: int = 1
+    kv_order: Literal["consecutive", "strided"] = "consecutive"
     # --- normalisation ---------------------------------------------------
     norm: Literal["layer_norm", "rms_norm"] = "layer_norm"
     epsilon: float = 0.0
@@ -76,6 +82,11 @@ class VariantSet:
                 if not math.isfinite(value) or value < 0:
                     raise ValueError(f"variant switch 'epsilon': expected a finite value >= 0, given {value!r}")
                 object.__setattr__(self, "epsilon", float(value))
+            elif f.name == "rope_base":
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or float(value) not in choices:
+                    raise ValueError(f"variant switch 'rope_base': expected one of {list(choices)}, "
+                                     f"given {value!r}")
+                object.__setattr__(self, "rope_base", float(value))
             elif value not in choices or type(value) is not type(choices[0]):
                 raise ValueError(
                     f"variant switch {f.name!r}: expected one of {list(choices)}, given {value!r}"
@@ -178,6 +189,11 @@ def _switches() -> dict[str, Switch]:
                "Q and K (ONNX Attention). Same mathematics, different rounding"),
         Switch("attn_bias", "attention", (True, False), True,
                "biases b_q, b_k, b_v and b_o (PyTorch bias=False and equinox drop all four)"),
+        Switch("attn_bias_at", "attention", ("all", "qkv", "out"), "all",
+               "which projections of a multi-head attention carry their bias when attn_bias is on: all "
+               "four (GPT-2, BERT, torch MultiheadAttention), b_q, b_k, b_v only (Qwen2: "
+               "bias=True on q/k/v_proj, False on o_proj), or b_o only (nn.Linear(bias=False) for the "
+               "heads and a biased output projection: Karpathy's ng-video-lecture, many tutorials)"),
         Switch("empty_query", "attention", ("error", "nan", "zeros", "uniform"), "error",
                "a query whose Mask column is all 0: refuse (SpecError; an implementation must raise), "
                "NaN column (fused kernels), zero attention weights so ṽ = 0 (PyTorch SDPA math path "
@@ -186,6 +202,24 @@ def _switches() -> dict[str, Switch]:
         Switch("causal_alignment", "attention", ("top_left", "bottom_right"), "top_left",
                "unidirectional mask when ℓ_z ≠ ℓ_x: Mask[t_z, t_x] = [[t_z ≤ t_x]] (top-left, "
                "SDPA is_causal) or [[t_z ≤ t_x + ℓ_z − ℓ_x]] (bottom-right, Hugging Face)"),
+        Switch("rotary", "attention", ("none", "half", "interleaved"), "none",
+               "rotary position embedding (RoPE; Su et al. 2021, RoFormer, eq. 34) of each head's Q and K "
+               "columns by their position t: none (paper), half-split pairs (i, i + d_attn/2) (GPT-NeoX, "
+               "Hugging Face Llama's rotate_half), or interleaved pairs (2i, 2i+1) (RoFormer, Meta's "
+               "LLaMA reference code, GPT-J); angle t·base^(−2i/d_attn), d_attn even"),
+        Switch("rope_base", "attention", (10000.0, 500000.0, 1000000.0), 10000.0,
+               "RoPE's base θ: 10000 (RoFormer, LLaMA 1-2), 500000 (Llama 3), 1000000 (Qwen2, "
+               "Mistral v0.2+); read only when rotary is not 'none'"),
+        Switch("kv_group", "attention", (1, 2, 3, 4), 1,
+               "query heads per key/value head G (grouped-query attention, Ainslie et al. 2023; "
+               "multi-query attention, Shazeer 2019, is G = H): 1 (paper) gives every head its own "
+               "W_k, W_v; G > 1 has H/G key/value heads kv_heads.{g}, query head h reading kv head "
+               "⌊h/G⌋ (consecutive heads share, as Hugging Face's repeat_kv and torch SDPA enable_gqa)"),
+        Switch("kv_order", "attention", ("consecutive", "strided"), "consecutive",
+               "which key/value head query head h reads under kv_group = G > 1 (H_kv = H/G heads): "
+               "⌊h/G⌋, consecutive heads sharing (Hugging Face repeat_kv, torch repeat_interleave, SDPA "
+               "enable_gqa), or h mod H_kv (a tiled repeat, torch Tensor.repeat / jnp.tile: the classic "
+               "head-order mix-up when porting GQA checkpoints); read only when G > 1"),
         Switch("norm", "normalisation", ("layer_norm", "rms_norm"), "layer_norm",
                "which normalisation the layers and architectures use (RMSnorm: Gopher, T5)"),
         Switch("epsilon", "normalisation", (0.0,), 0.0,
@@ -255,7 +289,12 @@ ROUNDING_ONLY: frozenset[str] = frozenset({"scale_placement"})
 
 #: Switches added after spec 2.0, with their defaults: canonical JSON leaves them out at the
 #: default, so the hash of every set stated before them is unchanged (fixtures, certificates).
-LATER: dict[str, Any] = {"mlp_depth": 1, "mlp": "plain"}
+LATER: dict[str, Any] = {"mlp_depth": 1, "mlp": "plain", "attn_bias_at": "all", "rotary": "none", "rope_base": 10000.0,
+                         "kv_group": 1, "kv_order": "consecutive"}
+
+#: Switches read only when another switch is on, with the setting they are moved with when moved
+#: alone (fixtures, tests): RoPE's base with a pairing, the key/value head order with groups of 2.
+READ_WITH: dict[str, dict[str, Any]] = {"rope_base": {"rotary": "half"}, "kv_order": {"kv_group": 2}}
 
 PAPER = VariantSet()
 
@@ -318,6 +357,24 @@ PRESETS: dict[str, VariantSet] = {
     "annotated-transformer": VariantSet(activation="relu", epsilon=1e-6, epsilon_placement="outside_root",
                                         variance="unbiased", norm_placement="pre", final_norm="final",
                                         embedding_scale="sqrt_d_e", positions="sinusoidal_vaswani"),
+    # Hugging Face Llama (LlamaConfig defaults, transformers 4.x/5.x): pre-RMSNorm with a final
+    # RMSNorm, eps 1e-6 inside the root, γ only; no attention or MLP biases (attention_bias=False,
+    # mlp_bias=False); SwiGLU MLP down(silu(gate x) ⊙ up x); rotate_half RoPE with base 10000
+    # and no additive positions; grouped-query attention (here 2 query heads per key/value head;
+    # LlamaConfig's default num_key_value_heads = H is kv_group=1); separate lm_head; a fully
+    # masked query gets uniform weights (masked scores are the dtype's minimum).
+    "llama": VariantSet(norm="rms_norm", epsilon=1e-6, epsilon_placement="inside_root", affine="scale",
+                        norm_placement="pre", final_norm="final", activation="silu", mlp="gated",
+                        mlp_bias=False, attn_bias=False, positions="none", rotary="half", kv_group=2,
+                        empty_query="uniform"),
+    # Meta's Llama 3 reference code (meta-llama/llama3 model.py): the same layer as "llama" with
+    # RoPE on adjacent pairs (torch.view_as_complex of (x_{2i}, x_{2i+1}) times e^{i t θ_i}),
+    # rope_theta 500000, norm_eps 1e-5, 4 query heads per key/value head (8B: 32 heads, 8 kv heads);
+    # its mask is -inf, so a query with no key gets NaN.
+    "meta-llama3": VariantSet(norm="rms_norm", epsilon=1e-5, epsilon_placement="inside_root", affine="scale",
+                              norm_placement="pre", final_norm="final", activation="silu", mlp="gated",
+                              mlp_bias=False, attn_bias=False, positions="none", rotary="interleaved",
+                              rope_base=500000.0, kv_group=4, empty_query="nan"),
     # nanoGPT: pre-LN + final LN, eps 1e-5, exact GELU, tied W_u.
     "nanogpt": VariantSet(activation="gelu_erf", epsilon=1e-5, epsilon_placement="inside_root",
                           norm_placement="pre", final_norm="final", unembedding="tied"),
@@ -356,6 +413,11 @@ def parse(text: str) -> VariantSet:
 def _parse_value(key: str, raw: str) -> Any:
     if key == "epsilon":
         return float(raw)
+    if key == "rope_base":
+        try:
+            return float(raw)
+        except ValueError:
+            raise ValueError(f"variant switch 'rope_base': expected a number, given {raw!r}") from None
     for choice in SWITCHES[key].choices:
         if str(choice).lower() == raw.lower():
             return choice

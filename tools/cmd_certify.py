@@ -164,6 +164,10 @@ def run(args: argparse.Namespace) -> int:
     if result.fixtures:
         console.print(fixture_table(result.fixtures))
     print_failures(result)
+    from ftspec.conformance.session.certificate import listing_lines
+
+    for line in listing_lines(cert.doc["results"], width=80, most=6):
+        console.print(escape(line), soft_wrap=True)
     try:
         json_path, md_path = cert.write(out)
     except OSError as exc:

@@ -30,7 +30,7 @@ __all__ = ["CallWatch", "Prepared", "call", "earlier_hang", "known_hangs", "nati
 
 
 _INTEGER_KINDS = frozenset({Kind.TOKEN, Kind.POSITION, Kind.LENGTH})
-_BOOLEAN_KINDS = frozenset({Kind.MASK, Kind.FLAG})
+_BOOLEAN_KINDS = frozenset({Kind.MASK, Kind.FLAG, Kind.PADDING})
 
 
 def native_dtype(kind: str, dtype: str) -> str:

@@ -87,7 +87,8 @@ them off).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -247,14 +248,29 @@ class MonteCarloNumbers:
     spec ``Batched``, the whole-matrix hooks (False: every operation one
     scalar at a time, the model's definition, kept for tests); ``values``:
     V, the value sets of a block carried side by side (``Block`` below).
+
+    Mixed precision (docs/tolerances.md, "Mixed precision"): ``accumulate_u``,
+    the unit roundoff of a wider format in which sums, dot products and
+    matrix products accumulate: their terms, products and partial sums are
+    perturbed at it, and the result is rounded once to the dtype (u), as an
+    implementation stores it; ``matmul_u`` then names the tier's unit, at
+    least ``accumulate_u``. ``softmax_u``: the unit of a wider format in which
+    softmax is computed: every operation of its four lines is perturbed at
+    it, and each output once at u. None (or a unit not below u): the dtype's.
     """
 
     def __init__(self, *, u: float, eta: float, lanes: int = 32, transcendental_units: float = 2.0,
                  seed: int = 0, matmul_u: float | None = None, mantissa_bits: int = 53,
                  round_const: Callable[[float], float] | None = None, batched: bool = True,
-                 values: int = 1) -> None:
+                 values: int = 1, accumulate_u: float | None = None, softmax_u: float | None = None) -> None:
         self.name = f"montecarlo(u={u:g},K={lanes})"
         self.u = float(u)
+        #: the dtype's unit roundoff: ``u`` is this one, except inside an operation computed in a
+        #: wider format (``_computing_at``)
+        self.base_u = self.u
+        #: the wider units of mixed precision (None: the dtype's)
+        self.acc = float(accumulate_u) if accumulate_u is not None and accumulate_u < u else None
+        self.soft = float(softmax_u) if softmax_u is not None and softmax_u < u else None
         self.eta = float(eta)
         self.k = int(lanes)
         #: V value sets side by side, each with its K+1 lanes and, in a block (V > 1), lane F: the
@@ -302,8 +318,8 @@ class MonteCarloNumbers:
         self._xi_rows = np.zeros((n, self.total))
         self._xi_rows.reshape(n, self.v, self.width)[:, :, self.p] = self.rng.uniform(-1.0, 1.0,
                                                                                       size=(n, self.v, self.k))
-        self._f1 = 1.0 + self.u * self._xi_rows
-        self._ft = 1.0 + (self.t * self.u) * self._xi_rows
+        self._f1 = 1.0 + self.base_u * self._xi_rows
+        self._ft = 1.0 + (self.t * self.base_u) * self._xi_rows
         self._i = 0
 
     def _row(self) -> int:
@@ -363,12 +379,32 @@ class MonteCarloNumbers:
 
     def _scale(self, r: np.ndarray, i: int, units: float) -> None:
         """r times the factors 1 + units·u·ξ of row i of draws (exactly 1 in lane 0 and lane F)."""
-        if units == 1.0:
+        if units == 1.0 and self.u == self.base_u:
             r *= self._f1[i]
-        elif units == self.t:
+        elif units == self.t and self.u == self.base_u:
             r *= self._ft[i]
         else:
             r *= 1.0 + (units * self.u) * self._xi_rows[i]
+
+    @contextmanager
+    def _computing_at(self, unit: float | None) -> Iterator[None]:
+        """Every operation inside perturbed at ``unit`` (a wider format's; None: unchanged)."""
+        if unit is None or unit >= self.u:
+            yield
+            return
+        saved, self.u = self.u, unit
+        try:
+            yield
+        finally:
+            self.u = saved
+
+    def _stored(self, total: np.ndarray) -> np.ndarray:
+        """A result computed in a wider format (``total``, fresh: rounded in place) rounded once to
+        the dtype, as an implementation stores it: each number with its own draw."""
+        if total.ndim <= 2:
+            return self._rounded(total).x
+        flat = total.reshape(-1, total.shape[-1])
+        return self._rounded(flat).x.reshape(total.shape)
 
     def _rounded_block(self, r: np.ndarray, units: float) -> Lanes:
         """``_rounded`` of one number of a block (V value sets): the hot path's few NumPy calls."""
@@ -522,6 +558,12 @@ class MonteCarloNumbers:
         if not items:
             return self.num(0)
         terms = self._stack(items)
+        if self.acc is not None and self.acc < self.u and len(terms) > 1:  # accumulated wider, then stored
+            with self._computing_at(self.acc):
+                self._round_terms(terms)
+                total = (self._sum_rows(terms, self.u) if terms.ndim == 2 and self.v == 1
+                         else self._accumulate(terms, self.u))
+            return Lanes(self._stored(total), self)
         if len(terms) > 1:
             self._round_terms(terms)
         if terms.ndim == 2 and self.v == 1:
@@ -554,9 +596,11 @@ class MonteCarloNumbers:
             if top > self.max_abs:
                 self._note(prod[:, 0])
             prod *= 1.0 + self.mu * self._rows(len(prod))
-            return Lanes(self._sum_rows(prod, self.mu), self)
-        self._perturb_products(prod)
-        return Lanes(self._accumulate(prod, self.mu), self)
+            total = self._sum_rows(prod, self.mu)
+        else:
+            self._perturb_products(prod)
+            total = self._accumulate(prod, self.mu)
+        return Lanes(self._stored(total) if self.acc is not None else total, self)
 
     def _perturb_products(self, prod: np.ndarray) -> None:
         """Products (..., V·(K+1)) seen and rounded once each, in place (lane 0 unchanged)."""
@@ -574,6 +618,8 @@ class MonteCarloNumbers:
         prod = a[:, :, None, :] * b[None, :, :, :]  # (m, k, n, K+1)
         self._perturb_products(prod)
         total = self._accumulate(np.moveaxis(prod, 1, 0), self.mu)  # (m, n, K+1)
+        if self.acc is not None:  # accumulated in a wider format, stored in the dtype
+            total = self._stored(total)
         return _rows_of(total, self)
 
     def map_matrix(self, f: Callable[..., Any], *Ms: Sequence[Sequence[Any]]) -> list[list[Any]]:
@@ -623,7 +669,18 @@ class MonteCarloNumbers:
         return x
 
     def softmax(self, z: Sequence[Any]) -> list[Lanes]:
-        """spec/functions.py ``softmax``, its four lines on the stacked vector (n, K+1)."""
+        """spec/functions.py ``softmax``, its four lines on the stacked vector (n, K+1); under a
+        wider softmax format (``softmax_u``) its operations at that unit and each output stored
+        once in the dtype."""
+        if self.soft is None:
+            return self._softmax(z)
+        with self._computing_at(self.soft):
+            out = self._softmax(z)
+        if len({y.x.shape for y in out}) == 1:  # one call: each output its own draw
+            return [Lanes(row, self) for row in self._stored(np.stack([y.x for y in out]))]
+        return [Lanes(self._stored(y.x.copy()), self) for y in out]
+
+    def _softmax(self, z: Sequence[Any]) -> list[Lanes]:
         Z = self._stack(z)
         first = self._branch(Z) if Z.ndim == 2 else None  # (n, V)
         if first is None or np.isnan(first).any():  # Python's max over NaN, or a batch: line by line
@@ -681,11 +738,15 @@ class MonteCarloNumbers:
         d = len(e)
         terms = self._stack(e)  # (d, K+1), or (d, B, K+1) in a batch
         copies = np.repeat(terms[:, None], d, axis=1)  # (d terms, d copies, ...): one sum per copy
-        if d > 1:
-            self._round_terms(copies)  # as ``fsum`` rounds them
-        centres = self._accumulate(copies, self.u) / float(d)  # (d, ..., K+1)
+        wider = self.acc is not None and self.acc < self.u and d > 1  # the sum accumulated wider, then stored
+        with self._computing_at(self.acc if wider else None):
+            if d > 1:
+                self._round_terms(copies)  # as ``fsum`` rounds them
+            centres = self._accumulate(copies, self.u) / float(d)  # (d, ..., K+1)
         sets = self._sets(centres)
         sets[..., self.p] *= 1.0 + self.u * self.rng.uniform(-1.0, 1.0, size=sets[..., self.p].shape)
+        if wider:
+            sets[..., self.p] *= 1.0 + self.u * self.rng.uniform(-1.0, 1.0, size=sets[..., self.p].shape)
         exact = self._sets(m.x) if type(m) is Lanes else np.full((self.v, self.width), float(m))
         sets[..., 0] = exact[..., 0]
         if self.f:

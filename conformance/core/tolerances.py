@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from ftspec.impls.api import parse_precision
 from ftspec.spec import evaluate
 from ftspec.spec.errors import SpecError
 from ftspec.spec.entry import Kind
@@ -134,12 +135,24 @@ def _lists(arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
 
 def _numbers(entry: Entry, dtype: str, precision: Optional[str], seed: int, values: int = 1) -> MonteCarloNumbers:
     """The Monte Carlo arithmetic of ``dtype`` (matrix products at ``precision``'s tier; None: the
-    dtype's own, as the sampled judge uses)."""
+    dtype's own, as the sampled judge uses). ``precision`` may carry a mixed-precision declaration
+    (``Implementation.precision_for``, e.g. "highest;accumulate=float32;softmax=float32"): sums,
+    dot and matrix products accumulate at that format's unit and are stored in ``dtype``, softmax
+    runs at its format's unit (docs/tolerances.md, "Mixed precision")."""
     fmt = FORMATS[dtype]
-    mu = PRECISION_TIERS[precision] if precision else None
+    tier, wider = parse_precision(precision) if precision else ("", {})
+    mu = PRECISION_TIERS[tier] if tier else None
+    acc = FORMATS[wider["accumulate"]].u if "accumulate" in wider else None
+    acc = acc if acc is not None and acc < fmt.u else None
+    soft = FORMATS[wider["softmax"]].u if "softmax" in wider else None
+    if acc is not None:  # products and partial sums at the accumulator's unit, or the tier's if coarser
+        matmul_u: Optional[float] = max(mu, acc) if mu else acc
+    else:
+        matmul_u = max(mu, fmt.u) if mu else None
     return MonteCarloNumbers(u=fmt.u, eta=UNDERFLOW[dtype], lanes=LANES, transcendental_units=TRANSCENDENTAL_UNITS,
-                             seed=seed, matmul_u=max(mu, fmt.u) if mu else None, mantissa_bits=fmt.mantissa_bits,
-                             round_const=lambda c: float(round_to(np.array(c), dtype)), values=values)
+                             seed=seed, matmul_u=matmul_u, mantissa_bits=fmt.mantissa_bits,
+                             round_const=lambda c: float(round_to(np.array(c), dtype)), values=values,
+                             accumulate_u=acc, softmax_u=soft)
 
 
 def _bounded(entry: Entry, ref: Mapping[str, Any], lanes: Callable[[str], np.ndarray], *, hyper: Mapping[str, int],

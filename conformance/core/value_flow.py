@@ -149,13 +149,20 @@ def heads(entry: Entry, variant: VariantSet,
     whose output goes through an activation into a norm (BERT's W_f, b_f).
     After a ReLU, or a GELU of a very negative argument, a whole column can be
     exactly 0, which a norm without ε refuses; the parameter strategy makes
-    row 1 of such a head the negative of row 0 so that never happens."""
+    row 1 of such a head the negative of row 0 so that never happens. Under
+    ``norm_placement="res_post"`` the MLP's first map is such a head too."""
     schema = symbolic_schema(entry, variant)
     widths = {n.width for n in norms(entry, variant)}
     out = []
+    # under res_post the MLP's output goes straight into a norm: W_mlp2 act(W_mlp1 x + b) (or act(...)
+    # itself, one_layer) is an all-zero column when every hidden unit is dead (ReLU, no biases), which
+    # a norm without ε refuses, and in a narrow dtype an ε that rounds to 0 (1e-12 in float16) turns into
+    # 0/0; a negated row 1 keeps one hidden unit alive
+    into_norm = variant.norm_placement == "res_post"
     for name, shape in schema.items():
         part = leaf(name)
-        if part.startswith("W_") and len(shape) == 2 and shape[0] in widths and shape[1] in widths:
+        if part.startswith("W_") and len(shape) == 2 and (
+                shape[0] in widths and shape[1] in widths or into_norm and part in ("W_mlp1", "W_mlp3")):
             bias = _prefix(name) + "b_" + part[2:]
             out.append((name, bias if bias in schema else None))
     return out
@@ -203,6 +210,9 @@ class ScoreSite:
     key: Optional[str]
     width_q: str  # d_model, the width of the primary input
     width_k: str
+    #: where W_k/b_k live: the head's own prefix, or under grouped-query attention (``kv_group`` > 1)
+    #: the ``kv_heads.{g}.`` it shares with the other heads of its group
+    key_prefix: str = ""
 
 
 @_memo
@@ -212,10 +222,13 @@ def score_sites(entry: Entry, variant: VariantSet,
     sites = []
     for name, shape in schema.items():
         if leaf(name) == "W_q":
-            p = _prefix(name)
-            wk = schema[p + "W_k"][1]
+            p = kp = _prefix(name)
+            if p + "W_k" not in schema:  # GQA: query head h reads kv head ⌊h / G⌋
+                outer, _, h = p.rstrip(".").rpartition(".")
+                kp = f"{outer[:-len('heads')]}kv_heads.{int(h) // variant.kv_group}."
+            wk = schema[kp + "W_k"][1]
             sites.append(ScoreSite(p, _feeding(entry, shape[1], last=False), _feeding(entry, wk, last=True),
-                                   shape[1], wk))
+                                   shape[1], wk, kp))
     return sites
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import zlib
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -40,10 +41,10 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from ftspec.spec.entry import Kind
+from ftspec.spec.entry import Kind, implied_multiples
 from ftspec.spec.params import resolve_shape
 from ftspec.spec.registry import REGISTRY, Entry, entry as registry_entry
-from ftspec.spec.variants import PAPER, PRESETS, SAME_MATHEMATICS, SWITCHES, VariantSet
+from ftspec.spec.variants import PAPER, PRESETS, READ_WITH, SAME_MATHEMATICS, SWITCHES, VariantSet
 
 from .dtypes import FORMATS, round_to
 from .value_flow import INDEX_LIMITS, equal_widths, heads, leaf, logit_site, norms, padded, score_sites, symbolic_schema
@@ -100,9 +101,19 @@ def default_hyper(entry: Union[str, Entry], variant: Optional[VariantSet] = None
 
 
 def fit_widths(entry: Union[str, Entry], variant: VariantSet, hyper: Mapping[str, int]) -> dict[str, int]:
-    """``hyper`` with each width ``variant`` forces equal to another set to it (followers only move)."""
+    """``hyper`` with each width ``variant`` forces equal to another set to it (followers only move),
+    and each size it needs a multiple of k (RoPE's even d_attn, H a multiple of ``kv_group``;
+    ``spec.entry.implied_multiples``) raised to the next multiple."""
+    e = _resolve(entry)
     out = dict(hyper)
-    for follower, leader in equal_widths(_resolve(entry), variant):
+    for name, k in implied_multiples(e, variant).items():
+        if name in out:
+            out[name] = -(-out[name] // k) * k
+    if variant.kv_order != "consecutive" and "H" in out and "kv_group" in e.switches:
+        out["H"] = max(out["H"], 2 * variant.kv_group)  # two kv heads at least: an order to see
+    if variant.rotary != "none" and "d_attn" in out and "rotary" in e.switches:
+        out["d_attn"] = max(out["d_attn"], 4)  # two RoPE pairs at least: a pairing to see
+    for follower, leader in equal_widths(e, variant):
         if follower in out and leader in out:
             out[follower] = out[leader]
     return out
@@ -196,6 +207,7 @@ def variant_enumeration(entry: Union[str, Entry]) -> list[tuple[str, VariantSet]
             for placement, eps in PLACED_EPSILON.items():
                 out.append((f"switch-epsilon-{placement}", base.replace(epsilon=eps, epsilon_placement=placement)))
             continue
+        base = base.replace(**READ_WITH.get(name, {}))  # a switch read only with another one on
         for choice in SWITCHES[name].choices:
             if choice != SWITCHES[name].paper and (name, choice) not in SAME_MATHEMATICS:
                 out.append((f"switch-{name}-{str(choice).lower()}", base.replace(**{name: choice})))
@@ -444,12 +456,12 @@ def _large_logits(entry: Entry, hyper: Mapping[str, int], variant: VariantSet, p
                      if s.kind == Kind.MASK and s.name in inputs), None)
     for head in score_sites(entry, variant, hyper):
         rng = generator(seed, head.prefix + "scores")
-        p = head.prefix
-        W_q, W_k = params[p + "W_q"], params[p + "W_k"]
+        p, kp = head.prefix, head.key_prefix or head.prefix
+        W_q, W_k = params[p + "W_q"], params[kp + "W_k"]
         divisor = {"sqrt_d_attn": math.sqrt(W_q.shape[0]), "sqrt_d_model": math.sqrt(W_q.shape[1]),
                    "none": 1.0}[variant.attn_scale]
         b_q = params[p + "b_q"][:, None] if p + "b_q" in params else 0.0
-        b_k = params[p + "b_k"][:, None] if p + "b_k" in params else 0.0
+        b_k = params[kp + "b_k"][:, None] if kp + "b_k" in params else 0.0
         scores = []
         for X in _sources(inputs, head.query, W_q.shape[1], tables, variant, rng):
             for Z in _sources(inputs, head.key, W_k.shape[1], tables, variant, rng):
@@ -458,13 +470,31 @@ def _large_logits(entry: Entry, hyper: Mapping[str, int], variant: VariantSet, p
                     S = S[mask]
                 scores.append(S)
         f = math.sqrt(_target(rng, m) / _largest(scores))
-        for name in ("W_q", "b_q", "W_k", "b_k"):
+        scaled: tuple[str, ...] = ("W_q", "b_q", "W_k", "b_k")
+        if kp != p:  # keys shared by a group (GQA): the whole factor on this head's queries
+            f, scaled = f * f, ("W_q", "b_q")
+        for name in scaled:
             if p + name in params:
                 params[p + name] = params[p + name] * f
 
 
-def _prune(params: dict[str, np.ndarray], seed: int) -> None:
-    """Zero some rows (at least one) of each MLP's first weight matrix and the matching biases."""
+def _every_layer(found: list[tuple[str, Optional[str]]], params: Mapping[str, np.ndarray]
+                 ) -> list[tuple[str, Optional[str]]]:
+    """``heads``' (weight, bias) pairs, read off one layer's schema, at every layer of ``params``
+    (``layers.0.W_mlp1`` stands for ``layers.{l}.W_mlp1``)."""
+    out = []
+    for weight, bias in found:
+        pattern = re.compile(re.sub(r"layers\\\.0\\\.", r"layers\\.\\d+\\.", re.escape(weight)) + "$")
+        for name in params:
+            if pattern.match(name):
+                prefix = name[:len(name) - len(weight.rsplit(".", 1)[-1])]
+                out.append((name, None if bias is None else prefix + bias.rsplit(".", 1)[-1]))
+    return out
+
+
+def _prune(params: dict[str, np.ndarray], seed: int, alive: frozenset[str] = frozenset()) -> None:
+    """Zero some rows (at least one) of each MLP's first weight matrix and the matching biases; of a
+    weight in ``alive`` (a ``heads`` weight: its row 1 becomes −row 0) row 0 stays, and with it row 1."""
     for name in list(params):
         if not name.endswith(("W_mlp1", "W_mlp3")):
             continue
@@ -472,6 +502,8 @@ def _prune(params: dict[str, np.ndarray], seed: int) -> None:
         rows = params[name].shape[0]
         dead = np.asarray(rng.random(rows) < 0.4)
         dead[rng.integers(rows)] = True
+        if name in alive:
+            dead[0] = False
         params[name][dead] = 0.0
         bias = name[: -len("W_mlp1")] + "b_mlp" + name[-1]
         if bias in params:
@@ -512,10 +544,10 @@ def parameter_values(entry: Union[str, Entry], hyper: Mapping[str, int], variant
     if style == "large-logits":
         _large_logits(e, hyper, variant, params, table_names, inputs, seed, m)
     elif style == "sparse":
-        _prune(params, seed)
+        _prune(params, seed, frozenset(w for w, _ in _every_layer(heads(e, variant), params)))
     elif style == "well-scaled" and e.trace is not None:
         _scale_logits(e, hyper, variant, params, inputs, seed, m, SAMPLING_LOGITS)
-    for weight, bias in heads(e, variant):
+    for weight, bias in _every_layer(heads(e, variant), params):
         if params[weight].shape[0] >= 2:  # output row 1 = −(row 0): never an all-zero column
             params[weight][1] = -params[weight][0]
             if bias is not None:
@@ -543,6 +575,15 @@ def _mask(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     return m
 
 
+def _padding(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Right padding of at least one position when there are two or more; position 0 real, so
+    no query is left without a key under any convention (the strategies draw the rest)."""
+    pad = np.ones(shape, dtype=bool)
+    if pad.size >= 2:
+        pad.flat[int(rng.integers(1, pad.size)):] = False
+    return pad
+
+
 def _flags(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     """Random, both values present when there are two positions."""
     f = rng.random(shape) < 0.5
@@ -559,6 +600,7 @@ _KIND_RULES: dict[Kind, Callable[..., np.ndarray]] = {
                                                              dtype=np.int64),
     Kind.MASK: lambda rng, shape, h, s, dt: _mask(rng, shape),
     Kind.FLAG: lambda rng, shape, h, s, dt: _flags(rng, shape),
+    Kind.PADDING: lambda rng, shape, h, s, dt: _padding(rng, shape),
     Kind.LENGTH: lambda rng, shape, h, s, dt: rng.integers(1, h[s.bound] + 1, size=shape, dtype=np.int64),
     Kind.VARIATE: lambda rng, shape, h, s, dt: _below_one(rng.random(shape), dt),
     Kind.PROBABILITY: lambda rng, shape, h, s, dt: np.broadcast_to(_exact(0.5, dt), shape).copy(),

@@ -307,7 +307,7 @@ def _kind(name: str, kind: Kind, a: np.ndarray, hyper: Mapping[str, int], spec: 
         if a.size and (a.min() < low or a.max() >= limit):
             raise TableError(f"input {name!r}: values must lie in [{low}, {limit - 1}]")
         return a.astype(np.int64)
-    if kind in (Kind.MASK, Kind.FLAG):
+    if kind in (Kind.MASK, Kind.FLAG, Kind.PADDING):
         if a.dtype != bool:
             if np.any((a != 0) & (a != 1)):
                 raise TableError(f"input {name!r}: expected true/false (or 1/0)")

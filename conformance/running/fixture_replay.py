@@ -9,9 +9,10 @@ goes through ``execute.examine``, so the same checks as the search apply
 (correctly rounded from 50-digit mpmath) and whose per-element bound is the
 one the fixture stores for that dtype: the harness's derived tolerance
 (``tolerances.reference``), rounded up to 12 bits, so the Monte Carlo model
-is not re-run. A plugin declaring a reduced matmul precision (TF32) gets a
-live derivation at that precision instead: the stored bounds assume full
-precision.
+is not re-run. A plugin declaring a reduced matmul precision (TF32), or
+accumulation or softmax in a wider format at the fixture's dtype
+(``Implementation.accumulation``), gets a live derivation under its
+declaration instead: the stored bounds assume full precision in the dtype.
 
 A plugin that does not declare the fixture's variant set is still replayed
 on it when a declared set differs from the fixture's only in switches the
@@ -147,7 +148,7 @@ def _covers(t: _Target, algorithm: str, dtype: str, variant, hyper=None) -> Opti
     from ftspec.spec.registry import REGISTRY
 
     try:
-        if not (algorithm in t.impl.algorithms and dtype in tuple(t.impl.dtypes)
+        if not (algorithm in t.impl.algorithms and dtype in t.impl.dtypes_for(algorithm)
                 and (hyper is None or t.impl.admits(algorithm, hyper))):
             return None
         return replay_variant(t.impl, REGISTRY.get(algorithm), variant, algorithm)
@@ -215,7 +216,7 @@ def replay_fixtures(plugins: Sequence[tuple[str, Implementation]], *, algorithms
             message = f"fixture unreadable: {exc}"
             for t in targets:
                 if t.error is None and algorithm in t.impl.algorithms:
-                    for dtype in (d for d in wanted_dtypes if d in tuple(t.impl.dtypes)):
+                    for dtype in (d for d in wanted_dtypes if d in t.impl.dtypes_for(algorithm)):
                         for device in t.devices:
                             emit(FixtureResult(case_id, algorithm, t.label, dtype, device, False, math.inf, message))
             continue
@@ -330,7 +331,8 @@ def _replay_case(fx, dtype: str, targets: list[_Target], timeout: float, emit_al
                                    f"harness error preparing the case: {type(exc).__name__}: {exc}", label))
         return
     for t in targets:
-        precision = getattr(t.impl, "precision", "highest")
+        # the tier and any mixed-precision declaration at this dtype: stored bounds assume neither
+        precision = t.impl.precision_for(dtype) if hasattr(t.impl, "precision_for") else "highest"
         if precision not in refs:
             try:
                 refs[precision] = _reference(fx, entry, prepared, dtype, precision, variant)

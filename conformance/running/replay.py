@@ -114,12 +114,12 @@ def replay(path: Path | str, *, impl: str, dtype: Optional[str] = None,
     entry = case.entry
     prepared = Prepared(entry, case.inputs, case.params, dtype)
     ref = reference(entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=case.variant,
-                    dtype=dtype, precision=implementation.precision)
+                    dtype=dtype, precision=implementation.precision_for(dtype))
     batch: list[tuple[Mapping[str, np.ndarray], Reference]] = []
     for extra in case.batch:
         p = Prepared(entry, extra, case.params, dtype)
         batch.append((p.inputs, reference(entry, p.inputs, p.params, hyper=case.hyper, variant=case.variant,
-                                          dtype=dtype, precision=implementation.precision)))
+                                          dtype=dtype, precision=implementation.precision_for(dtype))))
     member = Member(label, implementation, device)
     outcome = examine(member, case, prepared.inputs, prepared.params, ref, dtype=dtype, timeout=timeout, batch=batch)
     check_refusals_into(outcome, member, case, dtype, timeout=timeout)  # a refusal failure replays as one

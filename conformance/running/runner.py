@@ -111,7 +111,7 @@ def refused_empty_query(entry: Entry, case: Case, exc: SpecError) -> bool:
     return mask.ndim == 2 and not mask.any(axis=0).all()
 
 
-Refs = dict[str, Reference]  # precision -> the spec's reference at that precision
+Refs = dict[str, Reference]  # precision (``Implementation.precision_for``) -> the spec's reference under it
 
 
 class _MemberFailed(Exception):
@@ -361,7 +361,7 @@ class Runner:
         members: list[Member] = []
         cells: dict[tuple[str, str], Cell] = {}
         for label, impl in self.plugins:
-            if dtype not in impl.dtypes:
+            if dtype not in impl.dtypes_for(entry.name):
                 continue
             if entry.name not in impl.algorithms:
                 result.cells.append(Cell(entry.name, label, dtype, "-", status="not implemented"))
@@ -654,7 +654,7 @@ class _Search:
         if batched and not (state.get("failed") or self.batched[shape] < BATCH_CHECKS):
             batched = False  # this shape's batch checks have passed often enough in this search
         extras = [runner._prepare(entry, case, extra, dtype) for extra in (case.batch if batched else [])]
-        precisions = {m.impl.precision for m in self.active if not m.hung}
+        precisions = {m.impl.precision_for(dtype) for m in self.active if not m.hung}
         # the batch as judged: the further input sets whose references the spec gives in range (their
         # references are cached, so a repeat costs no evaluation)
         batch = self._batch_references(case, extras, precisions)
@@ -766,14 +766,15 @@ class _Search:
         for m in self.active:
             if m.hung:
                 continue
-            ref = refs[m.impl.precision]
+            precision = m.impl.precision_for(self.dtype)
+            ref = refs[precision]
             outcome = examine(m, case, prepared.inputs, prepared.params, ref, dtype=self.dtype,
-                              timeout=self.runner.timeout, batch=batch[m.impl.precision])
+                              timeout=self.runner.timeout, batch=batch[precision])
             if not outcome.judgement.ok and not outcome.timed_out:
-                alone = self.runner.alone(self.entry, prepared, case, self.dtype, m.impl.precision)
+                alone = self.runner.alone(self.entry, prepared, case, self.dtype, precision)
                 if alone is not None:
                     outcome = examine(m, case, prepared.inputs, prepared.params, alone, dtype=self.dtype,
-                                      timeout=self.runner.timeout, batch=batch[m.impl.precision])
+                                      timeout=self.runner.timeout, batch=batch[precision])
             if self.runner.refusals:  # what the spec refuses, the member must refuse
                 check_refusals_into(outcome, m, case, self.dtype, timeout=self.runner.timeout)
             cell = self.cells[m.key]
@@ -849,7 +850,7 @@ class _Search:
         implementations) that answered the same case (``key``)."""
         known = self.runner._outputs  # the runner's, for the (algorithm, dtype): every search adds to it
         by_key = {m.key: m for m in self.active}
-        answered = {k: (outputs[k], refs[by_key[k].impl.precision]) for k in outputs}
+        answered = {k: (outputs[k], refs[by_key[k].impl.precision_for(self.dtype)]) for k in outputs}
         earlier = known.get(key, {})
         mine = set(answered)
         pool = {**earlier, **answered}

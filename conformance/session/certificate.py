@@ -55,21 +55,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Sequence, Union
 
-from ftspec.impls.api import ALL_VARIANTS, FLOAT_DTYPES, Implementation, Limits, select_devices
+from ftspec.impls.api import (ACCUMULATION_KEYS, ALL_VARIANTS, FLOAT_DTYPES, WIDER, Implementation, Limits,
+                               select_devices)
 from ftspec.spec import SPEC_VERSION
 from ftspec.spec.registry import REGISTRY
-from ftspec.spec.variants import VariantSet
+from ftspec.spec.variants import VariantSet, _parse_value
 
 from ..core.casefile import read_untrusted_json
 from ..core.blocks import MAX_BLOCK
 from ..core.profiles import PROFILES
 from .report import cell_dict, environment, write_json
+from .separation import DTYPES as LISTED_DTYPES
+from .separation import FRACTION, MIN_SECONDS, change_text, listings
 from ..running.runner import RunResult
 from ..core.tolerances import table
 from ..core.verdict import FIXTURE_LEVELS, VERDICTS, NothingTested, derive, exit_code, narrowing
+from ..forensics.identify import project
 
 __all__ = ["CERTIFICATE_SCHEMA", "LIMITS", "REPRODUCE_LIMITS", "Certificate", "CertificateError", "build",
-           "check_reproduction", "consistency", "content_hash", "load", "recorded_settings", "recorded_target",
+           "check_reproduction", "consistency", "content_hash", "listing_lines", "load", "recorded_settings",
+           "recorded_target",
            "render_markdown", "reproduce_command", "verify"]
 
 CERTIFICATE_SCHEMA = "ftspec-certificate/2"
@@ -141,6 +146,11 @@ def build(label: str, impl: Implementation, result: RunResult, *, settings: Any 
     implemented = [a for a in REGISTRY if a in impl.algorithms]
     missing = [a for a in REGISTRY if a not in impl.algorithms]
     results = [cell_dict(c) for c in result.cells if c.impl == label]
+    # what a pass at bfloat16 or float16 cannot tell apart (separation.py), per cell
+    listed = listings(impl, [(c["algorithm"], c["dtype"]) for c in results if c["status"] == "pass"],
+                      seconds=max(MIN_SECONDS, FRACTION * float(result.seconds or 0.0)))
+    for c in results:
+        c["indistinguishable"] = listed.get((c["algorithm"], c["dtype"])) if c["status"] == "pass" else None
     per_algorithm = {}
     chosen = result.selection.get("algorithms")
     for name in implemented:
@@ -164,7 +174,10 @@ def build(label: str, impl: Implementation, result: RunResult, *, settings: Any 
             "version": impl.version,
             "description": impl.description,
             "precision": impl.precision,
+            "accumulation": impl.mixed_precision(),
             "dtypes": list(impl.dtypes),
+            "dtypes_by_algorithm": {a: list(impl.dtypes_for(a)) for a in impl.algorithms
+                                    if a in impl.dtypes_by_algorithm},
             "limits": _limits(impl, list(per_algorithm)),
         },
         "verdict": result.verdict,
@@ -374,6 +387,90 @@ def _variant_sets(value: Any) -> Any:
     return out
 
 
+def _check_accumulation(value: Any, dtypes: list[str]) -> None:
+    """``subject.accumulation`` (absent in certificates made before mixed precision): {declared dtype:
+    {"accumulate" | "softmax": the dtype or a wider format}} (``Implementation.accumulation``)."""
+    if value is None:
+        return
+    where = "subject.accumulation"
+    if not isinstance(value, dict) or not all(isinstance(d, str) and d in dtypes for d in value):
+        raise _bad(where, "an object keyed by the subject's dtypes", value)
+    for dtype, formats in value.items():
+        if not (isinstance(formats, dict) and set(formats) <= set(ACCUMULATION_KEYS)
+                and all(isinstance(f, str) and f in WIDER[dtype] for f in formats.values())):
+            raise _bad(f"{where}.{dtype}", f"an object of {' and '.join(ACCUMULATION_KEYS)}, each one of "
+                       f"{', '.join(WIDER[dtype])}", formats)
+
+
+#: the fields of a cell's ``indistinguishable`` record (separation.py), and the bounds on its counts
+LISTING_FIELDS = ("under", "cases", "alternatives", "separated", "same", "untestable", "complete")
+LISTING_LIMITS = {"cases": 64, "alternatives": 1_000, "count": 10_000, "change": 200}
+
+
+def _check_listing(value: Any, where: str, algorithm: str, dtype: str, declared: Any) -> None:
+    """A cell's ``indistinguishable`` record read as untrusted data: null, or (at bfloat16 and float16
+    only) the fields ``separation.indistinguishable`` writes: the set it was measured under, a
+    declared set of the algorithm (projected on the switches it reads); counts within bounds; each
+    alternative a ``switch=value[,switch=value]`` change of that set in switches the algorithm
+    reads, listed once, with a ratio from 0 to 1 (within the bound: that is what the list claims)."""
+    if value is None:
+        return
+    if dtype not in LISTED_DTYPES:
+        raise _bad(where, f"null at {dtype} (only {' and '.join(LISTED_DTYPES)} cells list what they cannot tell "
+                   "apart)", value)
+    if not isinstance(value, dict) or set(value) != set(LISTING_FIELDS):
+        raise _bad(where, f"an object with the fields {', '.join(LISTING_FIELDS)}", value)
+    under = value["under"]
+    if not (isinstance(under, dict) and _is_text(under.get("name")) and isinstance(under.get("json"), dict)):
+        raise _bad(f"{where}.under", "an object with a name and the json of a variant set", under)
+    try:
+        base = VariantSet.from_json(under["json"])
+    except Exception as exc:  # noqa: BLE001 - any refusal of the switches is one line
+        raise _Malformed(f"field {where}.under.json is not a variant set: {type(exc).__name__}: "
+                         f"{_show(str(exc))}") from None
+    entry = REGISTRY[algorithm]
+    sets = declared.get(algorithm, ALL_VARIANTS) if isinstance(declared, dict) else declared
+    if sets != ALL_VARIANTS and base not in [project(v, entry) for v in sets]:
+        raise _Malformed(f"field {where}.under is {_show(base.describe())}, not a set declared for {algorithm}")
+    for key in ("cases", "separated", "same", "untestable"):
+        most = LISTING_LIMITS["cases" if key == "cases" else "count"]
+        if not (_is_int(value[key]) and 0 <= value[key] <= most):
+            raise _bad(f"{where}.{key}", f"a whole number from 0 to {most}", value[key])
+    if not isinstance(value["complete"], bool):
+        raise _bad(f"{where}.complete", "true or false", value["complete"])
+    rows = value["alternatives"]
+    if not isinstance(rows, list) or len(rows) > LISTING_LIMITS["alternatives"]:
+        raise _bad(f"{where}.alternatives", f"a list of at most {LISTING_LIMITS['alternatives']} alternatives", rows)
+    seen: set[str] = set()
+    for i, row in enumerate(rows):
+        at = f"{where}.alternatives[{i}]"
+        if not isinstance(row, dict) or set(row) != {"change", "ratio"}:
+            raise _bad(at, "an object with the fields change and ratio", row)
+        change, ratio = row["change"], row["ratio"]
+        if not _is_text(change, LISTING_LIMITS["change"]):
+            raise _bad(f"{at}.change", "switch=value[,switch=value]", change)
+        changes: dict[str, Any] = {}
+        for item in change.split(","):
+            key, eq, raw = item.partition("=")
+            if not eq or key not in entry.switches or key in changes:
+                raise _bad(f"{at}.change", f"switch=value[,switch=value] of switches {algorithm} reads", change)
+            try:
+                changes[key] = _parse_value(key, raw)
+                moved = base.replace(**changes) if len(changes) == len(change.split(",")) else None
+            except ValueError as exc:
+                raise _Malformed(f"field {at}.change {_show(change)} is not a change of the set: "
+                                 f"{_show(str(exc))}") from None
+        if moved is None or moved == base or any(getattr(base, k) == v for k, v in changes.items()):
+            raise _bad(f"{at}.change", f"a change of {base.describe()}", change)
+        if change_text(changes) in seen:
+            raise _Malformed(f"field {at}.change {_show(change)} is listed twice")
+        seen.add(change_text(changes))
+        if not (isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and math.isfinite(ratio)
+                and 0.0 <= ratio <= 1.0):
+            raise _bad(f"{at}.ratio", "a number from 0 to 1 (an alternative the bound separates is not listed)",
+                       ratio)
+
+
 def _check_schema(doc: dict[str, Any]) -> None:
     """The fields ``--verify`` and ``--reproduce`` read have their types and bounds (``_Malformed``
     names the first that does not): after this, checking consistency cannot raise. Long on purpose:
@@ -392,7 +489,15 @@ def _check_schema(doc: dict[str, Any]) -> None:
             raise _bad(f"subject.{key}", f"a printable string of at most {LIMITS['text']} characters",
                        subject.get(key))
     _names(subject.get("dtypes"), "subject.dtypes", FLOAT_DTYPES)
+    narrowed = subject.get("dtypes_by_algorithm", {})  # absent in certificates before spec 2.2.0
+    if not isinstance(narrowed, dict) or len(narrowed) > len(REGISTRY):
+        raise _bad("subject.dtypes_by_algorithm", "a JSON object of registry algorithms", narrowed)
+    for algorithm, listed in narrowed.items():
+        if algorithm not in REGISTRY:
+            raise _bad("subject.dtypes_by_algorithm", "registry algorithms as keys", algorithm)
+        _names(listed, f"subject.dtypes_by_algorithm.{algorithm}", subject["dtypes"])
     _limits_of(subject.get("limits"))
+    _check_accumulation(subject.get("accumulation"), subject["dtypes"])
     variants = _variant_sets(doc.get("variants"))
     coverage = _obj(doc, "coverage", "coverage")
     _names(coverage.get("implemented"), "coverage.implemented", list(REGISTRY))
@@ -436,6 +541,8 @@ def _check_schema(doc: dict[str, Any]) -> None:
             raise _bad(f"{where}.note", "null or a string", c.get("note"))
         if not isinstance(c.get("more_failures", []), list):
             raise _bad(f"{where}.more_failures", "a JSON array", c.get("more_failures"))
+        _check_listing(c.get("indistinguishable"), f"{where}.indistinguishable", c["algorithm"], c["dtype"],
+                       variants)
     for i, f in enumerate(_rows(doc.get("fixtures"), "fixtures", LIMITS["fixtures"])):
         where = f"fixtures[{i}]"
         for key in ("case", "algorithm", "dtype", "device"):
@@ -839,6 +946,52 @@ def _variants_text(variants: Any) -> str:
     return "; ".join(f"{', '.join(algorithms)}: {sets}" for sets, algorithms in groups.items())
 
 
+def listing_lines(results: Sequence[dict[str, Any]], *, width: Optional[int] = None,
+                  most: Optional[int] = None) -> list[str]:
+    """What the certificate's bfloat16 and float16 cells cannot tell apart (``indistinguishable``), one
+    item per algorithm and dtype (cells on several devices share it): the alternatives with their
+    difference/bound ratio, at most ``most`` of them (the rest counted; with ``most``, the cells that
+    list nothing are counted, not shown), wrapped to ``width`` columns (None: one line each, for
+    Markdown). Empty when no cell has a listing."""
+    import textwrap
+
+    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    for c in results:
+        record = c.get("indistinguishable")
+        if isinstance(record, dict) and (c["algorithm"], c["dtype"]) not in seen:
+            seen[(c["algorithm"], c["dtype"])] = record
+    if not seen:
+        return []
+    items, quiet, unmeasured = [], 0, 0
+    for (algorithm, dtype), r in seen.items():
+        alts = r["alternatives"]
+        if most is not None and not alts:  # the short form: only the cells that list something
+            quiet += bool(r["cases"])
+            unmeasured += not r["cases"]
+            continue
+        shown = alts if most is None else alts[:most]
+        text = ", ".join(f"{a['change']} ({a['ratio']:.2g})" for a in shown)
+        if len(shown) < len(alts):
+            text += f", and {len(alts) - len(shown)} more"
+        if not alts:
+            text = "nothing" if r["cases"] else "not measured (time budget)"
+        scope = f"under {r['under']['name']}, {r['cases']} sample case{'s' * (r['cases'] != 1)}" + (
+            "" if r["complete"] else ", cut short by the time budget")
+        items.append(f"{algorithm} at {dtype} ({scope}): {text}")
+    head = ("Cannot tell apart: single switch changes of the declared set that stay within the bound on every "
+            "sample case, with the largest difference/bound (docs/reports.md, \"What a certificate cannot tell "
+            "apart\").")
+    if quiet or unmeasured:
+        items.append(", ".join(([f"{quiet} other cell{'s list' if quiet != 1 else ' lists'} nothing"] if quiet else [])
+                               + ([f"{unmeasured} not measured within the time budget"] if unmeasured else []))
+                     + " (the certificate's Markdown lists every cell)")
+    if width is None:
+        return [head, ""] + [f"- {item}" for item in items]
+    return (textwrap.wrap(head, width) + [line for item in items
+                                          for line in textwrap.wrap(item, width, initial_indent="  ",
+                                                                    subsequent_indent="    ")])
+
+
 def render_markdown(doc: dict[str, Any]) -> str:
     s = doc["subject"]
     run = doc["run"]
@@ -857,7 +1010,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
         lines += [f"Why not conformant: {'; '.join(doc['reasons'][:5])}"
                   + (f" (and {len(doc['reasons']) - 5} more)" if len(doc["reasons"]) > 5 else ""), ""]
     lines += [
-        f"- Target: `{s['target']}`; precision tier `{s['precision']}`; dtypes {', '.join(s['dtypes'])}",
+        f"- Target: `{s['target']}`; precision tier `{s['precision']}`; dtypes {', '.join(s['dtypes'])}"
+        + "".join(f"; at {d}: accumulation in {a.get('accumulate', d)}, softmax in {a.get('softmax', d)}"
+                  for d, a in (s.get("accumulation") or {}).items()),
         f"- Variant sets: {variants}",
         f"- Within limits: {_describe_limits(s.get('limits'), run.get('fixtures_outside_limits', 0))}",
         f"- Coverage: {doc['coverage']['fraction']} algorithms"
@@ -898,6 +1053,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
             f = r["failure"]
             lines += [f"- **{r['algorithm']}** at {r['dtype']} on {r['device']} ({f['check']}): {f['message']}",
                       f"  - reproduce: `{f['reproducer']}`"]
+    listed = listing_lines(doc["results"])
+    if listed:
+        lines += ["", "## What the dtype cannot tell apart", ""] + listed
     if doc.get("fixtures"):
         bad = [f for f in doc["fixtures"] if not f.get("ok", True)]
         lines += ["", "## Golden fixtures", "", f"{len(doc['fixtures']) - len(bad)} of {len(doc['fixtures'])} "

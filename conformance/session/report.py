@@ -51,13 +51,16 @@ def package_versions(names: Sequence[str] = PACKAGES) -> dict[str, Optional[str]
 
 def environment(plugins: Sequence[tuple[str, Implementation]] = ()) -> dict[str, Any]:
     versions = package_versions()
-    impls = {}
+    impls: dict[str, dict[str, Any]] = {}
     for label, impl in plugins:
         try:
             devices = list(impl.devices())
         except Exception as exc:  # noqa: BLE001 - the plugin's failure, recorded in the report
             devices = [f"error: {exc}"]
         impls[label] = {"version": impl.version, "devices": devices, "precision": impl.precision}
+        wider = impl.mixed_precision()
+        if wider:  # mixed precision (Implementation.accumulation)
+            impls[label]["accumulation"] = wider
     return {
         "python": sys.version.split()[0],
         "platform": platform.platform(),

@@ -12,7 +12,11 @@ Variant set (docs/libraries.md says why, switch by switch):
 - ``dot_product_attention_weights`` divides the query by √depth before
   q·kᵀ (``scale_placement="query"``) and fills masked scores with
   finfo(dtype).min, so a query that may attend to nothing gets uniform
-  weights over every key (``empty_query="uniform"``).
+  weights over every key (``empty_query="uniform"``). The padded
+  self-attention entries meet it (a fully padded sequence; causally, a
+  padded start): ``jnp.where`` puts exactly finfo(dtype).min in every masked
+  score, so the weights are uniform at every dtype (measured: float64 to
+  float16, docs/libraries.md "Flax").
 
 flax.nnx's LayerNorm, RMSNorm and MultiHeadAttention run the same lines
 (nnx/nn/normalization.py ``_compute_stats``/``_normalize``,
@@ -29,8 +33,18 @@ bounds that from above, so the declaration stays ``precision="highest"``
 ``precision=HIGHEST``).
 
 Shape limits: MultiHeadDotProductAttention has one head_dim =
-qkv_features / num_heads for q, k and v, so d_attn = d_mid; d_x, d_z and
-d_out are free (``qkv_features``, ``out_features``).
+qkv_features / num_heads for q, k and v, so d_attn = d_mid (mh_attention
+and the padded self-attention entries); d_x, d_z and d_out are free
+(``qkv_features``, ``out_features``).
+
+Padding (padded_self_attention, padded_causal_self_attention): the mask is
+linen's ``make_attention_mask(query_ok, pad)`` with every query allowed
+(combined with ``make_causal_mask`` for the causal entry), so padding masks
+keys only, as the spec states. The idiom ``make_attention_mask(pad, pad)``
+also masks a padding position's own query; its output column is then the
+mean of all values rather than its attention over the real tokens (a
+different result on padding columns only, which the spec has no switch
+for; docs/libraries.md "Flax").
 """
 
 from __future__ import annotations
@@ -107,8 +121,9 @@ implementation = Implementation(
     variants=[VARIANT],
     precision="highest",
     description="Flax linen as shipped: LayerNorm, RMSNorm, dot_product_attention, "
-                "MultiHeadDotProductAttention",
+                "MultiHeadDotProductAttention (with make_attention_mask / make_causal_mask padding)",
     # shapes_per_search: the searches reuse 4 (variant, shape) pairs, so compiled programs are reused
     extra={"flax": flax.__version__, "jax": jax.__version__, "shapes_per_search": 4},
-    limits={"mh_attention": Limits(equal=(("d_attn", "d_mid"),))},
+    limits={a: Limits(equal=(("d_attn", "d_mid"),))
+            for a in ("mh_attention", "padded_self_attention", "padded_causal_self_attention")},
 )

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 import jax.numpy as jnp
 
-__all__ = ["cols_to_rows", "rows_to_cols", "flax_mask", "dense", "mha_variables", "norm_variables"]
+__all__ = ["cols_to_rows", "rows_to_cols", "flax_mask", "padding_mask", "dense", "mha_variables", "norm_variables"]
 
 Arrays = Mapping[str, Any]
 
@@ -43,6 +43,21 @@ def rows_to_cols(X: Any) -> Any:
 def flax_mask(Mask: Any) -> Any:
     """Canonical Mask[…, t_z, t_x] → linen's mask[…, 1, t_x, t_z] (True = may attend)."""
     return jnp.swapaxes(Mask, -1, -2)[..., None, :, :]
+
+
+def padding_mask(pad: Any, causal: bool = False) -> Any:
+    """ftspec's ``pad`` (…, ℓ) (True = a token) → linen's mask (…, 1, ℓ_x, ℓ_z), built with linen's
+    own helpers: ``nn.make_attention_mask(query_ok, pad)`` with ``query_ok`` all True, so that
+    padding masks keys only, as the spec's ``padded`` does (the common
+    ``make_attention_mask(pad, pad)`` also masks a padding position's own query, which then has
+    no key and gets uniform weights instead of attending to the real tokens);
+    ``causal``: combined with ``nn.make_causal_mask`` (mask[t_x, t_z] = t_z ≤ t_x)."""
+    import flax.linen as nn
+
+    mask = nn.make_attention_mask(jnp.ones_like(pad), pad, dtype=jnp.bool_)
+    if causal:
+        mask = nn.combine_masks(nn.make_causal_mask(pad, dtype=jnp.bool_), mask, dtype=jnp.bool_)
+    return mask
 
 
 def dense(W: Any, b: Any) -> dict:

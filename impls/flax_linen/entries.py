@@ -5,7 +5,8 @@ the variables of the library's modules by ``adapter`` and the modules (or
 ``nn.dot_product_attention``) do the maths. Read against flax 0.12.8:
 linen/normalization.py (LayerNorm, RMSNorm, ``_compute_stats``,
 ``_normalize``), linen/attention.py (``dot_product_attention_weights``,
-``dot_product_attention``, MultiHeadDotProductAttention), linen/linear.py
+``dot_product_attention``, MultiHeadDotProductAttention,
+``make_attention_mask``, ``make_causal_mask``, ``combine_masks``), linen/linear.py
 (Dense, DenseGeneral).
 
 Every module is built at its defaults except ``precision`` (HIGHEST, so
@@ -52,6 +53,11 @@ class _Attention(nn.Module):
         return y[..., 0, :]
 
 
+def _self_attention_module(h: dict) -> nn.Module:
+    return nn.MultiHeadDotProductAttention(num_heads=h["H"], qkv_features=h["H"] * h["d_attn"],
+                                           out_features=h["d_e"], precision=HIGHEST)
+
+
 #: entry → (hyperparameters → the linen module at its defaults)
 MODULES: dict[str, Callable[[dict], nn.Module]] = {
     # nn.LayerNorm: epsilon 1e-6, use_fast_variance=True (one pass), scale and bias
@@ -62,6 +68,9 @@ MODULES: dict[str, Callable[[dict], nn.Module]] = {
     # head_dim = qkv_features // num_heads serves q, k and v: d_attn = d_mid
     "mh_attention": lambda h: nn.MultiHeadDotProductAttention(
         num_heads=h["H"], qkv_features=h["H"] * h["d_attn"], out_features=h["d_out"], precision=HIGHEST),
+    # the self-attention of a layer: d_x = d_z = d_out = d_e
+    "padded_self_attention": _self_attention_module,
+    "padded_causal_self_attention": _self_attention_module,
 }
 
 
@@ -94,8 +103,27 @@ def _mh_attention(m: nn.Module, i: In, p: In, h: dict) -> Any:
     return A.rows_to_cols(Y)  # (…, d_out, ℓ_x)
 
 
+def _padded_self_attention(m: nn.Module, i: In, p: In, h: dict) -> Any:
+    """Alg. 5 with Z = X and Mask ≡ 1 ∧ pad[t_z] via ``nn.MultiHeadDotProductAttention(X,
+    mask=nn.make_attention_mask(query_ok, pad))`` (inputs_k left out: the module attends X to
+    itself). ``query_ok`` is all True: padding masks keys only (``adapter.padding_mask``)."""
+    X = A.cols_to_rows(i["X"])  # (…, ℓ, d_e)
+    Y = m.apply(A.mha_variables(p, h["H"]), X, mask=A.padding_mask(i["pad"]))  # (…, ℓ, d_e)
+    return A.rows_to_cols(Y)  # (…, d_e, ℓ)
+
+
+def _padded_causal_self_attention(m: nn.Module, i: In, p: In, h: dict) -> Any:
+    """Alg. 5 with Z = X and Mask = [[t_z ≤ t_x]] ∧ pad[t_z] via
+    ``nn.MultiHeadDotProductAttention(X, mask=nn.combine_masks(nn.make_causal_mask(pad),
+    nn.make_attention_mask(query_ok, pad)))``, linen's causal-and-padding idiom."""
+    X = A.cols_to_rows(i["X"])  # (…, ℓ, d_e)
+    Y = m.apply(A.mha_variables(p, h["H"]), X, mask=A.padding_mask(i["pad"], causal=True))  # (…, ℓ, d_e)
+    return A.rows_to_cols(Y)  # (…, d_e, ℓ)
+
+
 _CALLS = {"layer_norm": _layer_norm, "rms_norm": _rms_norm, "attention": _attention,
-          "mh_attention": _mh_attention}
+          "mh_attention": _mh_attention, "padded_self_attention": _padded_self_attention,
+          "padded_causal_self_attention": _padded_causal_self_attention}
 
 #: XLA CPU at optimisation level 0, as the ``jax`` plugin compiles
 #: (impls/jax/boundary.py CPU_COMPILER_OPTIONS): compile time dominates these

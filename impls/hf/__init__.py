@@ -8,30 +8,46 @@ against transformers 5.24.0 with torch 2.13.0, reading
 models/gpt2/modeling_gpt2.py (GPT2Attention, GPT2MLP, GPT2Block, GPT2Model,
 GPT2LMHeadModel), models/bert/modeling_bert.py (BertEmbeddings,
 BertSelfAttention, BertLayer, BertLMPredictionHead, BertForMaskedLM),
-models/gpt2/configuration_gpt2.py and models/bert/configuration_bert.py
-(defaults), masking_utils.py (create_causal_mask), integrations/
+models/llama/modeling_llama.py (LlamaRMSNorm, LlamaRotaryEmbedding,
+apply_rotary_pos_emb, LlamaMLP, repeat_kv, eager_attention_forward,
+LlamaAttention, LlamaDecoderLayer, LlamaModel, LlamaForCausalLM),
+models/gpt2/configuration_gpt2.py, models/bert/configuration_bert.py and
+models/llama/configuration_llama.py (defaults), cache_utils.py
+(DynamicCache), masking_utils.py (create_causal_mask, sdpa_mask,
+eager_mask), integrations/
 sdpa_attention.py (sdpa_attention_forward), activations.py (gelu_new is
 the tanh GELU, gelu the erf one) and pytorch_utils.py (Conv1D stores W
 transposed).
 
-One plugin holds both models: variant sets are declared per algorithm
+One plugin holds the three models: variant sets are declared per algorithm
 (``Implementation.variants`` as a mapping), so GPT-2's entries are searched,
-replayed and certified under ``hf-gpt2`` and BERT's under ``hf-bert``, in
-one certificate. The registry has one ``layer_norm``, and GPT-2's LayerNorm
+replayed and certified under ``hf-gpt2``, BERT's under ``hf-bert`` and
+Llama's under ``llama`` and ``llama`` with kv_group = 1, in one
+certificate. The registry has one ``layer_norm``, and GPT-2's LayerNorm
 (ε 1e-5) and BERT's (ε 1e-12) are two configurations of it: the merged
 plugins keep GPT-2's; BERT's is certified by ``transformers-bert``.
 
 ``transformers``            GPT2LMHeadModel (d_transformer), GPT2Block
                             (gpt2_layer), nn.LayerNorm at GPT-2's ε
                             (layer_norm), under hf-gpt2; BertForMaskedLM
-                            (e_transformer), BertLayer (bert_layer), under
-                            hf-bert; attn_implementation="eager".
+                            (e_transformer, padded_e_transformer), BertLayer
+                            (bert_layer), BertSelfAttention
+                            (padded_self_attention), under hf-bert (the
+                            padded ones with empty_query="uniform");
+                            LlamaForCausalLM (padded_d_transformer,
+                            cached_decoding), LlamaAttention
+                            (padded_causal_self_attention), LlamaRMSNorm
+                            (rms_norm), under the Llama sets;
+                            attn_implementation="eager".
 ``transformers-sdpa``       the same models, attn_implementation="sdpa" (no
-                            layer_norm: it has no attention).
+                            layer_norm or rms_norm: they have no attention);
+                            the padded BERT and Llama entries with
+                            empty_query="zeros".
 ``transformers-bert``       BERT alone, as before the merge (kept so that
                             scripts naming it still run): e_transformer,
-                            bert_layer and nn.LayerNorm at BERT's ε; eager.
-``transformers-bert-sdpa``  BERT alone with "sdpa" (e_transformer, bert_layer).
+                            bert_layer, the two padded BERT entries and
+                            nn.LayerNorm at BERT's ε; eager.
+``transformers-bert-sdpa``  BERT alone with "sdpa" (the same less layer_norm).
 
 GPT-2 alone is ``ftspec certify transformers --algorithm d_transformer
 --algorithm gpt2_layer --algorithm layer_norm`` (a ``partial`` verdict: it
@@ -40,12 +56,34 @@ selects part of what the plugin declares).
 Both attention paths scale the scores (eager: ``matmul(q, kᵀ) * scaling``;
 sdpa: torch's CPU flash kernel, which ``torch._fused_sdp_choice`` picks for
 these inputs, multiplies q·kᵀ by the scale), so eager and sdpa share the
-presets unchanged. The presets leave ``empty_query`` and
-``causal_alignment`` at the paper's values: no entry here has a Mask input
-or unequal lengths, so neither switch is exercised (docs/libraries.md).
+GPT-2 and BERT presets unchanged; those leave ``empty_query`` and
+``causal_alignment`` at the paper's values: their entries have no Mask
+input or unequal lengths. The padded entries do leave a query with no key
+(BERT: a fully padded sequence; Llama: left padding), and the two paths
+answer it differently (measured, docs/libraries.md "Hugging Face
+transformers" and "Llama"): eager adds ``finfo(dtype).min`` to the masked
+scores, so they are equal and the weights uniform (``empty_query="uniform"``,
+the ``llama`` preset; hf-bert with it for BERT); sdpa hands torch a boolean
+mask and its CPU kernel gives zero weights (``"zeros"``). BERT's eager
+softmax runs in the model's dtype, so only float16 is lost there
+(``BERT_DTYPES``, below).
+
+Llama's dtypes: LlamaRMSNorm casts its input to float32, LlamaRotaryEmbedding
+computes cos/sin in float32 and eager attention's softmax runs in float32,
+whatever the model's dtype, so a float64 Llama is float32-accurate (errors
+~1e-8, six to seven orders above float64's bounds), and eager float64
+turns an empty query's ``finfo(float64).min`` scores into -inf (NaN
+weights). In float16, eager's ``s + finfo(float16).min`` keeps the scores
+of an empty query equal only while |s| < 16 (ulp(65504) = 32): larger
+logits make the weights non-uniform or NaN. ``LLAMA_DTYPES`` holds the
+dtypes at which the Llama entries compute what the spec states, declared
+per algorithm (``Implementation.dtypes_by_algorithm``): their cells run at
+those dtypes only, and the certificate records it.
 
 Shape limits: the libraries tie d_attn = d_mid (one head_dim) and d_e =
-H·d_attn (hidden_size split over the heads); BERT's head transform is
+H·d_attn (hidden_size split over the heads; LlamaConfig takes a head_dim of
+its own but still refuses a hidden_size that H does not divide, so Llama
+keeps the same ties); BERT's head transform is
 hidden_size × hidden_size, so d_f = d_e (which ``unembedding="tied"``
 requires anyway). ℓ ≤ ℓ_max = n_positions is the spec's own check.
 
@@ -65,17 +103,18 @@ import transformers
 from ftspec.impls.api import Implementation, Limits
 from ftspec.spec.variants import preset
 
-from .entries import bert_algorithms, gpt2_algorithms
+from .entries import bert_algorithms, gpt2_algorithms, llama_algorithms
 
 __all__ = ["implementation", "implementation_sdpa", "implementation_bert", "implementation_bert_sdpa",
-           "VARIANT_GPT2", "VARIANT_BERT", "GPT2_LIMITS", "BERT_LIMITS"]
+           "VARIANT_GPT2", "VARIANT_BERT", "VARIANT_LLAMA", "LLAMA_EAGER", "LLAMA_SDPA", "GPT2_LIMITS",
+           "BERT_LIMITS", "BERT_PADDED", "BERT_DTYPES", "LLAMA_LIMITS", "LLAMA_DTYPES"]
 
 torch.set_float32_matmul_precision("highest")
 torch.set_num_threads(int(os.environ.get("FTSPEC_TORCH_THREADS", "1")))
 
 _DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16,
            "float16": torch.float16, "int64": torch.int64, "bool": torch.bool}
-#: Both models run on CPU in all four real dtypes, eager and sdpa (checked
+#: GPT-2 and BERT run on CPU in all four real dtypes, eager and sdpa (Llama: ``LLAMA_DTYPES``; checked
 #: with transformers 5.24.0, torch 2.13.0; tests/impls/test_hf.py).
 _REAL = ("float64", "float32", "bfloat16", "float16")
 
@@ -88,7 +127,47 @@ VARIANT_BERT = preset("hf-bert")
 
 _TIED = (("d_attn", "d_mid"), ("d_e", "H*d_attn"))
 GPT2_LIMITS = {"d_transformer": Limits(equal=_TIED), "gpt2_layer": Limits(equal=_TIED)}
-BERT_LIMITS = {"e_transformer": Limits(equal=_TIED + (("d_f", "d_e"),)), "bert_layer": Limits(equal=_TIED)}
+BERT_LIMITS = {"e_transformer": Limits(equal=_TIED + (("d_f", "d_e"),)), "bert_layer": Limits(equal=_TIED),
+               "padded_e_transformer": Limits(equal=_TIED + (("d_f", "d_e"),)),
+               "padded_self_attention": Limits(equal=_TIED)}
+#: BERT's padded entries (padded_e_transformer, padded_self_attention): a fully padded sequence
+#: leaves every query with no key, and the two paths answer differently (measured with
+#: transformers 5.24.0, torch 2.13.0; docs/libraries.md "Hugging Face transformers"): eager adds
+#: finfo(dtype).min to every score, so they are equal and the weights uniform; sdpa passes a
+#: boolean mask and torch's CPU kernel gives zero weights.
+BERT_PADDED = {"eager": VARIANT_BERT.replace(empty_query="uniform"),
+               "sdpa": VARIANT_BERT.replace(empty_query="zeros")}
+BERT_PADDED_ENTRIES = ("padded_e_transformer", "padded_self_attention")
+#: The dtypes at which BERT's padded entries compute what the spec states, per path: eager not at
+#: float16 (s + finfo(float16).min stays -65504 only while |s| < 16, so an empty query's weights
+#: are not uniform, or NaN, under larger scores); sdpa's zeros are exact at every dtype.
+BERT_DTYPES: dict[str, dict[str, tuple[str, ...]]] = {
+    "eager": {a: ("float64", "float32", "bfloat16") for a in BERT_PADDED_ENTRIES},
+    "sdpa": {a: _REAL for a in BERT_PADDED_ENTRIES},
+}
+
+#: Llama (LlamaConfig defaults: rms_norm_eps 1e-6, SwiGLU, rotate_half RoPE at base 10000, no
+#: biases, a separate lm_head), grouped (kv_group = 2, the preset) and with one key/value head per
+#: query head (LlamaConfig's default num_key_value_heads = H). Eager attention gives a query with
+#: no key uniform weights (masked scores are the dtype's minimum); sdpa gives it zeros (torch's
+#: CPU kernel): the padded entries are declared under each path's own rule.
+VARIANT_LLAMA = preset("llama")
+LLAMA_EAGER = (VARIANT_LLAMA, VARIANT_LLAMA.replace(kv_group=1))
+LLAMA_SDPA = tuple(v.replace(empty_query="zeros") for v in LLAMA_EAGER)
+LLAMA_LIMITS = {"padded_d_transformer": Limits(equal=_TIED), "cached_decoding": Limits(equal=_TIED),
+                "padded_causal_self_attention": Limits(equal=_TIED)}
+#: The dtypes at which the Llama entries compute what the spec states, per attention path
+#: (measured with transformers 5.24.0, torch 2.13.0; docs/libraries.md "Llama"): never float64
+#: (float32 norm, RoPE and eager softmax inside), and eager's padded entries not at float16 (an
+#: empty query's min-filled scores stay equal only for |scores| < 16). Not yet enforced: the plugin
+#: API declares one ``dtypes`` for every algorithm (see the module docstring).
+LLAMA_DTYPES: dict[str, dict[str, tuple[str, ...]]] = {
+    "eager": {"padded_d_transformer": ("float32", "bfloat16"), "padded_causal_self_attention": ("float32", "bfloat16"),
+              "cached_decoding": ("float32", "bfloat16", "float16"), "rms_norm": ("float32", "bfloat16", "float16")},
+    "sdpa": {"padded_d_transformer": ("float32", "bfloat16", "float16"),
+             "padded_causal_self_attention": ("float32", "bfloat16", "float16"),
+             "cached_decoding": ("float32", "bfloat16", "float16")},
+}
 
 
 def devices() -> list[str]:
@@ -113,7 +192,8 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
     return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
 
 
-def _make(name: str, algorithms: Any, variants: Any, limits: Any, attn: str, model: str) -> Implementation:
+def _make(name: str, algorithms: Any, variants: Any, limits: Any, attn: str, model: str,
+          dtypes_by_algorithm: Any = None) -> Implementation:
     return Implementation(
         name=name,
         version=f"transformers{transformers.__version__}+torch{torch.__version__}",
@@ -128,22 +208,41 @@ def _make(name: str, algorithms: Any, variants: Any, limits: Any, attn: str, mod
         extra={"transformers": transformers.__version__, "torch": torch.__version__,
                "attn_implementation": attn},
         limits=limits,
+        dtypes_by_algorithm=dict(dtypes_by_algorithm or {}),
     )
 
 
 def _merged(name: str, attn: str) -> Implementation:
-    """GPT-2 and BERT in one plugin: each entry under its own model's preset (layer_norm: GPT-2's,
-    with eager only, as before)."""
+    """GPT-2, BERT and Llama in one plugin: each entry under its own model's preset (layer_norm:
+    GPT-2's, rms_norm: Llama's, with eager only). cached_decoding reads no empty_query: it is
+    declared under the eager sets in both paths."""
     gpt2 = gpt2_algorithms(attn, with_norm=attn == "eager")
     bert = bert_algorithms(attn, with_norm=False)
-    variants = {**{a: [VARIANT_GPT2] for a in gpt2}, **{a: [VARIANT_BERT] for a in bert}}
-    return _make(name, {**gpt2, **bert}, variants, {**GPT2_LIMITS, **BERT_LIMITS}, attn,
-                 "GPT2LMHeadModel, GPT2Block, BertForMaskedLM, BertLayer")
+    llama = llama_algorithms(attn, with_norm=attn == "eager")
+    padded = LLAMA_EAGER if attn == "eager" else LLAMA_SDPA
+    variants = {**{a: [VARIANT_GPT2] for a in gpt2}, **_bert_variants(bert, attn),
+                **{a: list(padded if a.startswith("padded_") else LLAMA_EAGER) for a in llama}}
+    if "rms_norm" in llama:
+        variants["rms_norm"] = [VARIANT_LLAMA]  # reads ε and affine only: one set
+    return _make(name, {**gpt2, **bert, **llama}, variants, {**GPT2_LIMITS, **BERT_LIMITS, **LLAMA_LIMITS}, attn,
+                 "GPT2LMHeadModel, GPT2Block, BertForMaskedLM, BertLayer, BertSelfAttention, LlamaForCausalLM, "
+                 "LlamaAttention",
+                 {**BERT_DTYPES[attn], **{a: d for a, d in LLAMA_DTYPES[attn].items() if a in llama}})
+
+
+def _bert_variants(bert: Any, attn: str) -> dict[str, list]:
+    """hf-bert for every BERT entry; the padded ones with the path's ``empty_query``."""
+    return {a: [BERT_PADDED[attn] if a in BERT_PADDED_ENTRIES else VARIANT_BERT] for a in bert}
+
+
+def _bert(name: str, attn: str, with_norm: bool) -> Implementation:
+    """BERT alone (``transformers-bert``, ``transformers-bert-sdpa``)."""
+    bert = bert_algorithms(attn, with_norm=with_norm)
+    return _make(name, bert, _bert_variants(bert, attn), BERT_LIMITS, attn,
+                 "BertForMaskedLM, BertLayer, BertSelfAttention", BERT_DTYPES[attn])
 
 
 implementation = _merged("transformers", "eager")
 implementation_sdpa = _merged("transformers-sdpa", "sdpa")
-implementation_bert = _make("transformers-bert", bert_algorithms("eager", with_norm=True), [VARIANT_BERT],
-                            BERT_LIMITS, "eager", "BertForMaskedLM, BertLayer")
-implementation_bert_sdpa = _make("transformers-bert-sdpa", bert_algorithms("sdpa", with_norm=False),
-                                 [VARIANT_BERT], BERT_LIMITS, "sdpa", "BertForMaskedLM, BertLayer")
+implementation_bert = _bert("transformers-bert", "eager", with_norm=True)
+implementation_bert_sdpa = _bert("transformers-bert-sdpa", "sdpa", with_norm=False)

@@ -22,6 +22,26 @@ difference:
 - BERT's token-type embedding has no counterpart in Algorithm 9: the config
   has one token type and its row is set to exact zeros, so adding it changes
   no bit.
+- BERT's padding: the 2-D ``attention_mask`` (1 = token, 0 = padding) is
+  ftspec's ``pad`` as it stands (a bool → long cast, no re-indexing);
+  ``masking_utils.create_bidirectional_mask`` builds the 4-D mask from it as
+  ``BertModel`` does. The self-attention alone is ``BertSelfAttention`` (the
+  heads) followed by the ``nn.Linear`` that ``BertSelfOutput.dense`` is (W_o,
+  b_o); BertSelfOutput's residual and LayerNorm belong to the layer, not to
+  Algorithm 5, so they are not built.
+- Llama (models/llama/modeling_llama.py): every projection is an
+  ``nn.Linear`` (out × in, as ftspec's W). ``q_proj`` stacks the H query heads
+  head-major (``view(…, -1, head_dim)``); ``k_proj``/``v_proj`` stack the H/G
+  key/value heads ``kv_heads.{g}`` the same way (G = kv_group; under G = 1 the
+  heads' own ``heads.{h}.W_k``), and ``repeat_kv`` gives query head h the kv
+  head ⌊h/G⌋ (``kv_order="consecutive"``). ``o_proj`` is W_o; the MLP's
+  ``gate_proj`` is W_mlp1 (under the activation), ``up_proj`` W_mlp1_lin (the
+  linear branch), ``down_proj`` W_mlp2; ``input_layernorm`` γ¹,
+  ``post_attention_layernorm`` γ², ``model.norm`` γ; ``embed_tokens`` W_eᵀ
+  and a separate ``lm_head`` W_u (tie_word_embeddings=False). Llama is built
+  in the call's dtype the way ``from_pretrained(dtype=…)`` builds it
+  (``_from_config(config, dtype=…)``): the RoPE ``inv_freq`` buffer stays
+  float32 as the library creates it, where a ``.to(dtype)`` would round it.
 
 Every library parameter must be loaded from ftspec's (``load``), so no
 random initialisation survives into a result.
@@ -38,8 +58,9 @@ import torch
 from torch import Tensor, nn
 
 __all__ = ["cols_to_rows", "rows_to_cols", "batch", "unbatch", "check_tokens", "pack_heads", "gpt2_config",
-           "bert_config", "gpt2_block_weights", "bert_layer_weights", "gpt2_lm_weights", "bert_mlm_weights", "load",
-           "loaded"]
+           "bert_config", "llama_config", "gpt2_block_weights", "bert_layer_weights", "bert_self_attention_weights",
+           "BertSelfAttentionOnly", "gpt2_lm_weights", "bert_mlm_weights", "llama_attention_weights",
+           "llama_lm_weights", "load", "loaded"]
 
 In = Mapping[str, Tensor]
 
@@ -104,7 +125,8 @@ def gpt2_config(hyper: Mapping[str, int], attn: str) -> Any:
 def bert_config(hyper: Mapping[str, int], attn: str) -> Any:
     """A ``BertConfig``: hidden_size = d_e, num_attention_heads = H,
     intermediate_size = d_mlp, num_hidden_layers = L, max_position_embeddings =
-    ℓ_max, vocab_size = N_V, one token type; the library's defaults otherwise
+    ℓ_max, vocab_size = N_V, one token type (entries without a size take 1, ℓ
+    for ℓ_max: the module built does not read it); the library's defaults otherwise
     (hidden_act "gelu" = erf GELU, layer_norm_eps 1e-12, absolute positions,
     an encoder: is_decoder False), dropout off, no padding index (the default
     0 only zeroes a row at initialisation, which ``load`` overwrites anyway,
@@ -113,10 +135,34 @@ def bert_config(hyper: Mapping[str, int], attn: str) -> Any:
 
     return BertConfig(
         vocab_size=hyper.get("N_V", 1), hidden_size=hyper["d_e"], num_hidden_layers=hyper.get("L", 1),
-        num_attention_heads=hyper["H"], intermediate_size=hyper["d_mlp"],
+        num_attention_heads=hyper["H"], intermediate_size=hyper.get("d_mlp", 1),
         max_position_embeddings=hyper.get("ell_max", hyper.get("ell", 1)), type_vocab_size=1,
         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
         pad_token_id=None, is_decoder=False, attn_implementation=attn)
+
+
+def llama_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
+    """A ``LlamaConfig``: hidden_size = d_e, num_attention_heads = H,
+    num_key_value_heads = H / kv_group, head_dim = d_attn (= d_mid),
+    intermediate_size = d_mlp, num_hidden_layers = L, max_position_embeddings
+    = ℓ_max, vocab_size = N_V; from the variant set rms_norm_eps = ε and
+    rope_theta = rope_base (default RoPE, no scaling); no attention or MLP
+    biases, a separate lm_head, dropout off, no bos/eos/pad ids (their
+    defaults lie outside a tiny vocabulary). The config requires hidden_size
+    to be a multiple of num_attention_heads even with head_dim given
+    (``validate_architecture``), hence the plugin's limit d_e = H·d_attn.
+    Entries without a size take 1 (ℓ for ℓ_max): the module built does not
+    read it."""
+    from transformers import LlamaConfig
+
+    H = hyper["H"]
+    return LlamaConfig(
+        vocab_size=hyper.get("N_V", 1), hidden_size=hyper["d_e"], intermediate_size=hyper.get("d_mlp", 1),
+        num_hidden_layers=hyper.get("L", 1), num_attention_heads=H, num_key_value_heads=H // variant.kv_group,
+        head_dim=hyper["d_attn"], max_position_embeddings=hyper.get("ell_max", hyper.get("ell", 1)),
+        rms_norm_eps=variant.epsilon, rope_parameters={"rope_type": "default", "rope_theta": variant.rope_base},
+        attention_bias=False, mlp_bias=False, tie_word_embeddings=False, attention_dropout=0.0,
+        bos_token_id=None, eos_token_id=None, pad_token_id=None, attn_implementation=attn)
 
 
 # --------------------------------------------------------------------------
@@ -157,6 +203,34 @@ def bert_layer_weights(p: In, H: int, src: str = "", dst: str = "") -> dict[str,
     }
 
 
+def bert_self_attention_weights(p: In, H: int) -> dict[str, Tensor]:
+    """``BertSelfAttentionOnly``: the heads' W_q, W_k, W_v and biases packed head-major into
+    ``self.query``/``key``/``value`` (as ``bert_layer_weights`` does), W_o and b_o into ``dense``."""
+    out = {}
+    for mine, theirs in (("q", "query"), ("k", "key"), ("v", "value")):
+        out[f"self.{theirs}.weight"] = pack_heads(p, "", f"W_{mine}", H)  # (H·d_attn, d_e)
+        out[f"self.{theirs}.bias"] = pack_heads(p, "", f"b_{mine}", H)
+    return out | {"dense.weight": p["W_o"], "dense.bias": p["b_o"]}  # (d_e, H·d_mid)
+
+
+class BertSelfAttentionOnly(nn.Module):
+    """Algorithm 5 out of BERT's own parts: ``BertSelfAttention`` (projections, scaled scores, the
+    attention mask, softmax, the weighted values, heads concatenated) and the ``nn.Linear`` that
+    ``BertSelfOutput.dense`` is (the output projection W_o, b_o). ``BertAttention`` would add
+    BertSelfOutput's residual and LayerNorm (Alg. 9 line 6), which the entry does not have."""
+
+    def __init__(self, config: Any) -> None:
+        from transformers.models.bert.modeling_bert import BertSelfAttention
+
+        super().__init__()
+        self.self = BertSelfAttention(config, layer_idx=0)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)  # as in BertSelfOutput.__init__
+
+    def forward(self, hidden_states: Tensor, attention_mask: Any) -> Tensor:
+        heads, _ = self.self(hidden_states, attention_mask=attention_mask)  # (B, ℓ, H·d_mid)
+        return self.dense(heads)  # (B, ℓ, d_e)
+
+
 def gpt2_lm_weights(p: In, L: int, H: int) -> dict[str, Tensor]:
     """``GPT2LMHeadModel``: wte = W_eᵀ (lm_head.weight is the same tensor),
     wpe = W_pᵀ, the blocks, ln_f = γ/β."""
@@ -185,13 +259,49 @@ def bert_mlm_weights(p: In, L: int, H: int) -> dict[str, Tensor]:
     return out
 
 
-def load(module: nn.Module, weights: Mapping[str, Tensor], dtype: torch.dtype, device: str) -> nn.Module:
+def llama_attention_weights(p: In, H: int, G: int, src: str = "", dst: str = "") -> dict[str, Tensor]:
+    """One ``LlamaAttention`` (no biases): ``q_proj`` = [W_q of heads 0 … H−1];
+    ``k_proj``/``v_proj`` = [W_k | W_v of kv_heads 0 … H/G−1] (G = 1: the heads'
+    own W_k, W_v); ``o_proj`` = W_o. nn.Linear takes W as it stands."""
+    kv = (lambda n: torch.cat([p[f"{src}kv_heads.{g}.{n}"] for g in range(H // G)], dim=0)) if G > 1 else \
+        (lambda n: pack_heads(p, src, n, H))
+    return {dst + "q_proj.weight": pack_heads(p, src, "W_q", H),  # (H·d_attn, d_e)
+            dst + "k_proj.weight": kv("W_k"), dst + "v_proj.weight": kv("W_v"),  # (H/G·d_attn, d_e)
+            dst + "o_proj.weight": p[src + "W_o"]}  # (d_e, H·d_mid)
+
+
+def llama_lm_weights(p: In, L: int, H: int, G: int) -> dict[str, Tensor]:
+    """``LlamaForCausalLM``: embed_tokens = W_eᵀ, per layer the attention,
+    γ¹/γ² (input_layernorm, post_attention_layernorm) and the gated MLP
+    (gate_proj = W_mlp1, up_proj = W_mlp1_lin, down_proj = W_mlp2), the final
+    norm γ and lm_head = W_u (N_V, d_e)."""
+    out = {"model.embed_tokens.weight": p["W_e"].T, "model.norm.weight": p["gamma"], "lm_head.weight": p["W_u"]}
+    for l in range(L):
+        src, dst = f"layers.{l}.", f"model.layers.{l}."
+        out |= llama_attention_weights(p, H, G, src + "attn.", dst + "self_attn.")
+        out |= {dst + "input_layernorm.weight": p[src + "gamma1"],
+                dst + "post_attention_layernorm.weight": p[src + "gamma2"],
+                dst + "mlp.gate_proj.weight": p[src + "W_mlp1"], dst + "mlp.up_proj.weight": p[src + "W_mlp1_lin"],
+                dst + "mlp.down_proj.weight": p[src + "W_mlp2"]}
+    return out
+
+
+def load(module: nn.Module, weights: Mapping[str, Tensor], dtype: torch.dtype, device: str,
+         cast: bool = True) -> nn.Module:
     """``module`` in ``dtype`` on ``device``, inference mode, every parameter
     copied from ``weights``. ``named_parameters`` lists a tied tensor once, so
     lm_head/decoder weights are covered by the embedding they share. A
     parameter left unloaded, or a name the module lacks, is an adapter bug
-    and raises."""
-    return _fill(module.to(dtype=dtype, device=device), weights)
+    and raises. ``cast=False``: the module was built in ``dtype`` and is only
+    moved (its buffers keep the dtype the library gave them); a parameter in
+    another dtype raises."""
+    if cast:
+        return _fill(module.to(dtype=dtype, device=device), weights)
+    module = module.to(device=device)
+    odd = sorted(n for n, t in module.named_parameters() if t.dtype != dtype)
+    if odd:
+        raise RuntimeError(f"hf adapter: {type(module).__name__} was not built in {dtype}: {odd[:3]}")
+    return _fill(module, weights)
 
 
 def _fill(module: nn.Module, weights: Mapping[str, Tensor]) -> nn.Module:
@@ -226,16 +336,18 @@ _LOCK = threading.Lock()
 
 @contextmanager
 def loaded(key: tuple, build: Callable[[], nn.Module], weights: Mapping[str, Tensor], dtype: torch.dtype,
-           device: str) -> Iterator[nn.Module]:
+           device: str, cast: bool = True) -> Iterator[nn.Module]:
     """A module for ``key`` with every parameter freshly loaded (``load``).
 
     The module is reused across calls with the same sizes: ``load`` copies
     every parameter, the models keep no other state in inference mode
-    (buffers are position indices and zero token types; ``use_cache`` off),
-    so a reused module computes what a fresh one would."""
+    (buffers are position indices, zero token types and RoPE frequencies fixed
+    by the config, which ``key`` holds; a key/value cache is the call's own
+    object), so a reused module computes what a fresh one would. ``cast``:
+    as in ``load``."""
     with _LOCK:
         module = _MODULES.pop(key + (dtype, device), None)
-        module = load(build(), weights, dtype, device) if module is None else _fill(module, weights)
+        module = load(build(), weights, dtype, device, cast) if module is None else _fill(module, weights)
         _MODULES[key + (dtype, device)] = module
         while len(_MODULES) > _KEEP:
             _MODULES.popitem(last=False)

@@ -24,7 +24,7 @@ from ftspec.impls.api import Context
 
 from . import adapter as A
 
-__all__ = ["gpt2_algorithms", "bert_algorithms"]
+__all__ = ["gpt2_algorithms", "bert_algorithms", "llama_algorithms"]
 
 In = Mapping[str, torch.Tensor]
 Fn = Callable[[In, In, Context], Any]
@@ -111,7 +111,8 @@ def gpt2_algorithms(attn: str, with_norm: bool) -> dict[str, Fn]:
 
 
 def bert_algorithms(attn: str, with_norm: bool) -> dict[str, Fn]:
-    """e_transformer (``BertForMaskedLM``) and bert_layer (``BertLayer``) with
+    """e_transformer and padded_e_transformer (``BertForMaskedLM``), bert_layer (``BertLayer``)
+    and padded_self_attention (``BertSelfAttention`` with BertSelfOutput's dense) with
     ``attn_implementation=attn``; layer_norm is ``nn.LayerNorm`` at BERT's
     ``layer_norm_eps`` (what every BERT LayerNorm is)."""
 
@@ -141,7 +142,140 @@ def bert_algorithms(attn: str, with_norm: bool) -> dict[str, Fn]:
             Y = layer(X, attention_mask=None)  # (B, ℓ, d_e)
         return A.rows_to_cols(A.unbatch(Y, ctx.batched))
 
-    out: dict[str, Fn] = {"e_transformer": e_transformer, "bert_layer": bert_layer}
+    def padded_e_transformer(i: In, p: In, ctx: Context) -> Any:
+        """Alg. 9 with padding via ``BertForMaskedLM(input_ids, attention_mask=pad).logits``: the
+        2-D mask a tokenizer returns (1 = token, 0 = padding), from which ``BertModel`` builds every
+        layer's mask (``create_bidirectional_mask``: keys masked, queries not)."""
+        from transformers import BertForMaskedLM
+
+        h = ctx.hyper
+        A.check_tokens(i["x"], h)
+        x = A.batch(i["x"], ctx.batched)  # (B, ℓ)
+        mask = A.batch(i["pad"], ctx.batched).to(torch.long)  # (B, ℓ): 1 = a token, 0 = padding
+        with A.loaded(_key("bert_mlm", attn, h), lambda: BertForMaskedLM(A.bert_config(h, attn)),
+                      A.bert_mlm_weights(p, h["L"], h["H"]), _dtype(ctx), ctx.device) as model:
+            logits = model(input_ids=x, attention_mask=mask).logits  # (B, ℓ, N_V)
+        return _probabilities(logits, ctx.batched)
+
+    def padded_self_attention(i: In, p: In, ctx: Context) -> Any:
+        """Alg. 5 with Mask ≡ 1 ∧ pad[t_z] via ``BertSelfAttention`` and BertSelfOutput's
+        ``dense`` (``adapter.BertSelfAttentionOnly``), given the mask ``BertModel.forward`` builds
+        from the 2-D padding mask (``create_bidirectional_mask``: an additive finfo(dtype).min mask
+        for eager, a boolean one for sdpa, None when nothing is padded)."""
+        from transformers.masking_utils import create_bidirectional_mask
+
+        h = ctx.hyper
+        config = A.bert_config(h, attn)
+        X = A.batch(A.cols_to_rows(i["X"]), ctx.batched)  # (B, ℓ, d_e)
+        pad = A.batch(i["pad"], ctx.batched).to(torch.long)  # (B, ℓ)
+        with A.loaded(_key("bert_self_attention", attn, h), lambda: A.BertSelfAttentionOnly(config),
+                      A.bert_self_attention_weights(p, h["H"]), _dtype(ctx), ctx.device) as attention:
+            mask = create_bidirectional_mask(config=config, inputs_embeds=X, attention_mask=pad)
+            Y = attention(X, mask)  # (B, ℓ, d_e)
+        return A.rows_to_cols(A.unbatch(Y, ctx.batched))
+
+    out: dict[str, Fn] = {"e_transformer": e_transformer, "bert_layer": bert_layer,
+                          "padded_e_transformer": padded_e_transformer,
+                          "padded_self_attention": padded_self_attention}
     if with_norm:
         out["layer_norm"] = _layer_norm(_bert_epsilon)
+    return out
+
+
+def _llama_key(name: str, attn: str, hyper: Mapping[str, int], variant: Any) -> tuple:
+    """``_key`` plus what a Llama config also takes: head_dim, the kv heads, ε and the RoPE base
+    (``inv_freq`` is a buffer fixed at construction)."""
+    return _key(name, attn, hyper) + (hyper.get("d_attn", 0), variant.kv_group, variant.epsilon, variant.rope_base)
+
+
+def llama_algorithms(attn: str, with_norm: bool) -> dict[str, Fn]:
+    """LLaMA through ``LlamaForCausalLM`` (padded_d_transformer with an
+    attention_mask, cached_decoding with a ``DynamicCache``) and
+    ``LlamaAttention`` (padded_causal_self_attention) with
+    ``attn_implementation=attn``; rms_norm is ``LlamaRMSNorm`` (every Llama
+    norm). The config follows the case's sizes and the declared set's ε,
+    rope_base and kv_group (``adapter.llama_config``)."""
+
+    def padded_d_transformer(i: In, p: In, ctx: Context) -> Any:
+        """Alg. 10 with padding via ``LlamaForCausalLM(input_ids, attention_mask=pad).logits``:
+        the 2-D mask a tokenizer returns (1 = token, 0 = padding), from which
+        ``create_causal_mask`` builds the causal ∧ padding mask of every layer; positions are
+        the column indexes (the model's default position_ids, as the spec's)."""
+        from transformers import LlamaForCausalLM
+
+        h, v = ctx.hyper, ctx.variant
+        A.check_tokens(i["x"], h)
+        x = A.batch(i["x"], ctx.batched)  # (B, ℓ)
+        mask = A.batch(i["pad"], ctx.batched).to(torch.long)  # (B, ℓ): 1 = a token, 0 = padding
+        with A.loaded(_llama_key("llama_lm", attn, h, v),
+                      lambda: LlamaForCausalLM._from_config(A.llama_config(h, attn, v), dtype=_dtype(ctx)),
+                      A.llama_lm_weights(p, h["L"], h["H"], v.kv_group), _dtype(ctx), ctx.device,
+                      cast=False) as lm:
+            logits = lm(input_ids=x, attention_mask=mask, use_cache=False).logits  # (B, ℓ, N_V)
+        return _probabilities(logits, ctx.batched)
+
+    def cached_decoding(i: In, p: In, ctx: Context) -> Any:
+        """Alg. 10 as ``generate`` runs it: ``LlamaForCausalLM(x[:n], cache=DynamicCache)``
+        fills the cache (the prefill), then each later token x[t] alone with that cache, its
+        position t taken from the cache's length (the model's own position_ids). A batched
+        call decodes each sequence on its own (each has its own n_prefill)."""
+        from transformers import DynamicCache, LlamaForCausalLM
+
+        h, v = ctx.hyper, ctx.variant
+        A.check_tokens(i["x"], h)
+        xs = A.batch(i["x"], ctx.batched)  # (B, ℓ)
+        ns = A.batch(i["n_prefill"], ctx.batched).reshape(-1)  # (B,)
+        ell = xs.shape[-1]
+        out = []
+        with A.loaded(_llama_key("llama_lm", attn, h, v),
+                      lambda: LlamaForCausalLM._from_config(A.llama_config(h, attn, v), dtype=_dtype(ctx)),
+                      A.llama_lm_weights(p, h["L"], h["H"], v.kv_group), _dtype(ctx), ctx.device,
+                      cast=False) as lm:
+            for x, n in zip(xs, ns.tolist()):
+                if not 1 <= n <= ell:
+                    raise ValueError(f"n_prefill: {n} tokens to prefill of a sequence of {ell}")
+                x = x.unsqueeze(0)  # (1, ℓ)
+                cache = DynamicCache(config=lm.config)
+                logits = [lm(input_ids=x[:, :n], cache=cache, use_cache=True).logits]  # (1, n, N_V)
+                for t in range(n, ell):
+                    logits.append(lm(input_ids=x[:, t:t + 1], cache=cache, use_cache=True).logits)  # (1, 1, N_V)
+                if cache.get_seq_length() != ell:
+                    raise RuntimeError(f"hf adapter: the cache holds {cache.get_seq_length()} positions, not {ell}")
+                out.append(torch.cat(logits, dim=1)[0])  # (ℓ, N_V)
+        return _probabilities(torch.stack(out), True) if ctx.batched else _probabilities(out[0], True)
+
+    def padded_causal_self_attention(i: In, p: In, ctx: Context) -> Any:
+        """Alg. 5 with Mask = [[t_z ≤ t_x]] ∧ pad[t_z] via ``LlamaAttention``, called as
+        ``LlamaModel.forward`` calls it: position embeddings (cos, sin) from
+        ``LlamaRotaryEmbedding`` at positions 0 … ℓ−1 and the mask from
+        ``create_causal_mask`` with the 2-D padding mask."""
+        from transformers.masking_utils import create_causal_mask
+        from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
+
+        h, v = ctx.hyper, ctx.variant
+        config = A.llama_config(h, attn, v)
+        X = A.batch(A.cols_to_rows(i["X"]), ctx.batched)  # (B, ℓ, d_e)
+        pad = A.batch(i["pad"], ctx.batched).to(torch.long)  # (B, ℓ)
+        positions = torch.arange(X.shape[1], device=X.device).unsqueeze(0)  # (1, ℓ)
+        rotary = LlamaRotaryEmbedding(config).to(device=X.device)  # inv_freq: float32, as the library makes it
+        with A.loaded(_llama_key("llama_attention", attn, h, v), lambda: LlamaAttention(config, layer_idx=0),
+                      A.llama_attention_weights(p, h["H"], v.kv_group), _dtype(ctx), ctx.device) as attention:
+            mask = create_causal_mask(config=config, inputs_embeds=X, attention_mask=pad, cache=None,
+                                      position_ids=positions)
+            Y, _ = attention(X, position_embeddings=rotary(X, positions), attention_mask=mask)  # (B, ℓ, d_e)
+        return A.rows_to_cols(A.unbatch(Y, ctx.batched))
+
+    def rms_norm(i: In, p: In, ctx: Context) -> Any:
+        """RMSnorm via ``LlamaRMSNorm(d_e, eps=ε)``, the norm of every Llama layer and the final one."""
+        from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+        d_e, eps = ctx.hyper["d_e"], ctx.variant.epsilon
+        with A.loaded(("llama_rms_norm", eps, d_e), lambda: LlamaRMSNorm(d_e, eps=eps), {"weight": p["gamma"]},
+                      _dtype(ctx), ctx.device) as norm:
+            return A.rows_to_cols(norm(A.cols_to_rows(i["X"])))  # (…, ℓ, d_e) → (…, d_e, ℓ)
+
+    out: dict[str, Fn] = {"padded_d_transformer": padded_d_transformer, "cached_decoding": cached_decoding,
+                          "padded_causal_self_attention": padded_causal_self_attention}
+    if with_norm:
+        out["rms_norm"] = rms_norm
     return out

@@ -43,7 +43,17 @@ Design:
   the shape stays fixed while the variant changes (op caches are shared
   across variants: 20-30 ms against 0.2-0.45 s per call), so
   ``FTSPEC_JAX_JIT=0`` switches to eager (the plain path beside the fast one).
-- ``empty_query="error"`` is checked on the concrete mask before any tracing
+- LLaMA-style switches (issue 27): RoPE and grouped-query attention live in
+  ``components.attention_heads`` and so reach every multi-head attention,
+  layer, model, training entry (``jax.grad`` differentiates through the
+  rotation and the kv-head gather, whose gradient sums over the sharing
+  heads) and inference entry. ``kv_heads.{g}.*`` parameters are stacked on
+  their own axis (``boundary._mha``). The ``padded_*`` entries mask padding
+  positions as keys (``layers.self_mask``); ``cached_decoding`` is a real
+  key/value-cache decoder (``architectures.cached_decoding``: a padded prefill
+  then one-token steps in a static-bound ``fori_loop``, so one compiled
+  program serves every n_prefill and ``jax.vmap`` batches it per example).
+- ``empty_query="error"`` is checked on the concrete mask (or padding vector) before any tracing
   and raises ``ValueError``; so are input values out of range (tokens,
   positions, lengths, variates, probabilities, τ: ``boundary.check_values``;
   JAX's gathers would clamp an out-of-range index silently). A norm without
@@ -68,7 +78,16 @@ from ftspec.impls.api import Context, Implementation  # noqa: E402
 
 from . import inference as _inference  # noqa: E402
 from . import training as _training  # noqa: E402
-from .boundary import ENTRIES, Config, check_empty_queries, check_values, runner  # noqa: E402
+from .boundary import (  # noqa: E402
+    ENTRIES,
+    PADDED,
+    Config,
+    check_empty_queries,
+    check_heads,
+    check_padding,
+    check_values,
+    runner,
+)
 
 __all__ = ["implementation", "devices", "from_numpy", "to_numpy"]
 
@@ -115,6 +134,8 @@ def _algorithm(name: str):
     def fn(inputs: Mapping[str, Any], params: Mapping[str, Any], ctx: Context) -> Any:
         if name in ("attention", "mh_attention") and ctx.variant.empty_query == "error":
             check_empty_queries(name, inputs["Mask"])
+        if name in PADDED and ctx.variant.empty_query == "error":
+            check_padding(name, inputs["pad"])
         check_values(inputs, ctx.hyper)
         cfg = Config(tuple(sorted(ctx.hyper.items())), ctx.variant, ctx.dtype)
         dev = device(ctx.device)
@@ -129,6 +150,7 @@ def _training_or_inference(name: str, entry):
     """Algorithms 11-15 (training.py, inference.py): ``entry(inputs, params, ctx, device)``."""
     def fn(inputs: Mapping[str, Any], params: Mapping[str, Any], ctx: Context) -> Any:
         check_values(inputs, ctx.hyper)
+        check_heads(params, ctx.variant)
         dev = device(ctx.device)
         with jax.default_device(dev):
             return entry(dict(inputs), dict(params), ctx, dev)

@@ -20,14 +20,29 @@ Rows t < valid are then exactly those of the unpadded sequence.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import jax
+import jax.numpy as jnp
 
 from ftspec.spec.variants import VariantSet
 
-from .components import Array, Params, activation, embed, linear, norm
-from .layers import decoder_block, encoder_block
+from .components import (
+    Array,
+    Params,
+    activation,
+    attend,
+    embed,
+    heads_out,
+    kv_index,
+    linear,
+    norm,
+    project_kv,
+    project_q,
+    rope,
+    rope_rows,
+)
+from .layers import valid_rows, block, decoder_block, encoder_block, self_mask
 
 
 def _logits(X: Array, theta: Params, variant: VariantSet) -> Array:
@@ -53,11 +68,12 @@ def ed_encode(z: Array, theta: Params, ell_max: int, variant: VariantSet) -> Arr
 def ed_decode_logits(x: Array, Z: Array, theta: Params, ell_max: int, variant: VariantSet,
                      valid: Optional[Array] = None) -> Array:
     """Alg. 8 lines 10-21 before the softmax. x: (ℓ_x,) target tokens, Z: (ℓ_z, d_e) → (ℓ_x, N_V)."""
-    X = embed(x, theta, ell_max, variant, theta.get("norm_emb_dec"))  # (ℓ_x, d_e)  lines 10-12
+    rows = valid_rows(x.shape[0], valid)
+    X = embed(x, theta, ell_max, variant, theta.get("norm_emb_dec"), rows=rows)  # (ℓ_x, d_e)  lines 10-12
     for layer in theta["dec_layers"]:  # lines 13-19
         X = decoder_block(X, Z, layer, variant, valid)
     if variant.resolved_final_norm("ed_decoder"):
-        X = norm(X, theta["norm_dec"], variant)  # γ_dec, β_dec
+        X = norm(X, theta["norm_dec"], variant, rows=rows)  # γ_dec, β_dec
     return _logits(X, theta, variant)  # (ℓ_x, N_V)  line 21 before the softmax
 
 
@@ -70,11 +86,12 @@ def ed_transformer(z: Array, x: Array, theta: Params, ell_max: int, variant: Var
     return _softmax(ed_logits(z, x, theta, ell_max, variant))  # line 21
 
 
-def e_logits(x: Array, theta: Params, ell_max: int, variant: VariantSet) -> Array:
-    """Alg. 9 before the final softmax. x: (ℓ,) tokens → (ℓ, N_V)."""
+def e_logits(x: Array, theta: Params, ell_max: int, variant: VariantSet, pad: Optional[Array] = None) -> Array:
+    """Alg. 9 before the final softmax. x: (ℓ,) tokens → (ℓ, N_V). ``pad`` (ℓ,) bool: False marks
+    padding, masked as a key in every layer (Mask ≡ 1 ∧ pad[t_z])."""
     X = embed(x, theta, ell_max, variant, theta.get("norm_emb"))  # (ℓ, d_e)  lines 1-3
     for layer in theta["layers"]:  # lines 4-8
-        X = encoder_block(X, layer, variant, "bert")
+        X = encoder_block(X, layer, variant, "bert", pad=pad)
     if variant.resolved_final_norm("bert"):
         X = norm(X, theta["norm_final"], variant)  # γ_final, β_final before line 10
     act = activation(variant.resolved_activation("bert"))  # the head follows the MLP activation
@@ -83,24 +100,28 @@ def e_logits(x: Array, theta: Params, ell_max: int, variant: VariantSet) -> Arra
     return _logits(X, theta, variant)  # (ℓ, N_V)  line 12 before the softmax
 
 
-def e_transformer(x: Array, theta: Params, ell_max: int, variant: VariantSet) -> Array:
+def e_transformer(x: Array, theta: Params, ell_max: int, variant: VariantSet, pad: Optional[Array] = None) -> Array:
     """Alg. 9 (BERT). x: (ℓ,) tokens → P: (ℓ, N_V)."""
-    return _softmax(e_logits(x, theta, ell_max, variant))  # line 12
+    return _softmax(e_logits(x, theta, ell_max, variant, pad))  # line 12
 
 
-def d_logits(x: Array, theta: Params, ell_max: int, variant: VariantSet, valid: Optional[Array] = None) -> Array:
-    """Alg. 10 before the final softmax. x: (ℓ,) tokens → (ℓ, N_V)."""
-    X = embed(x, theta, ell_max, variant, theta.get("norm_emb"))  # (ℓ, d_e)  lines 1-3
+def d_logits(x: Array, theta: Params, ell_max: int, variant: VariantSet, valid: Optional[Array] = None,
+             pad: Optional[Array] = None) -> Array:
+    """Alg. 10 before the final softmax. x: (ℓ,) tokens → (ℓ, N_V). ``valid``: rows t ≥ valid are
+    padding of a fixed-size buffer (inference); ``pad`` (ℓ,) bool: positions masked as keys in
+    every layer (Mask = [[t_z ≤ t_x]] ∧ pad[t_z])."""
+    rows = valid_rows(x.shape[0], valid)
+    X = embed(x, theta, ell_max, variant, theta.get("norm_emb"), rows=rows)  # (ℓ, d_e)  lines 1-3
     for layer in theta["layers"]:  # lines 4-8
-        X = encoder_block(X, layer, variant, "gpt2", valid)
+        X = encoder_block(X, layer, variant, "gpt2", valid, pad)
     if variant.resolved_final_norm("gpt2"):
-        X = norm(X, theta["norm_final"], variant)  # line 10 (γ, β)
+        X = norm(X, theta["norm_final"], variant, rows=rows)  # line 10 (γ, β)
     return _logits(X, theta, variant)  # (ℓ, N_V)  line 11 before the softmax
 
 
-def d_transformer(x: Array, theta: Params, ell_max: int, variant: VariantSet) -> Array:
+def d_transformer(x: Array, theta: Params, ell_max: int, variant: VariantSet, pad: Optional[Array] = None) -> Array:
     """Alg. 10 (GPT-2). x: (ℓ,) tokens → P: (ℓ, N_V)."""
-    return _softmax(d_logits(x, theta, ell_max, variant))  # line 11
+    return _softmax(d_logits(x, theta, ell_max, variant, pad=pad))  # line 11
 
 
 def next_token_logits(x: Array, theta: Params, ell_max: int, variant: VariantSet) -> Array:
@@ -119,3 +140,105 @@ def next_token_logits(x: Array, theta: Params, ell_max: int, variant: VariantSet
 def next_token_encoder(x: Array, theta: Params, ell_max: int, variant: VariantSet) -> Array:
     """p = softmax(W_u e) for e the last row of the encoder. x: (ℓ,) tokens → p: (N_V,)."""
     return _softmax(next_token_logits(x, theta, ell_max, variant))
+
+
+# --------------------------------------------------------------------------
+# Algorithm 10 decoded with a key/value cache (the cached_decoding entry)
+# --------------------------------------------------------------------------
+
+#: one layer's cache: K (H_kv, ℓ, d_attn), already rotated under RoPE, and V (H_kv, ℓ, d_mid), one
+#: slot per absolute position of the fixed-size buffer (H_kv = H/G under grouped-query attention)
+Cache = tuple[Array, Array]
+
+
+def _cached_layer(X: Array, layer: Params, variant: VariantSet, r: Any, mask: Array, seen: Array,
+                  cache: Optional[Cache], t: Optional[Array], rows: Optional[Array]) -> tuple[Array, Cache]:
+    """One GPT layer (Alg. 10 lines 5-8) over the rows X, returning the keys and values it cached.
+
+    Prefill (``cache`` None): X holds the whole buffer, its K and V become the cache. Step
+    (``cache`` given): X is the one row of position ``t``; its k and v are written into slot t of
+    the cache, and its query attends to the cached slots ``seen`` (t_z ≤ t). ``r``: RoPE's angles
+    for the rows of X (their absolute positions)."""
+    p = layer["attn"]
+    out: dict[str, Cache] = {}
+
+    def self_attention(Y: Array) -> Array:
+        Q = project_q(Y, p, variant, r)  # (H, ℓ_x, d_attn)  Alg. 4 line 1 (+ RoPE at the rows' positions)
+        K, V = project_kv(Y, p, variant, r)  # (H_kv, ℓ_x, ·)  lines 2-3, computed once per position
+        if cache is not None:  # append: slot t of the cache (earlier slots hold positions < t)
+            K = jax.lax.dynamic_update_slice_in_dim(cache[0], K, t, axis=1)  # (H_kv, ℓ, d_attn)
+            V = jax.lax.dynamic_update_slice_in_dim(cache[1], V, t, axis=1)  # (H_kv, ℓ, d_mid)
+        out["kv"] = (K, V)
+        index = kv_index(Q.shape[0], K.shape[0], variant)
+        return heads_out(attend(Q, K, V, mask, variant, Y.shape[-1], index, kv_valid=seen), p)
+
+    X = block(X, layer, variant, "gpt2", self_attention, rows)
+    return X, out["kv"]
+
+
+def _final_logits(X: Array, theta: Params, variant: VariantSet, rows: Optional[Array] = None) -> Array:
+    if variant.resolved_final_norm("gpt2"):
+        X = norm(X, theta["norm_final"], variant, rows=rows)  # line 10 (γ, β)
+    return _logits(X, theta, variant)  # (·, N_V)  line 11 before the softmax
+
+
+def cached_decoding(x: Array, n_prefill: Array, theta: Params, ell_max: int, variant: VariantSet) -> Array:
+    """Algorithm 10 run as a generator runs it, with a key/value cache. x: (ℓ,) tokens,
+    n_prefill: () int in [1, ℓ] → P: (ℓ, N_V), row t the distribution after x[:t+1].
+
+    1. Prefill: the prompt x[:n_prefill] in one call, which stores every layer's K (rotated under
+       RoPE) and V, per key/value head. Shapes are static, so the prompt sits in a buffer of ℓ
+       slots (as padded prefill does in JAX serving code, e.g. MaxText's ``true_length``): slots
+       ≥ n_prefill hold token 0 and are masked as keys, zeroed as values and never checked for
+       zero variance; their cache slots are overwritten before any query reads them.
+    2. Decoding: for t = n_prefill .. ℓ−1, the token x[t] ALONE (one row) at its absolute position t
+       (W_p[:, t], sinusoid row t, RoPE angle t·θ_i): every layer computes its q, k, v, appends k, v at
+       slot t and attends to slots ≤ t; the row's distribution is P[t]. The loop is a
+       ``lax.fori_loop`` over t = 1 .. ℓ−1 with static bounds (a scan: one compiled program whatever
+       n_prefill is, which ``jax.vmap`` batches with a per-example n_prefill and ``checkify`` takes;
+       a while loop from a batched start it does not); a step at t < n_prefill keeps the
+       prefill's row and cache (a select).
+
+    Causal attention makes row t a function of x[:t+1] alone, so this equals DTransformer(x) up to
+    rounding (Pope et al. 2022, "Efficiently Scaling Transformer Inference", §2: the KV cache).
+    """
+    ell = x.shape[0]
+    layers = theta["layers"]
+    d_attn = layers[0]["attn"]["W_q"].shape[1] if layers else 2
+    r = rope(variant, ell, d_attn, theta["tok"].dtype)  # (ℓ, d_attn/2) angles for every slot, or None
+    emb_norm = theta.get("norm_emb")
+
+    # 1. prefill
+    rows = jnp.arange(ell) < n_prefill  # (ℓ,) the prompt's slots
+    prompt = jnp.where(rows, x, jnp.zeros((), x.dtype))  # later tokens are not the prefill's to see
+    X = embed(prompt, theta, ell_max, variant, emb_norm, rows=rows)  # (ℓ, d_e)  lines 1-3
+    mask = self_mask(ell, variant, True, rows)  # (ℓ, ℓ) [t_x, t_z]: causal ∧ t_z < n_prefill
+    caches: list[Cache] = []
+    for layer in layers:  # lines 4-8
+        X, kv = _cached_layer(X, layer, variant, r, mask, rows, None, None, rows)
+        caches.append(kv)
+    P = _softmax(_final_logits(X, theta, variant, rows))  # (ℓ, N_V): rows < n_prefill are the answer
+
+    # 2. one token at a time
+    slots = jnp.arange(ell)
+
+    def step(t: Array, state: tuple[Array, list[Cache]]) -> tuple[Array, list[Cache]]:
+        P, caches = state
+        token = jax.lax.dynamic_slice_in_dim(x, t, 1)  # (1,) x[t]
+        Y = embed(token, theta, ell_max, variant, emb_norm, start=t)  # (1, d_e) at position t
+        seen = slots <= t  # (ℓ,) cached positions < t and t itself
+        r_t = rope_rows(r, t, 1)
+        new = []
+        for layer, cache in zip(layers, caches):
+            Y, kv = _cached_layer(Y, layer, variant, r_t, seen[None, :], seen, cache, t, None)
+            new.append(kv)
+        row = _softmax(_final_logits(Y, theta, variant))  # (1, N_V)
+        # positions of the prompt were the prefill's: keep its rows and cache (a select, not a branch:
+        # static loop bounds keep this a scan, which checkify also takes under vmap, unlike a while loop
+        # with a per-example start)
+        decoding = t >= n_prefill
+        P = jnp.where(decoding, jax.lax.dynamic_update_slice_in_dim(P, row, t, axis=0), P)
+        return P, [(jnp.where(decoding, K, K0), jnp.where(decoding, V, V0)) for (K, V), (K0, V0) in zip(new, caches)]
+
+    P, _ = jax.lax.fori_loop(1, ell, step, (P, caches))  # position 0 is always the prefill's (n_prefill ≥ 1)
+    return P

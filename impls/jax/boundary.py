@@ -63,10 +63,19 @@ def _single(flat: Flat, prefix: str = "") -> dict:
     return {k: flat.get(prefix + k) for k in ("W_q", "b_q", "W_k", "b_k", "W_v", "b_v")}
 
 
+def _stacked(members: list[dict], names: tuple[str, ...]) -> dict:
+    return {k: (None if members[0][k] is None else jnp.stack([m[k] for m in members])) for k in names}
+
+
 def _mha(flat: Flat, prefix: str = "") -> dict:
-    """Heads stacked on a leading axis: W_q (H, d_attn, d_x), …, plus W_o, b_o."""
+    """Heads stacked on a leading axis: W_q (H, d_attn, d_x), b_q, then W_k (H_kv, d_attn, d_z),
+    b_k, W_v (H_kv, d_mid, d_z), b_v, plus W_o, b_o. Without grouping the key/value maps are the
+    heads' own (H_kv = H); under ``kv_group`` = G > 1 they are ``kv_heads.{g}.*`` (H_kv = H/G;
+    which query head reads which is ``components.kv_index``'s, from the variant)."""
     heads = [_single(flat, f"{prefix}heads.{h}.") for h in range(_count(flat, prefix + "heads."))]
-    out = {k: (None if heads[0][k] is None else jnp.stack([hp[k] for hp in heads])) for k in heads[0]}
+    kv = [_single(flat, f"{prefix}kv_heads.{g}.") for g in range(_count(flat, prefix + "kv_heads."))]
+    out = _stacked(heads, ("W_q", "b_q"))
+    out.update(_stacked(kv or heads, ("W_k", "b_k", "W_v", "b_v")))
     out["W_o"], out["b_o"] = flat[prefix + "W_o"], flat.get(prefix + "b_o")
     return out
 
@@ -150,13 +159,14 @@ def _tied_W_u(theta: dict, v: VariantSet) -> Any:
     return theta["tok"] if v.unembedding == "tied" else theta["unembed"]["W_u"]
 
 
-def _self_attention(X: Any, theta: dict, cfg: Config, causal: bool) -> Any:
+def _self_attention(X: Any, theta: dict, cfg: Config, causal: bool, pad: Any = None) -> Any:
     """Alg. 5 with Z = X, the mask built from ℓ: Mask ≡ 1 (Alg. 8 and 9 line 5) or the causal
-    [[t_z ≤ t_x]] (Alg. 10 line 6; square, so its alignment cannot matter). X: (ℓ, d_e) → (ℓ, d_e)."""
+    [[t_z ≤ t_x]] (Alg. 10 line 6; square, so its alignment cannot matter), ∧ pad[t_z] when a
+    padding vector is given (the ``padded_`` entries). X: (ℓ, d_e) → (ℓ, d_e)."""
     ell, d_e = X.shape
     if theta["W_o"].shape[0] != d_e:  # d_out = d_e (a layer's residual sum would check it); shapes are static
         raise ValueError(f"W_o has {theta['W_o'].shape[0]} rows; self-attention returns d_e = {d_e}")
-    mask = C.unidirectional_mask(ell, ell, cfg.variant) if causal else None  # (ℓ, ℓ) [query, key] or ≡ 1
+    mask = Lyr.self_mask(ell, cfg.variant, causal, pad)  # (ℓ, ℓ) [query, key], or None (≡ 1)
     return C.mh_attention(X, X, theta, mask, cfg.variant)
 
 
@@ -178,6 +188,10 @@ ENTRIES: dict[str, tuple[Callable[[Flat], Any], Core]] = {
         "V_tilde": C.mh_attention(i["X"], i["Z"], th, i["Mask"], c.variant)}),
     "self_attention": (_mha, lambda i, th, c: {"V_tilde": _self_attention(i["X"], th, c, causal=False)}),
     "causal_self_attention": (_mha, lambda i, th, c: {"V_tilde": _self_attention(i["X"], th, c, causal=True)}),
+    "padded_self_attention": (_mha, lambda i, th, c: {
+        "V_tilde": _self_attention(i["X"], th, c, causal=False, pad=i["pad"])}),
+    "padded_causal_self_attention": (_mha, lambda i, th, c: {
+        "V_tilde": _self_attention(i["X"], th, c, causal=True, pad=i["pad"])}),
     "unidirectional_mask": (lambda f: {}, lambda i, th, c: {
         "Mask": C.unidirectional_mask(c["ell_z"], c["ell_x"], c.variant)}),
     "layer_norm": (lambda f: _norm(f, "gamma", "beta"), lambda i, th, c: {
@@ -194,6 +208,12 @@ ENTRIES: dict[str, tuple[Callable[[Flat], Any], Core]] = {
         "P": A.ed_transformer(i["z"], i["x"], th, c["ell_max"], c.variant)}),
     "e_transformer": (_e_theta, lambda i, th, c: {"P": A.e_transformer(i["x"], th, c["ell_max"], c.variant)}),
     "d_transformer": (_d_theta, lambda i, th, c: {"P": A.d_transformer(i["x"], th, c["ell_max"], c.variant)}),
+    "padded_e_transformer": (_e_theta, lambda i, th, c: {
+        "P": A.e_transformer(i["x"], th, c["ell_max"], c.variant, pad=i["pad"])}),
+    "padded_d_transformer": (_d_theta, lambda i, th, c: {
+        "P": A.d_transformer(i["x"], th, c["ell_max"], c.variant, pad=i["pad"])}),
+    "cached_decoding": (_d_theta, lambda i, th, c: {
+        "P": A.cached_decoding(i["x"], i["n_prefill"], th, c["ell_max"], c.variant)}),
     "next_token_encoder": (_d_theta, lambda i, th, c: {  # the flat names of d_transformer's schema
         "p": A.next_token_encoder(i["x"], th, c["ell_max"], c.variant)}),
 }
@@ -222,6 +242,7 @@ def check_widths(params: Flat) -> None:
 def run(name: str, inputs: Mapping[str, Any], params: Flat, cfg: Config, batched: bool) -> dict:
     """Canonical inputs and flat params → canonical outputs. Pure and differentiable in params."""
     check_widths(params)
+    check_heads(params, cfg.variant)
     build, core = ENTRIES[name]
     theta = build(params)
 
@@ -352,9 +373,39 @@ def check_empty_queries(name: str, mask: Any) -> None:
                          "(empty_query='error'; the paper's softmax would divide 0 by 0)")
 
 
+#: the entries with a padding input ``pad``, and whether their masks are causal
+PADDED = {"padded_self_attention": False, "padded_causal_self_attention": True,
+          "padded_e_transformer": False, "padded_d_transformer": True}
+
+
+def check_padding(name: str, pad: Any) -> None:
+    """``empty_query="error"``: refuse a padding vector that leaves a query with no key, on the
+    concrete (..., ℓ) bool array before any tracing. Bidirectionally that is every position padding;
+    causally, query t_x has the keys t_z ≤ t_x with pad[t_z], so a padded start empties the first
+    queries (Mask[t_z, t_x] ∧ pad[t_z], Hugging Face's ``attention_mask``)."""
+    pad = np.asarray(pad, dtype=bool)
+    has_key = np.logical_or.accumulate(pad, axis=-1) if PADDED[name] else \
+        np.broadcast_to(pad.any(axis=-1, keepdims=True), pad.shape)  # (..., ℓ_x)
+    if not has_key.all():
+        bad = sorted({int(t) for t in np.argwhere(~has_key)[:, -1]})
+        raise ValueError(f"{name}: padding leaves query position(s) t_x = {bad} with no key "
+                         "(empty_query='error'; the paper's softmax would divide 0 by 0)")
+
+
+def check_heads(params: Flat, variant: VariantSet) -> None:
+    """Key/value heads of their own only under grouped-query attention (kv_group > 1): with
+    kv_group = 1 every head carries its W_k, W_v and ``kv_heads.*`` has no meaning (the spec refuses
+    it); under kv_group > 1 the count of kv heads is checked where the heads are read
+    (``components.kv_index``)."""
+    if variant.kv_group == 1:
+        extra = sorted(k for k in params if k.startswith("kv_heads.") or ".kv_heads." in k)
+        if extra:
+            raise ValueError(f"kv_group=1 has no shared key/value heads; given {extra[:3]}")
+
+
 #: the inputs whose values the spec restricts, by name (docs/spec.md, "What the spec refuses")
 TOKEN_INPUTS = ("v", "x", "z", "mask_token", "bos_token", "eos_token")
-LENGTH_INPUTS = {"x_len": "x", "z_len": "z"}  # length -> the padded sequences it measures
+LENGTH_INPUTS = {"x_len": "x", "z_len": "z", "n_prefill": "x"}  # length -> the sequences it measures
 SEQUENCE_INPUTS = ("x", "z")
 
 

@@ -10,6 +10,16 @@ columns; Mask is [t_z, t_x]) happens once, in ``boundary.py``.
 
 Line numbers refer to the restatement in ALGORITHMS.md. Every function is
 pure and differentiable; batching is added by ``jax.vmap`` on top.
+
+Attention beyond the paper (variant switches, written from the papers):
+rotary position embedding (Su et al. 2021, RoFormer, eq. 34: each head's Q
+row t_x and K row t_z turned pair by pair by t·base^(−2i/d_attn), pairs
+(2i, 2i+1) or (i, i + d_attn/2)), applied after the projections and biases and
+before any scaling; and grouped-query attention (Ainslie et al. 2023, GQA;
+Shazeer 2019, multi-query attention): H/G key/value heads, query head h
+reading ⌊h/G⌋ (consecutive) or h mod H/G (strided). Q and the key/value heads
+are projected separately (``project_q``, ``project_kv``) so that a decoder can
+cache K and V per key/value head (architectures.py ``cached_decoding``).
 """
 
 from __future__ import annotations
@@ -78,31 +88,39 @@ def sinusoid_table(d_e: int, ell_max: int, form: str, dtype: Any) -> Array:
 
 
 def position_rows(pos: Optional[Array], ell: int, ell_max: int, d_e: int, variant: VariantSet,
-                  dtype: Any) -> Optional[Array]:
-    """The rows W_p[:, t]ᵀ for t = 0..ℓ−1 under ``variant.positions`` (None: no positions)."""
+                  dtype: Any, start: Optional[Array] = None) -> Optional[Array]:
+    """The rows W_p[:, t]ᵀ for t = start..start+ℓ−1 (start None: 0, static) under
+    ``variant.positions`` (None: no positions). ``start`` may be traced (a decoding step)."""
     if variant.positions == "learned":
         if pos is None:
             raise ValueError("positions='learned' needs the table W_p")
-        return pos[:ell]  # (ℓ, d_e)
-    if variant.positions == "none":
+        table = pos  # (ℓ_max, d_e)
+    elif variant.positions == "none":
         return None
-    return sinusoid_table(d_e, ell_max, variant.positions, dtype)[:ell]  # (ℓ, d_e)
+    else:
+        table = sinusoid_table(d_e, ell_max, variant.positions, dtype)  # (ℓ_max, d_e)
+    if start is None:
+        return table[:ell]  # (ℓ, d_e)
+    return jax.lax.dynamic_slice_in_dim(table, start, ell, axis=0)  # (ℓ, d_e); start + ℓ ≤ ℓ_max (checked)
 
 
-def embed(x: Array, p: Params, ell_max: int, variant: VariantSet, emb_norm: Optional[Params]) -> Array:
+def embed(x: Array, p: Params, ell_max: int, variant: VariantSet, emb_norm: Optional[Params],
+          start: Optional[Array] = None, rows: Optional[Array] = None) -> Array:
     """Algorithms 8-10, lines 1-3: X[t] = W_e[:, x[t]] (×√d_e) + W_p[:, t], then the optional norm.
 
-    x: (ℓ,) int tokens; p["tok"]: (N_V, d_e); p["pos"]: (ℓ_max, d_e) or None.
+    x: (ℓ,) int tokens; p["tok"]: (N_V, d_e); p["pos"]: (ℓ_max, d_e) or None. ``start``: the
+    absolute position of x[0] (a decoding step's t; None: 0); ``rows``: the real rows (padding of
+    a fixed-size buffer is not refused for zero variance).
     """
     tok = p["tok"]
     e = jnp.take(tok, x, axis=0)  # (ℓ, d_e)  Alg. 1 for every token
     if variant.embedding_scale == "sqrt_d_e":
         e = e * math.sqrt(tok.shape[-1])  # Vaswani et al.: scale before adding positions
-    rows = position_rows(p.get("pos"), x.shape[0], ell_max, tok.shape[-1], variant, tok.dtype)
-    if rows is not None:
-        e = e + rows  # (ℓ, d_e)  Alg. 2
+    table = position_rows(p.get("pos"), x.shape[0], ell_max, tok.shape[-1], variant, tok.dtype, start)
+    if table is not None:
+        e = e + table  # (ℓ, d_e)  Alg. 2
     if variant.embedding_norm:
-        e = norm(e, emb_norm, variant)
+        e = norm(e, emb_norm, variant, rows=rows)
     return e
 
 
@@ -136,7 +154,7 @@ def checked() -> Iterator[None]:
         CHECKED.reset(token)
 
 
-def refuse_zero_variance(X: Array, variant: VariantSet, kind: str) -> None:
+def refuse_zero_variance(X: Array, variant: VariantSet, kind: str, rows: Optional[Array] = None) -> None:
     """With no ε, a token of zero variance (its entries all equal; all 0 for RMSnorm) would divide
     by √0: a ``checkify.check`` that fails inside the program and raises on the host
     (``boundary.jitted``; staged only under ``checked()``). Equal entries are tested as such: the
@@ -147,13 +165,14 @@ def refuse_zero_variance(X: Array, variant: VariantSet, kind: str) -> None:
                        f"{kind}: a token of zero variance and no epsilon (line 3 would divide by √0)")
 
 
-def layer_norm(X: Array, gamma: Optional[Array], beta: Optional[Array], variant: VariantSet) -> Array:
+def layer_norm(X: Array, gamma: Optional[Array], beta: Optional[Array], variant: VariantSet,
+               rows: Optional[Array] = None) -> Array:
     """Alg. 6 on every row: m = Σe/d (line 1), v = Σ(e−m)²/d or /(d−1) (line 2),
     ê = (e − m)/σ ⊙ γ + β (line 3). X: (ℓ, d) → (ℓ, d)."""
     d = X.shape[-1]
     if variant.variance == "unbiased" and d < 2:
         raise ValueError(f"layer_norm: unbiased variance divides by d − 1 = 0 (d = {d})")
-    refuse_zero_variance(X, variant, "layer_norm")
+    refuse_zero_variance(X, variant, "layer_norm", rows)
     m = jnp.mean(X, axis=-1, keepdims=True)  # (ℓ, 1)
     centred = X - m  # (ℓ, d)
     denom = d - 1 if variant.variance == "unbiased" else d
@@ -166,9 +185,9 @@ def layer_norm(X: Array, gamma: Optional[Array], beta: Optional[Array], variant:
     return out
 
 
-def rms_norm(X: Array, gamma: Optional[Array], variant: VariantSet) -> Array:
+def rms_norm(X: Array, gamma: Optional[Array], variant: VariantSet, rows: Optional[Array] = None) -> Array:
     """RMSnorm (Alg. 6 with m = 0, β = 0): v = Σe²/d, ê = e/σ ⊙ γ. Ignores ``variance``."""
-    refuse_zero_variance(X, variant, "rms_norm")
+    refuse_zero_variance(X, variant, "rms_norm", rows)
     v = jnp.mean(X * X, axis=-1, keepdims=True)  # (ℓ, 1)
     out = X / _sigma(v, variant)  # (ℓ, d)
     return out if gamma is None else out * gamma
@@ -181,14 +200,16 @@ def _own_width(X: Array, p: Params, name: str) -> None:
                          f"per feature")
 
 
-def norm(X: Array, p: Optional[Params], variant: VariantSet, kind: Optional[str] = None) -> Array:
-    """The norm ``variant.norm`` (or ``kind``) with p = {"gamma", "beta"} (absent ones None)."""
+def norm(X: Array, p: Optional[Params], variant: VariantSet, kind: Optional[str] = None,
+         rows: Optional[Array] = None) -> Array:
+    """The norm ``variant.norm`` (or ``kind``) with p = {"gamma", "beta"} (absent ones None);
+    ``rows``: the rows whose zero variance is refused (None: all)."""
     p = p or {}
     _own_width(X, p, "gamma")
     _own_width(X, p, "beta")
     if (kind or variant.norm) == "rms_norm":
-        return rms_norm(X, p.get("gamma"), variant)
-    return layer_norm(X, p.get("gamma"), p.get("beta"), variant)
+        return rms_norm(X, p.get("gamma"), variant, rows)
+    return layer_norm(X, p.get("gamma"), p.get("beta"), variant, rows)
 
 
 # --------------------------------------------------------------------------
@@ -249,48 +270,145 @@ def _add(x: Array, b: Optional[Array]) -> Array:
     return x if b is None else x + b
 
 
-def attention_heads(X: Array, Z: Array, p: Params, mask: Optional[Array], variant: VariantSet,
-                    kv_valid: Optional[Array] = None) -> Array:
-    """Alg. 4 lines 1-6 for H stacked heads at once (Alg. 5 lines 1-2).
+#: RoPE's cos and sin tables, each (ℓ, d_attn/2): row t, column i holds cos(t·θ_i), sin(t·θ_i)
+Rope = tuple[Array, Array]
 
-    X: (ℓ_x, d_x) primary, Z: (ℓ_z, d_z) context; p["W_q"], p["W_k"]: (H, d_attn, d_·),
-    p["W_v"]: (H, d_mid, d_z), biases (H, ·) or None. Returns Y: (H, ℓ_x, d_mid).
-    kv_valid: (ℓ_z,) bool or None. Context rows marked False are padding that
-    ``mask`` already hides from every query that matters (inference on a
-    fixed-size buffer); their values are set to 0 so that a non-finite padding
-    row cannot enter as 0·inf = NaN through line 6's product.
+
+def rope(variant: VariantSet, n: int, d: int, dtype: Any) -> Optional[Rope]:
+    """RoPE's angles for positions t = 0..n−1 (None under ``rotary="none"``).
+
+    Su et al. (2021), RoFormer, eqs. 15 and 34: θ_i = base^(−2i/d) for i = 0..d/2−1 and angle
+    t·θ_i (0-based positions: the column index). Like the sinusoid table, the tables are constants
+    of the program: computed in float64 and rounded once to ``dtype``."""
+    if variant.rotary == "none":
+        return None
+    if d % 2:
+        raise ValueError(f"rotary={variant.rotary!r} rotates pairs of rows: d_attn = {d} must be even")
+    theta = np.power(float(variant.rope_base), -2.0 * np.arange(d // 2) / d)  # (d/2,)
+    angle = np.arange(n, dtype=np.float64)[:, None] * theta[None, :]  # (n, d/2)
+    return jnp.asarray(np.cos(angle), dtype), jnp.asarray(np.sin(angle), dtype)
+
+
+def rope_rows(r: Optional[Rope], start: Array, n: int) -> Optional[Rope]:
+    """Rows start..start+n−1 of the tables (``start`` traced: a decoding step's position)."""
+    if r is None:
+        return None
+    return (jax.lax.dynamic_slice_in_dim(r[0], start, n, axis=0),
+            jax.lax.dynamic_slice_in_dim(r[1], start, n, axis=0))
+
+
+def rotate(M: Array, r: Optional[Rope], pairing: str) -> Array:
+    """RoFormer eq. 34 on every row t of M (..., ℓ, d): pair (a, b) → (a cos − b sin, b cos + a sin)
+    with angle t·θ_i. Pair i is (2i, 2i+1) under "interleaved" (RoFormer's R_Θ, Meta's LLaMA
+    ``view_as_complex``, GPT-J) and (i, i + d/2) under "half" (GPT-NeoX, Hugging Face
+    ``rotate_half``)."""
+    if r is None:
+        return M
+    cos, sin = r  # (ℓ, d/2) each
+    if pairing == "interleaved":
+        a, b = M[..., 0::2], M[..., 1::2]  # (..., ℓ, d/2)
+        return jnp.stack([a * cos - b * sin, b * cos + a * sin], axis=-1).reshape(M.shape)
+    half = M.shape[-1] // 2
+    a, b = M[..., :half], M[..., half:]
+    return jnp.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+
+
+def _bias(p: Params, name: str) -> Any:
+    return None if p.get(name) is None else p[name][:, None, :]  # (heads, 1, ·)
+
+
+def project_q(X: Array, p: Params, variant: VariantSet, r: Optional[Rope]) -> Array:
+    """Alg. 4 line 1 for every query head, then RoPE: X (ℓ_x, d_x) → Q (H, ℓ_x, d_attn)."""
+    Q = _add(einsum("xd,had->hxa", X, p["W_q"]), _bias(p, "b_q"))  # (H, ℓ_x, d_attn)
+    return rotate(Q, r, variant.rotary)
+
+
+def project_kv(Z: Array, p: Params, variant: VariantSet, r: Optional[Rope]) -> tuple[Array, Array]:
+    """Alg. 4 lines 2-3 for every key/value head, K then RoPE: Z (ℓ_z, d_z) → K (H_kv, ℓ_z, d_attn),
+    V (H_kv, ℓ_z, d_mid). H_kv = H without grouping, H/G under ``kv_group`` = G."""
+    K = _add(einsum("zd,had->hza", Z, p["W_k"]), _bias(p, "b_k"))  # (H_kv, ℓ_z, d_attn)
+    V = _add(einsum("zd,hmd->hzm", Z, p["W_v"]), _bias(p, "b_v"))  # (H_kv, ℓ_z, d_mid)
+    return rotate(K, r, variant.rotary), V
+
+
+def kv_index(H: int, H_kv: int, variant: VariantSet) -> Optional[np.ndarray]:
+    """Which key/value head each query head reads (None: its own, kv_group = 1).
+
+    Grouped-query attention (Ainslie et al. 2023, GQA; G = H is Shazeer's 2019 multi-query
+    attention): H/G key/value heads; query head h reads ⌊h/G⌋ under ``kv_order="consecutive"``
+    (Hugging Face ``repeat_kv``: each kv head repeated G times in place) and h mod (H/G) under
+    "strided" (the kv heads tiled G times). Static: the head counts are shapes."""
+    G = variant.kv_group
+    if G == 1:
+        if H_kv != H:
+            raise ValueError(f"kv_group=1: every head has its own W_k, W_v; given {H_kv} for H = {H} heads")
+        return None
+    if H % G or H_kv != H // G:
+        raise ValueError(f"kv_group={G}: H = {H} query heads need H/G key/value heads (H a multiple of G); "
+                         f"given {H_kv}")
+    h = np.arange(H)
+    return h // G if variant.kv_order == "consecutive" else h % H_kv
+
+
+def attend(Q: Array, K: Array, V: Array, mask: Optional[Array], variant: VariantSet, d_model: int,
+           index: Optional[np.ndarray] = None, kv_valid: Optional[Array] = None) -> Array:
+    """Alg. 4 lines 4-6 for H heads: Q (H, ℓ_x, d_attn) against K (H_kv, ℓ_z, d_attn), V (H_kv, ℓ_z,
+    d_mid), query head h reading kv head ``index[h]`` (None: h). Returns Y (H, ℓ_x, d_mid).
+
+    kv_valid: (ℓ_z,) bool or None. Context rows marked False are padding that ``mask`` already
+    hides from every query that matters (inference on a fixed-size buffer, the cache beyond the
+    current step); their values are set to 0 so that a non-finite padding row cannot enter as
+    0·inf = NaN through line 6's product.
     """
-    def b(name: str) -> Any:
-        return None if p.get(name) is None else p[name][:, None, :]  # (H, 1, ·)
-
-    Q = _add(einsum("xd,had->hxa", X, p["W_q"]), b("b_q"))  # (H, ℓ_x, d_attn)  line 1
-    K = _add(einsum("zd,had->hza", Z, p["W_k"]), b("b_k"))  # (H, ℓ_z, d_attn)  line 2
-    V = _add(einsum("zd,hmd->hzm", Z, p["W_v"]), b("b_v"))  # (H, ℓ_z, d_mid)   line 3
+    if index is not None:
+        K, V = K[index], V[index]  # (H, ℓ_z, ·): a gather; its gradient sums over the sharing heads
     if kv_valid is not None:
         V = jnp.where(kv_valid[None, :, None], V, jnp.zeros((), V.dtype))
-    S = scaled_scores(Q, K, variant, d_model=X.shape[-1])  # (H, ℓ_x, ℓ_z)    lines 4, 6
-    A = masked_softmax(S, mask, variant)  # (H, ℓ_x, ℓ_z)                     lines 5-6
-    return einsum("hxz,hzm->hxm", A, V)  # (H, ℓ_x, d_mid)                   line 6: V softmax(·)
+    S = scaled_scores(Q, K, variant, d_model=d_model)  # (H, ℓ_x, ℓ_z)    lines 4, 6
+    A = masked_softmax(S, mask, variant)  # (H, ℓ_x, ℓ_z)                lines 5-6
+    return einsum("hxz,hzm->hxm", A, V)  # (H, ℓ_x, d_mid)              line 6: V softmax(·)
+
+
+def attention_heads(X: Array, Z: Array, p: Params, mask: Optional[Array], variant: VariantSet,
+                    kv_valid: Optional[Array] = None, grouped: bool = True) -> Array:
+    """Alg. 4 lines 1-6 for H stacked heads at once (Alg. 5 lines 1-2).
+
+    X: (ℓ_x, d_x) primary, Z: (ℓ_z, d_z) context; p["W_q"]: (H, d_attn, d_x), p["W_k"]:
+    (H_kv, d_attn, d_z), p["W_v"]: (H_kv, d_mid, d_z), biases (·, ·) or None. Under RoPE, row t_x
+    of Q and row t_z of K are rotated by their positions (after the biases, before any scaling).
+    ``grouped``: the key/value heads are shared as ``kv_group`` says (Alg. 5); Alg. 4 alone has
+    one head. Returns Y: (H, ℓ_x, d_mid).
+    """
+    d_attn = p["W_q"].shape[1]
+    Q = project_q(X, p, variant, rope(variant, X.shape[0], d_attn, X.dtype))  # line 1
+    K, V = project_kv(Z, p, variant, rope(variant, Z.shape[0], d_attn, Z.dtype))  # lines 2-3
+    index = kv_index(Q.shape[0], K.shape[0], variant) if grouped else None
+    return attend(Q, K, V, mask, variant, X.shape[-1], index, kv_valid)
 
 
 def attention(X: Array, Z: Array, p: Params, mask: Optional[Array], variant: VariantSet) -> Array:
     """Alg. 4: Ṽ = V softmax(KᵀQ/√d_attn) for one head; p holds unstacked W_q, b_q, …
     X: (ℓ_x, d_x), Z: (ℓ_z, d_z) → (ℓ_x, d_out)."""
     stacked = {k: (None if v is None else v[None]) for k, v in p.items()}  # a single head, H = 1
-    return attention_heads(X, Z, stacked, mask, variant)[0]
+    return attention_heads(X, Z, stacked, mask, variant, grouped=False)[0]
+
+
+def heads_out(Y: Array, p: Params) -> Array:
+    """Alg. 5 lines 3-4: Ṽ = W_o [Y¹; …; Y^H] + b_o 1ᵀ. Y: (H, ℓ_x, d_mid) → (ℓ_x, d_out).
+
+    p["W_o"]: (d_out, H·d_mid) is read as (d_out, H, d_mid), which is exactly the vertical
+    stacking of line 3 (head 1 first)."""
+    H, _, d_mid = Y.shape
+    W_o = p["W_o"].reshape(p["W_o"].shape[0], H, d_mid)  # (d_out, H, d_mid)
+    return _add(einsum("hxm,ohm->xo", Y, W_o), p.get("b_o"))  # (ℓ_x, d_out)
 
 
 def mh_attention(X: Array, Z: Array, p: Params, mask: Optional[Array], variant: VariantSet,
                  kv_valid: Optional[Array] = None) -> Array:
-    """Alg. 5: Y = [Y¹; …; Y^H] (line 3, head 1 first), Ṽ = W_o Y + b_o 1ᵀ (line 4).
-
-    p["W_o"]: (d_out, H·d_mid) is read as (d_out, H, d_mid), which is exactly the
-    vertical stacking of line 3. X: (ℓ_x, d_x), Z: (ℓ_z, d_z) → (ℓ_x, d_out).
+    """Alg. 5: Y = [Y¹; …; Y^H] (line 3, head 1 first), Ṽ = W_o Y + b_o 1ᵀ (line 4), the key/value
+    maps shared by groups of heads under ``kv_group``. X: (ℓ_x, d_x), Z: (ℓ_z, d_z) → (ℓ_x, d_out).
     """
-    Y = attention_heads(X, Z, p, mask, variant, kv_valid)  # (H, ℓ_x, d_mid)
-    H, _, d_mid = Y.shape
-    W_o = p["W_o"].reshape(p["W_o"].shape[0], H, d_mid)  # (d_out, H, d_mid)
-    return _add(einsum("hxm,ohm->xo", Y, W_o), p.get("b_o"))  # (ℓ_x, d_out)
+    return heads_out(attention_heads(X, Z, p, mask, variant, kv_valid), p)
 
 
 def basic_single_query_attention(e: Array, E: Array, p: Params, variant: VariantSet) -> Array:

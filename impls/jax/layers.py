@@ -54,40 +54,62 @@ def mlp(X: Array, p: Params, act: Callable[[Array], Array], variant: VariantSet)
 
 
 def _sublayer(X: Array, f: Callable[[Array], Array], norm_p: Optional[Params], variant: VariantSet,
-              placement: str) -> Array:
+              placement: str, rows: Optional[Array] = None) -> Array:
     """One residual sublayer. post: X ← norm(X + f(X)); pre: X ← X + f(norm(X));
     res_post: X ← X + norm(f(X)) (Liu et al. 2022, Swin Transformer v2's res-post-norm).
-    The pre and res_post residuals add the UN-normalised X (normalising X in place is a classic bug)."""
+    The pre and res_post residuals add the UN-normalised X (normalising X in place is a classic bug).
+    ``rows``: the real rows (a zero-variance row of padding is not refused; None: every row)."""
     if placement == "pre":
-        return X + f(norm(X, norm_p, variant))
+        return X + f(norm(X, norm_p, variant, rows=rows))
     if placement == "res_post":
-        return X + norm(f(X), norm_p, variant)
+        return X + norm(f(X), norm_p, variant, rows=rows)
     if placement != "post":
         raise ValueError(f"unknown norm placement {placement!r}")
-    return norm(X + f(X), norm_p, variant)
+    return norm(X + f(X), norm_p, variant, rows=rows)
 
 
-def _valid_rows(ell: int, valid: Optional[Array]) -> Optional[Array]:
+def valid_rows(ell: int, valid: Optional[Array]) -> Optional[Array]:
     """(ℓ,) bool: rows t < valid are real, the rest padding (None: every row is real)."""
     return None if valid is None else jnp.arange(ell) < valid
 
 
-def encoder_block(X: Array, p: Params, variant: VariantSet, arch: str, valid: Optional[Array] = None) -> Array:
+def self_mask(ell: int, variant: VariantSet, causal: bool, pad: Optional[Array] = None) -> Optional[Array]:
+    """A layer's self-attention mask, [query, key]: causal [[t_z ≤ t_x]] or ≡ 1 (None), and with
+    ``pad`` (ℓ,) bool (False = padding) every padding position masked as a key (Mask ∧ pad[t_z]:
+    Hugging Face's ``attention_mask``, Flax's ``make_attention_mask(pad, pad)`` restricted to keys)."""
+    mask = unidirectional_mask(ell, ell, variant) if causal else None  # (ℓ, ℓ) or Mask ≡ 1
+    if pad is None:
+        return mask
+    keys = jnp.broadcast_to(pad[None, :], (ell, ell))  # (ℓ_x, ℓ_z): key t_z real
+    return keys if mask is None else mask & keys
+
+
+def block(X: Array, p: Params, variant: VariantSet, arch: str,
+          attend: Callable[[Array], Array], rows: Optional[Array] = None) -> Array:
+    """Alg. 8 lines 5-8, Alg. 9 / 10 lines 5-8 around a given self-attention ``attend`` (Y ↦ Ṽ):
+    the residual sublayers, norms and MLP of ``arch``. Shared by the full-sequence layers and the
+    key/value-cache decoder (architectures.py), whose ``attend`` reads and fills the cache."""
+    placement = variant.resolved_norm_placement(arch)
+    act = activation(variant.resolved_activation(arch))
+    X = _sublayer(X, attend, p["norm1"], variant, placement, rows)
+    X = _sublayer(X, lambda Y: mlp(Y, p["mlp"], act, variant), p["norm2"], variant, placement, rows)
+    return X  # (ℓ, d_e)
+
+
+def encoder_block(X: Array, p: Params, variant: VariantSet, arch: str, valid: Optional[Array] = None,
+                  pad: Optional[Array] = None) -> Array:
     """Alg. 8 lines 5-8 (arch "ed_encoder"), Alg. 9 lines 5-8 ("bert"), Alg. 10 lines 5-8 ("gpt2").
 
     Self-attention with Mask ≡ 1, except GPT-2's causal Mask[t, t'] = [[t ≤ t']]
-    (ℓ_z = ℓ_x, so the causal alignment switch cannot matter here).
+    (ℓ_z = ℓ_x, so the causal alignment switch cannot matter here), and ∧ pad[t_z] with ``pad``.
     Pre-LN GPT-2 attends from and to the normalised X̃ (MHAttention(X̃, X̃)).
-    ``valid`` (causal stacks only): rows t ≥ valid are padding (architectures.py).
+    ``valid`` (causal stacks only): rows t ≥ valid are padding of a fixed-size buffer
+    (architectures.py): their values are zeroed and their norms not checked.
     """
-    placement = variant.resolved_norm_placement(arch)
-    act = activation(variant.resolved_activation(arch))
     ell = X.shape[0]
-    mask = unidirectional_mask(ell, ell, variant) if arch == "gpt2" else None  # (ℓ, ℓ) or Mask ≡ 1
-    kv = _valid_rows(ell, valid)
-    X = _sublayer(X, lambda Y: mh_attention(Y, Y, p["attn"], mask, variant, kv), p["norm1"], variant, placement)
-    X = _sublayer(X, lambda Y: mlp(Y, p["mlp"], act, variant), p["norm2"], variant, placement)
-    return X  # (ℓ, d_e)
+    mask = self_mask(ell, variant, arch == "gpt2", pad)
+    kv = valid_rows(ell, valid)
+    return block(X, p, variant, arch, lambda Y: mh_attention(Y, Y, p["attn"], mask, variant, kv), kv)
 
 
 def decoder_block(X: Array, Z: Array, p: Params, variant: VariantSet, valid: Optional[Array] = None) -> Array:
@@ -103,10 +125,10 @@ def decoder_block(X: Array, Z: Array, p: Params, variant: VariantSet, valid: Opt
     act = activation(variant.resolved_activation("ed_decoder"))
     ell_x = X.shape[0]
     causal = unidirectional_mask(ell_x, ell_x, variant)  # (ℓ_x, ℓ_x), line 14
-    kv = _valid_rows(ell_x, valid)
+    kv = valid_rows(ell_x, valid)
     X = _sublayer(X, lambda Y: mh_attention(Y, Y, p["self_attn"], causal, variant, kv), p["norm3"], variant,
-                  placement)  # lines 14-15
+                  placement, kv)  # lines 14-15
     X = _sublayer(X, lambda Y: mh_attention(Y, Z, p["cross_attn"], None, variant), p["norm4"], variant,
-                  placement)  # lines 16-17, Mask ≡ 1
-    X = _sublayer(X, lambda Y: mlp(Y, p["mlp"], act, variant), p["norm5"], variant, placement)  # lines 18-19
+                  placement, kv)  # lines 16-17, Mask ≡ 1
+    X = _sublayer(X, lambda Y: mlp(Y, p["mlp"], act, variant), p["norm5"], variant, placement, kv)  # lines 18-19
     return X  # (ℓ_x, d_e)

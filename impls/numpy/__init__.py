@@ -26,6 +26,23 @@ Design choices
   * Token IDs or positions out of range and sequences longer than ℓ_max
     raise ValueError (NumPy would otherwise wrap negative indices silently).
 
+LLaMA-style decoders (components.py, layers.py)
+  * RoPE (``rotary``: Su et al. 2021, RoFormer, eq. 34) rotates each head's Q
+    and K by their columns' positions inside Algorithm 4, after the
+    projections and before any scaling; grouped-query attention (``kv_group``,
+    ``kv_order``: Ainslie et al. 2023) stacks the H/G ``kv_heads`` and lets
+    query head h read kv head ⌊h/G⌋ or h mod H/G. Their backward passes: the
+    rotation by −angle, and a sum over each kv head's group.
+  * ``attn_bias_at`` (under ``attn_bias``) keeps the heads' b_q, b_k, b_v only ("qkv", Qwen2) or
+    b_o only ("out") in every multi-head attention (``layers.gather_variant_mha``); a bias left out
+    is never read and gets no gradient. Algorithms 3-4 (``_attn_bias``) do not have the switch.
+  * Padding (``pad``: True = a real token) masks keys, Mask[t_z, t_x] ∧
+    pad[t_z], in every attention of the padded entries (``layers.padded``).
+  * ``cached_decoding`` runs the prompt in one call, then one token per call,
+    each layer's attention reading a key/value cache (``components.KVCache``:
+    keys after RoPE, per kv head), positions absolute. Batched, each example
+    is decoded on its own (prompt lengths differ).
+
 Training and inference (Algorithms 11-15)
   * Gradients are hand-written backward passes, no autodiff library: the
     forward functions ``*_fwd`` (components.py, layers.py, architectures.py)
@@ -120,7 +137,8 @@ def _basic_single_query_attention(i: Inputs, p: Params, ctx: Context):
     """Algorithm 3 lines 1-5: Algorithm 4 with one query column e and no mask (d_model = d_in)."""
     b_q, b_k, b_v = _attn_bias(p, ctx)
     e = i["e"][..., :, None]  # (..., d_in, 1)  the current token as a one-column X
-    v = C.attention_core(e, i["E"], p["W_q"], b_q, p["W_k"], b_k, p["W_v"], b_v, None, ctx.variant)
+    v = C.attention_core(e, i["E"], p["W_q"], b_q, p["W_k"], b_k, p["W_v"], b_v, None, ctx.variant,
+                         rope=False)  # no positions in Algorithm 3
     return v[..., :, 0]  # (..., d_out)
 
 
@@ -133,7 +151,7 @@ def _attention(i: Inputs, p: Params, ctx: Context):
 
 def _mh_attention(i: Inputs, p: Params, ctx: Context):
     """Algorithm 5 lines 1-4."""
-    W = Lyr.gather_mha(p, "", ctx.hyper["H"], ctx.variant.attn_bias)
+    W = Lyr.gather_variant_mha(p, "", ctx.hyper["H"], ctx.variant)
     return Lyr.mh_attention(i["X"], i["Z"], W, i["Mask"], ctx.variant)  # (..., d_out, ℓ_x)
 
 
@@ -142,7 +160,7 @@ def _self_attention_weights(X: np.ndarray, p: Params, ctx: Context) -> Lyr.MHA:
     sum would otherwise check, and nothing here does)."""
     if p["W_o"].shape[0] != X.shape[-2]:
         raise ValueError(f"W_o has {p['W_o'].shape[0]} rows; self-attention returns X's width d_e = {X.shape[-2]}")
-    return Lyr.gather_mha(p, "", ctx.hyper["H"], ctx.variant.attn_bias)
+    return Lyr.gather_variant_mha(p, "", ctx.hyper["H"], ctx.variant)
 
 
 def _self_attention(i: Inputs, p: Params, ctx: Context):
@@ -157,6 +175,23 @@ def _causal_self_attention(i: Inputs, p: Params, ctx: Context):
     X = i["X"]  # (..., d_e, ℓ): the sequence and its own context
     ell = X.shape[-1]
     Mask = C.unidirectional_mask(ell, ell)  # (ℓ, ℓ) [t_z, t_x]: key t_z ≤ query t_x
+    W = _self_attention_weights(X, p, ctx)
+    return Lyr.mh_attention(X, X, W, Mask, ctx.variant)  # (..., d_e, ℓ)
+
+
+def _padded_self_attention(i: Inputs, p: Params, ctx: Context):
+    """Algorithm 5 with Z = X and Mask[t_z, t_x] = pad[t_z]: padding positions are no query's key."""
+    X = i["X"]  # (..., d_e, ℓ)
+    Mask = Lyr.padded(None, i["pad"], X.shape[-1])  # (..., ℓ, ℓ) [t_z, t_x]
+    W = _self_attention_weights(X, p, ctx)
+    return Lyr.mh_attention(X, X, W, Mask, ctx.variant)  # (..., d_e, ℓ)
+
+
+def _padded_causal_self_attention(i: Inputs, p: Params, ctx: Context):
+    """Algorithm 5 with Z = X and Mask[t_z, t_x] = [[t_z ≤ t_x]] ∧ pad[t_z]."""
+    X = i["X"]  # (..., d_e, ℓ)
+    ell = X.shape[-1]
+    Mask = Lyr.padded(C.unidirectional_mask(ell, ell), i["pad"], ell)  # (..., ℓ, ℓ) [t_z, t_x]
     W = _self_attention_weights(X, p, ctx)
     return Lyr.mh_attention(X, X, W, Mask, ctx.variant)  # (..., d_e, ℓ)
 
@@ -211,6 +246,29 @@ def _d_transformer(i: Inputs, p: Params, ctx: Context):
     return A.d_transformer(i["x"], p, ctx.variant, ctx.hyper)
 
 
+def _padded_e_transformer(i: Inputs, p: Params, ctx: Context):
+    """Algorithm 9 with every layer's Mask ≡ 1 ∧ pad[t_z]."""
+    return A.padded_e_transformer(i["x"], _pad_of(i), p, ctx.variant, ctx.hyper)
+
+
+def _padded_d_transformer(i: Inputs, p: Params, ctx: Context):
+    """Algorithm 10 with every layer's Mask = [[t_z ≤ t_x]] ∧ pad[t_z]."""
+    return A.padded_d_transformer(i["x"], _pad_of(i), p, ctx.variant, ctx.hyper)
+
+
+def _pad_of(i: Inputs) -> np.ndarray:
+    """The padding flags, one per token of x (the same leading batch axes)."""
+    pad = np.asarray(i["pad"], dtype=bool)
+    if pad.shape != np.shape(i["x"]):
+        raise ValueError(f"pad: one flag per token of x {np.shape(i['x'])}; given shape {pad.shape}")
+    return pad
+
+
+def _cached_decoding(i: Inputs, p: Params, ctx: Context):
+    """Algorithm 10 decoded with a key/value cache: x[:n_prefill] at once, then one token per call."""
+    return A.cached_decoding(i["x"], i["n_prefill"], p, ctx.variant, ctx.hyper)  # (..., N_V, ℓ)
+
+
 def _next_token_encoder(i: Inputs, p: Params, ctx: Context):
     return A.next_token_encoder(i["x"], p, ctx.variant, ctx.hyper)  # (..., N_V)
 
@@ -226,6 +284,8 @@ ALGORITHMS = {
     "mh_attention": _mh_attention,
     "self_attention": _self_attention,
     "causal_self_attention": _causal_self_attention,
+    "padded_self_attention": _padded_self_attention,
+    "padded_causal_self_attention": _padded_causal_self_attention,
     "unidirectional_mask": _unidirectional_mask,
     "layer_norm": _layer_norm,
     "rms_norm": _rms_norm,
@@ -238,6 +298,9 @@ ALGORITHMS = {
     "e_transformer": _e_transformer,
     "d_transformer": _d_transformer,
     "next_token_encoder": _next_token_encoder,
+    "padded_e_transformer": _padded_e_transformer,
+    "padded_d_transformer": _padded_d_transformer,
+    "cached_decoding": _cached_decoding,
     # Algorithms 11-15 (training.py, inference.py; gradients by the
     # hand-written backward passes of grad_*.py)
     **Tr.ALGORITHMS,

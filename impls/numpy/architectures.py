@@ -17,15 +17,16 @@ Line numbers cite the restatement in ALGORITHMS.md.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple, Optional
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .components import EmbedCache, activation, embed_fwd, logits, softmax_columns
+from .components import EmbedCache, KVCache, activation, embed_fwd, logits, softmax_columns
 from .layers import NamedNormCache, ResidualCache, decoder_layer_fwd, norm_fwd, stack_layer, stack_layer_fwd
 
 __all__ = [
     "DCache",
+    "cached_decoding",
     "ECache",
     "EDCache",
     "EmbedTokensCache",
@@ -39,6 +40,8 @@ __all__ = [
     "embed_tokens",
     "next_token_encoder",
     "next_token_logits",
+    "padded_d_transformer",
+    "padded_e_transformer",
     "embed_tokens_fwd",
     "unembed_columns",
     "unembedding_matrix",
@@ -79,8 +82,9 @@ class EmbedTokensCache(NamedTuple):
 
 
 def embed_tokens_fwd(x: np.ndarray, params: Params, variant, ell_max: int,
-                     emb: str = "emb") -> tuple[np.ndarray, EmbedTokensCache]:
-    """Lines 1-3 with the embedding norm's parameters ``gamma_{emb}``/``beta_{emb}``."""
+                     emb: str = "emb", *, start: int = 0) -> tuple[np.ndarray, EmbedTokensCache]:
+    """Lines 1-3 with the embedding norm's parameters ``gamma_{emb}``/``beta_{emb}``; x[0] at
+    absolute position ``start`` (decoding)."""
     has_gamma = variant.embedding_norm and variant.affine in ("scale_shift", "scale")
     has_beta = variant.embedding_norm and variant.affine == "scale_shift" and variant.norm == "layer_norm"
     g_name = f"gamma_{emb}" if has_gamma else None
@@ -88,12 +92,13 @@ def embed_tokens_fwd(x: np.ndarray, params: Params, variant, ell_max: int,
     X, cache = embed_fwd(x, params["W_e"], params["W_p"] if variant.positions == "learned" else None, variant,
                          ell_max=ell_max,
                          gamma=params[g_name] if g_name else None,
-                         beta=params[b_name] if b_name else None)
+                         beta=params[b_name] if b_name else None, start=start)
     return X, EmbedTokensCache(g_name, b_name, cache)
 
 
-def embed_tokens(x: np.ndarray, params: Params, variant, ell_max: int, emb: str = "emb") -> np.ndarray:
-    return embed_tokens_fwd(x, params, variant, ell_max, emb)[0]
+def embed_tokens(x: np.ndarray, params: Params, variant, ell_max: int, emb: str = "emb", *,
+                 start: int = 0) -> np.ndarray:
+    return embed_tokens_fwd(x, params, variant, ell_max, emb, start=start)[0]
 
 
 def _final_norm(X: np.ndarray, params: Params, variant, arch: str, gamma: str,
@@ -163,17 +168,19 @@ class ECache(NamedTuple):
     unembed: UnembedCache
 
 
-def e_logits_fwd(x: np.ndarray, params: Params, variant, hyper: Mapping[str, int]) -> tuple[np.ndarray, ECache]:
+def e_logits_fwd(x: np.ndarray, params: Params, variant, hyper: Mapping[str, int], *,
+                 pad: Optional[np.ndarray] = None) -> tuple[np.ndarray, ECache]:
     """Algorithm 9, lines 1-12 up to the softmax (BERT): layers, then the head X ← norm(act(W_f X + b_f 1ᵀ)).
 
     x: (..., ℓ) -> logits: (..., N_V, ℓ). ``final_norm='final'`` adds a norm
     (γ_final, β_final) after the last layer, before line 10. The head's
-    activation follows the ``activation`` switch (paper: GELU).
+    activation follows the ``activation`` switch (paper: GELU). ``pad`` (..., ℓ), True = a real
+    token: padding positions are masked as keys in every layer (BERT's ``attention_mask``).
     """
     X, emb = embed_tokens_fwd(x, params, variant, hyper["ell_max"])  # (..., d_e, ℓ)  lines 1-3
     layers = []
     for l in range(hyper["L"]):  # line 4
-        X, c = stack_layer_fwd(X, params, f"layers.{l}.", variant, hyper["H"], "bert")  # lines 5-8
+        X, c = stack_layer_fwd(X, params, f"layers.{l}.", variant, hyper["H"], "bert", pad=pad)  # lines 5-8
         layers.append(c)
     X, final = _final_norm(X, params, variant, "bert", "gamma_final", "beta_final")
     act = variant.resolved_activation("bert")
@@ -185,6 +192,12 @@ def e_logits_fwd(x: np.ndarray, params: Params, variant, hyper: Mapping[str, int
 
 def e_transformer(x: np.ndarray, params: Params, variant, hyper: Mapping[str, int]) -> np.ndarray:
     return softmax_columns(e_logits_fwd(x, params, variant, hyper)[0])
+
+
+def padded_e_transformer(x: np.ndarray, pad: np.ndarray, params: Params, variant,
+                         hyper: Mapping[str, int]) -> np.ndarray:
+    """Algorithm 9 with padding positions (pad[t] False) masked as keys in every layer."""
+    return softmax_columns(e_logits_fwd(x, params, variant, hyper, pad=pad)[0])
 
 
 # --------------------------------------------------------------------------
@@ -199,15 +212,21 @@ class DCache(NamedTuple):
     unembed: UnembedCache
 
 
-def d_logits_fwd(x: np.ndarray, params: Params, variant, hyper: Mapping[str, int]) -> tuple[np.ndarray, DCache]:
+def d_logits_fwd(x: np.ndarray, params: Params, variant, hyper: Mapping[str, int], *,
+                 pad: Optional[np.ndarray] = None, start: int = 0,
+                 kv_caches: Optional[Sequence[KVCache]] = None) -> tuple[np.ndarray, DCache]:
     """Algorithm 10, lines 1-11 up to the softmax (GPT-2): pre-LN causal layers, final norm (line 10).
 
-    x: (..., ℓ) -> logits: (..., N_V, ℓ). ``final_norm='none'`` drops line 10.
+    x: (..., ℓ) -> logits: (..., N_V, ℓ). ``final_norm='none'`` drops line 10. ``pad`` (..., ℓ),
+    True = a real token: padding positions are masked as keys in every layer. Decoding
+    (``cached_decoding``): x holds the tokens at absolute positions ``start``.., and
+    ``kv_caches[l]`` layer l's keys and values of the positions before them (filled as it runs).
     """
-    X, emb = embed_tokens_fwd(x, params, variant, hyper["ell_max"])  # (..., d_e, ℓ)  lines 1-3
+    X, emb = embed_tokens_fwd(x, params, variant, hyper["ell_max"], start=start)  # (..., d_e, ℓ)  lines 1-3
     layers = []
     for l in range(hyper["L"]):  # line 4
-        X, c = stack_layer_fwd(X, params, f"layers.{l}.", variant, hyper["H"], "gpt2")  # lines 5-8
+        X, c = stack_layer_fwd(X, params, f"layers.{l}.", variant, hyper["H"], "gpt2", pad=pad, offset=start,
+                               kv_cache=None if kv_caches is None else kv_caches[l])  # lines 5-8
         layers.append(c)
     X, final = _final_norm(X, params, variant, "gpt2", "gamma", "beta")  # line 10
     out, unembed = unembed_logits_fwd(X, params, variant)  # (..., N_V, ℓ)  line 11
@@ -216,6 +235,46 @@ def d_logits_fwd(x: np.ndarray, params: Params, variant, hyper: Mapping[str, int
 
 def d_transformer(x: np.ndarray, params: Params, variant, hyper: Mapping[str, int]) -> np.ndarray:
     return softmax_columns(d_logits_fwd(x, params, variant, hyper)[0])
+
+
+def padded_d_transformer(x: np.ndarray, pad: np.ndarray, params: Params, variant,
+                         hyper: Mapping[str, int]) -> np.ndarray:
+    """Algorithm 10 with padding positions (pad[t] False) masked as keys in every layer."""
+    return softmax_columns(d_logits_fwd(x, params, variant, hyper, pad=pad)[0])
+
+
+def cached_decoding(x: np.ndarray, n_prefill, params: Params, variant, hyper: Mapping[str, int]) -> np.ndarray:
+    """Algorithm 10 run as a generator runs it, with a key/value cache per layer.
+
+    x[:n_prefill] goes through the model in one call (the prompt), which fills each layer's cache
+    with its keys (after RoPE) and values, per key/value head; then each later token x[t] goes
+    through alone, one column at absolute position t (W_p[:, t], sinusoid t, RoPE angle t·θ_i),
+    its attention reading the cached positions < t and its own, and appending its own to the cache.
+    Every layer, norm and the unembedding are the forward pass's own code (``d_logits_fwd``).
+    Returns P (..., N_V, ℓ): columns < n_prefill from the prefill, column t ≥ n_prefill from step t.
+
+    With a leading batch axis (x (B, ℓ), n_prefill (B,)) each example is decoded on its own, since
+    the examples' prompts differ in length.
+    """
+    x = np.asarray(x)
+    n = np.asarray(n_prefill)
+    if x.ndim > 1:
+        if n.shape != x.shape[:-1]:
+            raise ValueError(f"n_prefill: one length per sequence {x.shape[:-1]}; given shape {n.shape}")
+        rows = [cached_decoding(x[idx], n[idx], params, variant, hyper) for idx in np.ndindex(*x.shape[:-1])]
+        return np.stack(rows).reshape(x.shape[:-1] + rows[0].shape)  # (..., N_V, ℓ)
+    ell = x.shape[-1]
+    n_pre = int(n)
+    if not 1 <= n_pre <= ell:
+        raise ValueError(f"n_prefill: a prompt length in [1, {ell}]; given {n_pre}")
+    if ell > hyper["ell_max"]:
+        raise ValueError(f"x: sequence length {ell} exceeds ell_max = {hyper['ell_max']}")
+    caches = [KVCache() for _ in range(hyper["L"])]
+    columns = [softmax_columns(d_logits_fwd(x[:n_pre], params, variant, hyper, kv_caches=caches)[0])]  # prefill
+    for t in range(n_pre, ell):  # one token per step, at absolute position t
+        step = d_logits_fwd(x[t:t + 1], params, variant, hyper, start=t, kv_caches=caches)[0]  # (N_V, 1)
+        columns.append(softmax_columns(step))
+    return np.concatenate(columns, axis=-1)  # (N_V, ℓ)
 
 
 # --------------------------------------------------------------------------

@@ -11,9 +11,15 @@ Line numbers cite the restatement in ALGORITHMS.md.
 Dtypes: arrays stay in the dtype they arrive in. Constants (√d, ε, 1/ℓ_z, the
 GELU coefficients, SiLU's 1) are rounded once into that dtype with ``_const`` so that
 NumPy 2's promotion rules never lift a float16/float32 computation to
-float64. The sinusoid tables are the exception: they are data-independent
+float64. The sinusoid and RoPE (cos, sin) tables are the exception: they are data-independent
 tables, computed in binary64 and rounded once to the call dtype (as libraries
 precompute such buffers).
+
+RoPE and grouped-query attention (variants ``rotary``, ``kv_group``, ``kv_order``) live in
+Algorithm 4 (``attention_fwd``): Q and K rotated by their columns' positions after the
+projections (``rotate``; Su et al. 2021, RoFormer, eq. 34), and each query head reading the
+key/value head ``group_heads`` assigns it (Ainslie et al. 2023, GQA). ``KVCache`` holds the rotated
+keys and the values of the positions decoded so far (``cached_decoding``).
 
 Backward passes: ``norm_fwd``, ``embed_fwd`` and ``attention_fwd`` also
 return a cache (a NamedTuple of the intermediates); the matching hand-written
@@ -31,6 +37,7 @@ import numpy as np
 __all__ = [
     "AttentionCache",
     "EmbedCache",
+    "KVCache",
     "NormCache",
     "activation",
     "attention_core",
@@ -43,17 +50,21 @@ __all__ = [
     "embed",
     "embed_fwd",
     "gelu_erf",
+    "group_heads",
     "logits",
     "gelu_tanh",
     "norm_columns",
     "norm_fwd",
     "relu",
+    "rope_tables",
+    "rotate",
     "silu",
     "sinusoidal_paper",
     "sinusoidal_raw_index",
     "sinusoidal_vaswani",
     "softmax_columns",
     "unembed",
+    "ungroup_heads",
     "unidirectional_mask",
 ]
 
@@ -194,19 +205,21 @@ class EmbedCache(NamedTuple):
 
 
 def embed_fwd(x: np.ndarray, W_e: np.ndarray, W_p: np.ndarray | None, variant, *,
-              ell_max: int, gamma=None, beta=None) -> tuple[np.ndarray, EmbedCache]:
+              ell_max: int, gamma=None, beta=None, start: int = 0) -> tuple[np.ndarray, EmbedCache]:
     """Algorithms 8-10, lines 1-3: X ← [W_e[:, x[t]] + W_p[:, t]]_t, plus the variants.
 
     x: (..., ℓ) int64. ``embedding_scale='sqrt_d_e'`` multiplies the token
     embedding by √d_e before positions are added; ``embedding_norm`` applies
-    the layers' norm to every column of the sum (γ_emb, β_emb).
+    the layers' norm to every column of the sum (γ_emb, β_emb). ``start``: the
+    absolute position of x[0] (a decoding step embeds token t at position t:
+    W_p[:, start + t]); 0 for a whole sequence.
     Returns X and the cache of the backward pass.
     """
     d_e, N_V = W_e.shape
     ell = x.shape[-1]
     check_tokens(x, N_V)
-    if ell > ell_max:
-        raise ValueError(f"x: sequence length {ell} exceeds ell_max = {ell_max}")
+    if start + ell > ell_max:
+        raise ValueError(f"x: sequence length {start + ell} exceeds ell_max = {ell_max}")
     X = np.swapaxes(columns(W_e, x), -1, -2)  # (..., d_e, ℓ)  W_e[:, x[t]] as column t
     scale = None
     if variant.embedding_scale == "sqrt_d_e":
@@ -214,6 +227,7 @@ def embed_fwd(x: np.ndarray, W_e: np.ndarray, W_p: np.ndarray | None, variant, *
         X = X * _const(scale, X)  # (..., d_e, ℓ)
     table = position_table(variant.positions, W_p, d_e, ell_max, W_e.dtype)
     if table is not None:
+        table = table[:, start:]  # (d_e, ℓ_max − start)  columns from the absolute position of x[0]
         X = X + table[:, :ell]  # (..., d_e, ℓ)  W_p[:, t] for t = 0..ℓ-1
     norm_cache = None
     if variant.embedding_norm:
@@ -222,9 +236,9 @@ def embed_fwd(x: np.ndarray, W_e: np.ndarray, W_p: np.ndarray | None, variant, *
 
 
 def embed(x: np.ndarray, W_e: np.ndarray, W_p: np.ndarray | None, variant, *,
-          ell_max: int, gamma=None, beta=None) -> np.ndarray:
+          ell_max: int, gamma=None, beta=None, start: int = 0) -> np.ndarray:
     """Lines 1-3 (see ``embed_fwd``), without the cache."""
-    return embed_fwd(x, W_e, W_p, variant, ell_max=ell_max, gamma=gamma, beta=beta)[0]
+    return embed_fwd(x, W_e, W_p, variant, ell_max=ell_max, gamma=gamma, beta=beta, start=start)[0]
 
 
 # --------------------------------------------------------------------------
@@ -395,6 +409,103 @@ def _divisor(variant, d_attn: int, d_model: int) -> float | None:
     raise ValueError(f"unknown attn_scale {variant.attn_scale!r}")
 
 
+# --------------------------------------------------------------------------
+# rotary position embedding (RoPE) and the key/value cache of decoding
+# --------------------------------------------------------------------------
+
+
+def rope_tables(d: int, positions: np.ndarray, base: float, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of the RoPE angles t·θ_i, θ_i = base^(−2i/d), i = 0..d/2−1, for each position t.
+
+    Su et al. 2021 (RoFormer), eqs. 13-15 and 34. Like the sinusoid tables, computed in binary64
+    and rounded once to ``dtype`` (a data-independent table, as libraries precompute it).
+    Returns two (d/2, len(positions)) arrays.
+    """
+    i = np.arange(d // 2, dtype=np.float64)[:, None]  # (d/2, 1)
+    theta = np.power(float(base), -2.0 * i / float(d))  # (d/2, 1)  θ_i = base^(−2i/d)
+    angle = np.asarray(positions, dtype=np.float64)[None, :] * theta  # (d/2, ℓ)  t·θ_i
+    return np.cos(angle).astype(dtype), np.sin(angle).astype(dtype)
+
+
+def rotate(M: np.ndarray, positions: np.ndarray, pairing: str, base: float, inverse: bool = False) -> np.ndarray:
+    """RoPE (RoFormer eq. 34): column t of M (..., d, ℓ) rotated pair by pair by the angles t·θ_i.
+
+    Pair i is rows (2i, 2i+1) under ``pairing="interleaved"`` (RoFormer's R^d_{Θ,t}, Meta's LLaMA
+    code, GPT-J) and rows (i, i + d/2) under ``"half"`` (GPT-NeoX, Hugging Face Llama's
+    ``rotate_half``); (a, b) ↦ (a cos − b sin, b cos + a sin). ``inverse`` rotates by −t·θ_i: the
+    rotation is orthogonal, so that is both its inverse and its transpose (the backward pass).
+    ``positions``: (ℓ,) the absolute position of each column.
+    """
+    d = M.shape[-2]
+    if d % 2:
+        raise ValueError(f"rotary: RoPE rotates pairs of rows; d_attn = {d} is odd")
+    cos, sin = rope_tables(d, positions, base, M.dtype)  # (d/2, ℓ) each
+    if inverse:
+        sin = -sin
+    if pairing == "interleaved":
+        first, second = slice(0, d, 2), slice(1, d, 2)
+    elif pairing == "half":
+        first, second = slice(0, d // 2), slice(d // 2, d)
+    else:
+        raise ValueError(f"unknown rotary variant {pairing!r}")
+    a, b = M[..., first, :], M[..., second, :]  # (..., d/2, ℓ)
+    out = np.empty_like(M)
+    out[..., first, :] = a * cos - b * sin
+    out[..., second, :] = b * cos + a * sin
+    return out
+
+
+class KVCache:
+    """The key/value cache of one attention during decoding: K (after RoPE, before any scaling) and V
+    of every position run so far, per key/value head: (..., H_kv, d_attn, t) and (..., H_kv, d_mid, t).
+
+    ``extend`` appends the new columns and returns the whole cache, what the new queries read.
+    """
+
+    def __init__(self) -> None:
+        self.K: Optional[np.ndarray] = None
+        self.V: Optional[np.ndarray] = None
+
+    @property
+    def length(self) -> int:
+        """How many positions are cached."""
+        return 0 if self.K is None else int(self.K.shape[-1])
+
+    def extend(self, K: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.K is not None and self.V is not None:
+            K = np.concatenate([self.K, K], axis=-1)  # (..., H_kv, d_attn, t + ℓ)
+            V = np.concatenate([self.V, V], axis=-1)  # (..., H_kv, d_mid, t + ℓ)
+        self.K, self.V = K, V
+        return K, V
+
+
+def group_heads(G: int, order: str, H: int) -> Optional[np.ndarray]:
+    """Grouped-query attention (Ainslie et al. 2023, GQA; G = H is Shazeer's 2019 multi-query
+    attention): the key/value head each of the H query heads reads, ⌊h/G⌋ (``order="consecutive"``,
+    Hugging Face's ``repeat_kv``) or h mod H/G (``"strided"``, a tiled repeat). None for G = 1."""
+    if G == 1:
+        return None
+    if H % G:
+        raise ValueError(f"kv_group: H = {H} query heads are not whole groups of G = {G}")
+    h = np.arange(H)
+    if order == "consecutive":
+        return h // G
+    if order == "strided":
+        return h % (H // G)
+    raise ValueError(f"unknown kv_order {order!r}")
+
+
+def ungroup_heads(dM: np.ndarray, kv_index: np.ndarray, H_kv: int) -> np.ndarray:
+    """The adjoint of reading kv head ``kv_index[h]`` for query head h: (..., H, d, ℓ) -> (..., H_kv, d, ℓ),
+    kv head g receiving the sum over the query heads of its group."""
+    return np.stack([np.sum(dM[..., kv_index == g, :, :], axis=-3) for g in range(H_kv)], axis=-3)
+
+
+# --------------------------------------------------------------------------
+# Algorithm 4: the attention core
+# --------------------------------------------------------------------------
+
+
 class AttentionCache(NamedTuple):
     """What the backward of Algorithm 4 needs (``grad_components.attention_bwd``)."""
 
@@ -404,25 +515,39 @@ class AttentionCache(NamedTuple):
     W_k: np.ndarray
     W_v: np.ndarray
     has_bias: tuple[bool, bool, bool]  # b_q, b_k, b_v present
-    Q: np.ndarray  # (..., d_attn, ℓ_x)  the query as it enters S (scaled by ``placement``)
-    K: np.ndarray  # (..., d_attn, ℓ_z)  the key as it enters S
-    V: np.ndarray  # (..., d_out, ℓ_z)
+    Q: np.ndarray  # (..., d_attn, ℓ_x)  the query as it enters S (rotated, scaled by ``placement``)
+    K: np.ndarray  # (..., d_attn, ℓ_z)  the key as it enters S (per query head under GQA)
+    V: np.ndarray  # (..., d_out, ℓ_z)   (per query head under GQA)
     A: np.ndarray  # (..., ℓ_z, ℓ_x)  the attention weights softmax(…)
     empty: Optional[np.ndarray]  # (..., 1, ℓ_x): query columns with no key (their weights are constants)
     divisor: Optional[float]  # d of the √d scale, None for attn_scale='none'
     placement: str
+    rotary: str = "none"  # the RoPE pairing applied to Q and K ("none": not rotated)
+    rope_base: float = 10000.0
+    pos_q: Optional[np.ndarray] = None  # (ℓ_x,) positions of Q's columns (RoPE)
+    pos_k: Optional[np.ndarray] = None  # (ℓ_z,) positions of K's columns (RoPE)
+    kv_index: Optional[np.ndarray] = None  # (H,) the kv head of each query head (GQA), None: its own
 
 
-def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant) -> tuple[np.ndarray, AttentionCache]:
+def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index: Optional[np.ndarray] = None,
+                  offset: int = 0, kv_cache: Optional[KVCache] = None,
+                  rope: bool = True) -> tuple[np.ndarray, AttentionCache]:
     """Algorithm 4, lines 1-6, for one head or a stack of heads at once.
 
     X: (..., d_x, ℓ_x), Z: (..., d_z, ℓ_z). W_q: ([H,] d_attn, d_x),
-    W_k: ([H,] d_attn, d_z), W_v: ([H,] d_out, d_z), biases ([H,] d) or None.
+    W_k: ([H_kv,] d_attn, d_z), W_v: ([H_kv,] d_out, d_z), biases ([H or H_kv,] d) or None.
     The caller inserts the head axis into X, Z and Mask so they broadcast
     against the stacked weights. Mask: (..., ℓ_z, ℓ_x) bool or None (≡ 1).
     Returns Ṽ: (..., [H,] d_out, ℓ_x) and the cache of the backward pass.
 
     d_model of ``attn_scale='sqrt_d_model'`` is d_x, the width of X.
+
+    Variant ``rotary`` (RoPE, ``rotate``): after lines 1-2 (and their biases), before any scaling,
+    column t_x of Q is rotated by position ``offset`` + t_x and column t_z of K by ``offset`` + t_z
+    (``rope=False``: never, Algorithm 3). ``kv_index`` (GQA, ``group_heads``): the key/value
+    heads (H_kv of them on the head axis) query head h reads. ``kv_cache`` (decoding): the new K
+    (rotated) and V are appended to the cache and the queries read the whole cache, positions
+    0..offset−1 then Z's; Mask then covers every cached key.
     """
     d_attn, d_x = W_q.shape[-2], W_q.shape[-1]
     Q = W_q @ X  # (..., d_attn, ℓ_x)  line 1
@@ -434,6 +559,17 @@ def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant) -> tuple[np
         K = K + b_k[..., None]  # + b_k 1ᵀ
     if b_v is not None:
         V = V + b_v[..., None]  # + b_v 1ᵀ
+    rotary = variant.rotary if rope else "none"
+    pos_q = offset + np.arange(Q.shape[-1])  # (ℓ_x,)  absolute positions of the columns
+    pos_k = offset + np.arange(K.shape[-1])  # (ℓ_z,)
+    if rotary != "none":  # RoFormer eq. 34, on the projections, before any scaling
+        Q = rotate(Q, pos_q, rotary, variant.rope_base)
+        K = rotate(K, pos_k, rotary, variant.rope_base)
+    if kv_cache is not None:  # decoding: the queries read every cached key and value
+        K, V = kv_cache.extend(K, V)
+    if kv_index is not None:  # GQA: query head h reads kv head kv_index[h]
+        K = np.take(K, kv_index, axis=-3)  # (..., H, d_attn, ℓ_z)
+        V = np.take(V, kv_index, axis=-3)  # (..., H, d_out, ℓ_z)
     divisor = _divisor(variant, d_attn, d_x)
     placement = variant.scale_placement
     if divisor is not None and placement == "query":
@@ -478,10 +614,10 @@ def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant) -> tuple[np
         A = np.where(empty, fill, A)  # (..., ℓ_z, ℓ_x)
     out = V @ A  # (..., d_out, ℓ_x)  line 6: Ṽ = V·softmax(…)
     cache = AttentionCache(X, Z, W_q, W_k, W_v, (b_q is not None, b_k is not None, b_v is not None),
-                           Q, K, V, A, empty, divisor, placement)
+                           Q, K, V, A, empty, divisor, placement, rotary, variant.rope_base, pos_q, pos_k, kv_index)
     return out, cache
 
 
-def attention_core(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant) -> np.ndarray:
-    """Algorithm 4, lines 1-6 (see ``attention_fwd``), without the cache."""
-    return attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant)[0]
+def attention_core(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, **kw: Any) -> np.ndarray:
+    """Algorithm 4, lines 1-6 (see ``attention_fwd``; ``kw`` its keyword options), without the cache."""
+    return attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, **kw)[0]

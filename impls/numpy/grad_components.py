@@ -22,7 +22,7 @@ from typing import Optional
 
 import numpy as np
 
-from .components import _PHI, AttentionCache, EmbedCache, NormCache, _const, logistic_pair
+from .components import _PHI, AttentionCache, EmbedCache, NormCache, _const, logistic_pair, rotate, ungroup_heads
 
 __all__ = [
     "activation_bwd",
@@ -139,9 +139,14 @@ def attention_bwd(dOut: np.ndarray, c: AttentionCache):
       weights are constants (``empty_query``), so its dS = 0.
       scores placement: dS ← dS/√d.  S = KᵀQ: dQ = K dS, dK = Q dSᵀ.
       query placement: dQ ← dQ/√d;  query_key_sqrt: dQ ← dQ/d^¼, dK ← dK/d^¼.
+      GQA (``c.kv_index``): a key/value head read by several query heads receives the sum of their
+      dK and dV (``ungroup_heads``, the adjoint of the gather).
+      RoPE (``c.rotary``): Q and K were rotated column by column, an orthogonal map, so dQ and dK
+      are rotated back, by −t·θ_i (``rotate(..., inverse=True)``).
       Lines 1-3 are affine maps (``linear_bwd``).
     Returns (dX, dZ, grads) with grads = {"W_q", "b_q", "W_k", "b_k", "W_v", "b_v"}
-    (biases None where absent); dX and dZ keep any head axis for the caller to sum.
+    (biases None where absent; under GQA the key/value ones per kv head); dX and dZ keep any head
+    axis (H for dX, H_kv for dZ) for the caller to sum.
     """
     A = c.A
     dV = dOut @ _T(A)  # (..., d_out, ℓ_z)
@@ -159,6 +164,14 @@ def attention_bwd(dOut: np.ndarray, c: AttentionCache):
         root4 = _const(math.sqrt(math.sqrt(c.divisor)), dQ)
         dQ = dQ / root4
         dK = dK / root4
+    if c.kv_index is not None:  # kv head g was read by every query head h with kv_index[h] = g
+        H_kv = c.W_k.shape[-3]
+        dK = ungroup_heads(dK, c.kv_index, H_kv)  # (..., H_kv, d_attn, ℓ_z)
+        dV = ungroup_heads(dV, c.kv_index, H_kv)  # (..., H_kv, d_out, ℓ_z)
+    if c.rotary != "none":  # the transpose of a rotation is the rotation by −angle
+        assert c.pos_q is not None and c.pos_k is not None  # attention_fwd records them
+        dQ = rotate(dQ, c.pos_q, c.rotary, c.rope_base, inverse=True)
+        dK = rotate(dK, c.pos_k, c.rotary, c.rope_base, inverse=True)
     has_q, has_k, has_v = c.has_bias
     dX, dW_q, db_q = linear_bwd(dQ, c.X, c.W_q, has_q)
     dZ_k, dW_k, db_k = linear_bwd(dK, c.Z, c.W_k, has_k)

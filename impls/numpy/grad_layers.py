@@ -40,7 +40,9 @@ def mh_attention_bwd(dOut: np.ndarray, c: MHACache, grads: Grads) -> tuple[np.nd
 
     dW_o = dṼ Yᵀ, db_o = Σ_t dṼ, dY = W_oᵀ dṼ split back into heads; each head
     through ``attention_bwd``; X and Z were broadcast over the head axis, so
-    their gradients sum over it. Returns (dX, dZ).
+    their gradients sum over it. Under grouped-query attention the key/value
+    gradients come back per kv head (each the sum over its group's query heads)
+    and go to ``kv_heads.{g}.*``. Returns (dX, dZ).
     """
     dY, dW_o, db_o = linear_bwd(dOut, c.Y, c.W.W_o, c.W.b_o is not None)
     grads.add(c.prefix + "W_o", dW_o)
@@ -52,9 +54,10 @@ def mh_attention_bwd(dOut: np.ndarray, c: MHACache, grads: Grads) -> tuple[np.nd
         if g is None:
             continue
         leaf_ndim = 1 if leaf.startswith("b_") else 2
-        per_head = np.moveaxis(g, -(leaf_ndim + 1), 0)  # (H, ..., *leaf shape)
-        for h in range(H):
-            grads.add(f"{c.prefix}heads.{h}.{leaf}", per_head[h])
+        per_head = np.moveaxis(g, -(leaf_ndim + 1), 0)  # (H or H_kv, ..., *leaf shape)
+        group = "kv_heads" if c.W.kv_index is not None and leaf[-1] in "kv" else "heads"
+        for h in range(per_head.shape[0]):
+            grads.add(f"{c.prefix}{group}.{h}.{leaf}", per_head[h])
     return np.sum(dXh, axis=-3), np.sum(dZh, axis=-3)
 
 

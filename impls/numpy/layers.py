@@ -16,20 +16,28 @@ flat parameter names involved); the hand-written backward passes that read
 those caches are in ``grad_layers.py``. The cache-less functions are the
 same computation.
 
+Grouped-query attention (``kv_group`` > 1) stacks the H/G ``kv_heads`` instead of the heads' own
+W_k, W_v (``gather_mha``); padding masks keys in every self-attention of a layer (``padded``); a
+decoding step runs a layer on new columns only, at an ``offset`` position, its attention reading
+and extending a ``KVCache`` (``stack_layer_fwd``).
+
 Line numbers cite the restatement in ALGORITHMS.md. X is (..., d_e, ℓ).
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 import numpy as np
 
 from .components import (
     AttentionCache,
+    KVCache,
     NormCache,
     activation,
     attention_fwd,
+    group_heads,
     norm_fwd as _norm_columns_fwd,
     unidirectional_mask,
 )
@@ -45,11 +53,13 @@ __all__ = [
     "decoder_layer",
     "decoder_layer_fwd",
     "gather_mha",
+    "gather_variant_mha",
     "mh_attention",
     "mh_attention_fwd",
     "mlp_fwd",
     "norm",
     "norm_fwd",
+    "padded",
     "stack_layer",
     "stack_layer_fwd",
 ]
@@ -58,28 +68,59 @@ Params = Mapping[str, Any]
 
 
 class MHA(NamedTuple):
-    """W of Algorithm 5 with the heads stacked on axis 0 (head 0 = the paper's head 1)."""
+    """W of Algorithm 5 with the heads stacked on axis 0 (head 0 = the paper's head 1).
+
+    Under grouped-query attention (``kv_group`` = G > 1) the key/value maps are the H_kv = H/G
+    ``kv_heads`` and ``kv_index[h]`` names the one query head h reads; otherwise H_kv = H and
+    ``kv_index`` is None (head h reads its own)."""
 
     W_q: np.ndarray  # (H, d_attn, d_x)
     b_q: Optional[np.ndarray]  # (H, d_attn)
-    W_k: np.ndarray  # (H, d_attn, d_z)
-    b_k: Optional[np.ndarray]  # (H, d_attn)
-    W_v: np.ndarray  # (H, d_mid, d_z)
-    b_v: Optional[np.ndarray]  # (H, d_mid)
+    W_k: np.ndarray  # (H_kv, d_attn, d_z)
+    b_k: Optional[np.ndarray]  # (H_kv, d_attn)
+    W_v: np.ndarray  # (H_kv, d_mid, d_z)
+    b_v: Optional[np.ndarray]  # (H_kv, d_mid)
     W_o: np.ndarray  # (d_out, H*d_mid)
     b_o: Optional[np.ndarray]  # (d_out,)
+    kv_index: Optional[np.ndarray] = None  # (H,) kv head of each query head (GQA), None: its own
 
 
-def gather_mha(params: Params, prefix: str, H: int, bias: bool) -> MHA:
-    """Stack ``{prefix}heads.{h}.*`` for h = 0..H−1 and read ``W_o``/``b_o``."""
+def gather_mha(params: Params, prefix: str, H: int, bias: bool, kv_group: int = 1,
+               kv_order: str = "consecutive", out_bias: Optional[bool] = None) -> MHA:
+    """Stack ``{prefix}heads.{h}.*`` for h = 0..H−1 and read ``W_o``/``b_o``; under ``kv_group`` = G > 1
+    the key/value maps are ``{prefix}kv_heads.{g}.W_k``, ``b_k``, ``W_v``, ``b_v`` for g < H/G.
+
+    ``bias``: the heads' b_q, b_k, b_v are read; ``out_bias`` (default: ``bias``): b_o is read. An
+    unread bias is None (absent, i.e. zero)."""
+    kv_index = group_heads(kv_group, kv_order, H)
+    out_bias = bias if out_bias is None else out_bias
+
     def stack(leaf: str) -> np.ndarray:
+        if kv_index is not None and leaf[-1] in "kv":  # W_k, b_k, W_v, b_v of the shared kv heads
+            return np.stack([params[f"{prefix}kv_heads.{g}.{leaf}"] for g in range(H // kv_group)])  # (H_kv, ...)
         return np.stack([params[f"{prefix}heads.{h}.{leaf}"] for h in range(H)])  # (H, ...)
     return MHA(
         stack("W_q"), stack("b_q") if bias else None,
         stack("W_k"), stack("b_k") if bias else None,
         stack("W_v"), stack("b_v") if bias else None,
-        params[prefix + "W_o"], params[prefix + "b_o"] if bias else None,
+        params[prefix + "W_o"], params[prefix + "b_o"] if out_bias else None,
+        kv_index,
     )
+
+
+def gather_variant_mha(params: Params, prefix: str, H: int, variant) -> MHA:
+    """``gather_mha`` with the bias and grouped-query switches of ``variant``.
+
+    ``attn_bias_at`` (read under ``attn_bias`` only) says which projections carry their bias: "all"
+    (the paper's Algorithm 5: b_q, b_k, b_v and b_o), "qkv" (the heads' b_q, b_k, b_v, no b_o: e.g.
+    Qwen2's q/k/v_proj with bias=True beside o_proj without) or "out" (b_o only: bias-free head
+    projections and a biased output projection, as in Karpathy's ng-video-lecture). A bias left out
+    gets no gradient (``grad_layers.mh_attention_bwd`` adds none for a None bias)."""
+    qkv = variant.attn_bias and variant.attn_bias_at in ("all", "qkv")
+    out = variant.attn_bias and variant.attn_bias_at in ("all", "out")
+    if variant.attn_bias and variant.attn_bias_at not in ("all", "qkv", "out"):
+        raise ValueError(f"unknown attn_bias_at {variant.attn_bias_at!r}")
+    return gather_mha(params, prefix, H, qkv, variant.kv_group, variant.kv_order, out_bias=out)
 
 
 # --------------------------------------------------------------------------
@@ -95,16 +136,21 @@ class MHACache(NamedTuple):
 
 
 def mh_attention_fwd(X: np.ndarray, Z: np.ndarray, W: MHA, Mask: Optional[np.ndarray], variant,
-                     prefix: str = "") -> tuple[np.ndarray, MHACache]:
+                     prefix: str = "", *, offset: int = 0,
+                     kv_cache: Optional[KVCache] = None) -> tuple[np.ndarray, MHACache]:
     """Algorithm 5: Ṽ ← W_o [Y^1; …; Y^H] + b_o 1ᵀ with Y^h = Attention(X, Z | W^h_qkv, Mask).
 
     X: (..., d_x, ℓ_x), Z: (..., d_z, ℓ_z), Mask: (..., ℓ_z, ℓ_x) or None (≡ 1).
+    Head h reads key/value head ``W.kv_index[h]`` under GQA. ``offset``: the absolute position of
+    the first column of X and Z (RoPE); ``kv_cache``: decoding, the keys and values of earlier
+    positions (``attention_fwd``), Mask then (ℓ_cached + ℓ_z) × ℓ_x.
     """
     Xh = X[..., None, :, :]  # (..., 1, d_x, ℓ_x)  broadcast against the head axis
     Zh = Z[..., None, :, :]  # (..., 1, d_z, ℓ_z)
     Mh = None if Mask is None else Mask[..., None, :, :]  # (..., 1, ℓ_z, ℓ_x)
+    heads_fwd = partial(attention_fwd, kv_index=W.kv_index, offset=offset, kv_cache=kv_cache)
     # lines 1-2, every head at once: Y (..., H, d_mid, ℓ_x)
-    Y, heads = attention_fwd(Xh, Zh, W.W_q, W.b_q, W.W_k, W.b_k, W.W_v, W.b_v, Mh, variant)
+    Y, heads = heads_fwd(Xh, Zh, W.W_q, W.b_q, W.W_k, W.b_k, W.W_v, W.b_v, Mh, variant)
     H, d_mid, ell_x = Y.shape[-3:]
     Y = Y.reshape(Y.shape[:-3] + (H * d_mid, ell_x))  # (..., H*d_mid, ℓ_x)  line 3: heads stacked, head 1 on top
     out = W.W_o @ Y  # (..., d_out, ℓ_x)  line 4
@@ -275,8 +321,32 @@ def _causal(ell: int, variant) -> np.ndarray:
     return unidirectional_mask(ell, ell, variant.causal_alignment)
 
 
-def stack_layer_fwd(X: np.ndarray, params: Params, prefix: str, variant, H: int,
-                    arch: str) -> tuple[np.ndarray, tuple[ResidualCache, ...]]:
+def padded(Mask: Optional[np.ndarray], pad: Optional[np.ndarray], ell: int) -> Optional[np.ndarray]:
+    """Mask[t_z, t_x] ∧ pad[t_z] (Mask None: ≡ 1): a padding position (pad[t] False) is no query's key.
+
+    The padding mask of real code (Hugging Face's ``attention_mask``, torch's ``key_padding_mask``)
+    masks keys only: a padding position still computes its own column. pad: (..., ℓ) bool, its
+    leading axes a batch; the result (..., ℓ, ℓ)."""
+    if pad is None:
+        return Mask
+    pad = np.asarray(pad, dtype=bool)
+    if pad.shape[-1:] != (ell,):
+        raise ValueError(f"pad: one flag per position ({ell}); given shape {pad.shape}")
+    base = np.ones((ell, ell), dtype=bool) if Mask is None else Mask  # (ℓ, ℓ) [t_z, t_x]
+    return base & pad[..., :, None]  # (..., ℓ, ℓ)  key t_z kept only where pad[t_z]
+
+
+def _after_cache(Mask: Optional[np.ndarray], cached: int, ell: int) -> Optional[np.ndarray]:
+    """A self-attention mask over ``cached`` earlier positions and X's ℓ: every query sees the cached
+    keys (they precede it), then Mask among X's own columns."""
+    if Mask is None or cached == 0:
+        return Mask
+    return np.concatenate([np.ones((cached, ell), dtype=bool), Mask], axis=0)  # (cached + ℓ, ℓ)
+
+
+def stack_layer_fwd(X: np.ndarray, params: Params, prefix: str, variant, H: int, arch: str, *,
+                    pad: Optional[np.ndarray] = None, offset: int = 0,
+                    kv_cache: Optional[KVCache] = None) -> tuple[np.ndarray, tuple[ResidualCache, ...]]:
     """One encoder (Alg. 8 lines 5-8), BERT (Alg. 9 lines 5-8) or GPT-2 (Alg. 10 lines 5-8) layer.
 
     arch ∈ {"ed_encoder", "bert", "gpt2"} picks the paper's norm placement and
@@ -286,14 +356,21 @@ def stack_layer_fwd(X: np.ndarray, params: Params, prefix: str, variant, H: int,
     pre:  X ← X + f(norm(X)) (Alg. 10 lines 5-8; the residual adds the
     un-normalised X);
     res_post: X ← X + norm(f(X)), with the same γ1/β1, γ2/β2.
+
+    ``pad`` (..., ℓ): padding positions masked as keys (``padded``). Decoding: ``offset`` is the
+    absolute position of X's first column and ``kv_cache`` holds the keys and values of the
+    positions before it, which every query of X may read.
     """
     placement = variant.resolved_norm_placement(arch)
     act = variant.resolved_activation(arch)
     Mask = _causal(X.shape[-1], variant) if arch == "gpt2" else None
-    W = gather_mha(params, prefix + "attn.", H, variant.attn_bias)
+    if kv_cache is not None:
+        Mask = _after_cache(Mask, kv_cache.length, X.shape[-1])
+    Mask = padded(Mask, pad, X.shape[-1])
+    W = gather_variant_mha(params, prefix + "attn.", H, variant)
 
     def attn(Y: np.ndarray):
-        return mh_attention_fwd(Y, Y, W, Mask, variant, prefix + "attn.")
+        return mh_attention_fwd(Y, Y, W, Mask, variant, prefix + "attn.", offset=offset, kv_cache=kv_cache)
 
     def mlp(Y: np.ndarray):
         return mlp_fwd(Y, params, prefix, "1", "2", variant, act)
@@ -303,8 +380,8 @@ def stack_layer_fwd(X: np.ndarray, params: Params, prefix: str, variant, H: int,
     return X, (c1, c2)
 
 
-def stack_layer(X: np.ndarray, params: Params, prefix: str, variant, H: int, arch: str) -> np.ndarray:
-    return stack_layer_fwd(X, params, prefix, variant, H, arch)[0]
+def stack_layer(X: np.ndarray, params: Params, prefix: str, variant, H: int, arch: str, **kw: Any) -> np.ndarray:
+    return stack_layer_fwd(X, params, prefix, variant, H, arch, **kw)[0]
 
 
 def decoder_layer_fwd(X: np.ndarray, Z: np.ndarray, params: Params, prefix: str, variant,
@@ -320,8 +397,8 @@ def decoder_layer_fwd(X: np.ndarray, Z: np.ndarray, params: Params, prefix: str,
     placement = variant.resolved_norm_placement("ed_decoder")
     act = variant.resolved_activation("ed_decoder")
     Mask = _causal(X.shape[-1], variant)  # (ℓ_x, ℓ_x)  line 14
-    W_self = gather_mha(params, prefix + "self_attn.", H, variant.attn_bias)
-    W_cross = gather_mha(params, prefix + "cross_attn.", H, variant.attn_bias)
+    W_self = gather_variant_mha(params, prefix + "self_attn.", H, variant)
+    W_cross = gather_variant_mha(params, prefix + "cross_attn.", H, variant)
 
     def self_attn(Y: np.ndarray):
         return mh_attention_fwd(Y, Y, W_self, Mask, variant, prefix + "self_attn.")

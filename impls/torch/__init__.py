@@ -9,8 +9,10 @@ The conversion to and from the spec's canonical layout (tokens are columns,
 Mask indexed [t_z, t_x]) lives in one module, ``adapter``.
 
 Modules: ``adapter`` (layouts and parameter packing), ``components``
-(Alg. 1-7), ``layers`` (Alg. 8-10 layers), ``architectures`` (Alg. 8-10,
-up to the logits), ``models`` (flat parameters → architectures),
+(Alg. 1-7, with RoPE and grouped-query attention inside Alg. 4-5, and the
+key/value-cache self-attention), ``layers`` (Alg. 8-10 layers, with
+padding masks), ``architectures`` (Alg. 8-10, up to the logits, and Alg. 10
+decoded with a key/value cache), ``models`` (flat parameters → architectures),
 ``training`` (Alg. 11-13: ``F.cross_entropy`` losses summed over
 positions, ``torch.autograd.grad`` gradients, SGD loops), ``inference``
 (Alg. 14-15: inverse-CDF sampling with ``cumsum`` + ``searchsorted``),

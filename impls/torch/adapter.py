@@ -34,7 +34,7 @@ __all__ = [
     "Attn", "Block", "DecBlock", "Embedding", "MLP", "Norm", "Unembedding",
     "attn_params", "block_params", "count", "dec_block_params", "embedding_params", "mlp_params",
     "norm_params", "unembedding_params",
-    "cols_to_rows", "rows_to_cols", "mask_to_native", "mask_to_canonical",
+    "cols_to_rows", "rows_to_cols", "mask_to_native", "mask_to_canonical", "pad_to_native",
     "table_to_native", "table_to_canonical",
 ]
 
@@ -59,6 +59,14 @@ def mask_to_native(Mask: Tensor) -> Tensor:
     Polarity is unchanged (True = may attend in both); only the index order
     flips. Inverting polarity here is the classic bug (CONVENTIONS.md)."""
     return Mask.transpose(-1, -2)
+
+
+def pad_to_native(pad: Tensor) -> Tensor:
+    """Canonical pad[…, t] (True = a real token) → native key mask (…, 1, ℓ_z): the same
+    for every query (a padding position is no query's key), True = may attend. A 0/1 number
+    also works (``!= 0``)."""
+    flags = pad if pad.dtype == torch.bool else pad != 0
+    return flags.unsqueeze(-2)
 
 
 def mask_to_canonical(mask: Tensor) -> Tensor:
@@ -90,17 +98,22 @@ class Norm:
 
 @dataclass(frozen=True)
 class Attn:
-    """Alg. 4/5 weights with the H heads packed head-major (head 0 first)."""
+    """Alg. 4/5 weights with the H heads packed head-major (head 0 first).
+
+    Grouped-query attention (``kv_group`` > 1): the flat names hold ``kv_heads.{g}.W_k`` … for
+    g < H_kv, packed the same way (kv head 0 first) into W_k, W_v, and ``kv_heads`` = H_kv; with
+    per-head keys and values (``heads.{h}.W_k``), ``kv_heads`` = 0 and W_k, W_v have H heads."""
 
     heads: int
     W_q: Tensor  # (H·d_attn, d_x)
     b_q: Optional[Tensor]  # (H·d_attn,)
-    W_k: Tensor  # (H·d_attn, d_z)
-    b_k: Optional[Tensor]  # (H·d_attn,)
-    W_v: Tensor  # (H·d_mid, d_z)
-    b_v: Optional[Tensor]  # (H·d_mid,)
+    W_k: Tensor  # (H·d_attn, d_z), or (H_kv·d_attn, d_z) under grouped-query attention
+    b_k: Optional[Tensor]  # (H·d_attn,) or (H_kv·d_attn,)
+    W_v: Tensor  # (H·d_mid, d_z) or (H_kv·d_mid, d_z)
+    b_v: Optional[Tensor]  # (H·d_mid,) or (H_kv·d_mid,)
     W_o: Optional[Tensor] = None  # (d_out, H·d_mid); None for single-head Alg. 3/4
     b_o: Optional[Tensor] = None  # (d_out,)
+    kv_heads: int = 0  # H_kv shared key/value heads (``kv_heads.{g}.*``); 0: every head its own
 
 
 @dataclass(frozen=True)
@@ -174,13 +187,21 @@ def _cat(parts: list[Optional[Tensor]]) -> Optional[Tensor]:
 
 def attn_params(params: Mapping[str, Tensor], prefix: str = "", multi_head: bool = True) -> Attn:
     """``{prefix}heads.{h}.W_q`` … ``{prefix}W_o`` (Alg. 5), or the bare
-    ``W_q`` … of one head (Alg. 3/4) when ``multi_head`` is False."""
+    ``W_q`` … of one head (Alg. 3/4) when ``multi_head`` is False.
+
+    Where ``{prefix}kv_heads.{g}.*`` are present (grouped-query attention) the keys' and values'
+    maps are packed from those, kv head 0 first, and the query heads hold W_q, b_q only; a
+    ``heads.{h}.W_k`` beside them is refused (two sources for one map)."""
     heads = [f"{prefix}heads.{h}." for h in range(count(params, prefix + "heads."))] if multi_head else [prefix]
-    packed: dict[str, Any] = {n: _cat([params.get(h + n) for h in heads])
-                              for n in ("W_q", "b_q", "W_k", "b_k", "W_v", "b_v")}
+    n_kv = count(params, prefix + "kv_heads.") if multi_head else 0
+    kv = [f"{prefix}kv_heads.{g}." for g in range(n_kv)] if n_kv else heads
+    if n_kv and any(h + n in params for h in heads for n in ("W_k", "b_k", "W_v", "b_v")):
+        raise ValueError(f"{prefix}heads.*: keys' and values' maps both per head and in kv_heads.*")
+    packed: dict[str, Any] = {n: _cat([params.get(h + n) for h in heads]) for n in ("W_q", "b_q")}
+    packed.update({n: _cat([params.get(g + n) for g in kv]) for n in ("W_k", "b_k", "W_v", "b_v")})
     out = params.get(prefix + "W_o") if multi_head else None
     bias = params.get(prefix + "b_o") if multi_head else None
-    return Attn(len(heads), W_o=out, b_o=bias, **packed)
+    return Attn(len(heads), W_o=out, b_o=bias, kv_heads=n_kv, **packed)
 
 
 def norm_params(params: Mapping[str, Tensor], gamma: str, beta: str) -> Norm:

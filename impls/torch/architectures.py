@@ -10,12 +10,14 @@ Each architecture is written once up to its logits (``*_logits``: Alg. 7
 before the softmax), which is what the losses of Algorithms 11-13 consume;
 ``*_transformer`` is the softmax of those. Alg. 8 is also split into its
 encoder (lines 1-9) and decoder (lines 10-21) so that EDInference (Alg. 15)
-encodes z once and re-runs only the decoder per generated token.
+encodes z once and re-runs only the decoder per generated token. Alg. 10 is
+also written as a key/value-cache decoder (``d_cached_logits``: a prefill,
+then one token per call), the ``cached_decoding`` entry.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -25,10 +27,11 @@ from ftspec.spec.variants import VariantSet
 
 from .adapter import Block, DecBlock, Embedding, Norm, Unembedding
 from .components import activation, embed, logits, norm
-from .layers import block, decoder_block
+from .layers import block, cached_block, decoder_block
 
 __all__ = [
-    "d_logits", "d_transformer", "e_logits", "e_transformer", "ed_decode_logits", "ed_encode", "ed_logits",
+    "d_cached_logits", "d_logits", "d_step_logits",
+    "d_transformer", "e_logits", "e_transformer", "ed_decode_logits", "ed_encode", "ed_logits",
     "ed_transformer", "next_token_encoder", "next_token_logits",
 ]
 
@@ -75,13 +78,15 @@ def ed_transformer(*args, **kwargs) -> Tensor:
 
 
 def e_logits(x: Tensor, emb: Embedding, layers: Sequence[Block], final: Norm, W_f: Tensor, b_f: Tensor,
-             head_norm: Norm, head: Unembedding, v: VariantSet, ell_max: int) -> Tensor:
+             head_norm: Norm, head: Unembedding, v: VariantSet, ell_max: int,
+             pad: Optional[Tensor] = None) -> Tensor:
     """Alg. 9 up to the logits. x: (…, ℓ) → (…, ℓ, N_V). ``final`` (γ_final)
     only under final_norm="final"; the head's norm (γ, β over d_f) is line 11
-    and always there."""
+    and always there. ``pad`` (…, ℓ), True = a real token: padding positions are
+    masked as keys in every layer (BERT's ``attention_mask``)."""
     X = embed(x, emb.table, emb.positions, v, ell_max, emb.norm)  # lines 1-3: (…, ℓ, d_e)
     for p in layers:  # line 4
-        X = block(X, p, v, "bert")  # lines 5-8
+        X = block(X, p, v, "bert", pad)  # lines 5-8
     if v.resolved_final_norm("bert"):
         X = norm(X, final, v)
     X = activation(F.linear(X, W_f, b_f), v.resolved_activation("bert"))  # line 10: (…, ℓ, d_f)
@@ -95,14 +100,47 @@ def e_transformer(*args, **kwargs) -> Tensor:
 
 
 def d_logits(x: Tensor, emb: Embedding, layers: Sequence[Block], final: Norm, head: Unembedding,
-             v: VariantSet, ell_max: int) -> Tensor:
-    """Alg. 10 up to the logits. x: (…, ℓ) → (…, ℓ, N_V)."""
+             v: VariantSet, ell_max: int, pad: Optional[Tensor] = None) -> Tensor:
+    """Alg. 10 up to the logits. x: (…, ℓ) → (…, ℓ, N_V). ``pad`` (…, ℓ), True = a real
+    token: padding positions are masked as keys in every layer (causal mask ∧ pad)."""
     X = embed(x, emb.table, emb.positions, v, ell_max, emb.norm)  # lines 1-3: (…, ℓ, d_e)
     for p in layers:  # line 4
-        X = block(X, p, v, "gpt2")  # lines 5-8
+        X = block(X, p, v, "gpt2", pad)  # lines 5-8
     if v.resolved_final_norm("gpt2"):
         X = norm(X, final, v)  # line 10
     return logits(X, head.W_u, head.b_u)  # line 11 before softmax: (…, ℓ, N_V)
+
+
+def d_step_logits(x: Tensor, start: int, caches: Sequence[list[Tensor]], emb: Embedding, layers: Sequence[Block],
+                  final: Norm, head: Unembedding, v: VariantSet, ell_max: int) -> Tensor:
+    """One call of a key/value-cache decoder: Alg. 10 on the new tokens x (…, ℓ) at absolute
+    positions start … start + ℓ − 1, layer l reading and extending ``caches[l]`` (the keys and
+    values of positions < start) → logits (…, ℓ, N_V) of those positions. start = 0 with empty
+    caches is the prefill; then ℓ = 1 per generated token."""
+    X = embed(x, emb.table, emb.positions, v, ell_max, emb.norm, start=start)  # lines 1-3 at positions start …
+    for p, cache in zip(layers, caches, strict=True):  # line 4
+        X = cached_block(X, p, v, cache, start)  # lines 5-8
+    if v.resolved_final_norm("gpt2"):
+        X = norm(X, final, v)  # line 10
+    return logits(X, head.W_u, head.b_u)  # line 11 before softmax
+
+
+def d_cached_logits(x: Tensor, n_prefill: int, emb: Embedding, layers: Sequence[Block], final: Norm,
+                    head: Unembedding, v: VariantSet, ell_max: int) -> Tensor:
+    """Alg. 10 decoded as a generator runs it: x[:n_prefill] in one call that fills every layer's
+    key/value cache, then each later token x[t] alone (positions t absolute), reading the cache and
+    appending its own key and value. x: (ℓ,) → logits (ℓ, N_V): rows < n_prefill from the
+    prefill, row t ≥ n_prefill from step t. Causal attention makes these the rows of ``d_logits``."""
+    ell = x.shape[-1]
+    if not 1 <= n_prefill <= ell:
+        raise ValueError(f"n_prefill: a prompt length in [1, {ell}]; given {n_prefill}")
+    if ell > ell_max:
+        raise ValueError(f"sequence of length {ell} exceeds ell_max = {ell_max}")
+    caches: list[list[Tensor]] = [[] for _ in layers]
+    rows = [d_step_logits(x[..., :n_prefill], 0, caches, emb, layers, final, head, v, ell_max)]  # the prefill
+    for t in range(n_prefill, ell):  # one token per call
+        rows.append(d_step_logits(x[..., t:t + 1], t, caches, emb, layers, final, head, v, ell_max))
+    return torch.cat(rows, dim=-2)  # (…, ℓ, N_V)
 
 
 def d_transformer(*args, **kwargs) -> Tensor:

@@ -19,8 +19,10 @@ from ftspec.spec.variants import VariantSet
 from .adapter import Attn, MLP, Norm
 
 __all__ = [
-    "activation", "attention_heads", "causal_mask", "embed", "logits", "lookup", "mh_attention", "mlp", "norm",
-    "sinusoid_table", "unembed",
+    "activation", "attend", "attention_heads", "cached_self_attention", "causal_mask", "check_biases",
+    "check_groups", "embed",
+    "expand_kv", "logits", "lookup", "merge_heads", "mh_attention", "mlp", "norm", "project", "rope_tables",
+    "rotate", "sinusoid_table", "unembed",
 ]
 
 # --------------------------------------------------------------------------
@@ -66,22 +68,23 @@ def sinusoid_table(d_e: int, ell_max: int, form: str, dtype: torch.dtype, device
 
 
 def embed(x: Tensor, table: Tensor, positions: Optional[Tensor], v: VariantSet, ell_max: int,
-          emb_norm: Optional[Norm] = None) -> Tensor:
+          emb_norm: Optional[Norm] = None, start: int = 0) -> Tensor:
     """Alg. 8-10 lines 1-3: e_t = W_e[:, x[t]] (× √d_e) + W_p[:, t], then the
     optional embedding norm. x: (…, ℓ) tokens; table: (N_V, d_e); positions:
-    (ℓ_max, d_e) learned table or None (a sinusoid is built from ``v``)."""
+    (ℓ_max, d_e) learned table or None (a sinusoid is built from ``v``).
+    ``start``: the absolute position of x's first token (a key/value-cache decoding step)."""
     ell, d_e = x.shape[-1], table.shape[1]
-    if ell > ell_max:
-        raise ValueError(f"sequence of length {ell} exceeds ell_max = {ell_max}")
+    if start + ell > ell_max:
+        raise ValueError(f"sequence of length {start + ell} exceeds ell_max = {ell_max}")
     X = lookup(x, table, "token IDs")  # (…, ℓ, d_e)
     if v.embedding_scale == "sqrt_d_e":
         X = X * math.sqrt(d_e)  # Vaswani et al.: scale before adding positions
     if v.positions == "learned":
         if positions is None:
             raise ValueError("positions='learned' needs the table W_p")
-        X = X + positions[:ell]  # (…, ℓ, d_e); broadcasts over the batch
+        X = X + positions[start:start + ell]  # (…, ℓ, d_e); broadcasts over the batch
     elif v.positions != "none":
-        X = X + sinusoid_table(d_e, ell_max, v.positions, X.dtype, X.device)[:ell]
+        X = X + sinusoid_table(d_e, ell_max, v.positions, X.dtype, X.device)[start:start + ell]
     if v.embedding_norm:
         if emb_norm is None:
             raise ValueError("embedding_norm needs its gamma and beta")
@@ -168,21 +171,123 @@ def _split_heads(Y: Tensor, H: int) -> Tensor:
     return Y.unflatten(-1, (H, -1)).transpose(-3, -2)
 
 
-def attention_heads(X: Tensor, Z: Tensor, p: Attn, v: VariantSet, mask: Optional[Tensor] = None,
-                    causal: bool = False) -> Tensor:
-    """Alg. 4 lines 1-6 for all H heads at once (Alg. 5 lines 1-2).
+def rope_tables(d: int, start: int, n: int, base: float, dtype: torch.dtype, device) -> tuple[Tensor, Tensor]:
+    """cos and sin of the RoPE angles t·θ_i for positions t = start … start + n − 1 and
+    θ_i = base^(−2i/d), i = 0 … d/2 − 1 (RoFormer eq. 15): two (n, d/2) tables.
 
-    X: (…, ℓ_x, d_x) primary, Z: (…, ℓ_z, d_z) context, mask: native
-    (…, ℓ_x, ℓ_z) True = may attend, or None (Mask ≡ 1); ``causal`` builds the
-    square top-left mask. Returns Y: (…, H, ℓ_x, d_mid).
-    """
-    H, ell_x, ell_z = p.heads, X.shape[-2], Z.shape[-2]
-    Q = _split_heads(F.linear(X, p.W_q, p.b_q), H)  # line 1: (…, H, ℓ_x, d_attn)
-    K = _split_heads(F.linear(Z, p.W_k, p.b_k), H)  # line 2: (…, H, ℓ_z, d_attn)
-    V = _split_heads(F.linear(Z, p.W_v, p.b_v), H)  # line 3: (…, H, ℓ_z, d_mid)
-    d = {"sqrt_d_attn": Q.shape[-1], "sqrt_d_model": X.shape[-1], "none": 1}[v.attn_scale]
+    Built in float64 on the CPU and rounded once to ``dtype`` (like the sinusoid table and a
+    registered ``inv_freq`` buffer computed in full precision), so every dtype gets correctly
+    rounded cos and sin."""
+    if d % 2:
+        raise ValueError(f"rotary position embedding rotates pairs: d_attn = {d} must be even")
+    i = torch.arange(d // 2, dtype=torch.float64)  # (d/2,)
+    theta = torch.pow(torch.tensor(float(base), dtype=torch.float64), -2 * i / d)  # θ_i
+    t = torch.arange(start, start + n, dtype=torch.float64)  # absolute positions
+    angle = t[:, None] * theta[None, :]  # (n, d/2)
+    return (torch.cos(angle).to(device=device, dtype=dtype), torch.sin(angle).to(device=device, dtype=dtype))
+
+
+def rotate(Y: Tensor, start: int, v: VariantSet) -> Tensor:
+    """RoPE (Su et al. 2021, RoFormer eq. 34) on Y (…, ℓ, d): row t (position start + t) has each
+    pair (a, b) turned to (a cos − b sin, b cos + a sin) by the angle (start + t)·θ_i.
+
+    Pair i is (i, i + d/2) under ``rotary="half"`` (GPT-NeoX, Hugging Face Llama's
+    ``q·cos + rotate_half(q)·sin``) and (2i, 2i + 1) under ``"interleaved"`` (RoFormer, Meta's
+    LLaMA ``view_as_complex``, GPT-J). Y itself is not modified."""
+    if v.rotary == "none":
+        return Y
+    ell, d = Y.shape[-2], Y.shape[-1]
+    cos, sin = rope_tables(d, start, ell, v.rope_base, Y.dtype, Y.device)  # (ℓ, d/2) each
+    if v.rotary == "half":
+        a, b = Y[..., : d // 2], Y[..., d // 2:]
+        return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+    if v.rotary == "interleaved":
+        a, b = Y[..., 0::2], Y[..., 1::2]
+        return torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2)
+    raise ValueError(f"unknown rotary {v.rotary!r}")
+
+
+def check_groups(p: Attn, v: VariantSet) -> None:
+    """Alg. 5 under ``kv_group`` = G: G = 1 has every head its own keys and values; G > 1 has
+    H / G shared key/value heads (``kv_heads.{g}.*``), H a multiple of G."""
+    G, H = v.kv_group, p.heads
+    if G == 1:
+        if p.kv_heads:
+            raise ValueError(f"kv_group = 1: no shared key/value heads expected, given {p.kv_heads} (kv_heads.*)")
+        return
+    if H % G or p.kv_heads != H // G:
+        raise ValueError(f"kv_group = {G}: H = {H} query heads need H / G key/value heads (kv_heads.*), "
+                         f"given {p.kv_heads}")
+
+
+def check_biases(p: Attn, v: VariantSet) -> None:
+    """Alg. 5's biases under ``attn_bias`` and ``attn_bias_at``: all four b_q, b_k, b_v, b_o ("all",
+    the paper; GPT-2, BERT, ``nn.MultiheadAttention``), the heads' b_q, b_k, b_v only ("qkv": Qwen2's
+    q/k/v_proj with bias=True, o_proj without) or b_o only ("out": bias-free head projections and a
+    biased output projection), none without ``attn_bias``. The biases are read by presence
+    (``adapter.attn_params``: an absent one is None, i.e. zero, and ``F.linear`` adds nothing and
+    autograd gives it no gradient), so the set present must be the one the variant names: a bias
+    the variant drops would otherwise be added silently."""
+    if v.attn_bias_at not in ("all", "qkv", "out"):
+        raise ValueError(f"unknown attn_bias_at {v.attn_bias_at!r}")
+    heads = v.attn_bias and v.attn_bias_at != "out"
+    out = v.attn_bias and v.attn_bias_at != "qkv"
+    present = {"b_q": p.b_q, "b_k": p.b_k, "b_v": p.b_v, "b_o": p.b_o}
+    wrong = [n for n, b in present.items() if (b is not None) != (out if n == "b_o" else heads)]
+    if wrong:
+        raise ValueError(f"attention biases do not match attn_bias={v.attn_bias}, attn_bias_at={v.attn_bias_at!r}: "
+                         + ", ".join(f"{n} {'present' if present[n] is not None else 'absent'}" for n in wrong))
+
+
+def project(X: Tensor, Z: Tensor, p: Attn, v: VariantSet, x_start: int = 0, z_start: int = 0,
+            rotary: bool = True) -> tuple[Tensor, Tensor, Tensor]:
+    """Alg. 4 lines 1-3 for every head, then RoPE at the columns' absolute positions.
+
+    X: (…, ℓ_x, d_x) at positions x_start …, Z: (…, ℓ_z, d_z) at positions z_start … → Q
+    (…, H, ℓ_x, d_attn), K (…, H_kv, ℓ_z, d_attn), V (…, H_kv, ℓ_z, d_mid), with H_kv = H, or
+    the shared heads' count under grouped-query attention (``expand_kv`` maps them to the query
+    heads). Rotated after the biases and before any scaling (``rotary``=False: Alg. 3, which has
+    no positions)."""
+    if p.W_k is None or p.W_v is None:
+        raise ValueError("attention needs the keys' and values' maps W_k, W_v")
+    H_kv = p.kv_heads or p.heads
+    Q = _split_heads(F.linear(X, p.W_q, p.b_q), p.heads)  # line 1: (…, H, ℓ_x, d_attn)
+    K = _split_heads(F.linear(Z, p.W_k, p.b_k), H_kv)  # line 2: (…, H_kv, ℓ_z, d_attn)
+    V = _split_heads(F.linear(Z, p.W_v, p.b_v), H_kv)  # line 3: (…, H_kv, ℓ_z, d_mid)
+    if rotary and v.rotary != "none":
+        Q, K = rotate(Q, x_start, v), rotate(K, z_start, v)
+    return Q, K, V
+
+
+def expand_kv(K: Tensor, H: int, v: VariantSet) -> Tensor:
+    """The H_kv shared key (or value) heads (…, H_kv, ℓ, d) → one per query head (…, H, ℓ, d).
+
+    Query head h reads kv head ⌊h/G⌋ under ``kv_order="consecutive"`` (Hugging Face's
+    ``repeat_kv``, ``repeat_interleave``) and h mod H_kv under ``"strided"`` (``Tensor.repeat``,
+    a tiled copy). With H_kv = H nothing is shared and K is returned as is."""
+    H_kv = K.shape[-3]
+    if H_kv == H:
+        return K
+    if v.kv_order == "consecutive":
+        return K.repeat_interleave(H // H_kv, dim=-3)
+    if v.kv_order == "strided":
+        return torch.cat([K] * (H // H_kv), dim=-3)
+    raise ValueError(f"unknown kv_order {v.kv_order!r}")
+
+
+def attend(Q: Tensor, K: Tensor, V: Tensor, v: VariantSet, d_x: int, mask: Optional[Tensor] = None,
+           causal: bool = False) -> Tensor:
+    """Alg. 4 lines 4-6 for all H heads at once (Alg. 5 lines 1-2).
+
+    Q: (…, H, ℓ_x, d_attn), K: (…, H_kv, ℓ_z, d_attn), V: (…, H_kv, ℓ_z, d_mid) as ``project``
+    gives them; d_x is the primary width (attn_scale="sqrt_d_model"); mask: native (…, ℓ_x,
+    ℓ_z), True = may attend, or None (Mask ≡ 1); ``causal`` builds the square top-left mask.
+    Returns Y: (…, H, ℓ_x, d_mid)."""
+    H, ell_x, ell_z = Q.shape[-3], Q.shape[-2], K.shape[-2]
+    K, V = expand_kv(K, H, v), expand_kv(V, H, v)  # (…, H, ℓ_z, ·)
+    d = {"sqrt_d_attn": Q.shape[-1], "sqrt_d_model": d_x, "none": 1}[v.attn_scale]
     if causal:
-        mask = causal_mask(ell_x, ell_z, "top_left", X.device)  # (ℓ_x, ℓ_z)
+        mask = causal_mask(ell_x, ell_z, "top_left", Q.device)  # (ℓ_x, ℓ_z)
     empty = None
     if mask is not None:
         empty = ~mask.any(dim=-1, keepdim=True)  # (…, ℓ_x, 1): queries with no key
@@ -225,14 +330,66 @@ def attention_heads(X: Tensor, Z: Tensor, p: Attn, v: VariantSet, mask: Optional
     return A @ V  # line 6: Ṽᵀ = αᵀ Vᵀ, (…, H, ℓ_x, d_mid)
 
 
-def mh_attention(X: Tensor, Z: Tensor, p: Attn, v: VariantSet, mask: Optional[Tensor] = None,
-                 causal: bool = False) -> Tensor:
-    """Alg. 5: Ṽ = W_o [Y^1; …; Y^H] + b_o 1ᵀ. Native: (…, ℓ_x, d_out)."""
-    Y = attention_heads(X, Z, p, v, mask, causal)  # lines 1-2: (…, H, ℓ_x, d_mid)
+def attention_heads(X: Tensor, Z: Tensor, p: Attn, v: VariantSet, mask: Optional[Tensor] = None,
+                    causal: bool = False, rotary: bool = True) -> Tensor:
+    """Alg. 4 lines 1-6 for all H heads at once (Alg. 5 lines 1-2): ``project`` then ``attend``.
+
+    X: (…, ℓ_x, d_x) primary, Z: (…, ℓ_z, d_z) context, both from position 0, mask: native
+    (…, ℓ_x, ℓ_z) True = may attend, or None (Mask ≡ 1); ``causal`` builds the
+    square top-left mask. Returns Y: (…, H, ℓ_x, d_mid).
+    """
+    Q, K, V = project(X, Z, p, v, rotary=rotary)
+    return attend(Q, K, V, v, X.shape[-1], mask, causal)
+
+
+def merge_heads(Y: Tensor, p: Attn) -> Tensor:
+    """Alg. 5 lines 3-4: Y (…, H, ℓ_x, d_mid) → W_o [Y^1; …; Y^H] + b_o 1ᵀ, native (…, ℓ_x, d_out)."""
     Y = Y.transpose(-3, -2).flatten(-2)  # line 3, head 0 first: (…, ℓ_x, H·d_mid)
     if p.W_o is None:
         raise ValueError("Alg. 5 needs the output projection W_o")
     return F.linear(Y, p.W_o, p.b_o)  # line 4: (…, ℓ_x, d_out)
+
+
+def mh_attention(X: Tensor, Z: Tensor, p: Attn, v: VariantSet, mask: Optional[Tensor] = None,
+                 causal: bool = False) -> Tensor:
+    """Alg. 5: Ṽ = W_o [Y^1; …; Y^H] + b_o 1ᵀ. Native: (…, ℓ_x, d_out).
+
+    Grouped-query attention (``kv_group`` = G > 1; Ainslie et al. 2023, "GQA", §2.2): the H
+    query heads share H / G key/value heads (``expand_kv``). The biases present are those
+    ``attn_bias``/``attn_bias_at`` name (``check_biases``)."""
+    check_groups(p, v)
+    check_biases(p, v)
+    return merge_heads(attention_heads(X, Z, p, v, mask, causal), p)  # lines 1-4
+
+
+def cached_self_attention(X: Tensor, p: Attn, v: VariantSet, cache: list[Tensor], start: int) -> Tensor:
+    """Causal self-attention (Alg. 5, Mask[t_z, t_x] = [[t_z ≤ t_x]]) of the ℓ new tokens X
+    (…, ℓ, d_e) at positions start … start + ℓ − 1, with the keys and values of positions
+    < start read from ``cache`` instead of recomputed.
+
+    ``cache`` is [] or [K, V] of the earlier positions, (…, H_kv, start, d): one entry per key/value
+    head (shared heads are stored once under grouped-query attention), K already rotated at its
+    own position under RoPE. It is updated in place to hold positions < start + ℓ. Query i (position
+    start + i) may attend to keys j ≤ start + i: the bottom-right causal mask over the start + ℓ
+    keys (none needed for a single new token, which sees every key)."""
+    check_groups(p, v)
+    check_biases(p, v)
+    Q, K, V = project(X, X, p, v, start, start)  # the new positions only
+    if cache:
+        if cache[0].shape[-2] != start:
+            raise ValueError(f"key/value cache holds {cache[0].shape[-2]} positions, expected {start}")
+        K, V = torch.cat([cache[0], K], dim=-2), torch.cat([cache[1], V], dim=-2)  # (…, H_kv, start + ℓ, ·)
+    elif start:
+        raise ValueError(f"empty key/value cache at position {start}")
+    cache[:] = [K, V]
+    ell = Q.shape[-2]
+    if start == 0:
+        Y = attend(Q, K, V, v, X.shape[-1], causal=True)  # the prefill: top-left = bottom-right here
+    elif ell == 1:
+        Y = attend(Q, K, V, v, X.shape[-1])  # one new token: every cached key and itself
+    else:
+        Y = attend(Q, K, V, v, X.shape[-1], mask=causal_mask(ell, start + ell, "bottom_right", X.device))
+    return merge_heads(Y, p)
 
 
 # --------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The registry entries: canonical in, native compute, canonical out.
 
-The 22 forward entries (Alg. 1-10, the layers' self-attention on its own,
-and the encoder read as a next-token predictor) are here; training
+The 27 forward entries (Alg. 1-10, the layers' self-attention on its own,
+with and without padding, the encoder read as a next-token predictor, the
+padded encoder and decoder, and the decoder run with a key/value cache) are here; training
 (Alg. 11-13) is in ``training`` and inference (Alg. 14-15) in
 ``inference``, merged below.
 
@@ -62,7 +63,8 @@ def embedding(i: In, p: In, ctx: Context) -> Any:
 def basic_single_query_attention(i: In, p: In, ctx: Context) -> Any:
     """Alg. 3: one query e (…, d_in) over the columns of E (…, d_in, T)."""
     e = i["e"].unsqueeze(-2)  # (…, 1, d_in): a sequence of one token
-    Y = C.attention_heads(e, A.cols_to_rows(i["E"]), A.attn_params(p, multi_head=False), ctx.variant)
+    Y = C.attention_heads(e, A.cols_to_rows(i["E"]), A.attn_params(p, multi_head=False), ctx.variant,
+                          rotary=False)  # Alg. 3 has no positions: no RoPE
     return Y.squeeze(-3).squeeze(-2)  # (…, 1 head, 1, d_out) → (…, d_out)
 
 
@@ -80,15 +82,20 @@ def mh_attention(i: In, p: In, ctx: Context) -> Any:
     return A.rows_to_cols(Y)
 
 
-def _self_attention_entry(causal: bool):
+def _self_attention_entry(causal: bool, padding: bool = False):
     def fn(i: In, p: In, ctx: Context) -> Any:
         X = A.cols_to_rows(i["X"])  # (…, ℓ, d_e): the sequence and its own context
         if p["W_o"].shape[0] != X.shape[-1]:  # d_out = d_e: a layer's residual sum would check it
             raise ValueError(f"W_o has {p['W_o'].shape[0]} rows; self-attention returns d_e = {X.shape[-1]}")
-        return A.rows_to_cols(C.mh_attention(X, X, A.attn_params(p), ctx.variant, causal=causal))  # (…, d_e, ℓ)
+        attn = A.attn_params(p)
+        if padding:  # the layer's mask ∧ pad[t_z]
+            mask = layers.self_attention_mask(X.shape[-2], causal, i["pad"], X.device)
+            return A.rows_to_cols(C.mh_attention(X, X, attn, ctx.variant, mask=mask))  # (…, d_e, ℓ)
+        return A.rows_to_cols(C.mh_attention(X, X, attn, ctx.variant, causal=causal))  # (…, d_e, ℓ)
     mask = "Mask[t_z, t_x] = [[t_z ≤ t_x]] built from ℓ (Alg. 10 line 6)" if causal else \
         "Mask ≡ 1 (Alg. 8 and 9 line 5)"
-    fn.__doc__ = f"Alg. 5 with Z = X and {mask}: X (…, d_e, ℓ) → Ṽ (…, d_e, ℓ)."
+    fn.__doc__ = (f"Alg. 5 with Z = X and {mask}{' ∧ pad[t_z] (pad (…, ℓ), True = a real token)' if padding else ''}"
+                  ": X (…, d_e, ℓ) → Ṽ (…, d_e, ℓ).")
     return fn
 
 
@@ -136,9 +143,32 @@ def e_transformer(i: In, p: In, ctx: Context) -> Any:
     return A.rows_to_cols(torch.softmax(models.e_logits(i["x"], p, ctx), dim=-1))  # line 12
 
 
+def padded_e_transformer(i: In, p: In, ctx: Context) -> Any:
+    """Alg. 9 with every layer's Mask ≡ 1 ∧ pad[t_z] → P (…, N_V, ℓ)."""
+    return A.rows_to_cols(torch.softmax(models.e_logits(i["x"], p, ctx, pad=i["pad"]), dim=-1))
+
+
 def d_transformer(i: In, p: In, ctx: Context) -> Any:
     """Alg. 10 → P (…, N_V, ℓ)."""
     return A.rows_to_cols(torch.softmax(models.d_logits(i["x"], p, ctx), dim=-1))  # line 11
+
+
+def padded_d_transformer(i: In, p: In, ctx: Context) -> Any:
+    """Alg. 10 with every layer's Mask = [[t_z ≤ t_x]] ∧ pad[t_z] → P (…, N_V, ℓ)."""
+    return A.rows_to_cols(torch.softmax(models.d_logits(i["x"], p, ctx, pad=i["pad"]), dim=-1))
+
+
+def cached_decoding(i: In, p: In, ctx: Context) -> Any:
+    """Alg. 10 decoded with a key/value cache: x[:n_prefill] in one call, then each later token
+    alone (architectures.d_cached_logits) → P (…, N_V, ℓ). A batch is decoded sequence by
+    sequence: each has its own prompt length, as a generator serving them would have."""
+    x, n = i["x"], i["n_prefill"]
+    if ctx.batched:
+        logits = torch.stack([models.d_cached_logits(x[b], int(n[b]), p, ctx) for b in range(x.shape[0])]) \
+            if x.shape[0] else models.d_logits(x, p, ctx)  # an empty batch: (0, ℓ, N_V)
+    else:
+        logits = models.d_cached_logits(x, int(n), p, ctx)  # (ℓ, N_V)
+    return A.rows_to_cols(torch.softmax(logits, dim=-1))
 
 
 def next_token_encoder(i: In, p: In, ctx: Context) -> Any:
@@ -157,6 +187,8 @@ ALGORITHMS = {
     "mh_attention": mh_attention,
     "self_attention": _self_attention_entry(causal=False),
     "causal_self_attention": _self_attention_entry(causal=True),
+    "padded_self_attention": _self_attention_entry(causal=False, padding=True),
+    "padded_causal_self_attention": _self_attention_entry(causal=True, padding=True),
     "unidirectional_mask": unidirectional_mask,
     "layer_norm": _norm_entry("layer_norm"),
     "rms_norm": _norm_entry("rms_norm"),
@@ -169,6 +201,9 @@ ALGORITHMS = {
     "e_transformer": e_transformer,
     "d_transformer": d_transformer,
     "next_token_encoder": next_token_encoder,
+    "padded_e_transformer": padded_e_transformer,
+    "padded_d_transformer": padded_d_transformer,
+    "cached_decoding": cached_decoding,
     **TRAINING,  # Alg. 11-13 and their pieces (training.py)
     **INFERENCE,  # Alg. 14-15 (inference.py)
 }

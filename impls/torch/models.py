@@ -9,7 +9,7 @@ Tokens are native (…, ℓ) integer tensors; logits come back native
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Optional
 
 from torch import Tensor
 
@@ -18,7 +18,7 @@ from ftspec.impls.api import Context
 from . import adapter as A
 from . import architectures
 
-__all__ = ["d_logits", "e_logits", "ed_decode_logits", "ed_encode", "ed_logits", "next_token_logits"]
+__all__ = ["d_cached_logits", "d_logits", "e_logits", "ed_decode_logits", "ed_encode", "ed_logits", "next_token_logits"]
 
 Params = Mapping[str, Tensor]
 
@@ -51,19 +51,27 @@ def ed_logits(z: Tensor, x: Tensor, p: Params, ctx: Context) -> Tensor:
     return ed_decode_logits(x, ed_encode(z, p, ctx), p, ctx)
 
 
-def e_logits(x: Tensor, p: Params, ctx: Context) -> Tensor:
-    """Alg. 9 before the softmax: x (…, ℓ) → (…, ℓ, N_V)."""
+def e_logits(x: Tensor, p: Params, ctx: Context, pad: Optional[Tensor] = None) -> Tensor:
+    """Alg. 9 before the softmax: x (…, ℓ) → (…, ℓ, N_V); ``pad`` (…, ℓ) masks padding keys."""
     return architectures.e_logits(x, A.embedding_params(p), _layers(p, "layers.", A.block_params),
                                   A.norm_params(p, "gamma_final", "beta_final"), p["W_f"], p["b_f"],
                                   A.norm_params(p, "gamma", "beta"), _head(p, ctx), ctx.variant,
-                                  ctx.hyper["ell_max"])
+                                  ctx.hyper["ell_max"], pad)
 
 
-def d_logits(x: Tensor, p: Params, ctx: Context) -> Tensor:
-    """Alg. 10 before the softmax: x (…, ℓ) → (…, ℓ, N_V)."""
+def d_logits(x: Tensor, p: Params, ctx: Context, pad: Optional[Tensor] = None) -> Tensor:
+    """Alg. 10 before the softmax: x (…, ℓ) → (…, ℓ, N_V); ``pad`` (…, ℓ) masks padding keys."""
     return architectures.d_logits(x, A.embedding_params(p), _layers(p, "layers.", A.block_params),
                                   A.norm_params(p, "gamma", "beta"), _head(p, ctx), ctx.variant,
-                                  ctx.hyper["ell_max"])
+                                  ctx.hyper["ell_max"], pad)
+
+
+def d_cached_logits(x: Tensor, n_prefill: int, p: Params, ctx: Context) -> Tensor:
+    """Alg. 10 decoded with a key/value cache (prefill x[:n_prefill], then one token per call):
+    x (ℓ,) → (ℓ, N_V), one sequence."""
+    return architectures.d_cached_logits(x, n_prefill, A.embedding_params(p), _layers(p, "layers.", A.block_params),
+                                         A.norm_params(p, "gamma", "beta"), _head(p, ctx), ctx.variant,
+                                         ctx.hyper["ell_max"])
 
 
 def next_token_logits(x: Tensor, p: Params, ctx: Context) -> Tensor:

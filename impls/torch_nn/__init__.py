@@ -16,9 +16,18 @@ Variant sets (docs/libraries.md says why, switch by switch):
                       masked query zero output (``empty_query="zeros"``).
                       ``mh_attention`` is MultiheadAttention with
                       need_weights=False, which calls SDPA.
+                      ``padded_self_attention`` / ``padded_causal_self_attention``:
+                      MultiheadAttention(X, X, X, key_padding_mask=~pad
+                      [, causal attn_mask]), need_weights=False, pinned to
+                      the slow path (autograd on): zeros, flash kernel
+                      (``scale_placement="scores"``). ``causal_self_attention``:
+                      grouped-query attention, SDPA(enable_gqa=True) with
+                      kv_group=2 ("consecutive"), flash kernel.
 ``torch-nn-weights``  MultiheadAttention with need_weights=True: q is scaled
                       before q·kᵀ (``scale_placement="query"``) and a fully
-                      masked query gives NaN (``empty_query="nan"``).
+                      masked query gives NaN (``empty_query="nan"``), on the
+                      Python path and, for the padded self-attention entries
+                      (batched, even H, eval, no_grad), on the native fast path.
 
 nn.MultiheadAttention ties d_attn = d_mid = d_x / H and d_out = d_x; that is
 declared as shape limits where impls/api.py offers ``Limits``.
@@ -58,7 +67,8 @@ from .layers import LAYERS_FAST, LAYERS_FAST_PRE, LAYERS_SLOW, LAYERS_SLOW_PRE
 __all__ = ["implementation", "implementation_weights", "implementation_rms_default",
            "implementation_rms_default_f64", "implementation_layers", "implementation_layers_pre",
            "implementation_layers_fast", "implementation_layers_fast_pre", "VARIANT_SDPA",
-           "VARIANT_WEIGHTS", "VARIANT_LAYERS", "VARIANT_LAYERS_PRE", "VARIANT_FAST", "VARIANT_FAST_PRE",
+           "VARIANT_WEIGHTS", "VARIANT_PADDED", "VARIANT_GQA",
+           "VARIANT_LAYERS", "VARIANT_LAYERS_PRE", "VARIANT_FAST", "VARIANT_FAST_PRE",
            "variant_rms_default"]
 
 torch.set_float32_matmul_precision("highest")
@@ -72,6 +82,15 @@ _REAL = ("float64", "float32", "bfloat16", "float16")
 _NORM = dict(epsilon=1e-5, epsilon_placement="inside_root", variance="biased", affine="scale_shift")
 VARIANT_SDPA = PAPER.replace(empty_query="zeros", scale_placement="query_key_sqrt", **_NORM)
 VARIANT_WEIGHTS = PAPER.replace(empty_query="nan", scale_placement="query", **_NORM)
+#: ``torch-nn``'s padded self-attention (MultiheadAttention, need_weights=False, slow path):
+#: F.multi_head_attention_forward hands SDPA 4-D tensors and one additive float mask, and CPU
+#: runs ``_scaled_dot_product_flash_attention_for_cpu`` (scores scaled); an all-masked query
+#: gives ṽ = 0.
+VARIANT_PADDED = VARIANT_SDPA.replace(scale_placement="scores")
+#: ``torch-nn``'s causal_self_attention: SDPA with enable_gqa=True, two query heads per
+#: key/value head, kv head ⌊h/2⌋ ("consecutive", repeat_interleave), flash kernel (scores
+#: scaled). torch has no RoPE: ``rotary`` stays "none".
+VARIANT_GQA = VARIANT_SDPA.replace(kv_group=2, kv_order="consecutive", scale_placement="scores")
 #: The layers' slow path: MultiheadAttention hands SDPA 4-D (N, H, ℓ, d_head)
 #: tensors, for which CPU picks ``_scaled_dot_product_flash_attention_for_cpu``
 #: (seen with torch.profiler on 2.13.0), which scales the scores q·kᵀ.
@@ -119,6 +138,11 @@ def _limits(algorithms: Any, fast: bool = False) -> dict[str, Any]:
     out = {}
     if "mh_attention" in algorithms:
         out["mh_attention"] = Limits(equal=(("d_attn", "d_mid"), ("d_x", "H*d_attn"), ("d_out", "d_x")))
+    for name in ("padded_self_attention", "padded_causal_self_attention"):
+        if name in algorithms:  # MultiheadAttention(d_e, H): head_dim = d_e / H for q, k and v
+            out[name] = Limits(equal=(("d_attn", "d_mid"), ("d_e", "H*d_attn")))
+    if "causal_self_attention" in algorithms:  # SDPA's flash kernel on CPU needs equal q/k and v head sizes
+        out["causal_self_attention"] = Limits(equal=(("d_attn", "d_mid"),))
     bounds: dict[str, Any] = dict(minimum={"H": 2}, maximum={"H": 2}) if fast else {}
     for name in algorithms:
         if name.endswith("_layer"):
@@ -136,6 +160,7 @@ def variant_rms_default(dtype: str) -> Any:
 
 def _make(name: str, algorithms: Any, variant: Any, description: str,
           dtypes: tuple[str, ...] = _REAL, fast: bool = False) -> Implementation:
+    """One variant set for every algorithm, or ``variant`` as {algorithm | "*": set}."""
     return Implementation(
         name=name,
         version=f"torch{torch.__version__}",
@@ -144,7 +169,7 @@ def _make(name: str, algorithms: Any, variant: Any, description: str,
         devices=devices,
         from_numpy=from_numpy,
         to_numpy=to_numpy,
-        variants=[variant],
+        variants=({a: [v] for a, v in variant.items()} if isinstance(variant, dict) else [variant]),
         precision="highest",
         description=description,
         extra={"torch": torch.__version__},
@@ -152,11 +177,14 @@ def _make(name: str, algorithms: Any, variant: Any, description: str,
     )
 
 
-implementation = _make("torch-nn", ALGORITHMS, VARIANT_SDPA,
-                       "torch.nn as shipped: LayerNorm, RMSNorm, SDPA, MultiheadAttention "
-                       "(need_weights=False)")
+implementation = _make("torch-nn", ALGORITHMS,
+                       {"*": VARIANT_SDPA, "padded_self_attention": VARIANT_PADDED,
+                        "padded_causal_self_attention": VARIANT_PADDED, "causal_self_attention": VARIANT_GQA},
+                       "torch.nn as shipped: LayerNorm, RMSNorm, SDPA (GQA via enable_gqa), "
+                       "MultiheadAttention (need_weights=False; key_padding_mask on the slow path)")
 implementation_weights = _make("torch-nn-weights", ALGORITHMS_WEIGHTS, VARIANT_WEIGHTS,
-                               "torch.nn.MultiheadAttention, need_weights=True path")
+                               "torch.nn.MultiheadAttention, need_weights=True path (key_padding_mask: "
+                               "fast path when batched with even H)")
 implementation_rms_default = _make(
     "torch-nn-rms-default", ALGORITHMS_RMS_DEFAULT, variant_rms_default("float32"),
     "torch.nn.RMSNorm(eps=None): ε = finfo(float32).eps", dtypes=("float32", "bfloat16", "float16"))

@@ -9,6 +9,7 @@ the flag except to shape MultiheadAttention's mask.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable, Mapping
 
 import torch
@@ -18,8 +19,9 @@ from torch import nn
 from ftspec.impls.api import Context
 
 from . import adapter as A
+from .layers import causal_blocked
 
-__all__ = ["ALGORITHMS", "ALGORITHMS_RMS_DEFAULT", "ALGORITHMS_WEIGHTS", "RMS_EPS"]
+__all__ = ["ALGORITHMS", "ALGORITHMS_RMS_DEFAULT", "ALGORITHMS_WEIGHTS", "RMS_EPS", "gqa_causal_self_attention"]
 
 In = Mapping[str, torch.Tensor]
 
@@ -82,18 +84,96 @@ def _mh_attention(need_weights: bool) -> Callable[[In, In, Context], Any]:
     return fn
 
 
-#: Plugin ``torch-nn``: the SDPA-backed paths (empty query → zeros).
+def _padded_self_attention(*, causal: bool, need_weights: bool) -> Callable[[In, In, Context], Any]:
+    """``padded_self_attention`` / ``padded_causal_self_attention`` through
+    ``nn.MultiheadAttention(X, X, X, key_padding_mask=~pad[, attn_mask=causal])``.
+
+    need_weights=False (plugin ``torch-nn``): called with autograd on (the
+    parameters require grad, as in training without dropout), which refuses
+    MultiheadAttention's fast path ("grad is enabled ..."), so every call,
+    batched or not, at any H, runs ``F.multi_head_attention_forward`` → SDPA
+    with the masks merged into one additive float mask: an all-masked query
+    gives ṽ = 0 (column b_o). Under no_grad in eval mode a batched call with
+    even H would take ``torch._native_multi_head_attention`` instead, which
+    gives NaN (docs/libraries.md): that path is pinned out, not declared.
+
+    need_weights=True (plugin ``torch-nn-weights``): called as at inference
+    (eval, no_grad): a batched call with even H takes the native fast path,
+    an unbatched one or odd H the Python path's explicit softmax; both give
+    NaN for an all-masked query and both scale q before q·kᵀ, so one variant
+    set describes either (tests/impls/test_torch_nn.py counts which ran)."""
+    def fn(i: In, p: In, ctx: Context) -> Any:
+        h = ctx.hyper
+        mha = A.load_mha(p, h["H"], h["d_e"], h["d_e"], _dtype(ctx), ctx.device)
+        X = A.cols_to_rows(i["X"])  # (…, ℓ, d_e); the same tensor as query, key and value
+        ignore = ~i["pad"]  # (…, ℓ): key_padding_mask, True = not attended (the spec's pad = 0)
+        mask = causal_blocked(X.shape[-2], X.device) if causal else None  # (ℓ, ℓ) [t_x, t_z], True = blocked
+        with torch.no_grad() if need_weights else contextlib.nullcontext():
+            Y, _ = mha(X, X, X, key_padding_mask=ignore, attn_mask=mask, need_weights=need_weights)
+        return A.rows_to_cols(Y.detach())  # (…, ℓ, d_e) → (…, d_e, ℓ)
+
+    fn.__name__ = ("padded_causal_self_attention" if causal else "padded_self_attention")
+    return fn
+
+
+def gqa_causal_self_attention(i: In, p: In, ctx: Context) -> Any:
+    """``causal_self_attention`` under grouped-query attention:
+    ``F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)``.
+
+    The projections are ``F.linear`` with the query heads (``heads.{h}.W_q``)
+    and the key/value heads (``kv_heads.{g}.W_k``, ``W_v``) packed head-major;
+    SDPA repeats each kv head for H/H_kv consecutive query heads
+    (``repeat_interleave`` on the head axis, its docstring's reference
+    code): query head h reads kv head ⌊h/G⌋, the spec's kv_order
+    "consecutive". H_kv is the number of ``kv_heads`` given. Heads are
+    concatenated (…, ℓ, H·d_mid) and W_o, b_o applied with ``F.linear``.
+    Always 4-D (an unbatched call gets a batch axis of 1): with d_attn =
+    d_mid (the plugin's limits) CPU SDPA then runs
+    ``_scaled_dot_product_flash_attention_for_cpu`` (scores scaled); a 3-D
+    call or d_attn ≠ d_mid takes the math kernel (profiled on 2.13.0)."""
+    H = ctx.hyper["H"]
+    H_kv = sum(1 for k in p if k.startswith("kv_heads.") and k.endswith(".W_k"))
+    X = A.cols_to_rows(i["X"])  # (…, ℓ, d_e)
+    if not ctx.batched:
+        X = X.unsqueeze(0)  # (1, ℓ, d_e)
+    N, ell, _ = X.shape
+
+    @torch.no_grad()
+    def heads(names: str, count: int, W: str, b: str) -> torch.Tensor:
+        Wp = torch.cat([p[f"{names}.{h}.{W}"] for h in range(count)], dim=0)  # (count·d, d_e)
+        bp = torch.cat([p[f"{names}.{h}.{b}"] for h in range(count)], dim=0)  # (count·d,)
+        Y = F.linear(X, Wp, bp)  # (N, ℓ, count·d)
+        return Y.view(N, ell, count, -1).transpose(1, 2)  # (N, count, ℓ, d)
+
+    Q = heads("heads", H, "W_q", "b_q")  # (N, H, ℓ, d_attn)
+    K = heads("kv_heads", H_kv, "W_k", "b_k")  # (N, H_kv, ℓ, d_attn)
+    V = heads("kv_heads", H_kv, "W_v", "b_v")  # (N, H_kv, ℓ, d_mid)
+    with torch.no_grad():
+        Y = F.scaled_dot_product_attention(Q, K, V, is_causal=True, enable_gqa=True)  # (N, H, ℓ, d_mid)
+        Y = F.linear(Y.transpose(1, 2).reshape(N, ell, -1), p["W_o"], p["b_o"])  # (N, ℓ, d_e)
+    if not ctx.batched:
+        Y = Y.squeeze(0)
+    return A.rows_to_cols(Y)  # (…, d_e, ℓ)
+
+
+#: Plugin ``torch-nn``: the SDPA-backed paths (empty query → zeros), and
+#: grouped-query causal self-attention through SDPA's enable_gqa.
 ALGORITHMS = {
     "layer_norm": layer_norm,
     "rms_norm": rms_norm,
     "attention": attention,
     "mh_attention": _mh_attention(need_weights=False),
+    "padded_self_attention": _padded_self_attention(causal=False, need_weights=False),
+    "padded_causal_self_attention": _padded_self_attention(causal=True, need_weights=False),
+    "causal_self_attention": gqa_causal_self_attention,
 }
 
 #: Plugin ``torch-nn-weights``: MultiheadAttention's need_weights=True path
 #: (empty query → NaN), a different kernel with a different variant set.
 ALGORITHMS_WEIGHTS = {
     "mh_attention": _mh_attention(need_weights=True),
+    "padded_self_attention": _padded_self_attention(causal=False, need_weights=True),
+    "padded_causal_self_attention": _padded_self_attention(causal=True, need_weights=True),
 }
 
 #: Plugins ``torch-nn-rms-default`` (float32, bfloat16, float16) and

@@ -24,6 +24,8 @@ one value failure, over a few seeds (no bug twice).
 
 from __future__ import annotations
 
+import os
+
 from pathlib import Path
 from typing import Any
 
@@ -133,15 +135,24 @@ def test_explanations_are_the_simplest_sets_that_fit_the_own_case():
     assert explanations({"matches": [], "gave_up": True}) == set()
 
 
-@pytest.mark.filterwarnings("ignore::RuntimeWarning")
-@pytest.mark.parametrize("name, algorithm, places", [
-    ("residual+softmax", "d_transformer", {"residual", "unembedding"}),
+# make test runs the issue's two pairs and the model head's; the other three (residual+softmax,
+# residual+epsilon, residual+final-epsilon) passed on 2026-11-26 and run with FTSPEC_ALL_PAIRS=1
+# (docs/development.md, "Test tiers": spec 2.2.0's entries pushed make test past its budget)
+_PAIRS = [
     ("residual+scale", "d_transformer", {"residual", "attention"}),  # one layer, two sublayers
     ("residual+gelu-tanh", "gpt2_layer", {"residual", "MLP"}),  # one layer, two sublayers
-    ("residual+epsilon", "gpt2_layer", {"residual", "norm"}),  # one layer: its norm and its residual
-    ("residual+final-epsilon", "d_transformer", {"residual", "model"}),  # layer 0 and the final norm
     ("scale+head-relu", "e_transformer", {"attention", "model"}),  # the head has no entry: the model's own
-])
+]
+if os.environ.get("FTSPEC_ALL_PAIRS"):
+    _PAIRS += [
+        ("residual+softmax", "d_transformer", {"residual", "unembedding"}),
+        ("residual+epsilon", "gpt2_layer", {"residual", "norm"}),  # one layer: its norm and its residual
+        ("residual+final-epsilon", "d_transformer", {"residual", "model"}),  # layer 0 and the final norm
+    ]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("name, algorithm, places", _PAIRS)
 def test_each_bug_of_two_is_its_own_failure(tmp_path, name, algorithm, places):
     result = run([_implementation(name, _bugs()[name])], [algorithm], ["float64"], tmp_path, examples=30,
                  distinct=MAX_DISTINCT)

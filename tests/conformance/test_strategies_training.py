@@ -195,9 +195,13 @@ def test_hyperparameters_respect_the_model_budgets_and_checks(budget: str) -> No
                                                                                         budget=budget))))
         def check(drawn: tuple) -> None:
             variant, h = drawn
+            # grouped-query attention makes room for two key/value heads (H up to 2·kv_group) and RoPE
+            # for two pairs (d_attn up to 4), so that the head order and the pairing show
+            room = {"H": 2 * variant.kv_group if variant.kv_group > 1 else 0,
+                    "d_attn": 4 if variant.rotary != "none" else 0}
             for k, v in h.items():
                 top = b.bound(k) if k != "ell_max" else max(b.context, sum(h[n] for n in h if n.startswith("ell")))
-                assert e.minimum.get(k, 1) <= v <= top, (name, k, v)
+                assert e.minimum.get(k, 1) <= v <= max(top, room.get(k, 0)), (name, k, v)
             if e.check is not None:
                 e.check(h, variant)
             for k in h:
@@ -294,7 +298,7 @@ WANTED = {
 @pytest.mark.parametrize("name", NAMES)
 def test_hard_cases_are_drawn(name: str) -> None:
     e = entry(name)
-    got, _ = sample(name)
+    got, _ = sample(name, n=100)  # a derandomised neighbourhood: 60 held too few independent draws
     assert len(got) >= 50
     seen: collections.Counter = sum((features(c) for c in got), collections.Counter())
     print(name, {k: f"{v / len(got):.0%}" for k, v in sorted(seen.items())})

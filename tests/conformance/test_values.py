@@ -53,7 +53,7 @@ def test_build_gives_every_input_and_parameter_with_the_registry_shapes(name):
         v = inputs[spec.name]
         if spec.kind in (Kind.TOKEN, Kind.POSITION, Kind.LENGTH):
             assert v.dtype == np.int64
-        elif spec.kind in (Kind.MASK, Kind.FLAG):
+        elif spec.kind in (Kind.MASK, Kind.FLAG, Kind.PADDING):
             assert v.dtype == np.bool_
         else:
             assert v.dtype == np.float64 and np.isfinite(v).all()

@@ -6,7 +6,10 @@ facts its variant set rests on are checked on fixed cases through the
 harness's own judge (``conformance.execute.examine``, the path of ``ftspec
 replay``): each holds for the declared set, and the set with that one fact
 changed (the biased two-pass variance, PyTorch's ε, zero output for a query
-that may attend to nothing) is rejected on the same case.
+that may attend to nothing) is rejected on the same case. The padded
+self-attention entries (``make_attention_mask``/``make_causal_mask``) give a
+query with no key uniform weights at every dtype, float16 under large scores
+included.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from ftspec.spec.registry import REGISTRY
 
 DTYPES = ("float64", "float32", "bfloat16", "float16")
 ALGORITHMS = ("layer_norm", "rms_norm", "attention", "mh_attention")
+PADDED = ("padded_self_attention", "padded_causal_self_attention")
 
 
 @pytest.fixture(scope="module")
@@ -39,13 +43,14 @@ def flax_impl() -> Any:
 
 def test_the_plugin_declares_what_it_runs(flax_impl: Any) -> None:
     assert not flax_impl.problems()
-    assert tuple(flax_impl.dtypes) == DTYPES and set(flax_impl.algorithms) == set(ALGORITHMS)
+    assert tuple(flax_impl.dtypes) == DTYPES and set(flax_impl.algorithms) == set(ALGORITHMS + PADDED)
     assert list(flax_impl.variants) == [FLAX_VARIANT]
     assert FLAX_VARIANT.variance == "one_pass" and FLAX_VARIANT.epsilon == 1e-6
     assert FLAX_VARIANT.epsilon_placement == "inside_root"
     assert (FLAX_VARIANT.empty_query, FLAX_VARIANT.scale_placement) == ("uniform", "query")
     # one head_dim for q, k and v: d_attn = d_mid, nothing else tied
-    assert flax_impl.limits_for("mh_attention").equal == (("d_attn", "d_mid"),)
+    for algorithm in ("mh_attention",) + PADDED:
+        assert flax_impl.limits_for(algorithm).equal == (("d_attn", "d_mid"),)
 
 
 def test_searched_through_the_session_and_passes(flax_impl: Any, tmp_path: Any) -> None:
@@ -60,6 +65,17 @@ def test_searched_through_the_session_and_passes(flax_impl: Any, tmp_path: Any) 
     assert set(cells) == {(a, d) for a in ALGORITHMS for d in dtypes}
     for key, c in cells.items():
         assert c.status == "pass" and c.examples >= 2, (key, c.status, c.examples, c.failure)
+
+
+def test_padded_entries_searched_and_pass(flax_impl: Any, tmp_path: Any) -> None:
+    """Two harness examples per padded entry at float32 (its other dtypes: the fixed cases below
+    and ``ftspec certify flax``)."""
+    result = run(["flax"], Settings(profile="quick", examples=2, fixtures="none", in_process=True,
+                                    algorithms=PADDED, dtypes=("float32",), case_dir=str(tmp_path)))
+    cells = {c.algorithm: c for c in result.cells if c.algorithm in PADDED}
+    assert set(cells) == set(PADDED)
+    for name, c in cells.items():
+        assert c.status == "pass" and c.examples >= 2, (name, c.status, c.examples, c.failure)
 
 
 # --------------------------------------------------------------------------
@@ -93,6 +109,18 @@ def _empty_query_case() -> Case:
     return Case("mh_attention", hyper, FLAX_VARIANT, i, p)
 
 
+def _padded_case(algorithm: str, pad: list, scale: float = 1.0) -> Case:
+    """``algorithm`` at H = 2, d_e = 4, d_attn = d_mid = 3 (d_e ≠ H·d_attn: linen leaves it free)
+    with the padding ``pad``; W_q and W_k times ``scale`` (a power of two)."""
+    hyper = dict(H=2, d_e=4, d_attn=3, d_mid=3, ell=len(pad))
+    case = Case.build(algorithm, hyper, FLAX_VARIANT, seed=2)
+    case.inputs["pad"] = np.array(pad, dtype=bool)
+    for k in case.params:
+        if k.endswith(("W_q", "W_k")):
+            case.params[k] = case.params[k] * scale
+    return case
+
+
 def _judged(impl: Any, case: Case, dtype: str, **declared: Any) -> Any:
     """The harness's judgement of ``impl`` on ``case`` at ``dtype``, with the
     declared variant set changed by ``declared``."""
@@ -115,6 +143,11 @@ FACTS = [
     ("one-pass variance, float64", _norm_case(1000.0, 0.01), "float64", {"variance": "biased"}),
     ("epsilon 1e-6", _norm_case(0.0, 1e-3), "float64", {"epsilon": 1e-5}),
     ("empty query uniform", _empty_query_case(), "float64", {"empty_query": "zeros"}),
+    # jnp.where puts exactly finfo(float16).min in every masked score: equal, whatever the scores
+    ("padded, all padding, float16, large scores", _padded_case("padded_self_attention", [False] * 3, 16.0),
+     "float16", {"empty_query": "zeros"}),
+    ("padded causal, left padding", _padded_case("padded_causal_self_attention", [False, False, True, True]),
+     "float64", {"empty_query": "zeros"}),
 ]
 
 
@@ -125,3 +158,27 @@ def test_declared_fact_holds_and_its_negation_is_caught(flax_impl: Any, label: s
     assert right.ok, (label, [f.message for f in right.findings])
     caught = _judged(flax_impl, case, dtype, **wrong)
     assert not caught.ok, f"{label}: declaring {wrong} instead was not caught (worst ratio {caught.ratio:.3g})"
+
+
+def test_padding_masks_keys_not_queries(flax_impl: Any) -> None:
+    """The plugin's mask is ``make_attention_mask(all True, pad)``: a padding position's own column
+    attends to the real tokens, as the spec's. The common ``make_attention_mask(pad, pad)`` masks
+    that query too: its column becomes the uniform average over every key instead (the real
+    columns agree)."""
+    import flax.linen as nn
+    import jax.numpy as jnp
+
+    from ftspec.impls.flax_linen import adapter as A
+    from ftspec.impls.flax_linen.entries import MODULES
+
+    case = _padded_case("padded_self_attention", [True, True, False, False])
+    assert _judged(flax_impl, case, "float64").ok
+    module = MODULES["padded_self_attention"](case.hyper)
+    variables = A.mha_variables({k: jnp.asarray(v) for k, v in case.params.items()}, case.hyper["H"])
+    X, pad = jnp.asarray(case.inputs["X"]).T, jnp.asarray(case.inputs["pad"])
+    ours = np.asarray(module.apply(variables, X, mask=A.padding_mask(pad)))  # (ℓ, d_e)
+    idiom = np.asarray(module.apply(variables, X, mask=nn.make_attention_mask(pad, pad)))
+    uniform = np.asarray(module.apply(variables, X, mask=jnp.zeros((1, 4, 4), dtype=bool)))
+    np.testing.assert_allclose(ours[:2], idiom[:2], rtol=1e-12)
+    np.testing.assert_allclose(idiom[2:], uniform[2:], rtol=1e-12)
+    assert not np.allclose(ours[2:], idiom[2:])

@@ -1,6 +1,10 @@
 """The Hugging Face transformers plugins (``transformers``, ``transformers-sdpa``:
-GPT-2 and BERT in one plugin, each under its own preset; ``transformers-bert``,
+GPT-2, BERT and Llama in one plugin, each under its own preset (Llama's entries:
+tests/impls/test_hf_llama.py); ``transformers-bert``,
 ``transformers-bert-sdpa``: BERT alone, kept for scripts that name them).
+BERT's padded entries (padded_e_transformer, padded_self_attention) are
+declared per path: eager with ``empty_query="uniform"`` (not at float16),
+sdpa with ``"zeros"``; a fully padded sequence pins the difference down.
 
 Loaded through discovery as a user gets them (entry points), run through the
 harness's library API at every declared dtype, and checked against the
@@ -20,9 +24,14 @@ import pytest
 pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from ftspec.conformance.core.calling import Prepared  # noqa: E402
+from ftspec.conformance.core.case import Case  # noqa: E402
+from ftspec.conformance.core.execute import Member, examine  # noqa: E402
+from ftspec.conformance.core.tolerances import reference  # noqa: E402
 from ftspec.conformance.session.commands import Settings, run  # noqa: E402
 from ftspec.impls.api import Context  # noqa: E402
 from ftspec.impls.discovery import load  # noqa: E402
+from ftspec.spec.registry import REGISTRY  # noqa: E402
 from ftspec.spec.variants import preset  # noqa: E402
 
 DTYPES = ("float64", "float32", "bfloat16", "float16")
@@ -34,6 +43,16 @@ PLUGINS = {  # name: {algorithm: the preset it is declared under}
     "transformers-bert": {**BERT, "layer_norm": "hf-bert"},  # BERT's LayerNorm (ε 1e-12)
     "transformers-bert-sdpa": dict(BERT),
 }
+#: the Llama entries the merged plugins hold besides (tests/impls/test_hf_llama.py)
+LLAMA = {"transformers": {"padded_d_transformer", "cached_decoding", "padded_causal_self_attention", "rms_norm"},
+         "transformers-sdpa": {"padded_d_transformer", "cached_decoding", "padded_causal_self_attention"}}
+#: BERT's padded entries, in every plugin that has BERT: hf-bert with the path's empty_query
+BERT_PADDED = ("padded_e_transformer", "padded_self_attention")
+EMPTY_QUERY = {"eager": "uniform", "sdpa": "zeros"}
+
+
+def _path(name: str) -> str:
+    return "sdpa" if name.endswith("sdpa") else "eager"
 
 
 def _settings(tmp_path, **kw) -> Settings:
@@ -44,11 +63,15 @@ def _settings(tmp_path, **kw) -> Settings:
 def test_discovered_with_its_declarations(name: str) -> None:
     impl = load(name)
     declared = PLUGINS[name]
-    assert impl.name == name and set(impl.algorithms) == set(declared)
+    assert impl.name == name and set(impl.algorithms) == set(declared) | LLAMA.get(name, set()) | set(BERT_PADDED)
     assert {a: impl.variants_for(a) for a in declared} == {a: (preset(p),) for a, p in declared.items()}
+    padded = preset("hf-bert").replace(empty_query=EMPTY_QUERY[_path(name)])
+    assert {a: impl.variants_for(a) for a in BERT_PADDED} == {a: (padded,) for a in BERT_PADDED}
     assert tuple(impl.dtypes) == DTYPES and impl.extra["transformers"] == transformers.__version__
-    assert impl.extra["attn_implementation"] == ("sdpa" if name.endswith("sdpa") else "eager")
+    assert impl.extra["attn_implementation"] == _path(name)
     assert not impl.problems()
+    for algorithm in BERT_PADDED:  # eager's min-filled mask is not uniform at float16 (below)
+        assert impl.dtypes_for(algorithm) == (DTYPES[:3] if _path(name) == "eager" else DTYPES)
     for algorithm in set(declared) - {"layer_norm"}:
         assert ("d_attn", "d_mid") in impl.limits_for(algorithm).equal
         assert ("d_e", "H*d_attn") in impl.limits_for(algorithm).equal
@@ -68,7 +91,7 @@ def test_presets_are_the_library_defaults() -> None:
 def test_every_plugin_passes_through_the_harness(tmp_path) -> None:
     """Two harness examples (the run minimum) per (algorithm, dtype) cell of the
     merged plugins (GPT-2 judged under hf-gpt2 and BERT under hf-bert in one
-    run) and of BERT's LayerNorm, the one entry only ``transformers-bert``
+    run; Llama's entries have their own file) and of BERT's LayerNorm, the one entry only ``transformers-bert``
     has (its other entries are the functions ``transformers`` and
     ``transformers-sdpa`` call), at float32 and bfloat16 (where sdpa's CPU
     kernel accumulates in float32 and eager does not). float64 is run below,
@@ -78,8 +101,9 @@ def test_every_plugin_passes_through_the_harness(tmp_path) -> None:
     bert = load("transformers-bert")
     bert_norm = dataclasses.replace(bert, algorithms={"layer_norm": bert.algorithms["layer_norm"]},
                                     variants=[preset("hf-bert")], limits={})
+    algorithms = tuple(sorted({a for algs in PLUGINS.values() for a in algs}))
     result = run(["transformers", "transformers-sdpa", ("transformers-bert", bert_norm)],
-                 _settings(tmp_path, examples=2, dtypes=dtypes))
+                 _settings(tmp_path, examples=2, dtypes=dtypes, algorithms=algorithms))
     assert not result.broken
     cells = {(c.impl, c.algorithm, c.dtype): c
              for c in result.cells if c.status != "not implemented"}
@@ -136,3 +160,71 @@ def test_gpt2_layer_is_causal_in_both_attention_paths() -> None:
                                                                params, ctx)) for x in (X, X2))
         assert np.array_equal(y1[:, :-1], y2[:, :-1]), name
         assert not np.allclose(y1[:, -1], y2[:, -1]), name
+
+
+def test_padded_bert_entries_pass_through_the_harness(tmp_path) -> None:
+    """Two harness examples per cell of BERT's padded entries on both paths, at float64 and
+    float16 (sdpa only: eager is not declared there)."""
+    dtypes = ("float64", "float16")
+    result = run(["transformers-bert", "transformers-bert-sdpa"],
+                 _settings(tmp_path, examples=2, dtypes=dtypes, algorithms=BERT_PADDED))
+    assert not result.broken
+    cells = {(c.impl, c.algorithm, c.dtype): c for c in result.cells if c.status != "not implemented"}
+    assert set(cells) == {(n, a, d) for n in ("transformers-bert", "transformers-bert-sdpa") for a in BERT_PADDED
+                          for d in dtypes if d != "float16" or n.endswith("sdpa")}
+    bad = {k: (c.status, c.note) for k, c in cells.items() if c.status != "pass" or c.examples < 2}
+    assert not bad
+
+
+def _fully_padded(algorithm: str, variant, scale: float = 1.0) -> Case:
+    """A case of ``algorithm`` whose every position is padding (no query has a key), with W_q and W_k
+    multiplied by ``scale`` (a power of two: the values stay representable)."""
+    hyper = dict(H=2, d_e=4, d_attn=2, d_mid=2, ell=3)
+    if algorithm == "padded_e_transformer":
+        hyper |= dict(N_V=7, ell_max=4, L=1, d_mlp=6, d_f=4)
+    case = Case.build(algorithm, hyper, variant, seed=5)
+    case.inputs["pad"] = np.zeros(3, dtype=bool)
+    for k in case.params:
+        if k.endswith(("W_q", "W_k")):
+            case.params[k] = case.params[k] * scale
+    return case
+
+
+def _judged(impl, case: Case, dtype: str, variant):
+    """The harness's judgement (the path of ``ftspec replay``) of ``impl`` on ``case`` under ``variant``."""
+    case = Case(case.algorithm, case.hyper, variant, case.inputs, case.params)
+    entry = REGISTRY[case.algorithm]
+    prepared = Prepared(entry, case.inputs, case.params, dtype)
+    ref = reference(entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=variant, dtype=dtype,
+                    precision=impl.precision)
+    return examine(Member(impl.name, impl, "cpu"), case, prepared.inputs, prepared.params, ref, dtype=dtype,
+                   timeout=60.0).judgement
+
+
+@pytest.mark.parametrize("algorithm", BERT_PADDED)
+def test_a_fully_padded_sequence_is_uniform_under_eager_and_zeros_under_sdpa(algorithm: str) -> None:
+    """No query has a key. Eager adds finfo(dtype).min to every score: equal scores, uniform weights
+    (the mean of the values); sdpa's CPU kernel gives zero weights (ṽ = W_o·0 + b_o). Each path passes
+    under its own declaration and fails under the other's, at float64 and float32."""
+    bert = preset("hf-bert")
+    case = _fully_padded(algorithm, bert.replace(empty_query="uniform"))
+    for name in ("transformers-bert", "transformers-bert-sdpa"):
+        impl = load(name)
+        mine = EMPTY_QUERY[_path(name)]
+        other = EMPTY_QUERY["eager" if mine == "zeros" else "sdpa"]
+        for dtype in ("float64", "float32"):
+            right = _judged(impl, case, dtype, bert.replace(empty_query=mine))
+            assert right.ok, (name, dtype, [f.message for f in right.findings])
+            wrong = _judged(impl, case, dtype, bert.replace(empty_query=other))
+            assert not wrong.ok, (name, dtype, f"declaring {other} was not caught")
+
+
+def test_eager_float16_empty_query_is_not_uniform_under_large_scores() -> None:
+    """Why eager's padded entries are not declared at float16: s + finfo(float16).min rounds to
+    −65504 only while |s| < 16 (ulp(65504) = 32), so large scores give a fully padded sequence
+    non-uniform weights or NaN; sdpa's zeros hold at the same case."""
+    case = _fully_padded("padded_self_attention", preset("hf-bert"), scale=16.0)
+    eager, sdpa = load("transformers-bert"), load("transformers-bert-sdpa")
+    assert not _judged(eager, case, "float16", eager.variants_for("padded_self_attention")[0]).ok
+    assert _judged(sdpa, case, "float16", sdpa.variants_for("padded_self_attention")[0]).ok
+    assert _judged(eager, case, "float32", eager.variants_for("padded_self_attention")[0]).ok

@@ -3,7 +3,10 @@
 Certified through the door a user walks through (the ``ftspec certify`` CLI
 in a subprocess), then the two facts the variant declarations rest on are
 checked directly against torch: what a fully masked query gives on each
-MultiheadAttention path, and the shape limits MultiheadAttention needs.
+MultiheadAttention path (an all-masked Mask, and a key_padding_mask that
+leaves a query no key, on the fast and the slow path), and the shape limits
+MultiheadAttention needs. Grouped-query causal self-attention (SDPA's
+enable_gqa) is judged in-process against its kv_group=2 declaration.
 The layer plugins (``torch-nn-layers*``) are judged in-process by the
 harness's own judge, under their declarations and under wrong ones, and
 their fast and slow paths are told apart by counting torch's fused ops.
@@ -52,7 +55,7 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
 #: ``torch-nn`` itself is certified by tests/impls/test_library_certificates.py (with transformers and
 #: flax, the plugins the README names); these are the other torch.nn plugins of the same modules.
 PLUGINS = {  # plugin: (algorithms, dtypes)
-    "torch-nn-weights": (("mh_attention",), DTYPES),
+    "torch-nn-weights": (("mh_attention", "padded_self_attention", "padded_causal_self_attention"), DTYPES),
     "torch-nn-rms-default": (("rms_norm",), DTYPES[1:]),
     "torch-nn-rms-default-f64": (("rms_norm",), DTYPES[:1]),
 }
@@ -305,3 +308,117 @@ def test_odd_heads_leave_the_fast_path_so_the_fast_plugins_hold_h_to_2(fused: di
         assert fast.admits("encoder_layer", dict(sizes, H=H, d_e=2 * H)) == (H == 2)
         assert implementation_layers.admits("encoder_layer", dict(sizes, H=H, d_e=2 * H))
     assert not implementation_layers.admits("encoder_layer", dict(sizes, H=2, d_e=5))  # d_e = H·d_attn
+
+
+# --- key_padding_mask and grouped-query attention (impls/torch_nn/entries.py) ---------------------
+# padded_self_attention / padded_causal_self_attention through MultiheadAttention (torch-nn: slow
+# path, need_weights=False; torch-nn-weights: need_weights=True, fast path when batched with even H)
+# and causal_self_attention through SDPA(enable_gqa=True) under kv_group=2 (torch-nn).
+
+from ftspec.impls.torch_nn import VARIANT_GQA, VARIANT_PADDED  # noqa: E402
+
+PADDED = ("padded_self_attention", "padded_causal_self_attention")
+#: a pad vector that leaves query 0 with no key: every key padded (bidirectional) or the first
+#: one (causal: query 0 sees only key 0)
+EMPTY = {"padded_self_attention": np.array([False, False, False]),
+         "padded_causal_self_attention": np.array([False, True, True])}
+WRONG_EMPTY = {"zeros": "nan", "nan": "zeros"}
+
+
+def _judge(impl, algorithm: str, variant, dtype: str, *, seed: int, hyper=None, given=None):
+    """The harness's judgement of one case plus a batched call of two (the second drawn with
+    ``seed + 1``), under ``variant``."""
+    case = Case.build(algorithm, hyper, variant, seed=seed, given=given)
+    case.batch.append(Case.build(algorithm, case.hyper, variant, seed=seed + 1, given=given).inputs)
+    assert impl.admits(algorithm, case.hyper), case.hyper
+    p = Prepared(case.entry, case.inputs, case.params, dtype)
+    b = Prepared(case.entry, case.batch[0], case.params, dtype)
+    ref = reference(case.entry, p.inputs, p.params, hyper=case.hyper, variant=variant, dtype=dtype)
+    batch = [(b.inputs, reference(case.entry, b.inputs, b.params, hyper=case.hyper, variant=variant, dtype=dtype))]
+    return examine(Member(impl.name, impl, "cpu"), case, p.inputs, p.params, ref, dtype=dtype, timeout=60,
+                   batch=batch).judgement
+
+
+@pytest.mark.parametrize("impl", [implementation, implementation_weights], ids=lambda i: i.name)
+@pytest.mark.parametrize("algorithm", PADDED)
+def test_padded_self_attention_conforms(impl, algorithm: str) -> None:
+    """Drawn pads (seeds 3 and 7; H = 2 and 3), at float64, float32 and bfloat16, batched call
+    included: torch-nn-weights' batched H = 2 calls run the native fast path, the others the
+    Python path (test_which_multihead_attention_path_each_padded_entry_takes)."""
+    (variant,) = impl.variants_for(algorithm)
+    for seed, hyper in ((3, None), (7, dict(H=3, d_e=6, d_attn=2, d_mid=2, ell=5))):
+        for dtype in ("float64", "float32", "bfloat16"):
+            j = _judge(impl, algorithm, variant, dtype, seed=seed, hyper=hyper)
+            assert j.ok, (impl.name, algorithm, dtype, seed, [f.message for f in j.findings][:2])
+
+
+@pytest.mark.parametrize("impl", [implementation, implementation_weights], ids=lambda i: i.name)
+@pytest.mark.parametrize("algorithm", PADDED)
+def test_padded_empty_query_matches_the_declaration_and_a_wrong_one_fails(impl, algorithm: str) -> None:
+    """A pad that leaves query 0 with no key (all padded; causally, a padded start): the declared
+    empty_query (torch-nn "zeros", torch-nn-weights "nan") passes at every declared dtype, and
+    the other one is caught in float64."""
+    (variant,) = impl.variants_for(algorithm)
+    assert variant.empty_query == ("zeros" if impl is implementation else "nan")
+    for dtype in impl.dtypes:
+        j = _judge(impl, algorithm, variant, dtype, seed=11, given={"pad": EMPTY[algorithm]})
+        assert j.ok, (impl.name, algorithm, dtype, [f.message for f in j.findings][:2])
+    wrong = variant.replace(empty_query=WRONG_EMPTY[variant.empty_query])
+    checks = [f.check for f in _judge(impl, algorithm, wrong, "float64", seed=11,
+                                      given={"pad": EMPTY[algorithm]}).findings]
+    assert checks, f"{impl.name} {algorithm}: empty_query={wrong.empty_query} was not caught"
+
+
+def test_which_multihead_attention_path_each_padded_entry_takes(fused: dict) -> None:
+    """torch-nn (need_weights=False) never reaches ``torch._native_multi_head_attention`` (autograd
+    on), so its zeros hold for every call; torch-nn-weights does exactly when the call is batched
+    with even H, and gives NaN for an empty query on both paths."""
+    H1 = dict(H=1, d_e=2, d_attn=2, d_mid=2, ell=3)
+    for algorithm in PADDED:
+        for impl, hyper, batched, native in ((implementation, None, True, 0), (implementation, None, False, 0),
+                                             (implementation_weights, None, True, 1),
+                                             (implementation_weights, None, False, 0),
+                                             (implementation_weights, H1, True, 0)):
+            (variant,) = impl.variants_for(algorithm)
+            case = Case.build(algorithm, hyper, variant, seed=2, given={"pad": EMPTY[algorithm]})
+            inputs = {k: impl.from_numpy(np.stack([v, v]) if batched else v, "bool" if v.dtype == bool else "float32",
+                                         "cpu") for k, v in case.inputs.items()}
+            params = {k: impl.from_numpy(v, "float32", "cpu") for k, v in case.params.items()}
+            ctx = Context(algorithm=algorithm, dtype="float32", device="cpu", hyper=case.hyper, variant=variant,
+                          batched=batched)
+            before = fused["_native_multi_head_attention"]
+            out = impl.to_numpy(impl.algorithms[algorithm](inputs, params, ctx))
+            assert fused["_native_multi_head_attention"] - before == native, (impl.name, algorithm, hyper, batched)
+            col = out[..., 0]  # the empty query's column
+            if impl is implementation:
+                np.testing.assert_allclose(col, np.broadcast_to(case.params["b_o"], col.shape), rtol=1e-6, atol=1e-6)
+            else:
+                assert np.isnan(col).all(), (algorithm, hyper, batched)
+
+
+def test_gqa_causal_self_attention_conforms_and_a_wrong_grouping_fails() -> None:
+    """SDPA(enable_gqa=True) under the declared kv_group=2, kv_order="consecutive": H = 4 and 2,
+    three dtypes, batched call included; the same case declared "strided" (query head h reads kv
+    head h mod H_kv) is caught; d_attn ≠ d_mid is outside the limits (it would leave the flash kernel)."""
+    (variant,) = implementation.variants_for("causal_self_attention")
+    assert variant == VARIANT_GQA and (variant.kv_group, variant.kv_order, variant.rotary) == (2, "consecutive", "none")
+    four = dict(H=4, d_e=6, d_attn=3, d_mid=3, ell=4)
+    for hyper in (four, dict(H=2, d_e=4, d_attn=2, d_mid=2, ell=3)):
+        for dtype in ("float64", "float32", "float16"):
+            j = _judge(implementation, "causal_self_attention", variant, dtype, seed=4, hyper=hyper)
+            assert j.ok, (hyper, dtype, [f.message for f in j.findings][:2])
+    j = _judge(implementation, "causal_self_attention", variant.replace(kv_order="strided"), "float64", seed=4,
+               hyper=four)
+    assert "spec" in [f.check for f in j.findings]
+    assert not implementation.admits("causal_self_attention", dict(four, d_mid=2))  # the flash kernel's tie
+
+
+def test_torch_nn_declares_its_sets_per_algorithm() -> None:
+    declared = implementation.declared_variants()
+    assert declared["padded_self_attention"] == declared["padded_causal_self_attention"] == (VARIANT_PADDED,)
+    assert VARIANT_PADDED == VARIANT_SDPA.replace(scale_placement="scores")
+    assert all(declared[a] == (VARIANT_SDPA,) for a in ALGORITHMS)
+    for impl in (implementation, implementation_weights):
+        for algorithm in PADDED:
+            assert set(impl.limits[algorithm].equal) == {("d_attn", "d_mid"), ("d_e", "H*d_attn")}
+        assert not impl.problems()

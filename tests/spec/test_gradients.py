@@ -17,6 +17,8 @@ import random
 import zlib
 from typing import Any
 
+import math
+
 import pytest
 
 from ftspec.spec import PAPER, PRESETS, SWITCHES, MpNumbers, SpecError, VariantSet, evaluate
@@ -24,7 +26,7 @@ from ftspec.spec import numbers as numbers_mod
 from ftspec.spec.registry import entry
 from ftspec.spec.training import loss_and_gradient
 from ftspec.spec.evaluation import _convert
-from ftspec.spec.entry import ARCHITECTURE
+from ftspec.spec.entry import ARCHITECTURE, implied_multiples
 
 SIZES = dict(N_V=4, d_e=3, d_f=3, ell=3, ell_x=3, ell_z=2, ell_max=4, H=2, d_attn=2, d_mid=2, d_mlp=3,
              L=1, L_enc=1, L_dec=1)
@@ -35,12 +37,13 @@ def _variants() -> list[VariantSet]:
     out = [PAPER, *[v for v in PRESETS.values() if v != PAPER]]
     for name in sorted(ARCHITECTURE):
         sw = SWITCHES[name]
-        if name == "epsilon":
+        if name in ("epsilon", "rope_base", "kv_order"):  # read only with another switch: below
             continue
         if name == "epsilon_placement":
             out += [PAPER.replace(epsilon=1e-3, epsilon_placement=p) for p in ("inside_root", "outside_root")]
             continue
         out += [PAPER.replace(**{name: c}) for c in sw.choices if c != sw.paper]
+    out += [PAPER.replace(rotary="interleaved", rope_base=500000.0), PAPER.replace(kv_group=2, kv_order="strided")]
     return out
 
 
@@ -67,6 +70,8 @@ def _case(model: str, variant: VariantSet, seed: int):
     all-zero ReLU column before an ε-free layer norm)."""
     e = entry(f"{model}_loss")
     hyper = {k: SIZES[k] for k in e.hyper}
+    for k, m in implied_multiples(e, variant).items():  # RoPE's even d_attn, GQA's H = multiple of G
+        hyper[k] = math.lcm(hyper[k], m)
     for attempt in range(50):
         rng = random.Random(seed + 7919 * attempt)
         params = {}

@@ -21,9 +21,9 @@ from typing import Any, Optional
 import pytest
 
 from ftspec.spec import MpNumbers, SpecError, evaluate
-from ftspec.spec.entry import Kind
+from ftspec.spec.entry import Kind, implied_multiples
 from ftspec.spec.registry import REGISTRY, Entry
-from ftspec.spec.variants import PAPER, SAME_MATHEMATICS, SWITCHES, VariantSet
+from ftspec.spec.variants import PAPER, READ_WITH, SAME_MATHEMATICS, SWITCHES, VariantSet
 
 from .helpers import FORWARD, flat_params, leaves, random_inputs, small_hyper
 
@@ -57,7 +57,28 @@ def with_switch(base: VariantSet, switch: str, value: Any) -> tuple[VariantSet, 
         return ref, ref.replace(epsilon=value)
     if switch == "epsilon_placement":
         return base, base.replace(epsilon=0.25, epsilon_placement=value)
+    if switch in READ_WITH:  # read only when another switch is on: compare with that one on
+        ref = base.replace(**READ_WITH[switch])
+        return ref, ref.replace(**{switch: value})
     return base, base.replace(**{switch: value})
+
+
+#: switches read only under another one (``spec.variants.READ_WITH``): RoPE's base with a pairing
+#: on, the key/value head order with groups of 2 (and H = 4, so that there are two kv heads to
+#: order; d_attn = 4 for the base)
+
+
+def hyper_for(e: Entry, switch: str, changed: VariantSet) -> dict:
+    """``_hyper``, with the sizes the changed set requires (even d_attn under RoPE, H a multiple
+    of the group size; H = 4 for the key/value head order)."""
+    hyper = _hyper(e)
+    for k, m in implied_multiples(e, changed).items():
+        hyper[k] = math.lcm(hyper[k], m)
+    if switch == "kv_order" and "H" in hyper:
+        hyper["H"] = 4
+    if switch == "rope_base" and "d_attn" in hyper:  # with d_attn = 2 the one pair turns by t·base⁰
+        hyper["d_attn"] = 4
+    return hyper
 
 
 def inputs_for(e: Entry, hyper: dict, seed: int) -> list[dict]:
@@ -67,6 +88,8 @@ def inputs_for(e: Entry, hyper: dict, seed: int) -> list[dict]:
     if any(spec.kind == Kind.MASK for spec in e.inputs):
         empty = {k: ([[0] + row[1:] for row in v] if k == "Mask" else v) for k, v in inputs.items()}
         out.append(empty)
+    if any(spec.kind == Kind.PADDING for spec in e.inputs):  # position 0 padded: a causal query with no key
+        out.append({k: ([0] + v[1:] if k == "pad" else v) for k, v in inputs.items()})
     return out
 
 
@@ -101,7 +124,7 @@ def witness(e: Entry, switch: str, value: Any) -> Optional[str]:
     for base in BASES:
         ref, changed = with_switch(base, switch, value)
         for seed in SEEDS:
-            hyper = _hyper(e)
+            hyper = hyper_for(e, switch, changed)
             for inputs in inputs_for(e, hyper, seed):
                 a = outcome(e, inputs, hyper, ref, seed)
                 b = outcome(e, inputs, hyper, changed, seed)

@@ -16,8 +16,8 @@ MUTANTS = [
     Mutant("torch-sdpa-default-scale", "F.scaled_dot_product_attention called without scale=1.0 on pre-scaled "
            "queries: the scale is applied twice (or where none is wanted)",
            ("basic_single_query_attention", "attention", "mh_attention", "encoder_layer", "bert_layer",
-            "decoder_layer", "ed_transformer", "e_transformer"), base="torch",
-           wrap=source_edit(Edit(TORCH + "components", "attention_heads", "attn_mask=mask, scale=1.0)",
+            "decoder_layer", "ed_transformer", "e_transformer", "self_attention", "cached_decoding"), base="torch",
+           wrap=source_edit(Edit(TORCH + "components", "attend", "attn_mask=mask, scale=1.0)",
                                  "attn_mask=mask)")),
            source="SDPA's default scale 1/√d; a port that also scales the query",
            equivalence="equivalent when d_attn = 1, and on the paths that do not call SDPA (scores placement "

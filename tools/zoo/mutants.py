@@ -16,14 +16,16 @@ mutant); ``dtypes`` the dtypes it is run at. The lists live in
 
 from __future__ import annotations
 
-from . import catalogue_combined, catalogue_components, catalogue_models, catalogue_torch, catalogue_training
+from . import (
+    catalogue_combined, catalogue_components, catalogue_llama, catalogue_models, catalogue_torch, catalogue_training,
+)
 from .injection import Mutant
 
 __all__ = ["MUTANTS", "mutant"]
 
 MUTANTS: dict[str, Mutant] = {}
 for _m in (catalogue_components.MUTANTS + catalogue_models.MUTANTS + catalogue_training.MUTANTS
-           + catalogue_torch.MUTANTS + catalogue_combined.MUTANTS):
+           + catalogue_llama.MUTANTS + catalogue_torch.MUTANTS + catalogue_combined.MUTANTS):
     if _m.id in MUTANTS:
         raise ValueError(f"duplicate mutant id {_m.id!r}")
     MUTANTS[_m.id] = _m

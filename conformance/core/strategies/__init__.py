@@ -35,7 +35,7 @@ from ._cases import cases
 from ._datasets import FLAG_FAMILIES, LENGTH_FAMILIES, RATE_FAMILIES, datasets, flags, lengths, probabilities, rates
 from ._hyper import hyperparameters
 from ._inputs import inputs
-from ._masks import MASK_FAMILIES, causal_mask, mask_family, masks
+from ._masks import MASK_FAMILIES, PADDING_FAMILIES, causal_mask, mask_family, masks, paddings
 from ._budgets import BUDGETS, MODEL_BUDGETS, Budget
 from ._params import parameter_values, parameters
 from ._sampling import (
@@ -61,6 +61,7 @@ __all__ = [
     "LENGTH_FAMILIES",
     "MAGNITUDES",
     "MASK_FAMILIES",
+    "PADDING_FAMILIES",
     "MODEL_BUDGETS",
     "Magnitudes",
     "RATE_FAMILIES",
@@ -81,6 +82,7 @@ __all__ = [
     "lengths",
     "mask_family",
     "masks",
+    "paddings",
     "parameter_values",
     "parameters",
     "positions",

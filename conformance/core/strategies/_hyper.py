@@ -31,6 +31,8 @@ uniformly (``uniform_integer``, shrinking to the smallest).
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Any, Optional
 
 import numpy as np
@@ -39,6 +41,7 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from ftspec.impls.api import Limits
+from ftspec.spec.entry import implied_multiples
 from ftspec.spec.errors import SpecError
 from ftspec.spec.variants import PAPER, VariantSet
 
@@ -69,6 +72,12 @@ def hyperparameters(draw: st.DrawFn, entry: Any, *, variant: VariantSet = PAPER,
     if limits is not None and not isinstance(limits, Limits):
         raise ValueError(f"limits: expected a Limits or None, given {limits!r}")
     lim = limits if limits is not None else Limits()
+    implied = implied_multiples(e, variant)
+    if implied:  # RoPE's even d_attn, GQA's H a multiple of G: drawn so, like a plugin's multiple_of
+        multiple = dict(lim.multiple_of)
+        for n, k in implied.items():
+            multiple[n] = math.lcm(int(multiple.get(n, 1)), k)
+        lim = dataclasses.replace(lim, multiple_of=multiple)
     low = {n: max(e.minimum.get(n, 1), int(lim.minimum.get(n, 1))) for n in e.hyper}
     effective = variant
     if dtype is not None and variant.epsilon_placement != "none" and \
@@ -83,6 +92,9 @@ def hyperparameters(draw: st.DrawFn, entry: Any, *, variant: VariantSet = PAPER,
     for n, m in width_minimum(e, effective).items():
         if n in low:
             low[n] = max(low[n], m, ties)
+    if variant.rotary != "none" and "rotary" in e.switches and "d_attn" in low and \
+            int(lim.maximum.get("d_attn", 4)) >= 4:
+        low["d_attn"] = max(low["d_attn"], 4)  # two pairs, so that the pairing shows (one pair: no order)
     followers = dict(equal_widths(e, variant))
     lengths = [n for n in e.hyper if hyper_kind(n) == "length"]
 
@@ -93,6 +105,10 @@ def hyperparameters(draw: st.DrawFn, entry: Any, *, variant: VariantSet = PAPER,
         bound = b.bound(name)
         if b.usual(name) < bound and uniform_integer(draw, "rare " + name, 1, RARE) < RARE:
             bound = b.usual(name)
+        if name == "H" and variant.kv_group > 1 and "kv_group" in e.switches:
+            bound = max(bound, 2 * variant.kv_group)  # room for two kv heads: kv_order shows
+        if name == "d_attn" and variant.rotary != "none" and "rotary" in e.switches:
+            bound = max(bound, 4)  # room for two pairs: the pairing (half, interleaved) shows
         bound = min(bound, _most(lim, name, lengths))
         if name in lengths[1:] and (not lim.cross_lengths or not draw(st.booleans())):
             hyper[name] = hyper[lengths[0]]  # the same length as the first sequence

@@ -42,7 +42,7 @@ from ..value_flow import INDEX_LIMITS, padded
 from ..values import check_style, real_input
 from ._budgets import resolve_dtype, resolve_entry
 from ._datasets import datasets, flags, lengths, probabilities, rates
-from ._masks import masks
+from ._masks import masks, paddings
 from ._sampling import distributions, temperatures, variates
 from ._tokens import positions, token_sequences, tokens
 from ._draws import choose, generator, seeds
@@ -92,6 +92,8 @@ def inputs(draw: st.DrawFn, entry: Any, hyper: Mapping[str, int], variant: Varia
         elif spec.kind == Kind.LENGTH:
             n = int(np.prod(shape, dtype=np.int64))
             out[spec.name] = draw(lengths(n, hyper[spec.bound])).reshape(shape)
+        elif spec.kind == Kind.PADDING:
+            out[spec.name] = draw(paddings(int(np.prod(shape, dtype=np.int64)), empty_query=variant.empty_query))
         elif spec.kind == Kind.FLAG:
             out[spec.name] = draw(flags(shape))
         elif spec.kind == Kind.PROBABILITY:

@@ -26,13 +26,47 @@ from hypothesis import strategies as st
 from ._budgets import check_int
 from ._draws import generator, seeds
 
-__all__ = ["ERROR_EMPTY_ONE_IN", "MASK_FAMILIES", "causal_mask", "mask_family", "masks"]
+__all__ = ["ERROR_EMPTY_ONE_IN", "MASK_FAMILIES", "PADDING_FAMILIES", "causal_mask", "mask_family", "masks",
+           "paddings"]
 
 #: under empty_query="error", one mask in this many has empty query columns
 ERROR_EMPTY_ONE_IN = 8
 _EMPTY_QUERY = ("error", "nan", "zeros", "uniform")
 
 MASK_FAMILIES = ("bidirectional", "causal", "random", "causal-bottom-right", "empty-query")
+
+
+#: padding flags (True = a real token): none padded, padding at the end (right, the usual batch
+#: padding), at the start (left, Hugging Face's ``generate`` for decoders), scattered, or all of it
+PADDING_FAMILIES = ("none", "right", "left", "random", "all")
+
+
+@st.composite
+def paddings(draw: st.DrawFn, ell: int, *, empty_query: str = "error") -> np.ndarray:
+    """A bool (ℓ,) padding vector, True = a real token. Under ``empty_query="error"`` position 0 is
+    always real, so no query is left without a key (bidirectional or causal; the spec refuses
+    such a case and the refusal is checked on its own, ``spec.refusals.empty_padding``); under the
+    other conventions left padding (a causal query with no key) and all-padding are drawn too."""
+    ell = check_int("ell", ell)
+    if empty_query not in _EMPTY_QUERY:
+        raise ValueError(f"empty_query: expected one of {_EMPTY_QUERY}, given {empty_query!r}")
+    families = ["none", "right", "random"] + (["left", "all"] if empty_query != "error" else [])
+    family = draw(st.sampled_from(families))
+    pad = np.ones(ell, dtype=bool)
+    if family == "all":
+        pad[:] = False
+    elif family in ("right", "left") and ell >= 2:
+        k = draw(st.integers(1, ell - 1))  # padded positions
+        if family == "right":
+            pad[ell - k:] = False
+        else:
+            pad[:k] = False
+    elif family == "random":
+        rng = generator(draw(seeds), "padding")
+        pad = rng.random(ell) < rng.uniform(0.3, 0.9)
+        if empty_query == "error":
+            pad[0] = True
+    return pad
 
 
 def causal_mask(ell_z: int, ell_x: int, alignment: str = "top_left") -> np.ndarray:

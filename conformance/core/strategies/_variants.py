@@ -10,7 +10,9 @@ hashed) variant sets. The draw is weighted towards what real code uses:
 - several switches changed at once.
 
 ε and its placement move together (ε > 0 exactly when placed): a placement
-is drawn with ε from ``EPSILONS``.
+is drawn with ε from ``EPSILONS``. RoPE's base moves with ``rotary``: it is
+read only when a pairing is on, so it is drawn only with one; likewise the
+key/value head order with a group size above 1.
 
 A value of ``SAME_MATHEMATICS`` (``variance="one_pass"``: another value's
 mathematics in another order) is not drawn here: for an implementation
@@ -44,8 +46,12 @@ def epsilons() -> st.SearchStrategy[dict[str, Any]]:
 
 
 def _groups(entry: Entry) -> list[str]:
-    """Switches drawn together: ε and its placement are one group ("epsilon")."""
-    names = sorted(entry.switches - {"epsilon", "epsilon_placement"})
+    """Switches drawn together: ε and its placement are one group ("epsilon"); RoPE's base is
+    drawn with a pairing (group "rotary"), the key/value head order with a group size > 1
+    (group "kv_group"), the biased projections with the biases on (group "attn_biases")."""
+    names = sorted(entry.switches - {"epsilon", "epsilon_placement", "rope_base", "kv_order", "attn_bias_at"})
+    if "attn_bias_at" in entry.switches:
+        names = [n for n in names if n != "attn_bias"] + ["attn_biases"]
     if entry.switches & {"epsilon", "epsilon_placement"}:
         names.append("epsilon")
     return names
@@ -79,6 +85,16 @@ def _changed(group: str) -> st.SearchStrategy[dict[str, Any]]:
     """One switch group at a value other than the paper's."""
     if group == "epsilon":
         return epsilons()
+    if group == "attn_biases":  # no biases, or biases on some projections only (never both at once)
+        return st.sampled_from([{"attn_bias": False}, {"attn_bias_at": "qkv"}, {"attn_bias_at": "out"}])
+    if group == "kv_group":
+        return st.builds(lambda g, o: {"kv_group": g, "kv_order": o},
+                         st.sampled_from(SWITCHES["kv_group"].choices[1:]),
+                         st.sampled_from(SWITCHES["kv_order"].choices))
+    if group == "rotary":
+        return st.builds(lambda r, b: {"rotary": r, "rope_base": b},
+                         st.sampled_from(SWITCHES["rotary"].choices[1:]),
+                         st.sampled_from(SWITCHES["rope_base"].choices))
     values = [c for c in SWITCHES[group].choices
               if c != SWITCHES[group].paper and (group, c) not in SAME_MATHEMATICS]
     return st.sampled_from(values).map(lambda v: {group: v})

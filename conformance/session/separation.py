@@ -1,0 +1,258 @@
+"""What a low-precision certificate cannot tell apart (``indistinguishable``).
+
+A pass at bfloat16 or float16 proves less than a pass at float32: the bound
+(SAFETY × the rounding spread, docs/tolerances.md) is wide enough there that
+some *other* conventions fit it too. GELU's tanh form differs from the erf
+form by a few thousandths, well inside a bfloat16 bound on a layer's output;
+an implementation computing either passes a cell declared with the other.
+The certificate says so, per cell, so that no one reads more into it than it
+proves.
+
+For a cell (algorithm, dtype) the alternatives are the single switch changes
+of the set the cell is judged under (every value of each switch the entry
+reads, ε with its placement as one switch: ``identify.groups`` and
+``identify.options``). Each is measured on a small fixed sample of cases
+drawn as the search draws them: one per value style the entry shows
+(``available_styles``, at most ``CASES``), at the sizes identify uses
+(``identify.case_hyper``, within the plugin's limits), inputs rounded to the
+dtype. On each case the spec is evaluated in binary64 under the alternative
+and compared with the cell's reference under the declared set (the spec's
+binary64 value and the bound the search judges with, at the dtype and the
+plugin's numerics, ``Implementation.precision_for``). The alternative
+*cannot be told apart* when it stays within that bound on every case
+(``diagnosis._failing_elements`` finds no element outside it); its ratio is
+the largest |difference| / bound over the cases. Alternatives whose outputs
+are bit-identical to the declared set's on every case (a switch the case
+does not exercise) are counted, not listed; so are those the sample cannot
+judge (they need other parameters, or the spec refuses them there).
+
+The measurement evaluates the spec only (never the plugin), so it runs in
+the certifying process after the searches; it is bounded by ``SECONDS`` per
+cell and ``ALTERNATIVES`` alternatives, and a certificate's cells share
+``FRACTION`` of the searches' wall time (at least ``MIN_SECONDS``); budgets
+are CPU seconds of this process (``time.process_time``), so a machine busy
+with other work lists what an idle one lists, only later. An alternative is
+dropped at the first case that separates it. ``complete`` is False when the
+budget ended it first. It is a property of the spec, the dtype, the declared set and the
+plugin's numerics, so cells on several devices share one measurement.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from ftspec.impls.api import Implementation
+from ftspec.spec import evaluate
+from ftspec.spec.errors import SpecError
+from ftspec.spec.registry import REGISTRY, Entry
+from ftspec.spec.variants import ROUNDING_ONLY, SAME_MATHEMATICS, VariantSet
+
+from ..core.calling import Prepared
+from ..core.case import Case
+from ..core.strategies import available_styles
+from ..core.tolerances import Reference, ToleranceModelError, reference
+from ..core.values import EPSILONS
+from ..forensics.diagnosis import _failing_elements
+from ..forensics.identify import (IdentifyError, _params_for, call_variant, case_hyper, groups, options,
+                                  project)
+
+__all__ = ["ALTERNATIVES", "CASES", "DTYPES", "FRACTION", "MIN_SECONDS", "SECONDS", "change_text", "indistinguishable",
+           "listings"]
+
+#: the dtypes whose cells get the listing: at float32 and float64 the bound separates every
+#: catalogue difference the search can show
+DTYPES = ("bfloat16", "float16")
+#: sample cases per cell (one per value style, in ``STYLES`` order)
+CASES = 4
+#: CPU seconds and alternatives per cell
+SECONDS = 1.5
+ALTERNATIVES = 64
+
+
+def change_text(changes: Mapping[str, Any]) -> str:
+    """``switch=value[,switch=value]``: what ``spec.variants.parse`` reads after ``preset+``."""
+    return ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in changes.items())
+
+
+def _alternatives(entry: Entry, declared: VariantSet) -> list[dict[str, Any]]:
+    """Every single switch change of ``declared`` that ``entry`` reads (ε and its placement as one, ε
+    from the catalogue the search draws, ``values.EPSILONS``), as the changes that make it."""
+    out = []
+    for g in groups(entry):
+        values = options(g) if g != "epsilon" else [{"epsilon": 0.0, "epsilon_placement": "none"}] + [
+            {"epsilon": e, "epsilon_placement": p} for p in ("inside_root", "outside_root") for e in sorted(EPSILONS)]
+        for opt in values:
+            changes = {k: v for k, v in opt.items() if getattr(declared, k) != v}
+            if changes and changes not in out:
+                out.append(changes)
+    return out
+
+
+def _same_mathematics(declared: VariantSet, changes: Mapping[str, Any]) -> bool:
+    """Whether the change is the same mathematics as ``declared`` (a switch that changes rounding only,
+    ``ROUNDING_ONLY``, or a value ``SAME_MATHEMATICS`` equates with the declared one): no dtype can
+    tell it apart, so it is counted, not listed."""
+    def same(k: str, v: Any) -> bool:
+        d = getattr(declared, k)
+        return k in ROUNDING_ONLY or SAME_MATHEMATICS.get((k, v)) == d or SAME_MATHEMATICS.get((k, d)) == v
+
+    return all(same(k, v) for k, v in changes.items())
+
+
+def _ratio(outputs: Mapping[str, np.ndarray], ref: Reference) -> float:
+    """max |outputs − ref| / bound over every element (0 where both agree exactly, inf where a bound
+    of 0, a NaN or an infinity is not matched)."""
+    worst = 0.0
+    for name, want in ref.outputs.items():
+        got = np.asarray(outputs[name])
+        if got.shape != want.shape:
+            return math.inf
+        if want.dtype.kind != "f":
+            if np.any(got != want):
+                return math.inf
+            continue
+        g = got.astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            same = (g == want) | (np.isnan(g) & np.isnan(want))
+            diff = np.where(same, 0.0, np.abs(g - want))
+            b = np.asarray(ref.bound[name], dtype=np.float64)
+            r = np.where(diff == 0, 0.0, np.where(b > 0, diff / np.where(b > 0, b, 1.0), math.inf))
+        r = np.where(np.isnan(r), math.inf, r)
+        if r.size:
+            worst = max(worst, float(np.max(r)))
+    return worst
+
+
+def _cases(impl: Implementation, entry: Entry, declared: VariantSet, dtype: str, deadline: float
+           ) -> list[tuple[Case, Prepared, Reference]]:
+    """The sample: one case per value style, rounded to ``dtype``, with the declared set's reference
+    under the plugin's numerics; cases the spec refuses or cannot bound are left out, and so are
+    those after the ``deadline`` (``time.process_time``)."""
+    try:
+        hyper = case_hyper(impl, entry, declared)
+    except IdentifyError:
+        return []
+    out: list[tuple[Case, Prepared, Reference]] = []
+    for seed, style in enumerate(available_styles(entry, declared, hyper, dtype)[:CASES]):
+        if out and time.process_time() > deadline:
+            break
+        try:
+            case = Case.build(entry, dict(hyper), declared, seed=seed, style=style, dtype=dtype)
+            prepared = Prepared(entry, case.inputs, case.params, dtype)
+            ref = reference(entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=declared,
+                            dtype=dtype, precision=impl.precision_for(dtype))
+        except (SpecError, ToleranceModelError, ValueError):
+            continue
+        if ref.in_range and ref.sampled is None:
+            out.append((case, prepared, ref))
+    return out
+
+
+def _evaluate(entry: Entry, prepared: Prepared, hyper: Mapping[str, int], variant: VariantSet
+              ) -> Optional[dict[str, np.ndarray]]:
+    """The spec's binary64 outputs under ``variant`` on the prepared case (None: the case needs other
+    parameters under it, or the spec refuses it)."""
+    params, _ = _params_for(entry, hyper, variant, prepared.params)
+    if params is None:
+        return None
+    try:
+        raw = evaluate(entry.name, {k: v.tolist() for k, v in prepared.inputs.items()},
+                       {k: v.tolist() for k, v in params.items()}, hyper=dict(hyper), variant=variant)
+    except (SpecError, ValueError, KeyError, ZeroDivisionError, OverflowError):
+        return None
+    return {k: np.asarray(v) for k, v in raw.items()}
+
+
+def indistinguishable(impl: Implementation, algorithm: str, dtype: str, *, seconds: float = SECONDS,
+                      alternatives: int = ALTERNATIVES) -> Optional[dict[str, Any]]:
+    """The record of what a cell of ``impl`` at ``algorithm`` and ``dtype`` cannot tell apart (module
+    docstring); None at a dtype of full precision or for an entry without switches.
+
+    {"under": {"name", "json"}: the set the changes are made to (the plugin's first declared set for
+    the algorithm, projected on the switches it reads; the paper's for "all"), "cases": the sample
+    cases measured, "alternatives": [{"change": "switch=value,...", "ratio": difference/bound}, ...]
+    (those within the bound on every case, the nearest to being told apart first), "separated",
+    "same", "untestable": counts of the others, "complete": every alternative judged within the
+    budget}."""
+    entry = REGISTRY[algorithm]
+    if dtype not in DTYPES or not entry.switches:
+        return None
+    deadline = time.process_time() + seconds
+    try:
+        declared = project(call_variant(impl, None, algorithm), entry)
+    except IdentifyError:
+        return None
+    record: dict[str, Any] = {"under": {"name": declared.describe(), "json": json.loads(declared.to_json())},
+                              "cases": 0, "alternatives": [], "separated": 0, "same": 0, "untestable": 0,
+                              "complete": False}
+    if seconds <= 0:
+        return record
+    sample = _cases(impl, entry, declared, dtype, deadline)
+    record["cases"] = len(sample)
+    if not sample:
+        record["complete"] = True
+        return record
+    listed = []
+    for n, changes in enumerate(_alternatives(entry, declared)):
+        if n >= alternatives or time.process_time() > deadline:
+            break
+        try:
+            variant = declared.replace(**changes)
+        except ValueError:
+            continue
+        if _same_mathematics(declared, changes):
+            record["same"] += 1
+            continue
+        worst, identical, judged = 0.0, True, 0
+        for case, prepared, ref in sample:
+            got = _evaluate(entry, prepared, case.hyper, variant)
+            if got is None or set(got) != set(ref.outputs):
+                continue
+            judged += 1
+            if _failing_elements(got, ref):
+                worst = math.inf
+                break
+            r = _ratio(got, ref)
+            worst = max(worst, r)
+            identical = identical and r == 0.0 and all(
+                np.array_equal(got[k], ref.outputs[k], equal_nan=True) for k in ref.outputs)
+        if not judged:
+            record["untestable"] += 1
+        elif not math.isfinite(worst) or worst > 1.0:
+            record["separated"] += 1
+        elif identical:
+            record["same"] += 1
+        else:
+            listed.append({"change": change_text(changes), "ratio": float(f"{worst:.3g}")})
+    else:
+        record["complete"] = True
+    record["alternatives"] = sorted(listed, key=lambda a: (-a["ratio"], a["change"]))
+    return record
+
+
+#: the share of the searches' wall time the listings of a certificate may take, and the least
+#: time they get (a run of a few seconds still lists its cells)
+FRACTION = 0.15
+MIN_SECONDS = 2.0
+
+
+def listings(impl: Implementation, cells: list[tuple[str, str]], seconds: float
+             ) -> dict[tuple[str, str], dict[str, Any]]:
+    """``indistinguishable`` of each (algorithm, dtype) of ``cells`` (those at ``DTYPES``), in order,
+    sharing ``seconds`` in all, each at most ``SECONDS``: a cell the budget does not reach records
+    0 cases and ``complete`` False."""
+    deadline = time.process_time() + seconds
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for algorithm, dtype in cells:
+        if (algorithm, dtype) in out or dtype not in DTYPES:
+            continue
+        left = max(0.0, deadline - time.process_time())
+        record = indistinguishable(impl, algorithm, dtype, seconds=min(SECONDS, left))
+        if record is not None:
+            out[(algorithm, dtype)] = record
+    return out

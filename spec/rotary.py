@@ -1,0 +1,57 @@
+"""Rotary position embedding (RoPE), applied to the queries and keys of Algorithm 4.
+
+Su, Lu, Pan, Murtadha, Wen, Liu, *RoFormer: Enhanced Transformer with Rotary
+Position Embedding* (2021), eqs. 13-15 and 34: column t of Q (or K) is
+rotated, pair by pair, by the angles t·θ_i with θ_i = base^(−2i/d) for
+i = 0 .. d/2 − 1 (d = d_attn, even). Which coordinates form pair i is where
+real code disagrees (variant ``rotary``):
+
+- ``interleaved``: (2i, 2i + 1), as RoFormer writes R^d_{Θ,t} and Meta's
+  LLaMA reference code computes it (``torch.view_as_complex`` on adjacent
+  pairs), and GPT-J;
+- ``half``: (i, i + d/2), GPT-NeoX's and Hugging Face Llama's
+  ``rotate_half`` (q·cos + rotate_half(q)·sin with cos, sin repeated over
+  both halves).
+
+Both rotate the pair (a, b) to (a cos − b sin, b cos + a sin). Positions are
+0-based column indexes (the key at column t_z of Z has position t_z). The
+base is ``rope_base`` (10000 in RoFormer and LLaMA 1-2).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import numbers
+from .errors import SpecError
+from .linalg import Matrix
+from .variants import VariantSet
+
+__all__ = ["pairs", "rotate"]
+
+
+def pairs(d: int, pairing: str) -> list[tuple[int, int]]:
+    """Pair i of a d-vector (0-based rows): (2i, 2i+1) interleaved, (i, i + d/2) half-split."""
+    if pairing == "interleaved":
+        return [(2 * i, 2 * i + 1) for i in range(d // 2)]
+    return [(i, i + d // 2) for i in range(d // 2)]
+
+
+def rotate(M: Matrix, variant: VariantSet) -> Matrix:
+    """RoFormer eq. 34: column t of M (d×ℓ) rotated by R^d_{Θ,t}, pairs as ``variant.rotary``."""
+    N = numbers.current()
+    d = len(M)
+    if d % 2:
+        raise SpecError("d_attn", "an even query/key width (RoPE rotates pairs)", f"d_attn = {d}")
+    ell = len(M[0]) if M else 0
+    base = N.num(variant.rope_base)
+    out: list[list[Any]] = [list(row) for row in M]
+    for i, (a, b) in enumerate(pairs(d, variant.rotary)):
+        theta = N.pow(base, N.num(-2 * i) / N.num(d))  # θ_i = base^(−2i/d)
+        for t in range(ell):
+            angle = N.num(t) * theta
+            c, s = N.cos(angle), N.sin(angle)
+            x, y = M[a][t], M[b][t]
+            out[a][t] = x * c - y * s
+            out[b][t] = y * c + x * s
+    return out
