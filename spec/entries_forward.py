@@ -112,6 +112,29 @@ def _self_attention_entry(causal: bool, padding: bool) -> Entry:
     )
 
 
+#: what the entries of Algorithm 9 (BERT) and Algorithm 10 (GPT) share, the plain models, their
+#: padded forms and the cached decoder: sizes, parameters, outputs, checks, the token refusals
+_MODEL_SHARED: dict[str, dict[str, Any]] = {
+    "e": dict(hyper=("N_V", "ell_max", "L", "H", "d_e", "d_attn", "d_mid", "d_mlp", "d_f", "ell"),
+              sizes=dict(N_V=7, ell_max=6, L=2, H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, d_f=4, ell=4),
+              param_schema=e_schema, check=all_of(sequences_fit("ell"), tied_needs("d_f"), norm_dims("d_e", "d_f"))),
+    "d": dict(hyper=("N_V", "ell_max", "L", "H", "d_e", "d_attn", "d_mid", "d_mlp", "ell"),
+              sizes=dict(N_V=7, ell_max=6, L=2, H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, ell=4),
+              param_schema=d_schema, check=all_of(sequences_fit("ell"), norm_dims("d_e"))),
+}
+
+
+def _model_entry(model: str, **kw: Any) -> Entry:
+    """An architecture entry over ``_MODEL_SHARED[model]``: P (N_V×ℓ) from the token sequence x, its
+    layer and head counts read from the parameters, and the refusals of a token model (a
+    zero-variance first column, ℓ_max one short) plus ``extra_refusals``."""
+    extra = kw.pop("extra_refusals", ())
+    shared = dict(family="architecture", outputs=(TensorSpec("P", ("N_V", "ell")),), structural=("L", "H"),
+                  refusals=(zero_variance(tokens="x", attention="layers.0.attn.", when=_DATA_POSITIONS),
+                            too_long("ell"), *extra), **_MODEL_SHARED[model])
+    return Entry(**{**shared, **kw})
+
+
 _X = TensorSpec
 ENTRIES: list[Entry] = [
     Entry(
@@ -356,37 +379,21 @@ ENTRIES: list[Entry] = [
         refusals=(zero_variance(tokens="z", attention="enc_layers.0.attn.", when=_DATA_POSITIONS),
                   too_long("ell_z", "ell_x")),
     ),
-    Entry(
-        name="e_transformer", paper_name="ETransformer",
-        number=9, lines="lines 1-12", family="architecture",
+    _model_entry(
+        "e", name="e_transformer", paper_name="ETransformer", number=9, lines="lines 1-12",
         summary="Encoder-only transformer (BERT): P at every position.",
-        hyper=("N_V", "ell_max", "L", "H", "d_e", "d_attn", "d_mid", "d_mlp", "d_f", "ell"),
-        sizes=dict(N_V=7, ell_max=6, L=2, H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, d_f=4, ell=4),
         inputs=(_X("x", ("ell",), Kind.TOKEN, "token sequence"),),
-        outputs=(_X("P", ("N_V", "ell")),),
-        param_schema=e_schema,
         switches=ARCHITECTURE,
         reference=lambda i, p, h, v: {"P": e_transformer(i["x"], P.from_flat(P.ETransformerParams, p),
                                                ell_max=h["ell_max"], variant=v)},
-        structural=("L", "H"),
-        check=all_of(sequences_fit("ell"), tied_needs("d_f"), norm_dims("d_e", "d_f")),
-        refusals=(zero_variance(tokens="x", attention="layers.0.attn.", when=_DATA_POSITIONS), too_long("ell")),
     ),
-    Entry(
-        name="d_transformer", paper_name="DTransformer",
-        number=10, lines="lines 1-11", family="architecture",
+    _model_entry(
+        "d", name="d_transformer", paper_name="DTransformer", number=10, lines="lines 1-11",
         summary="Decoder-only transformer (GPT-2): P over the next token at every position.",
-        hyper=("N_V", "ell_max", "L", "H", "d_e", "d_attn", "d_mid", "d_mlp", "ell"),
-        sizes=dict(N_V=7, ell_max=6, L=2, H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, ell=4),
         inputs=(_X("x", ("ell",), Kind.TOKEN, "token sequence"),),
-        outputs=(_X("P", ("N_V", "ell")),),
-        param_schema=d_schema,
         switches=ARCHITECTURE,
         reference=lambda i, p, h, v: {"P": d_transformer(i["x"], P.from_flat(P.DTransformerParams, p),
                                                ell_max=h["ell_max"], variant=v)},
-        structural=("L", "H"),
-        check=all_of(sequences_fit("ell"), norm_dims("d_e")),
-        refusals=(zero_variance(tokens="x", attention="layers.0.attn.", when=_DATA_POSITIONS), too_long("ell")),
     ),
     Entry(
         name="next_token_encoder", paper_name="Encoder next-token predictor",
@@ -404,59 +411,39 @@ ENTRIES: list[Entry] = [
         check=all_of(sequences_fit("ell"), norm_dims("d_e")),
         refusals=(zero_variance(tokens="x", attention="layers.0.attn.", when=_DATA_POSITIONS), too_long("ell")),
     ),
-    Entry(
-        name="padded_e_transformer", paper_name="ETransformer with padding",
-        number=9, lines="lines 1-12, Mask ≡ 1 ∧ pad[t_z]", family="architecture",
+    _model_entry(
+        "e", name="padded_e_transformer", paper_name="ETransformer with padding", number=9,
+        lines="lines 1-12, Mask ≡ 1 ∧ pad[t_z]",
         summary="BERT with an attention mask: padding positions are no query's key in any layer.",
-        hyper=("N_V", "ell_max", "L", "H", "d_e", "d_attn", "d_mid", "d_mlp", "d_f", "ell"),
-        sizes=dict(N_V=7, ell_max=6, L=2, H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, d_f=4, ell=4),
         inputs=(_X("x", ("ell",), Kind.TOKEN, "token sequence"), _PAD),
-        outputs=(_X("P", ("N_V", "ell")),),
-        param_schema=e_schema,
         switches=ARCHITECTURE | {"empty_query"},
         reference=lambda i, p, h, v: {"P": e_transformer(i["x"], P.from_flat(P.ETransformerParams, p),
                                                ell_max=h["ell_max"], variant=v, pad=i["pad"])},
-        structural=("L", "H"),
-        check=all_of(sequences_fit("ell"), tied_needs("d_f"), norm_dims("d_e", "d_f")),
-        refusals=(zero_variance(tokens="x", attention="layers.0.attn.", when=_DATA_POSITIONS), too_long("ell"),
-                  empty_padding()),
+        extra_refusals=(empty_padding(),),
     ),
-    Entry(
-        name="padded_d_transformer", paper_name="DTransformer with padding",
-        number=10, lines="lines 1-11, Mask = [[t_z ≤ t_x]] ∧ pad[t_z]", family="architecture",
+    _model_entry(
+        "d", name="padded_d_transformer", paper_name="DTransformer with padding", number=10,
+        lines="lines 1-11, Mask = [[t_z ≤ t_x]] ∧ pad[t_z]",
         summary="GPT/LLaMA with an attention mask: padding positions are no query's key in any layer.",
-        hyper=("N_V", "ell_max", "L", "H", "d_e", "d_attn", "d_mid", "d_mlp", "ell"),
-        sizes=dict(N_V=7, ell_max=6, L=2, H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, ell=4),
         inputs=(_X("x", ("ell",), Kind.TOKEN, "token sequence"), _PAD),
-        outputs=(_X("P", ("N_V", "ell")),),
-        param_schema=d_schema,
         switches=ARCHITECTURE | {"empty_query"},
         reference=lambda i, p, h, v: {"P": d_transformer(i["x"], P.from_flat(P.DTransformerParams, p),
                                                ell_max=h["ell_max"], variant=v, pad=i["pad"])},
-        structural=("L", "H"),
-        check=all_of(sequences_fit("ell"), norm_dims("d_e")),
-        refusals=(zero_variance(tokens="x", attention="layers.0.attn.", when=_DATA_POSITIONS), too_long("ell"),
-                  empty_padding()),
+        extra_refusals=(empty_padding(),),
     ),
-    Entry(
-        name="cached_decoding", paper_name="DTransformer decoded with a key/value cache",
-        number=10, lines="lines 1-11, column by column", family="architecture",
+    _model_entry(
+        "d", name="cached_decoding", paper_name="DTransformer decoded with a key/value cache", number=10,
+        lines="lines 1-11, column by column",
         summary="x[:n_prefill] in one call, then each later token alone with the cached K, V: "
                 "the columns of DTransformer(x).",
-        hyper=("N_V", "ell_max", "L", "H", "d_e", "d_attn", "d_mid", "d_mlp", "ell"),
-        sizes=dict(N_V=7, ell_max=6, L=2, H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, ell=4),
         inputs=(_X("x", ("ell",), Kind.TOKEN, "token sequence"),
                 _X("n_prefill", (), Kind.LENGTH, "tokens run in the first call (the prompt); each later token "
                    "is run alone, reading the keys and values cached so far", bound="ell")),
         outputs=(_X("P", ("N_V", "ell"), doc="column t: the prefill's (t < n_prefill) or step t's distribution"),),
-        param_schema=d_schema,
         switches=ARCHITECTURE,
         # Causal attention makes column t a function of x[:t+1] alone, so decoding with a cache must
         # give the full pass's columns (the cache is how, not what: Algorithm 10 is the reference)
         reference=lambda i, p, h, v: {"P": d_transformer(i["x"], P.from_flat(P.DTransformerParams, p),
                                                ell_max=h["ell_max"], variant=v)},
-        structural=("L", "H"),
-        check=all_of(sequences_fit("ell"), norm_dims("d_e")),
-        refusals=(zero_variance(tokens="x", attention="layers.0.attn.", when=_DATA_POSITIONS), too_long("ell")),
     ),
 ]
