@@ -9,6 +9,7 @@ new entry is covered without touching this file.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Iterator, Optional
 
 from ftspec.conformance.core.case import Case
@@ -90,3 +91,19 @@ def all_cases(families: tuple[str, ...] = FORWARD) -> Iterator[Case]:
             yield accepted_case(entry, variant)
             if "empty_query" in entry.switches and variant.empty_query != "error":
                 yield accepted_case(entry, variant, seed=1, empty_query=True)
+
+
+def with_all_four_biases(impl: Any) -> Any:
+    """The plugin computing with all four biases where the variant drops some: the missing ones
+    added to the parameters (0.5 each) and every algorithm run under attn_bias_at="all"."""
+    def wrap(fn: Any) -> Any:
+        def wrong(i: Any, p: Any, ctx: Any) -> Any:
+            extra = dict(p)
+            for name, W in p.items():
+                leaf = name.rsplit(".", 1)[-1]
+                if leaf in ("W_q", "W_k", "W_v", "W_o"):
+                    extra.setdefault(name[:-3] + "b_" + leaf[-1], W[:, 0] * 0 + 0.5)
+            return fn(i, extra, dataclasses.replace(ctx, variant=ctx.variant.replace(attn_bias_at="all")))
+        return wrong
+    return dataclasses.replace(impl, name=impl.name + "-all-biases",
+                               algorithms={k: wrap(f) for k, f in impl.algorithms.items()})

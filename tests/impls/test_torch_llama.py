@@ -43,6 +43,8 @@ from ftspec.spec import SpecError, evaluate
 from ftspec.spec.registry import REGISTRY
 from ftspec.spec.variants import PRESETS, VariantSet
 
+from .cases import with_all_four_biases
+
 torch = pytest.importorskip("torch")
 
 LLAMA = PRESETS["llama"]
@@ -317,29 +319,13 @@ def test_attn_bias_at_agrees_with_the_spec(entry: str, label: str) -> None:
     assert judged >= 2
 
 
-def _with_all_four_biases(impl: Any) -> Any:
-    """The plugin computing with all four biases where the variant drops some: the missing ones
-    added to the parameters (0.5 each) and every algorithm run under attn_bias_at="all"."""
-    def wrap(fn: Callable) -> Callable:
-        def wrong(i: Any, p: Any, ctx: Context) -> Any:
-            extra = dict(p)
-            for name, W in p.items():
-                leaf = name.rsplit(".", 1)[-1]
-                if leaf in ("W_q", "W_k", "W_v", "W_o"):
-                    extra.setdefault(name[:-3] + "b_" + leaf[-1], W[:, 0] * 0 + 0.5)
-            return fn(i, extra, dataclasses.replace(ctx, variant=ctx.variant.replace(attn_bias_at="all")))
-        return wrong
-    return dataclasses.replace(impl, name=impl.name + "-all-biases",
-                               algorithms={k: wrap(f) for k, f in impl.algorithms.items()})
-
-
 @pytest.mark.parametrize("entry", ["mh_attention", "gpt2_layer"])
 def test_all_four_biases_under_out_fail(entry: str) -> None:
     """Under attn_bias_at="out" the heads' b_q, b_k, b_v are absent (zero): a plugin that adds them
     is failed by the same judge; the plugin itself refuses biases its variant drops."""
     case = _distinguishing_case(entry, BIASES_AT["out"])
     assert _judge(IMPL, case, "float64") == ([], True)
-    findings, ran = _judge(_with_all_four_biases(IMPL), case, "float64")
+    findings, ran = _judge(with_all_four_biases(IMPL), case, "float64")
     assert ran and any(f.startswith("spec:") for f in findings), findings
     four = dict(case.params)  # all four biases given, the variant still "out"
     for name, W in case.params.items():
