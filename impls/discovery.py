@@ -360,8 +360,9 @@ def failing_devices(impl: Implementation, error: BaseException) -> Implementatio
 
 def listing(timeout: float = DEFAULT_LOAD_TIMEOUT) -> list[dict[str, Any]]:
     """Every registered plugin as plain values: name, target, distribution, and what it declares
-    (version, devices, dtypes, precision, variants, algorithms covered and missing, shape limits per
-    algorithm where declared), or why it failed to load (``ftspec list``). Loading and ``devices()``
+    (version, devices, dtypes, precision, variants, algorithms covered and missing, shape limits and
+    dtypes per algorithm where declared, the formats a mixed-precision call computes in), or why it
+    failed to load (``ftspec list``). Loading and ``devices()``
     each run in a helper thread abandoned after ``timeout`` seconds (``in_thread``: a hang that
     holds the GIL is not caught)."""
     rows = []
@@ -385,6 +386,8 @@ def listing(timeout: float = DEFAULT_LOAD_TIMEOUT) -> list[dict[str, Any]]:
                 algorithms=covered, missing=[a for a in REGISTRY if a not in impl.algorithms],
                 coverage=f"{len(covered)}/{len(REGISTRY)}",
                 limits={a: impl.limits_for(a).describe() for a in covered if not impl.limits_for(a).unconstrained},
+                dtypes_by_algorithm={a: list(ds) for a, ds in impl.dtypes_by_algorithm.items() if a in covered},
+                mixed_precision=impl.mixed_precision(),
             )
         rows.append(row)
     return rows

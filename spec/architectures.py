@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
+from .attention import bidirectional_mask
 from .embedding import embed
 from .errors import in_algorithm
 from .functions import apply
 from .intermediates import kept, record, scope, step
-from .layers import bert_layer, decoder_layer, encoder_layer, gpt2_layer
+from .layers import bert_layer, decoder_layer, encoder_layer, gpt2_layer, padded
 from .linalg import Matrix, Vector, add_bias, column, matmul
 from .normalization import norm_columns
 from .params import DTransformerParams, EDTransformerParams, ETransformerParams
@@ -27,7 +28,8 @@ __all__ = ["d_transformer", "d_transformer_logits", "e_transformer", "e_transfor
 
 
 def ed_transformer(z: Sequence[int], x: Sequence[int], theta: EDTransformerParams, *,
-                   ell_max: Optional[int] = None, variant: VariantSet = PAPER) -> Matrix:
+                   ell_max: Optional[int] = None, variant: VariantSet = PAPER,
+                   pad_z: Optional[Sequence[Any]] = None, pad_x: Optional[Sequence[Any]] = None) -> Matrix:
     """Algorithm 8: P ← EDTransformer(z, x | θ), encoder-decoder (Vaswani et al.).
 
     1-3.   Z ← [W_e[:, z[t]] + W_p[:, t]] for t = 0..ℓ_z-1
@@ -39,26 +41,35 @@ def ed_transformer(z: Sequence[int], x: Sequence[int], theta: EDTransformerParam
     Variants beyond the layers': ``embedding_norm`` (after lines 3 and 12,
     γ/β_emb_enc and _dec), ``final_norm="final"`` (after lines 8 and 19,
     γ/β_enc and _dec), ``unembedding``, ``logit_bias``. ``ell_max`` is needed
-    when W_p is not learned.
+    when W_p is not learned. ``pad_z`` masks the source's padding positions as keys in the
+    encoder's layers and in every cross-attention, ``pad_x`` the target's in the decoder's
+    self-attention (``layers.padded``; Hugging Face's ``attention_mask`` and
+    ``decoder_attention_mask``).
     """
     with in_algorithm("ed_transformer"):
-        return softmax_columns(ed_transformer_logits(z, x, theta, ell_max=ell_max, variant=variant))  # line 21
+        return softmax_columns(ed_transformer_logits(z, x, theta, ell_max=ell_max, variant=variant,
+                                                     pad_z=pad_z, pad_x=pad_x))  # line 21
 
 
 def ed_transformer_logits(z: Sequence[int], x: Sequence[int], theta: EDTransformerParams, *,
-                          ell_max: Optional[int] = None, variant: VariantSet = PAPER) -> Matrix:
+                          ell_max: Optional[int] = None, variant: VariantSet = PAPER,
+                          pad_z: Optional[Sequence[Any]] = None, pad_x: Optional[Sequence[Any]] = None) -> Matrix:
     """Algorithm 8 up to the final softmax: lines 1-20 and W_u X of line 21."""
     with in_algorithm("ed_transformer"):
+        # the source's padding reaches the encoder's layers and every cross-attention: an error
+        # for a query it leaves with no key names pad_z, wherever it would first be met
+        padded(bidirectional_mask(len(z), len(z)), pad_z, variant, "pad_z")
         Z = step("enc_embedding", embed, z, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
                  gamma=theta.gamma_emb_enc, beta=theta.beta_emb_enc)  # lines 1-3
         for l, layer in enumerate(theta.enc_layers):  # line 4
-            Z = step(f"enc_layers.{l}", encoder_layer, Z, layer, variant=variant)  # lines 5-8
+            Z = step(f"enc_layers.{l}", encoder_layer, Z, layer, variant=variant, pad=pad_z)  # lines 5-8
         if variant.resolved_final_norm("ed_encoder"):
             Z = step("enc_final_norm", norm_columns, Z, theta.gamma_enc, theta.beta_enc, variant)
         X = step("dec_embedding", embed, x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
                  gamma=theta.gamma_emb_dec, beta=theta.beta_emb_dec)  # lines 10-12
         for l, dec_layer in enumerate(theta.dec_layers):  # line 13
-            X = step(f"dec_layers.{l}", decoder_layer, X, Z, dec_layer, variant=variant)  # lines 14-19
+            X = step(f"dec_layers.{l}", decoder_layer, X, Z, dec_layer, variant=variant,
+                     pad_x=pad_x, pad_z=pad_z)  # lines 14-19
         if variant.resolved_final_norm("ed_decoder"):
             X = step("dec_final_norm", norm_columns, X, theta.gamma_dec, theta.beta_dec, variant)
         W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)

@@ -136,6 +136,114 @@ def _model_entry(model: str, **kw: Any) -> Entry:
 
 
 _X = TensorSpec
+
+#: the layers of Algorithms 8-10 that differ in name, paper lines, mask and stream name only:
+#: {entry: (paper name, algorithm, lines, summary, the stream's name, the spec's layer, causal)}
+_STACK_LAYERS: dict[str, tuple[str, int, str, str, str, Callable[..., Any], bool]] = {
+    "encoder_layer": ("EDTransformer encoder layer", 8, "lines 5-8", "Post-LN self-attention (Mask ≡ 1) and ReLU MLP.",
+                      "Z", encoder_layer, False),
+    "bert_layer": ("ETransformer layer", 9, "lines 5-8", "Post-LN self-attention (Mask ≡ 1) and GELU MLP.",
+                   "X", bert_layer, False),
+    "gpt2_layer": ("DTransformer layer", 10, "lines 5-8", "Pre-LN causal self-attention and GELU MLP.",
+                   "X", gpt2_layer, True),
+}
+
+
+def _padded_text(causal: bool) -> str:
+    return f"Mask {'= [[t_z ≤ t_x]]' if causal else '≡ 1'} ∧ pad[t_z]"
+
+
+def _stack_layer_entry(name: str, padding: bool) -> Entry:
+    """The encoder, BERT and GPT-2 layer entries (``_STACK_LAYERS``), with or without a padding
+    input over keys (``padded``: the layer's attention mask; Hugging Face's ``attention_mask``)."""
+    paper_name, number, lines, summary, io, layer, causal = _STACK_LAYERS[name]
+
+    def reference(i: Any, p: Any, h: Hyper, v: VariantSet) -> dict[str, Any]:
+        return {io: layer(i[io], P.from_flat(P.LayerParams, p), variant=v, pad=i.get("pad"))}
+
+    return Entry(
+        name=("padded_" if padding else "") + name,
+        paper_name=paper_name + (" with padding" if padding else ""),
+        number=number, lines=lines + (f", {_padded_text(causal)}" if padding else ""), family="layer",
+        summary=summary + (" Padding positions are no query's key." if padding else ""),
+        hyper=("H", "d_e", "d_attn", "d_mid", "d_mlp", "ell"),
+        sizes=dict(H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, ell=3),
+        inputs=(_X(io, ("d_e", "ell")),) + ((_PAD,) if padding else ()),
+        outputs=(_X(io, ("d_e", "ell")),),
+        param_schema=lambda h, v: P.layer_schema(h["H"], v),
+        switches=LAYER | ({"empty_query"} if padding else set()),
+        reference=reference,
+        structural=("H",),
+        check=norm_dims("d_e"),
+        refusals=(zero_variance(column_of=io, attention="attn."), narrow_norm(when=_LAYER_NORM),
+                  *((empty_padding(),) if padding else ())),
+    )
+
+
+_PAD_X = TensorSpec("pad_x", ("ell_x",), Kind.PADDING, "pad_x[t] = 0: decoder position t is padding, no query's key")
+_PAD_Z = TensorSpec("pad_z", ("ell_z",), Kind.PADDING,
+                    "pad_z[t] = 0: source position t is padding, no key of the encoder or cross-attention")
+
+
+def _decoder_layer_entry(padding: bool) -> Entry:
+    """Algorithm 8's decoder layer, with or without the decoder's own padding (``pad_x``, keys of
+    the causal self-attention) and the encoder's (``pad_z``, keys of the cross-attention)."""
+    def reference(i: Any, p: Any, h: Hyper, v: VariantSet) -> dict[str, Any]:
+        return {"X": decoder_layer(i["X"], i["Z"], P.from_flat(P.DecoderLayerParams, p), variant=v,
+                                   pad_x=i.get("pad_x"), pad_z=i.get("pad_z"))}
+
+    return Entry(
+        name=("padded_" if padding else "") + "decoder_layer",
+        paper_name="EDTransformer decoder layer" + (" with padding" if padding else ""),
+        number=8, lines="lines 14-19" + (", line 14 Mask ∧ pad_x[t_z], line 16 Mask ∧ pad_z[t_z]" if padding else ""),
+        family="layer",
+        summary="Post-LN causal self-attention, cross-attention to Z, ReLU MLP."
+                + (" Padding positions of either sequence are no query's key." if padding else ""),
+        hyper=("H", "d_e", "d_attn", "d_mid", "d_mlp", "ell_x", "ell_z"),
+        sizes=dict(H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, ell_x=3, ell_z=4),
+        inputs=(_X("X", ("d_e", "ell_x"), doc="decoder stream"), _X("Z", ("d_e", "ell_z"), doc="encoder output"),
+                *((_PAD_X, _PAD_Z) if padding else ())),
+        outputs=(_X("X", ("d_e", "ell_x")),),
+        param_schema=lambda h, v: P.decoder_layer_schema(h["H"], v),
+        switches=LAYER | ({"empty_query"} if padding else set()),
+        reference=reference,
+        structural=("H",),
+        check=norm_dims("d_e"),
+        refusals=(zero_variance(column_of="X", attention="self_attn."), narrow_norm(when=_LAYER_NORM),
+                  *((empty_padding("pad_z"),) if padding else ())),
+    )
+
+
+def _ed_transformer_entry(padding: bool) -> Entry:
+    """Algorithm 8, with or without the source's padding (``pad_z``: the encoder's keys and the
+    cross-attention's) and the target's (``pad_x``: the decoder's self-attention keys)."""
+    def reference(i: Any, p: Any, h: Hyper, v: VariantSet) -> dict[str, Any]:
+        return {"P": ed_transformer(i["z"], i["x"], P.from_flat(P.EDTransformerParams, p), ell_max=h["ell_max"],
+                                    variant=v, pad_z=i.get("pad_z"), pad_x=i.get("pad_x"))}
+
+    return Entry(
+        name=("padded_" if padding else "") + "ed_transformer",
+        paper_name="EDTransformer" + (" with padding" if padding else ""),
+        number=8, lines="lines 1-21" + (", every Mask ∧ pad_z[t_z] or pad_x[t_z]" if padding else ""),
+        family="architecture",
+        summary="Encoder-decoder transformer: P over the next decoder token."
+                + (" Padding positions of source and target are no query's key." if padding else ""),
+        hyper=("N_V", "ell_max", "L_enc", "L_dec", "H", "d_e", "d_attn", "d_mid", "d_mlp", "ell_z", "ell_x"),
+        sizes=dict(N_V=7, ell_max=6, L_enc=2, L_dec=2, H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, ell_z=4, ell_x=3),
+        inputs=(_X("z", ("ell_z",), Kind.TOKEN, "source sequence"),
+                _X("x", ("ell_x",), Kind.TOKEN, "target sequence"), *((_PAD_Z, _PAD_X) if padding else ())),
+        outputs=(_X("P", ("N_V", "ell_x")),),
+        param_schema=ed_schema,
+        switches=ARCHITECTURE | ({"empty_query"} if padding else set()),
+        reference=reference,
+        structural=("L_enc", "L_dec", "H"),
+        check=all_of(sequences_fit("ell_z", "ell_x"), norm_dims("d_e")),
+        refusals=(zero_variance(tokens="z", attention="enc_layers.0.attn.", when=_DATA_POSITIONS),
+                  too_long("ell_z", "ell_x"), *((empty_padding("pad_z"),) if padding else ())),
+    )
+
+
+
 ENTRIES: list[Entry] = [
     Entry(
         name="token_embedding", paper_name="Token embedding",
@@ -301,84 +409,11 @@ ENTRIES: list[Entry] = [
         reference=lambda i, p, h, v: {"P": unembed(i["X"], unembedding_matrix(p.get("W_u"), p.get("W_e"), v),
                                                    p.get("b_u"))},
     ),
-    Entry(
-        name="encoder_layer", paper_name="EDTransformer encoder layer",
-        number=8, lines="lines 5-8", family="layer",
-        summary="Post-LN self-attention (Mask ≡ 1) and ReLU MLP.",
-        hyper=("H", "d_e", "d_attn", "d_mid", "d_mlp", "ell"),
-        sizes=dict(H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, ell=3),
-        inputs=(_X("Z", ("d_e", "ell")),),
-        outputs=(_X("Z", ("d_e", "ell")),),
-        param_schema=lambda h, v: P.layer_schema(h["H"], v),
-        switches=LAYER,
-        reference=lambda i, p, h, v: {"Z": encoder_layer(i["Z"], P.from_flat(P.LayerParams, p), variant=v)},
-        structural=("H",),
-        check=norm_dims("d_e"),
-        refusals=(zero_variance(column_of="Z", attention="attn."), narrow_norm(when=_LAYER_NORM)),
-    ),
-    Entry(
-        name="decoder_layer", paper_name="EDTransformer decoder layer",
-        number=8, lines="lines 14-19", family="layer",
-        summary="Post-LN causal self-attention, cross-attention to Z, ReLU MLP.",
-        hyper=("H", "d_e", "d_attn", "d_mid", "d_mlp", "ell_x", "ell_z"),
-        sizes=dict(H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, ell_x=3, ell_z=4),
-        inputs=(_X("X", ("d_e", "ell_x"), doc="decoder stream"), _X("Z", ("d_e", "ell_z"), doc="encoder output")),
-        outputs=(_X("X", ("d_e", "ell_x")),),
-        param_schema=lambda h, v: P.decoder_layer_schema(h["H"], v),
-        switches=LAYER,
-        reference=lambda i, p, h, v: {"X": decoder_layer(i["X"], i["Z"], P.from_flat(P.DecoderLayerParams, p),
-                                                         variant=v)},
-        structural=("H",),
-        check=norm_dims("d_e"),
-        refusals=(zero_variance(column_of="X", attention="self_attn."), narrow_norm(when=_LAYER_NORM)),
-    ),
-    Entry(
-        name="bert_layer", paper_name="ETransformer layer",
-        number=9, lines="lines 5-8", family="layer",
-        summary="Post-LN self-attention (Mask ≡ 1) and GELU MLP.",
-        hyper=("H", "d_e", "d_attn", "d_mid", "d_mlp", "ell"),
-        sizes=dict(H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, ell=3),
-        inputs=(_X("X", ("d_e", "ell")),),
-        outputs=(_X("X", ("d_e", "ell")),),
-        param_schema=lambda h, v: P.layer_schema(h["H"], v),
-        switches=LAYER,
-        reference=lambda i, p, h, v: {"X": bert_layer(i["X"], P.from_flat(P.LayerParams, p), variant=v)},
-        structural=("H",),
-        check=norm_dims("d_e"),
-        refusals=(zero_variance(column_of="X", attention="attn."), narrow_norm(when=_LAYER_NORM)),
-    ),
-    Entry(
-        name="gpt2_layer", paper_name="DTransformer layer",
-        number=10, lines="lines 5-8", family="layer",
-        summary="Pre-LN causal self-attention and GELU MLP.",
-        hyper=("H", "d_e", "d_attn", "d_mid", "d_mlp", "ell"),
-        sizes=dict(H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, ell=3),
-        inputs=(_X("X", ("d_e", "ell")),),
-        outputs=(_X("X", ("d_e", "ell")),),
-        param_schema=lambda h, v: P.layer_schema(h["H"], v),
-        switches=LAYER,
-        reference=lambda i, p, h, v: {"X": gpt2_layer(i["X"], P.from_flat(P.LayerParams, p), variant=v)},
-        structural=("H",),
-        check=norm_dims("d_e"),
-        refusals=(zero_variance(column_of="X", attention="attn."), narrow_norm(when=_LAYER_NORM)),
-    ),
-    Entry(
-        name="ed_transformer", paper_name="EDTransformer",
-        number=8, lines="lines 1-21", family="architecture",
-        summary="Encoder-decoder transformer: P over the next decoder token.",
-        hyper=("N_V", "ell_max", "L_enc", "L_dec", "H", "d_e", "d_attn", "d_mid", "d_mlp", "ell_z", "ell_x"),
-        sizes=dict(N_V=7, ell_max=6, L_enc=2, L_dec=2, H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, ell_z=4, ell_x=3),
-        inputs=(_X("z", ("ell_z",), Kind.TOKEN, "source sequence"), _X("x", ("ell_x",), Kind.TOKEN, "target sequence")),
-        outputs=(_X("P", ("N_V", "ell_x")),),
-        param_schema=ed_schema,
-        switches=ARCHITECTURE,
-        reference=lambda i, p, h, v: {"P": ed_transformer(i["z"], i["x"], P.from_flat(P.EDTransformerParams, p),
-                                                ell_max=h["ell_max"], variant=v)},
-        structural=("L_enc", "L_dec", "H"),
-        check=all_of(sequences_fit("ell_z", "ell_x"), norm_dims("d_e")),
-        refusals=(zero_variance(tokens="z", attention="enc_layers.0.attn.", when=_DATA_POSITIONS),
-                  too_long("ell_z", "ell_x")),
-    ),
+    _stack_layer_entry("encoder_layer", padding=False),
+    _decoder_layer_entry(padding=False),
+    _stack_layer_entry("bert_layer", padding=False),
+    _stack_layer_entry("gpt2_layer", padding=False),
+    _ed_transformer_entry(padding=False),
     _model_entry(
         "e", name="e_transformer", paper_name="ETransformer", number=9, lines="lines 1-12",
         summary="Encoder-only transformer (BERT): P at every position.",
@@ -446,4 +481,9 @@ ENTRIES: list[Entry] = [
         reference=lambda i, p, h, v: {"P": d_transformer(i["x"], P.from_flat(P.DTransformerParams, p),
                                                ell_max=h["ell_max"], variant=v)},
     ),
+    _stack_layer_entry("encoder_layer", padding=True),
+    _decoder_layer_entry(padding=True),
+    _stack_layer_entry("bert_layer", padding=True),
+    _stack_layer_entry("gpt2_layer", padding=True),
+    _ed_transformer_entry(padding=True),
 ]

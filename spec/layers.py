@@ -62,22 +62,24 @@ def _lin(W: Optional[Matrix], b: Optional[Vector]) -> Optional[tuple[Matrix, Opt
     return None if W is None else (W, b)
 
 
-def padded(Mask: list[list[int]], pad: Optional[Sequence[Any]], variant: VariantSet = PAPER) -> list[list[int]]:
+def padded(Mask: list[list[int]], pad: Optional[Sequence[Any]], variant: VariantSet = PAPER,
+           name: str = "pad") -> list[list[int]]:
     """Mask[t_z, t_x] ∧ pad[t_z]: a padding position (pad[t] = 0) is no query's key.
 
     The paper has no padding; real code passes it as an attention mask over keys (Hugging Face's
     ``attention_mask``, torch's ``key_padding_mask``, Flax's ``make_attention_mask``). A padding
     position still computes its own column (its query attends to the real keys it may see); a query
-    left with no key falls to ``empty_query``; under "error" the refusal names ``pad``."""
+    left with no key falls to ``empty_query``; under "error" the refusal names ``pad`` (or ``name``:
+    the decoder's ``pad_x`` and ``pad_z``)."""
     if pad is None:
         return Mask
     if len(pad) != len(Mask):
-        raise SpecError("pad", f"one flag per position ({len(Mask)})", f"{len(pad)} flags")
+        raise SpecError(name, f"one flag per position ({len(Mask)})", f"{len(pad)} flags")
     out = [[m if pad[tz] else 0 for m in row] for tz, row in enumerate(Mask)]
     if variant.empty_query == "error":
         for tx in range(len(out[0]) if out else 0):
             if not any(row[tx] for row in out):
-                raise SpecError("pad", "every query to keep a key it may attend to (empty_query='error')",
+                raise SpecError(name, "every query to keep a key it may attend to (empty_query='error')",
                                 f"no unpadded key for position t_x={tx}")
     return out
 
@@ -154,7 +156,8 @@ def gpt2_layer(X: Matrix, W: LayerParams, *, variant: VariantSet = PAPER,
 
 
 def decoder_layer(X: Matrix, Z: Matrix, W: DecoderLayerParams, *,
-                  variant: VariantSet = PAPER) -> Matrix:
+                  variant: VariantSet = PAPER, pad_x: Optional[Sequence[Any]] = None,
+                  pad_z: Optional[Sequence[Any]] = None) -> Matrix:
     """Algorithm 8, lines 14-19: one decoder layer with cross-attention to Z.
 
     14. X ← X + MHAttention(X, X | W^dec_l, Mask[t_z, t_x] = [[t_z ≤ t_x]])
@@ -166,12 +169,16 @@ def decoder_layer(X: Matrix, Z: Matrix, W: DecoderLayerParams, *,
 
     Pre-LN placement normalises each sublayer's input instead (the context Z
     is used as given: a pre-LN encoder ends with its own final norm).
+
+    Padding (``padded``) masks keys: ``pad_x`` the decoder's own positions in line 14 (Hugging
+    Face's ``decoder_attention_mask``), ``pad_z`` the encoder's positions in line 16 (the encoder's
+    ``attention_mask``, which BART, T5 and Marian pass on to cross-attention).
     """
     with in_algorithm("decoder_layer"):
         _, ell_x = shape(X)
         _, ell_z = shape(Z)
-        causal = unidirectional_mask(ell_x, ell_x)
-        full = bidirectional_mask(ell_z, ell_x)
+        causal = padded(unidirectional_mask(ell_x, ell_x), pad_x, variant, "pad_x")
+        full = padded(bidirectional_mask(ell_z, ell_x), pad_z, variant, "pad_z")
         act = variant.resolved_activation("ed_decoder")
 
         def ffn(Y: Matrix) -> Matrix:

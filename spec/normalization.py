@@ -22,6 +22,15 @@ from .variants import PAPER, VariantSet
 __all__ = ["layer_norm", "norm_columns", "rms_norm"]
 
 
+def _no_nan(v: Any, what: str) -> None:
+    """Refuse a NaN statistic, naming where a NaN comes from: the spec makes one only for a query
+    with no key under ``empty_query="nan"`` (Algorithm 4), and it states no NaN arithmetic past
+    that column, so a layer or model whose norm would take it refuses the case."""
+    if numbers.current().isnan(v):
+        raise SpecError("e", "a column without NaN (a query with no key under empty_query='nan' makes a NaN "
+                        "column, which the spec does not carry through a norm)", f"{what} NaN")
+
+
 def _sigma(v: Any, variant: VariantSet, what: str, nonzero: bool) -> Any:
     """√v with the variant's epsilon: none, √(v + ε) or √v + ε.
 
@@ -30,6 +39,7 @@ def _sigma(v: Any, variant: VariantSet, what: str, nonzero: bool) -> Any:
     rather than answered wrongly (binary64 cannot represent it; mpmath can).
     """
     N = numbers.current()
+    _no_nan(v, what)
     if not N.isfinite(v):
         raise SpecError("e", f"a column whose {what} is representable (it overflows; inputs too large)",
                         f"{what} {N.to_float(v)!r}")
@@ -141,6 +151,7 @@ def _one_pass_variance(e: Vector, m: Any) -> Any:
     """
     N = numbers.current()
     m2 = N.dot(e, e) / N.num(len(e))
+    _no_nan(m2, "mean square")
     if not N.isfinite(m2):
         raise SpecError("e", "a column whose mean square is representable (it overflows; inputs too large)",
                         f"mean square {N.to_float(m2)!r}")

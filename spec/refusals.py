@@ -337,17 +337,18 @@ def empty_query() -> Refusal:
                    transform=transform, when=(("empty_query", ("error",)),))
 
 
-def empty_padding() -> Refusal:
-    """Every position padding (``pad`` all 0) under ``empty_query="error"``: no query has a key."""
+def empty_padding(name: str = "pad") -> Refusal:
+    """Every position padding (``name``, by default ``pad``, all 0) under ``empty_query="error"``:
+    no query has a key."""
 
     def transform(entry: "Entry", hyper: dict[str, int], variant: VariantSet, inputs: dict[str, Any],
                   params: dict[str, Any]) -> Optional[Refused]:
-        pad = inputs["pad"]
+        pad = inputs[name]
         for t in range(len(pad)):
             pad[t] = False
-        return Refused(hyper, inputs, params, "pad")
+        return Refused(hyper, inputs, params, name)
 
-    return Refusal(name="padding only: a query with no key (pad all 0)", argument="pad",
+    return Refusal(name=f"padding only: a query with no key ({name} all 0)", argument=name,
                    transform=transform, when=(("empty_query", ("error",)),))
 
 

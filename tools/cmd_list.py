@@ -67,6 +67,20 @@ def variant_text(variants: Any) -> str:
     return "\n".join(out)
 
 
+def dtype_text(row: dict[str, Any]) -> str:
+    """The dtypes, each with the formats a mixed-precision call accumulates and takes its softmax
+    in where wider ("bfloat16 (accumulate float32, softmax float32)"), then the algorithms declared
+    at fewer dtypes, one a line ("rms_norm: float32, bfloat16")."""
+    mixed = row.get("mixed_precision", {})
+    lines = [", ".join(d + (" (" + ", ".join(f"{k} {v}" for k, v in mixed[d].items() if v != d) + ")"
+                            if d in mixed else "") for d in row["dtypes"])]
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for algorithm, dtypes in row.get("dtypes_by_algorithm", {}).items():
+        groups.setdefault(tuple(dtypes), []).append(algorithm)
+    lines += [f"{', '.join(algorithms)}: {', '.join(dtypes)}" for dtypes, algorithms in groups.items()]
+    return "\n".join(lines)
+
+
 def algorithm_text(row: dict[str, Any]) -> str:
     """Coverage, and the shorter of the lists of algorithms implemented and missing."""
     have, missing = list(row["algorithms"]), list(row["missing"])
@@ -91,7 +105,7 @@ def listing_view(rows: list[dict[str, Any]]) -> Fitted:
             return out + ([("hint", f"[dim]hint: {e(r['hint'])}[/]")] if r.get("hint") else [])
         limits = "\n".join(f"{a}: {text}" for a, text in r.get("limits", {}).items())
         return [("version", e(str(r["version"]))), ("devices", e(", ".join(r["devices"]))),
-                ("dtypes", e(", ".join(r["dtypes"]))), ("variants", e(variant_text(r["variants"]))),
+                ("dtypes", e(dtype_text(r))), ("variants", e(variant_text(r["variants"]))),
                 ("algorithms", e(algorithm_text(r)))] + ([("limits", e(limits))] if limits else [])
 
     def wide() -> list[Any]:

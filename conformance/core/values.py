@@ -51,6 +51,7 @@ from .value_flow import INDEX_LIMITS, equal_widths, heads, leaf, logit_site, nor
 
 __all__ = [
     "DEFAULT_HYPER",
+    "stated_by_twin",
     "fit_widths",
     "EPSILONS",
     "MAGNITUDES",
@@ -217,6 +218,19 @@ def variant_enumeration(entry: Union[str, Entry]) -> list[tuple[str, VariantSet]
             if needs <= e.switches and v not in {w for _, w in out}:
                 out.append((f"combination-{label}", v))
     return out
+
+
+def stated_by_twin(entry: Union[str, Entry], slug: str, variant: VariantSet) -> bool:
+    """Whether ``variant_enumeration``'s set ``slug`` of a padded entry (``padded_NAME``, whose
+    unpadded twin ``NAME`` is in the registry) moves only switches its twin has: the twin's fixed
+    cases state that mathematics on the same code path with every position real, so the fixtures
+    and the plugin tests keep, of a padded entry, its ``paper``, presets and own switches
+    (``empty_query``) and leave out these copies."""
+    e = _resolve(entry)
+    twin = REGISTRY.get(e.name.removeprefix("padded_")) if e.name.startswith("padded_") else None
+    if twin is None or slug == "paper" or slug.startswith("preset-"):
+        return False
+    return not set(variant.differences()) - twin.switches
 
 
 # --------------------------------------------------------------------------

@@ -887,7 +887,7 @@ def diagnose_failure(member: Any, case: Optional[Case], check: str, dtype: str, 
     try:
         prepared = Prepared(entry, case.inputs, case.params, dtype)
         outputs, _ = call_member(member, entry, prepared.inputs, prepared.params, case, dtype, timeout, False)
-        d = diagnose(entry, case, outputs, dtype, case.variant, precision=member.impl.precision,
+        d = diagnose(entry, case, outputs, dtype, case.variant, precision=member.impl.precision_for(dtype),
                      seconds=seconds, failing=[(c, call(c)) for c in list(failing)[:FAILING_KEPT]], call=call,
                      admits=lambda hyper: bool(member.impl.admits(entry.name, hyper)))
     except Exception:  # noqa: BLE001 - see above
@@ -950,7 +950,7 @@ def _failing_default(member: Any, case: Case, dtype: str, call: Call) -> Optiona
             return None
         p = Prepared(entry, big.inputs, big.params, dtype)
         ref = reference(entry, p.inputs, p.params, hyper=big.hyper, variant=big.variant, dtype=dtype,
-                        precision=member.impl.precision)
+                        precision=member.impl.precision_for(dtype))
         return None if judge(entry, outputs, ref).ok else big
     except Exception:  # noqa: BLE001 - a help: no larger case, the shrunk one is walked
         return None

@@ -638,7 +638,7 @@ class _DistinctSearch:
         member, dtype, timeout = self.member, self.dtype, self.runner.timeout
         prepared = Prepared(self.entry, case.inputs, case.params, dtype)
         try:
-            ref = self.runner.reference_for(self.entry, prepared, case, dtype, member.impl.precision)
+            ref = self.runner.reference_for(self.entry, prepared, case, dtype, member.impl.precision_for(dtype))
         except SpecError as exc:
             if not self.refused(self.entry, case, exc):
                 reject()

@@ -514,7 +514,7 @@ class _Checker:
         prepared = Prepared(entry, inputs, params, self.dtype)
         try:
             ref = reference(entry, prepared.inputs, prepared.params, hyper=dict(hyper), variant=variant,
-                            dtype=self.dtype, precision=impl.precision)
+                            dtype=self.dtype, precision=impl.precision_for(self.dtype))
         except (SpecError, ToleranceModelError) as exc:
             rec["note"] = f"the spec refuses the case: {exc}"
             return None

@@ -549,7 +549,7 @@ def observe(member: Any, entry: Entry, cases: Sequence[tuple[str, Case]], dtype:
         except Exception as exc:  # noqa: BLE001 - a refusal is an observation
             error = describe_exception(exc)
         out.append(Observation(label, entry, dict(case.hyper), prepared.inputs, prepared.params, outputs, dtype,
-                               member.impl.precision, error, structure(entry, case, limit=4)))
+                               member.impl.precision_for(dtype), error, structure(entry, case, limit=4)))
     return out
 
 

@@ -55,35 +55,45 @@ def _softmax(logits: Array) -> Array:
     return jax.nn.softmax(logits, axis=-1)  # Alg. 7: P = softmax(W_u X), per row
 
 
-def ed_encode(z: Array, theta: Params, ell_max: int, variant: VariantSet) -> Array:
-    """Alg. 8 lines 1-9 (the encoder). z: (ℓ_z,) source tokens → Z: (ℓ_z, d_e)."""
+def ed_encode(z: Array, theta: Params, ell_max: int, variant: VariantSet, pad_z: Optional[Array] = None) -> Array:
+    """Alg. 8 lines 1-9 (the encoder). z: (ℓ_z,) source tokens → Z: (ℓ_z, d_e). ``pad_z`` (ℓ_z,)
+    bool: the source's padding positions, masked as keys in every layer (Mask ≡ 1 ∧ pad_z[t_z])."""
     Z = embed(z, theta, ell_max, variant, theta.get("norm_emb_enc"))  # (ℓ_z, d_e)  lines 1-3
     for layer in theta["enc_layers"]:  # lines 4-8
-        Z = encoder_block(Z, layer, variant, "ed_encoder")
+        Z = encoder_block(Z, layer, variant, "ed_encoder", pad=pad_z)
     if variant.resolved_final_norm("ed_encoder"):
         Z = norm(Z, theta["norm_enc"], variant)  # γ_enc, β_enc (final_norm="final")
     return Z
 
 
 def ed_decode_logits(x: Array, Z: Array, theta: Params, ell_max: int, variant: VariantSet,
-                     valid: Optional[Array] = None) -> Array:
-    """Alg. 8 lines 10-21 before the softmax. x: (ℓ_x,) target tokens, Z: (ℓ_z, d_e) → (ℓ_x, N_V)."""
+                     valid: Optional[Array] = None, pad_x: Optional[Array] = None,
+                     pad_z: Optional[Array] = None) -> Array:
+    """Alg. 8 lines 10-21 before the softmax. x: (ℓ_x,) target tokens, Z: (ℓ_z, d_e) → (ℓ_x, N_V).
+    ``pad_x`` (ℓ_x,) / ``pad_z`` (ℓ_z,) bool: padding masked as keys of every layer's
+    self-attention (line 14, ∧ pad_x[t_z]) and cross-attention (line 16, ∧ pad_z[t_z])."""
     rows = valid_rows(x.shape[0], valid)
     X = embed(x, theta, ell_max, variant, theta.get("norm_emb_dec"), rows=rows)  # (ℓ_x, d_e)  lines 10-12
     for layer in theta["dec_layers"]:  # lines 13-19
-        X = decoder_block(X, Z, layer, variant, valid)
+        X = decoder_block(X, Z, layer, variant, valid, pad_x=pad_x, pad_z=pad_z)
     if variant.resolved_final_norm("ed_decoder"):
         X = norm(X, theta["norm_dec"], variant, rows=rows)  # γ_dec, β_dec
     return _logits(X, theta, variant)  # (ℓ_x, N_V)  line 21 before the softmax
 
 
-def ed_logits(z: Array, x: Array, theta: Params, ell_max: int, variant: VariantSet) -> Array:
-    return ed_decode_logits(x, ed_encode(z, theta, ell_max, variant), theta, ell_max, variant)
+def ed_logits(z: Array, x: Array, theta: Params, ell_max: int, variant: VariantSet,
+              pad_z: Optional[Array] = None, pad_x: Optional[Array] = None) -> Array:
+    """Alg. 8 lines 1-20 and W_u X of line 21. z: (ℓ_z,), x: (ℓ_x,) → (ℓ_x, N_V)."""
+    Z = ed_encode(z, theta, ell_max, variant, pad_z)  # (ℓ_z, d_e)
+    return ed_decode_logits(x, Z, theta, ell_max, variant, pad_x=pad_x, pad_z=pad_z)
 
 
-def ed_transformer(z: Array, x: Array, theta: Params, ell_max: int, variant: VariantSet) -> Array:
-    """Alg. 8. z: (ℓ_z,) source tokens, x: (ℓ_x,) target tokens → P: (ℓ_x, N_V)."""
-    return _softmax(ed_logits(z, x, theta, ell_max, variant))  # line 21
+def ed_transformer(z: Array, x: Array, theta: Params, ell_max: int, variant: VariantSet,
+                   pad_z: Optional[Array] = None, pad_x: Optional[Array] = None) -> Array:
+    """Alg. 8. z: (ℓ_z,) source tokens, x: (ℓ_x,) target tokens → P: (ℓ_x, N_V). ``pad_z`` masks
+    the source's padding as keys in the encoder and every cross-attention, ``pad_x`` the target's
+    in the decoder's self-attention (Hugging Face's ``attention_mask``, ``decoder_attention_mask``)."""
+    return _softmax(ed_logits(z, x, theta, ell_max, variant, pad_z, pad_x))  # line 21
 
 
 def e_logits(x: Array, theta: Params, ell_max: int, variant: VariantSet, pad: Optional[Array] = None) -> Array:

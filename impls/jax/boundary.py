@@ -212,6 +212,16 @@ ENTRIES: dict[str, tuple[Callable[[Flat], Any], Core]] = {
         "P": A.e_transformer(i["x"], th, c["ell_max"], c.variant, pad=i["pad"])}),
     "padded_d_transformer": (_d_theta, lambda i, th, c: {
         "P": A.d_transformer(i["x"], th, c["ell_max"], c.variant, pad=i["pad"])}),
+    "padded_encoder_layer": (_layer, lambda i, th, c: {
+        "Z": Lyr.encoder_block(i["Z"], th, c.variant, "ed_encoder", pad=i["pad"])}),
+    "padded_bert_layer": (_layer, lambda i, th, c: {
+        "X": Lyr.encoder_block(i["X"], th, c.variant, "bert", pad=i["pad"])}),
+    "padded_gpt2_layer": (_layer, lambda i, th, c: {
+        "X": Lyr.encoder_block(i["X"], th, c.variant, "gpt2", pad=i["pad"])}),
+    "padded_decoder_layer": (_decoder_layer, lambda i, th, c: {
+        "X": Lyr.decoder_block(i["X"], i["Z"], th, c.variant, pad_x=i["pad_x"], pad_z=i["pad_z"])}),
+    "padded_ed_transformer": (_ed_theta, lambda i, th, c: {
+        "P": A.ed_transformer(i["z"], i["x"], th, c["ell_max"], c.variant, pad_z=i["pad_z"], pad_x=i["pad_x"])}),
     "cached_decoding": (_d_theta, lambda i, th, c: {
         "P": A.cached_decoding(i["x"], i["n_prefill"], th, c["ell_max"], c.variant)}),
     "next_token_encoder": (_d_theta, lambda i, th, c: {  # the flat names of d_transformer's schema
@@ -373,23 +383,36 @@ def check_empty_queries(name: str, mask: Any) -> None:
                          "(empty_query='error'; the paper's softmax would divide 0 by 0)")
 
 
-#: the entries with a padding input ``pad``, and whether their masks are causal
-PADDED = {"padded_self_attention": False, "padded_causal_self_attention": True,
-          "padded_e_transformer": False, "padded_d_transformer": True}
+#: the entries with padding inputs: for each, its padding vectors in the order they are checked,
+#: each with whether the masks it enters are causal. The decoder layer and the encoder-decoder
+#: take ``pad_x`` (the decoder's causal self-attention, line 14) and ``pad_z`` (the encoder's
+#: self-attention and the cross-attention, Mask ≡ 1: bidirectional)
+PADDED: dict[str, tuple[tuple[str, bool], ...]] = {
+    "padded_self_attention": (("pad", False),), "padded_causal_self_attention": (("pad", True),),
+    "padded_e_transformer": (("pad", False),), "padded_d_transformer": (("pad", True),),
+    "padded_encoder_layer": (("pad", False),), "padded_bert_layer": (("pad", False),),
+    "padded_gpt2_layer": (("pad", True),),
+    "padded_decoder_layer": (("pad_x", True), ("pad_z", False)),
+    "padded_ed_transformer": (("pad_z", False), ("pad_x", True)),
+}
 
 
-def check_padding(name: str, pad: Any) -> None:
+def check_padding(name: str, inputs: Mapping[str, Any]) -> None:
     """``empty_query="error"``: refuse a padding vector that leaves a query with no key, on the
-    concrete (..., ℓ) bool array before any tracing. Bidirectionally that is every position padding;
-    causally, query t_x has the keys t_z ≤ t_x with pad[t_z], so a padded start empties the first
-    queries (Mask[t_z, t_x] ∧ pad[t_z], Hugging Face's ``attention_mask``)."""
-    pad = np.asarray(pad, dtype=bool)
-    has_key = np.logical_or.accumulate(pad, axis=-1) if PADDED[name] else \
-        np.broadcast_to(pad.any(axis=-1, keepdims=True), pad.shape)  # (..., ℓ_x)
-    if not has_key.all():
-        bad = sorted({int(t) for t in np.argwhere(~has_key)[:, -1]})
-        raise ValueError(f"{name}: padding leaves query position(s) t_x = {bad} with no key "
-                         "(empty_query='error'; the paper's softmax would divide 0 by 0)")
+    concrete (..., ℓ) bool arrays before any tracing (JAX cannot raise inside jit). Bidirectionally
+    that is every position padding; causally, query t_x has the keys t_z ≤ t_x with pad[t_z], so a
+    padded start empties the first queries (Mask[t_z, t_x] ∧ pad[t_z], Hugging Face's
+    ``attention_mask``). Each of the entry's vectors (``PADDED``) is checked under its own rule:
+    ``pad_z`` bidirectionally (its keys serve every decoder query in the cross-attention, so all
+    padding empties them all), ``pad_x`` causally."""
+    for arg, causal in PADDED[name]:
+        pad = np.asarray(inputs[arg], dtype=bool)
+        has_key = np.logical_or.accumulate(pad, axis=-1) if causal else \
+            np.broadcast_to(pad.any(axis=-1, keepdims=True), pad.shape)  # (..., ℓ) per query t_x
+        if not has_key.all():
+            bad = sorted({int(t) for t in np.argwhere(~has_key)[:, -1]})
+            raise ValueError(f"{name}: padding {arg} leaves query position(s) t_x = {bad} with no key "
+                             "(empty_query='error'; the paper's softmax would divide 0 by 0)")
 
 
 def check_heads(params: Flat, variant: VariantSet) -> None:

@@ -112,23 +112,31 @@ def encoder_block(X: Array, p: Params, variant: VariantSet, arch: str, valid: Op
     return block(X, p, variant, arch, lambda Y: mh_attention(Y, Y, p["attn"], mask, variant, kv), kv)
 
 
-def decoder_block(X: Array, Z: Array, p: Params, variant: VariantSet, valid: Optional[Array] = None) -> Array:
+def decoder_block(X: Array, Z: Array, p: Params, variant: VariantSet, valid: Optional[Array] = None,
+                  pad_x: Optional[Array] = None, pad_z: Optional[Array] = None) -> Array:
     """Alg. 8 lines 14-19. X: (ℓ_x, d_e) decoder stream, Z: (ℓ_z, d_e) encoder output.
 
     post (paper): X ← LN3(X + SelfAttn(X, causal)); X ← LN4(X + CrossAttn(X, Z));
     X ← LN5(X + MLP(X)). pre: X += SelfAttn(LN3 X); X += CrossAttn(LN4 X, Z);
     X += MLP(LN5 X), with the context Z used as given. res_post: X += LN3(SelfAttn(X, causal));
     X += LN4(CrossAttn(X, Z)); X += LN5(MLP(X)). ``valid``: rows t ≥ valid of X
-    are padding (architectures.py); Z is never padded.
+    are padding of a fixed-size buffer (architectures.py, inference).
+
+    Padding over keys (the ``padded_`` entries): ``pad_x`` (ℓ_x,) bool masks the decoder's own
+    padding positions in line 14 (Mask = [[t_z ≤ t_x]] ∧ pad_x[t_z], Hugging Face's
+    ``decoder_attention_mask``), ``pad_z`` (ℓ_z,) bool the encoder's in line 16 (Mask ≡ 1 ∧
+    pad_z[t_z], the encoder's ``attention_mask`` passed on to cross-attention). A padding row of X
+    still computes its own output.
     """
     placement = variant.resolved_norm_placement("ed_decoder")
     act = activation(variant.resolved_activation("ed_decoder"))
-    ell_x = X.shape[0]
-    causal = unidirectional_mask(ell_x, ell_x, variant)  # (ℓ_x, ℓ_x), line 14
+    ell_x, ell_z = X.shape[0], Z.shape[0]
+    causal = self_mask(ell_x, variant, True, pad_x)  # (ℓ_x, ℓ_x) [t_x, t_z], line 14 (∧ pad_x[t_z])
+    cross = None if pad_z is None else jnp.broadcast_to(pad_z[None, :], (ell_x, ell_z))  # (ℓ_x, ℓ_z), line 16
     kv = valid_rows(ell_x, valid)
     X = _sublayer(X, lambda Y: mh_attention(Y, Y, p["self_attn"], causal, variant, kv), p["norm3"], variant,
                   placement, kv)  # lines 14-15
-    X = _sublayer(X, lambda Y: mh_attention(Y, Z, p["cross_attn"], None, variant), p["norm4"], variant,
-                  placement, kv)  # lines 16-17, Mask ≡ 1
+    X = _sublayer(X, lambda Y: mh_attention(Y, Z, p["cross_attn"], cross, variant), p["norm4"], variant,
+                  placement, kv)  # lines 16-17, Mask ≡ 1 (∧ pad_z[t_z])
     X = _sublayer(X, lambda Y: mlp(Y, p["mlp"], act, variant), p["norm5"], variant, placement, kv)  # lines 18-19
     return X  # (ℓ_x, d_e)

@@ -37,7 +37,9 @@ LLaMA-style decoders (components.py, layers.py)
     b_o only ("out") in every multi-head attention (``layers.gather_variant_mha``); a bias left out
     is never read and gets no gradient. Algorithms 3-4 (``_attn_bias``) do not have the switch.
   * Padding (``pad``: True = a real token) masks keys, Mask[t_z, t_x] ∧
-    pad[t_z], in every attention of the padded entries (``layers.padded``).
+    pad[t_z], in every attention of the padded entries (``layers.padded``); the
+    encoder-decoder's ``pad_z`` masks the source's keys in the encoder and in every
+    cross-attention, ``pad_x`` the target's in the decoder's self-attention.
   * ``cached_decoding`` runs the prompt in one call, then one token per call,
     each layer's attention reading a key/value cache (``components.KVCache``:
     keys after RoPE, per kv head), positions absolute. Batched, each example
@@ -234,6 +236,33 @@ def _gpt2_layer(i: Inputs, p: Params, ctx: Context):
     return {"X": Lyr.stack_layer(i["X"], p, "", ctx.variant, ctx.hyper["H"], "gpt2")}
 
 
+def _padded_encoder_layer(i: Inputs, p: Params, ctx: Context):
+    """Algorithm 8 lines 5-8 with Mask ≡ 1 ∧ pad[t_z]: padding positions are no query's key."""
+    pad = _pad_of_columns(i, "pad", "Z")  # (..., ℓ)
+    return {"Z": Lyr.stack_layer(i["Z"], p, "", ctx.variant, ctx.hyper["H"], "ed_encoder", pad=pad)}  # (..., d_e, ℓ)
+
+
+def _padded_decoder_layer(i: Inputs, p: Params, ctx: Context):
+    """Algorithm 8 lines 14-19 with line 14's Mask = [[t_z ≤ t_x]] ∧ pad_x[t_z] and line 16's
+    Mask ≡ 1 ∧ pad_z[t_z]."""
+    pad_x = _pad_of_columns(i, "pad_x", "X")  # (..., ℓ_x)
+    pad_z = _pad_of_columns(i, "pad_z", "Z")  # (..., ℓ_z)
+    X = Lyr.decoder_layer(i["X"], i["Z"], p, "", ctx.variant, ctx.hyper["H"], pad_x=pad_x, pad_z=pad_z)
+    return {"X": X}  # (..., d_e, ℓ_x)
+
+
+def _padded_bert_layer(i: Inputs, p: Params, ctx: Context):
+    """Algorithm 9 lines 5-8 with Mask ≡ 1 ∧ pad[t_z]."""
+    pad = _pad_of_columns(i, "pad", "X")  # (..., ℓ)
+    return {"X": Lyr.stack_layer(i["X"], p, "", ctx.variant, ctx.hyper["H"], "bert", pad=pad)}  # (..., d_e, ℓ)
+
+
+def _padded_gpt2_layer(i: Inputs, p: Params, ctx: Context):
+    """Algorithm 10 lines 5-8 with Mask = [[t_z ≤ t_x]] ∧ pad[t_z]."""
+    pad = _pad_of_columns(i, "pad", "X")  # (..., ℓ)
+    return {"X": Lyr.stack_layer(i["X"], p, "", ctx.variant, ctx.hyper["H"], "gpt2", pad=pad)}  # (..., d_e, ℓ)
+
+
 def _ed_transformer(i: Inputs, p: Params, ctx: Context):
     return A.ed_transformer(i["z"], i["x"], p, ctx.variant, ctx.hyper)
 
@@ -256,11 +285,29 @@ def _padded_d_transformer(i: Inputs, p: Params, ctx: Context):
     return A.padded_d_transformer(i["x"], _pad_of(i), p, ctx.variant, ctx.hyper)
 
 
-def _pad_of(i: Inputs) -> np.ndarray:
-    """The padding flags, one per token of x (the same leading batch axes)."""
-    pad = np.asarray(i["pad"], dtype=bool)
-    if pad.shape != np.shape(i["x"]):
-        raise ValueError(f"pad: one flag per token of x {np.shape(i['x'])}; given shape {pad.shape}")
+def _padded_ed_transformer(i: Inputs, p: Params, ctx: Context):
+    """Algorithm 8 with every encoder layer's Mask ≡ 1 ∧ pad_z[t_z], every decoder layer's line 14
+    Mask = [[t_z ≤ t_x]] ∧ pad_x[t_z] and line 16 Mask ≡ 1 ∧ pad_z[t_z]."""
+    pad_z = _pad_of(i, "pad_z", "z")  # (..., ℓ_z)
+    pad_x = _pad_of(i, "pad_x", "x")  # (..., ℓ_x)
+    return A.padded_ed_transformer(i["z"], i["x"], pad_z, pad_x, p, ctx.variant, ctx.hyper)  # (..., N_V, ℓ_x)
+
+
+def _pad_of(i: Inputs, name: str = "pad", tokens: str = "x") -> np.ndarray:
+    """The padding flags ``name``, one per token of ``tokens`` (the same leading batch axes)."""
+    pad = np.asarray(i[name], dtype=bool)
+    if pad.shape != np.shape(i[tokens]):
+        raise ValueError(f"{name}: one flag per token of {tokens} {np.shape(i[tokens])}; given shape {pad.shape}")
+    return pad
+
+
+def _pad_of_columns(i: Inputs, name: str, stream: str) -> np.ndarray:
+    """The padding flags ``name``, one per column of the stream ``stream`` (..., d_e, ℓ): (..., ℓ)."""
+    pad = np.asarray(i[name], dtype=bool)
+    X = np.asarray(i[stream])
+    if pad.shape != X.shape[:-2] + X.shape[-1:]:
+        raise ValueError(f"{name}: one flag per column of {stream} {X.shape[:-2] + X.shape[-1:]}; "
+                         f"given shape {pad.shape}")
     return pad
 
 
@@ -301,6 +348,11 @@ ALGORITHMS = {
     "padded_e_transformer": _padded_e_transformer,
     "padded_d_transformer": _padded_d_transformer,
     "cached_decoding": _cached_decoding,
+    "padded_encoder_layer": _padded_encoder_layer,
+    "padded_bert_layer": _padded_bert_layer,
+    "padded_gpt2_layer": _padded_gpt2_layer,
+    "padded_decoder_layer": _padded_decoder_layer,
+    "padded_ed_transformer": _padded_ed_transformer,
     # Algorithms 11-15 (training.py, inference.py; gradients by the
     # hand-written backward passes of grad_*.py)
     **Tr.ALGORITHMS,

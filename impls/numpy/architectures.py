@@ -42,6 +42,7 @@ __all__ = [
     "next_token_logits",
     "padded_d_transformer",
     "padded_e_transformer",
+    "padded_ed_transformer",
     "embed_tokens_fwd",
     "unembed_columns",
     "unembedding_matrix",
@@ -123,24 +124,30 @@ class EDCache(NamedTuple):
     unembed: UnembedCache
 
 
-def ed_logits_fwd(z: np.ndarray, x: np.ndarray, params: Params, variant,
-                  hyper: Mapping[str, int]) -> tuple[np.ndarray, EDCache]:
+def ed_logits_fwd(z: np.ndarray, x: np.ndarray, params: Params, variant, hyper: Mapping[str, int], *,
+                  pad_z: Optional[np.ndarray] = None,
+                  pad_x: Optional[np.ndarray] = None) -> tuple[np.ndarray, EDCache]:
     """Algorithm 8, lines 1-21 up to the softmax: encoder over z, decoder over x with cross-attention to Z.
 
     z: (..., ℓ_z), x: (..., ℓ_x) int64 -> logits: (..., N_V, ℓ_x).
     ``final_norm='final'`` adds a norm after each stack (γ_enc/β_enc, γ_dec/β_dec).
+    ``pad_z`` (..., ℓ_z), True = a real source token: the source's padding positions are masked as
+    keys in every encoder layer (line 5, Mask ≡ 1 ∧ pad_z[t_z]) and every cross-attention (line 16);
+    ``pad_x`` (..., ℓ_x) the target's in every decoder self-attention (line 14, [[t_z ≤ t_x]] ∧
+    pad_x[t_z]).
     """
     H, ell_max = hyper["H"], hyper["ell_max"]
     Z, enc_embed = embed_tokens_fwd(z, params, variant, ell_max, "emb_enc")  # (..., d_e, ℓ_z)  lines 1-3
     enc_layers = []
     for l in range(hyper["L_enc"]):  # line 4
-        Z, c = stack_layer_fwd(Z, params, f"enc_layers.{l}.", variant, H, "ed_encoder")  # lines 5-8
+        Z, c = stack_layer_fwd(Z, params, f"enc_layers.{l}.", variant, H, "ed_encoder", pad=pad_z)  # lines 5-8
         enc_layers.append(c)
     Z, enc_final = _final_norm(Z, params, variant, "ed_encoder", "gamma_enc", "beta_enc")
     X, dec_embed = embed_tokens_fwd(x, params, variant, ell_max, "emb_dec")  # (..., d_e, ℓ_x)  lines 10-12
     dec_layers = []
     for l in range(hyper["L_dec"]):  # line 13
-        X, c = decoder_layer_fwd(X, Z, params, f"dec_layers.{l}.", variant, H)  # lines 14-19
+        X, c = decoder_layer_fwd(X, Z, params, f"dec_layers.{l}.", variant, H,
+                                 pad_x=pad_x, pad_z=pad_z)  # lines 14-19
         dec_layers.append(c)
     X, dec_final = _final_norm(X, params, variant, "ed_decoder", "gamma_dec", "beta_dec")
     out, unembed = unembed_logits_fwd(X, params, variant)  # (..., N_V, ℓ_x)  line 21
@@ -149,6 +156,14 @@ def ed_logits_fwd(z: np.ndarray, x: np.ndarray, params: Params, variant,
 
 def ed_transformer(z: np.ndarray, x: np.ndarray, params: Params, variant, hyper: Mapping[str, int]) -> np.ndarray:
     return softmax_columns(ed_logits_fwd(z, x, params, variant, hyper)[0])
+
+
+def padded_ed_transformer(z: np.ndarray, x: np.ndarray, pad_z: np.ndarray, pad_x: np.ndarray, params: Params,
+                          variant, hyper: Mapping[str, int]) -> np.ndarray:
+    """Algorithm 8 with the source's padding positions (pad_z[t] False) masked as keys in every
+    encoder layer and cross-attention, the target's (pad_x[t] False) in every decoder
+    self-attention: P (..., N_V, ℓ_x), line 21."""
+    return softmax_columns(ed_logits_fwd(z, x, params, variant, hyper, pad_z=pad_z, pad_x=pad_x)[0])
 
 
 # --------------------------------------------------------------------------

@@ -17,7 +17,8 @@ those caches are in ``grad_layers.py``. The cache-less functions are the
 same computation.
 
 Grouped-query attention (``kv_group`` > 1) stacks the H/G ``kv_heads`` instead of the heads' own
-W_k, W_v (``gather_mha``); padding masks keys in every self-attention of a layer (``padded``); a
+W_k, W_v (``gather_mha``); padding masks keys in every attention of a layer (``padded``: the
+decoder layer's self-attention by ``pad_x``, its cross-attention by ``pad_z``); a
 decoding step runs a layer on new columns only, at an ``offset`` position, its attention reading
 and extending a ``KVCache`` (``stack_layer_fwd``).
 
@@ -321,19 +322,23 @@ def _causal(ell: int, variant) -> np.ndarray:
     return unidirectional_mask(ell, ell, variant.causal_alignment)
 
 
-def padded(Mask: Optional[np.ndarray], pad: Optional[np.ndarray], ell: int) -> Optional[np.ndarray]:
+def padded(Mask: Optional[np.ndarray], pad: Optional[np.ndarray], ell: int,
+           ell_x: Optional[int] = None, name: str = "pad") -> Optional[np.ndarray]:
     """Mask[t_z, t_x] ∧ pad[t_z] (Mask None: ≡ 1): a padding position (pad[t] False) is no query's key.
 
     The padding mask of real code (Hugging Face's ``attention_mask``, torch's ``key_padding_mask``)
-    masks keys only: a padding position still computes its own column. pad: (..., ℓ) bool, its
-    leading axes a batch; the result (..., ℓ, ℓ)."""
+    masks keys only: a padding position still computes its own column. pad: (..., ℓ) bool over the
+    ℓ keys, its leading axes a batch; ``ell_x`` the number of queries (default ℓ: self-attention;
+    Alg. 8 line 16's cross-attention has ℓ_z keys and ℓ_x queries); the result (..., ℓ, ℓ_x).
+    ``name`` names the flags in an error (the decoder's ``pad_x`` and ``pad_z``)."""
     if pad is None:
         return Mask
+    ell_x = ell if ell_x is None else ell_x
     pad = np.asarray(pad, dtype=bool)
     if pad.shape[-1:] != (ell,):
-        raise ValueError(f"pad: one flag per position ({ell}); given shape {pad.shape}")
-    base = np.ones((ell, ell), dtype=bool) if Mask is None else Mask  # (ℓ, ℓ) [t_z, t_x]
-    return base & pad[..., :, None]  # (..., ℓ, ℓ)  key t_z kept only where pad[t_z]
+        raise ValueError(f"{name}: one flag per position ({ell}); given shape {pad.shape}")
+    base = np.ones((ell, ell_x), dtype=bool) if Mask is None else Mask  # (ℓ, ℓ_x) [t_z, t_x]
+    return base & pad[..., :, None]  # (..., ℓ, ℓ_x)  key t_z kept only where pad[t_z]
 
 
 def _after_cache(Mask: Optional[np.ndarray], cached: int, ell: int) -> Optional[np.ndarray]:
@@ -384,8 +389,9 @@ def stack_layer(X: np.ndarray, params: Params, prefix: str, variant, H: int, arc
     return stack_layer_fwd(X, params, prefix, variant, H, arch, **kw)[0]
 
 
-def decoder_layer_fwd(X: np.ndarray, Z: np.ndarray, params: Params, prefix: str, variant,
-                      H: int) -> tuple[np.ndarray, tuple[ResidualCache, ...]]:
+def decoder_layer_fwd(X: np.ndarray, Z: np.ndarray, params: Params, prefix: str, variant, H: int, *,
+                      pad_x: Optional[np.ndarray] = None,
+                      pad_z: Optional[np.ndarray] = None) -> tuple[np.ndarray, tuple[ResidualCache, ...]]:
     """Algorithm 8 lines 14-19: causal self-attention, cross-attention to Z (Mask ≡ 1), MLP.
 
     X: (..., d_e, ℓ_x) decoder stream, Z: (..., d_e, ℓ_z) encoder output.
@@ -393,18 +399,25 @@ def decoder_layer_fwd(X: np.ndarray, Z: np.ndarray, params: Params, prefix: str,
     pre: X += SelfAttn(LN3 X); X += CrossAttn(LN4 X, Z); X += MLP(LN5 X),
     with Z used as given (a pre-LN encoder ends in its own final norm).
     res_post: X += LN3(SelfAttn(X)); X += LN4(CrossAttn(X, Z)); X += LN5(MLP(X)).
+
+    Padding (``padded``) masks keys: ``pad_x`` (..., ℓ_x) the decoder's own positions in line 14,
+    Mask[t_z, t_x] = [[t_z ≤ t_x]] ∧ pad_x[t_z] (Hugging Face's ``decoder_attention_mask``);
+    ``pad_z`` (..., ℓ_z) the encoder's positions in line 16, Mask ≡ 1 ∧ pad_z[t_z] (the encoder's
+    ``attention_mask``, passed on to cross-attention).
     """
     placement = variant.resolved_norm_placement("ed_decoder")
     act = variant.resolved_activation("ed_decoder")
-    Mask = _causal(X.shape[-1], variant)  # (ℓ_x, ℓ_x)  line 14
+    ell_x, ell_z = X.shape[-1], Z.shape[-1]
+    self_mask = padded(_causal(ell_x, variant), pad_x, ell_x, name="pad_x")  # (..., ℓ_x, ℓ_x)  line 14
+    cross_mask = padded(None, pad_z, ell_z, ell_x, name="pad_z")  # (..., ℓ_z, ℓ_x) or None (≡ 1)  line 16
     W_self = gather_variant_mha(params, prefix + "self_attn.", H, variant)
     W_cross = gather_variant_mha(params, prefix + "cross_attn.", H, variant)
 
     def self_attn(Y: np.ndarray):
-        return mh_attention_fwd(Y, Y, W_self, Mask, variant, prefix + "self_attn.")
+        return mh_attention_fwd(Y, Y, W_self, self_mask, variant, prefix + "self_attn.")
 
     def cross_attn(Y: np.ndarray):
-        return mh_attention_fwd(Y, Z, W_cross, None, variant, prefix + "cross_attn.")
+        return mh_attention_fwd(Y, Z, W_cross, cross_mask, variant, prefix + "cross_attn.")
 
     def mlp(Y: np.ndarray):
         return mlp_fwd(Y, params, prefix, "3", "4", variant, act)
@@ -418,5 +431,7 @@ def decoder_layer_fwd(X: np.ndarray, Z: np.ndarray, params: Params, prefix: str,
     return X, (c3, c4, c5)
 
 
-def decoder_layer(X: np.ndarray, Z: np.ndarray, params: Params, prefix: str, variant, H: int) -> np.ndarray:
-    return decoder_layer_fwd(X, Z, params, prefix, variant, H)[0]
+def decoder_layer(X: np.ndarray, Z: np.ndarray, params: Params, prefix: str, variant, H: int,
+                  **kw: Any) -> np.ndarray:
+    """``decoder_layer_fwd`` without its cache (``pad_x``, ``pad_z`` pass through)."""
+    return decoder_layer_fwd(X, Z, params, prefix, variant, H, **kw)[0]

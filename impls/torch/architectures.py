@@ -37,24 +37,28 @@ __all__ = [
 
 
 def ed_encode(z: Tensor, emb_enc: Embedding, enc: Sequence[Block], final_enc: Norm, v: VariantSet,
-              ell_max: int) -> Tensor:
+              ell_max: int, pad_z: Optional[Tensor] = None) -> Tensor:
     """Alg. 8 lines 1-9 (plus the encoder's final norm under final_norm="final").
-    z: (…, ℓ_z) source → Z: (…, ℓ_z, d_e)."""
+    z: (…, ℓ_z) source → Z: (…, ℓ_z, d_e). ``pad_z`` (…, ℓ_z), True = a real token: the
+    source's padding positions are masked as keys in every layer (Mask ≡ 1 ∧ pad_z[t_z])."""
     Z = embed(z, emb_enc.table, emb_enc.positions, v, ell_max, emb_enc.norm)  # lines 1-3: (…, ℓ_z, d_e)
     for p in enc:  # line 4
-        Z = block(Z, p, v, "ed_encoder")  # lines 5-8
+        Z = block(Z, p, v, "ed_encoder", pad_z)  # lines 5-8
     if v.resolved_final_norm("ed_encoder"):
         Z = norm(Z, final_enc, v)
     return Z
 
 
 def ed_decode_logits(x: Tensor, Z: Tensor, emb_dec: Embedding, dec: Sequence[DecBlock], final_dec: Norm,
-                     head: Unembedding, v: VariantSet, ell_max: int) -> Tensor:
+                     head: Unembedding, v: VariantSet, ell_max: int, pad_x: Optional[Tensor] = None,
+                     pad_z: Optional[Tensor] = None) -> Tensor:
     """Alg. 8 lines 10-21 before the softmax. x: (…, ℓ_x) target, Z: (…, ℓ_z,
-    d_e) encoder output → logits (…, ℓ_x, N_V)."""
+    d_e) encoder output → logits (…, ℓ_x, N_V). ``pad_x`` (…, ℓ_x) masks the target's padding
+    keys in every self-attention (line 14), ``pad_z`` (…, ℓ_z) the source's in every
+    cross-attention (line 16); True = a real token."""
     X = embed(x, emb_dec.table, emb_dec.positions, v, ell_max, emb_dec.norm)  # lines 10-12: (…, ℓ_x, d_e)
     for p in dec:  # line 13
-        X = decoder_block(X, Z, p, v)  # lines 14-19
+        X = decoder_block(X, Z, p, v, pad_x, pad_z)  # lines 14-19
     if v.resolved_final_norm("ed_decoder"):
         X = norm(X, final_dec, v)
     return logits(X, head.W_u, head.b_u)  # line 21 before softmax: (…, ℓ_x, N_V)
@@ -62,14 +66,17 @@ def ed_decode_logits(x: Tensor, Z: Tensor, emb_dec: Embedding, dec: Sequence[Dec
 
 def ed_logits(z: Tensor, x: Tensor, emb_enc: Embedding, emb_dec: Embedding, enc: Sequence[Block],
               dec: Sequence[DecBlock], final_enc: Norm, final_dec: Norm, head: Unembedding,
-              v: VariantSet, ell_max: int) -> Tensor:
+              v: VariantSet, ell_max: int, pad_z: Optional[Tensor] = None,
+              pad_x: Optional[Tensor] = None) -> Tensor:
     """Alg. 8 up to the logits. z: (…, ℓ_z), x: (…, ℓ_x) → (…, ℓ_x, N_V).
 
     ``emb_enc``/``emb_dec`` share W_e and W_p and differ only in their
     embedding norms (γ_emb_enc, γ_emb_dec); ``final_enc``/``final_dec`` are
-    used when the variant resolves to a final norm (γ_enc, γ_dec)."""
-    Z = ed_encode(z, emb_enc, enc, final_enc, v, ell_max)
-    return ed_decode_logits(x, Z, emb_dec, dec, final_dec, head, v, ell_max)
+    used when the variant resolves to a final norm (γ_enc, γ_dec). ``pad_z`` (…, ℓ_z) and
+    ``pad_x`` (…, ℓ_x), True = a real token: the source's padding is no key of the encoder's
+    layers nor of any cross-attention, the target's none of the decoder's self-attention."""
+    Z = ed_encode(z, emb_enc, enc, final_enc, v, ell_max, pad_z)
+    return ed_decode_logits(x, Z, emb_dec, dec, final_dec, head, v, ell_max, pad_x, pad_z)
 
 
 def ed_transformer(*args, **kwargs) -> Tensor:

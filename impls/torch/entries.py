@@ -1,8 +1,8 @@
 """The registry entries: canonical in, native compute, canonical out.
 
-The 27 forward entries (Alg. 1-10, the layers' self-attention on its own,
-with and without padding, the encoder read as a next-token predictor, the
-padded encoder and decoder, and the decoder run with a key/value cache) are here; training
+The 32 forward entries (Alg. 1-10, the layers' self-attention on its own,
+with and without padding, the encoder read as a next-token predictor, every
+layer and model with padding, and the decoder run with a key/value cache) are here; training
 (Alg. 11-13) is in ``training`` and inference (Alg. 14-15) in
 ``inference``, merged below.
 
@@ -119,11 +119,15 @@ def unembedding(i: In, p: In, ctx: Context) -> Any:
     return A.rows_to_cols(C.unembed(A.cols_to_rows(i["X"]), u.W_u, u.b_u))
 
 
-def _block_entry(arch: str, name: str):
+def _block_entry(arch: str, name: str, padding: bool = False):
     def fn(i: In, p: In, ctx: Context) -> Any:
-        X = layers.block(A.cols_to_rows(i[name]), A.block_params(p), ctx.variant, arch)  # (…, ℓ, d_e)
+        pad = i["pad"] if padding else None  # (…, ℓ), True = a real token
+        X = layers.block(A.cols_to_rows(i[name]), A.block_params(p), ctx.variant, arch, pad)  # (…, ℓ, d_e)
         return A.rows_to_cols(X)
-    fn.__doc__ = f"The {arch} layer: {name} (…, d_e, ℓ) → (…, d_e, ℓ)."
+    lines = "Alg. 10 lines 5-8, Mask = [[t_z ≤ t_x]]" if arch == "gpt2" else \
+        f"Alg. {8 if arch == 'ed_encoder' else 9} lines 5-8, Mask ≡ 1"
+    fn.__doc__ = (f"The {arch} layer ({lines}{' ∧ pad[t_z], pad (…, ℓ)' if padding else ''}): "
+                  f"{name} (…, d_e, ℓ) → (…, d_e, ℓ).")
     return fn
 
 
@@ -133,9 +137,24 @@ def decoder_layer(i: In, p: In, ctx: Context) -> Any:
     return A.rows_to_cols(X)
 
 
+def padded_decoder_layer(i: In, p: In, ctx: Context) -> Any:
+    """Alg. 8 lines 14-19 with line 14's Mask = [[t_z ≤ t_x]] ∧ pad_x[t_z] and line 16's
+    Mask ≡ 1 ∧ pad_z[t_z]: X (…, d_e, ℓ_x), Z (…, d_e, ℓ_z), pad_x (…, ℓ_x), pad_z (…, ℓ_z) → X."""
+    X = layers.decoder_block(A.cols_to_rows(i["X"]), A.cols_to_rows(i["Z"]), A.dec_block_params(p), ctx.variant,
+                             pad_x=i["pad_x"], pad_z=i["pad_z"])  # (…, ℓ_x, d_e)
+    return A.rows_to_cols(X)
+
+
 def ed_transformer(i: In, p: In, ctx: Context) -> Any:
     """Alg. 8 → P (…, N_V, ℓ_x)."""
     return A.rows_to_cols(torch.softmax(models.ed_logits(i["z"], i["x"], p, ctx), dim=-1))  # line 21
+
+
+def padded_ed_transformer(i: In, p: In, ctx: Context) -> Any:
+    """Alg. 8 with every encoder layer's Mask ≡ 1 ∧ pad_z[t_z], every decoder layer's line 14
+    Mask = [[t_z ≤ t_x]] ∧ pad_x[t_z] and line 16 Mask ≡ 1 ∧ pad_z[t_z] → P (…, N_V, ℓ_x)."""
+    logits = models.ed_logits(i["z"], i["x"], p, ctx, pad_z=i["pad_z"], pad_x=i["pad_x"])  # (…, ℓ_x, N_V)
+    return A.rows_to_cols(torch.softmax(logits, dim=-1))  # line 21
 
 
 def e_transformer(i: In, p: In, ctx: Context) -> Any:
@@ -204,6 +223,11 @@ ALGORITHMS = {
     "padded_e_transformer": padded_e_transformer,
     "padded_d_transformer": padded_d_transformer,
     "cached_decoding": cached_decoding,
+    "padded_encoder_layer": _block_entry("ed_encoder", "Z", padding=True),
+    "padded_bert_layer": _block_entry("bert", "X", padding=True),
+    "padded_gpt2_layer": _block_entry("gpt2", "X", padding=True),
+    "padded_decoder_layer": padded_decoder_layer,
+    "padded_ed_transformer": padded_ed_transformer,
     **TRAINING,  # Alg. 11-13 and their pieces (training.py)
     **INFERENCE,  # Alg. 14-15 (inference.py)
 }

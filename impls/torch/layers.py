@@ -15,10 +15,10 @@ from torch import Tensor
 
 from ftspec.spec.variants import VariantSet
 
-from .adapter import Block, DecBlock, Norm, pad_to_native
+from .adapter import Attn, Block, DecBlock, Norm, pad_to_native
 from .components import cached_self_attention, causal_mask, mh_attention, mlp, norm
 
-__all__ = ["block", "cached_block", "decoder_block", "self_attention_mask"]
+__all__ = ["block", "cached_block", "decoder_block", "padding_mask", "self_attention_mask"]
 
 
 def _sublayer(X: Tensor, f: Callable[[Tensor], Tensor], n: Norm, v: VariantSet, placement: str) -> Tensor:
@@ -38,18 +38,40 @@ def _sublayer(X: Tensor, f: Callable[[Tensor], Tensor], n: Norm, v: VariantSet, 
     return X + f(norm(X, n, v))
 
 
-def self_attention_mask(ell: int, causal: bool, pad: Optional[Tensor], device) -> Optional[Tensor]:
-    """The native mask (…, ℓ, ℓ) [query, key] of a self-attention with padding: the layer's own
-    (causal [[t_z ≤ t_x]] or ≡ 1) ∧ pad[t_z]; None without padding (the layer's mask is built
-    inside the attention: SDPA's ``is_causal`` or none)."""
+def padding_mask(ell_x: int, ell_z: int, causal: bool, pad: Optional[Tensor], device,
+                 name: str = "pad") -> Optional[Tensor]:
+    """The native mask (…, ℓ_x, ℓ_z) [query, key] of an attention with padding over its ℓ_z keys:
+    the attention's own Mask (causal [[t_z ≤ t_x]], top-left, or ≡ 1) ∧ pad[t_z] (``name``: the
+    decoder's ``pad_x`` or ``pad_z``); None without padding (the attention builds its own mask:
+    SDPA's ``is_causal`` or none)."""
     if pad is None:
         return None
-    keys = pad_to_native(pad).to(device)  # (…, 1, ℓ): a padding position is no query's key
-    if keys.shape[-1] != ell:
-        raise ValueError(f"pad has {keys.shape[-1]} flags for a sequence of length {ell}")
-    base = causal_mask(ell, ell, "top_left", device) if causal else torch.ones(ell, ell, dtype=torch.bool,
-                                                                                  device=device)
-    return base & keys  # (…, ℓ, ℓ)
+    keys = pad_to_native(pad).to(device)  # (…, 1, ℓ_z): a padding position is no query's key
+    if keys.shape[-1] != ell_z:
+        raise ValueError(f"{name} has {keys.shape[-1]} flags for a sequence of length {ell_z}")
+    base = causal_mask(ell_x, ell_z, "top_left", device) if causal else torch.ones(ell_x, ell_z, dtype=torch.bool,
+                                                                                      device=device)
+    return base & keys  # (…, ℓ_x, ℓ_z)
+
+
+def self_attention_mask(ell: int, causal: bool, pad: Optional[Tensor], device,
+                        name: str = "pad") -> Optional[Tensor]:
+    """The native mask (…, ℓ, ℓ) [query, key] of a self-attention with padding: the layer's own
+    (causal [[t_z ≤ t_x]] or ≡ 1) ∧ pad[t_z]; None without padding (``padding_mask``, ℓ_x = ℓ_z)."""
+    return padding_mask(ell, ell, causal, pad, device, name)
+
+
+def _attention(Z: Optional[Tensor], p: Attn, v: VariantSet, mask: Optional[Tensor],
+               causal: bool) -> Callable[[Tensor], Tensor]:
+    """The attention sublayer's f(Y) (Alg. 5): self-attention (Z None: the context is Y itself)
+    or cross-attention to Z (…, ℓ_z, d_e); ``mask`` (…, ℓ_x, ℓ_z) from ``padding_mask``, or None
+    for the attention's own (``causal`` or ≡ 1)."""
+    def f(Y: Tensor) -> Tensor:  # Y: (…, ℓ_x, d_e) → (…, ℓ_x, d_e)
+        context = Y if Z is None else Z
+        if mask is not None:
+            return mh_attention(Y, context, p, v, mask=mask)
+        return mh_attention(Y, context, p, v, causal=causal)
+    return f
 
 
 def block(X: Tensor, p: Block, v: VariantSet, arch: str, pad: Optional[Tensor] = None) -> Tensor:
@@ -59,13 +81,8 @@ def block(X: Tensor, p: Block, v: VariantSet, arch: str, pad: Optional[Tensor] =
     placement = v.resolved_norm_placement(arch)
     act = v.resolved_activation(arch)
     causal = arch == "gpt2"  # Alg. 10 l. 6: Mask[t, t'] = [[t ≤ t']]; the others Mask ≡ 1
-    mask = self_attention_mask(X.shape[-2], causal, pad, X.device)
-    if mask is not None:
-        def attn(Y: Tensor) -> Tensor:
-            return mh_attention(Y, Y, p.attn, v, mask=mask)
-    else:
-        def attn(Y: Tensor) -> Tensor:
-            return mh_attention(Y, Y, p.attn, v, causal=causal)
+    mask = self_attention_mask(X.shape[-2], causal, pad, X.device)  # (…, ℓ, ℓ) or None
+    attn = _attention(None, p.attn, v, mask, causal)
     X = _sublayer(X, attn, p.norm1, v, placement)  # lines 5-6
     return _sublayer(X, lambda Y: mlp(Y, p.mlp, act, v), p.norm2, v, placement)  # lines 7-8
 
@@ -80,11 +97,17 @@ def cached_block(X: Tensor, p: Block, v: VariantSet, cache: list[Tensor], start:
     return _sublayer(X, lambda Y: mlp(Y, p.mlp, act, v), p.norm2, v, placement)
 
 
-def decoder_block(X: Tensor, Z: Tensor, p: DecBlock, v: VariantSet) -> Tensor:
+def decoder_block(X: Tensor, Z: Tensor, p: DecBlock, v: VariantSet, pad_x: Optional[Tensor] = None,
+                  pad_z: Optional[Tensor] = None) -> Tensor:
     """Alg. 8 lines 14-19. X: (…, ℓ_x, d_e) decoder stream, Z: (…, ℓ_z, d_e)
-    encoder output, used as given (it is never normalised here, even pre-LN)."""
+    encoder output, used as given (it is never normalised here, even pre-LN).
+    ``pad_x`` (…, ℓ_x) and ``pad_z`` (…, ℓ_z), True = a real token, mask padding keys: line 14's
+    Mask = [[t_z ≤ t_x]] ∧ pad_x[t_z], line 16's Mask ≡ 1 ∧ pad_z[t_z]."""
     placement = v.resolved_norm_placement("ed_decoder")
     act = v.resolved_activation("ed_decoder")
-    X = _sublayer(X, lambda Y: mh_attention(Y, Y, p.self_attn, v, causal=True), p.norm3, v, placement)  # 14-15
-    X = _sublayer(X, lambda Y: mh_attention(Y, Z, p.cross_attn, v), p.norm4, v, placement)  # 16-17
+    ell_x, ell_z = X.shape[-2], Z.shape[-2]
+    self_mask = padding_mask(ell_x, ell_x, True, pad_x, X.device, "pad_x")  # (…, ℓ_x, ℓ_x) or None
+    cross_mask = padding_mask(ell_x, ell_z, False, pad_z, X.device, "pad_z")  # (…, ℓ_x, ℓ_z) or None
+    X = _sublayer(X, _attention(None, p.self_attn, v, self_mask, True), p.norm3, v, placement)  # 14-15
+    X = _sublayer(X, _attention(Z, p.cross_attn, v, cross_mask, False), p.norm4, v, placement)  # 16-17
     return _sublayer(X, lambda Y: mlp(Y, p.mlp, act, v), p.norm5, v, placement)  # 18-19

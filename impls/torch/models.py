@@ -31,24 +31,30 @@ def _head(p: Params, ctx: Context) -> A.Unembedding:
     return A.unembedding_params(p, ctx.variant.unembedding == "tied")
 
 
-def ed_encode(z: Tensor, p: Params, ctx: Context) -> Tensor:
-    """Alg. 8 lines 1-9: z (…, ℓ_z) → Z (…, ℓ_z, d_e)."""
+def ed_encode(z: Tensor, p: Params, ctx: Context, pad_z: Optional[Tensor] = None) -> Tensor:
+    """Alg. 8 lines 1-9: z (…, ℓ_z) → Z (…, ℓ_z, d_e); ``pad_z`` (…, ℓ_z) masks padding keys."""
     return architectures.ed_encode(z, A.embedding_params(p, "gamma_emb_enc", "beta_emb_enc"),
                                    _layers(p, "enc_layers.", A.block_params),
-                                   A.norm_params(p, "gamma_enc", "beta_enc"), ctx.variant, ctx.hyper["ell_max"])
+                                   A.norm_params(p, "gamma_enc", "beta_enc"), ctx.variant, ctx.hyper["ell_max"],
+                                   pad_z)
 
 
-def ed_decode_logits(x: Tensor, Z: Tensor, p: Params, ctx: Context) -> Tensor:
-    """Alg. 8 lines 10-21 before the softmax: x (…, ℓ_x), Z → (…, ℓ_x, N_V)."""
+def ed_decode_logits(x: Tensor, Z: Tensor, p: Params, ctx: Context, pad_x: Optional[Tensor] = None,
+                     pad_z: Optional[Tensor] = None) -> Tensor:
+    """Alg. 8 lines 10-21 before the softmax: x (…, ℓ_x), Z → (…, ℓ_x, N_V); ``pad_x`` (…, ℓ_x)
+    masks the target's padding keys (line 14), ``pad_z`` (…, ℓ_z) the source's (line 16)."""
     return architectures.ed_decode_logits(x, Z, A.embedding_params(p, "gamma_emb_dec", "beta_emb_dec"),
                                           _layers(p, "dec_layers.", A.dec_block_params),
                                           A.norm_params(p, "gamma_dec", "beta_dec"), _head(p, ctx), ctx.variant,
-                                          ctx.hyper["ell_max"])
+                                          ctx.hyper["ell_max"], pad_x, pad_z)
 
 
-def ed_logits(z: Tensor, x: Tensor, p: Params, ctx: Context) -> Tensor:
-    """Alg. 8 before the softmax: z (…, ℓ_z), x (…, ℓ_x) → (…, ℓ_x, N_V)."""
-    return ed_decode_logits(x, ed_encode(z, p, ctx), p, ctx)
+def ed_logits(z: Tensor, x: Tensor, p: Params, ctx: Context, pad_z: Optional[Tensor] = None,
+              pad_x: Optional[Tensor] = None) -> Tensor:
+    """Alg. 8 before the softmax: z (…, ℓ_z), x (…, ℓ_x) → (…, ℓ_x, N_V); ``pad_z`` (…, ℓ_z)
+    masks the source's padding keys (encoder and cross-attention), ``pad_x`` (…, ℓ_x) the
+    target's (decoder self-attention)."""
+    return ed_decode_logits(x, ed_encode(z, p, ctx, pad_z), p, ctx, pad_x, pad_z)
 
 
 def e_logits(x: Tensor, p: Params, ctx: Context, pad: Optional[Tensor] = None) -> Tensor:

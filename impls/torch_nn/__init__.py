@@ -40,9 +40,15 @@ declared as shape limits where impls/api.py offers ``Limits``.
                       slow path (layers.py): the paper's placement and
                       activation per layer, or norm_first=True with ReLU;
                       SDPA's CPU flash kernel scales the scores (``scores``).
+                      The ``padded_*`` layers: the same calls with
+                      ``*_key_padding_mask=~pad``; an empty query gives
+                      zeros (``empty_query="zeros"``).
 ``torch-nn-layers-fast`` / ``-fast-pre``  the same encoder layers through
                       ``torch._transformer_encoder_layer_fwd``, which scales
                       q (``query``); H = 2 only (odd H leaves the fast path).
+                      Their ``padded_*`` forms stay on the fused op, whose
+                      ``_masked_softmax`` gives an empty query NaN: declared
+                      per algorithm with ``empty_query="nan"``.
 
 Threads and precision as in the ``torch`` plugin: one intra-op thread
 (``FTSPEC_TORCH_THREADS``), float32 matmul precision "highest".
@@ -69,6 +75,7 @@ __all__ = ["implementation", "implementation_weights", "implementation_rms_defau
            "implementation_layers_fast", "implementation_layers_fast_pre", "VARIANT_SDPA",
            "VARIANT_WEIGHTS", "VARIANT_PADDED", "VARIANT_GQA",
            "VARIANT_LAYERS", "VARIANT_LAYERS_PRE", "VARIANT_FAST", "VARIANT_FAST_PRE",
+           "VARIANT_FAST_PADDED", "VARIANT_FAST_PRE_PADDED",
            "variant_rms_default"]
 
 torch.set_float32_matmul_precision("highest")
@@ -94,12 +101,24 @@ VARIANT_GQA = VARIANT_SDPA.replace(kv_group=2, kv_order="consecutive", scale_pla
 #: The layers' slow path: MultiheadAttention hands SDPA 4-D (N, H, ℓ, d_head)
 #: tensors, for which CPU picks ``_scaled_dot_product_flash_attention_for_cpu``
 #: (seen with torch.profiler on 2.13.0), which scales the scores q·kᵀ.
-#: empty_query is not a layer switch (the layer masks leave no query empty).
+#: empty_query is no switch of the unpadded layers (their masks leave no query empty); for the
+#: ``padded_*`` layer entries it is: a query with no key (every key padding, or a padded start
+#: under the causal mask) gets ṽ = 0 from that kernel (float mask, fully masked row), at every
+#: dtype, so one set, "zeros", serves every entry of the slow plugins.
 VARIANT_LAYERS = PAPER.replace(empty_query="zeros", scale_placement="scores", **_NORM)
 VARIANT_LAYERS_PRE = VARIANT_LAYERS.replace(norm_placement="pre", activation="relu")
 #: The fast path: ``_transform_bias_rescale_qkv`` computes q = (q + b_q)/√d_head.
 VARIANT_FAST = VARIANT_LAYERS.replace(scale_placement="query")
 VARIANT_FAST_PRE = VARIANT_FAST.replace(norm_placement="pre", activation="relu")
+#: The fast path with a src_key_padding_mask (the ``padded_*`` layer entries): merge_masks hands
+#: the fused op mask_type 1 or 2, ``_native_multi_head_attention`` then runs ``_masked_softmax``,
+#: whose fully masked row is 0/0: an empty query's column is NaN, at every dtype (layers.py).
+#: The spec refuses such a case under "nan" (its layer norm rejects the NaN column), so the
+#: harness never judges this empty_query; tests/impls/test_torch_nn.py checks the NaN directly.
+VARIANT_FAST_PADDED = VARIANT_FAST.replace(empty_query="nan")
+VARIANT_FAST_PRE_PADDED = VARIANT_FAST_PRE.replace(empty_query="nan")
+#: the padded entries of the fast plugins (each declared with the ``*_PADDED`` set above)
+PADDED_LAYERS = ("padded_encoder_layer", "padded_bert_layer", "padded_gpt2_layer")
 
 
 def devices() -> list[str]:
@@ -177,6 +196,11 @@ def _make(name: str, algorithms: Any, variant: Any, description: str,
     )
 
 
+def _fast_sets(unpadded: Any, padded: Any, algorithms: Any) -> dict[str, Any]:
+    """{"*": the fast path's set, each padded entry it implements: the same with empty_query="nan"}."""
+    return {"*": unpadded, **{a: padded for a in PADDED_LAYERS if a in algorithms}}
+
+
 implementation = _make("torch-nn", ALGORITHMS,
                        {"*": VARIANT_SDPA, "padded_self_attention": VARIANT_PADDED,
                         "padded_causal_self_attention": VARIANT_PADDED, "causal_self_attention": VARIANT_GQA},
@@ -198,9 +222,10 @@ implementation_layers_pre = _make(
     "torch-nn-layers-pre", LAYERS_SLOW_PRE, VARIANT_LAYERS_PRE,
     "nn.TransformerEncoderLayer/DecoderLayer(norm_first=True, relu), slow path")
 implementation_layers_fast = _make(
-    "torch-nn-layers-fast", LAYERS_FAST, VARIANT_FAST,
+    "torch-nn-layers-fast", LAYERS_FAST, _fast_sets(VARIANT_FAST, VARIANT_FAST_PADDED, LAYERS_FAST),
     "nn.TransformerEncoderLayer fast path (torch._transformer_encoder_layer_fwd): post-LN ReLU/GELU, "
     "pre-LN GELU", fast=True)
 implementation_layers_fast_pre = _make(
-    "torch-nn-layers-fast-pre", LAYERS_FAST_PRE, VARIANT_FAST_PRE,
+    "torch-nn-layers-fast-pre", LAYERS_FAST_PRE,
+    _fast_sets(VARIANT_FAST_PRE, VARIANT_FAST_PRE_PADDED, LAYERS_FAST_PRE),
     "nn.TransformerEncoderLayer(norm_first=True, relu) fast path", fast=True)

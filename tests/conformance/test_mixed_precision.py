@@ -146,3 +146,16 @@ def test_a_declaration_at_a_fixture_dtype_replays_fixtures_with_live_bounds():
         assert result.fixtures and all(f.ok for f in result.fixtures), [f.message for f in result.fixtures if not f.ok]
         bounds[label] = {f.bounds for f in result.fixtures}
     assert bounds == {"plain": {"stored"}, "wide": {"live"}}
+
+
+def test_the_forensics_judge_a_declaring_plugin_under_its_declaration():
+    """identify's observations (and so its verdicts) carry the numerics the runner judged the call
+    under: the declared formats, not the tier alone, whose wider bound would let a bug pass."""
+    from ftspec.conformance.core.execute import Member
+    from ftspec.conformance.forensics.identify import observe
+
+    entry = REGISTRY["attention"]
+    case = Case.build(entry, dict(entry.sizes), PAPER, seed=0, dtype="bfloat16")
+    for impl in (DECLARED, UNDECLARED):
+        obs = observe(Member(impl.name, impl, "cpu"), entry, [("one", case)], "bfloat16")
+        assert [o.precision for o in obs] == [impl.precision_for("bfloat16")], impl.accumulation

@@ -132,14 +132,21 @@ def test_jax_refuses_what_the_spec_refuses():
     assert counts[REFUSED] > 100, counts
 
 
+def _twin(entry) -> bool:
+    """A padded entry whose unpadded twin is in the registry: the same JAX program and host check
+    with a padding mask added, so its zero-variance refusal is the twin's (each entry a compile:
+    the five padded layers and models were 8 CPU-seconds)."""
+    return entry.name.startswith("padded_") and entry.name.removeprefix("padded_") in REGISTRY
+
+
 @pytest.mark.slow
 def test_jax_refuses_every_zero_variance_column():
     impl = load("jax")
     counts, failures = _sweep("jax", impl, (PAPER,), dtype="float32",
-                              keep=lambda entry, refusal: "zero-variance" in refusal.name)
+                              keep=lambda entry, refusal: "zero-variance" in refusal.name and not _twin(entry))
     assert not failures, "\n".join(failures)
     assert counts[REFUSED] == sum(1 for e in REGISTRY.values() for r in e.refusals
-                                  if "zero-variance" in r.name and r.applies(PAPER)), counts
+                                  if "zero-variance" in r.name and r.applies(PAPER) and not _twin(e)), counts
 
 
 LIBRARY_PLUGINS = {

@@ -5,16 +5,27 @@ The library plugins (torch.nn, transformers, Flax) are left out here unless name
 ``--ftspec-impl``: ``make test`` certifies them through the CLI
 (tests/impls/test_library_certificates.py) and judges each in its own test file, and running
 every one of them again in all 168 (algorithm, dtype) searches would cost minutes of the
-12-minute budget for no claim the others do not make."""
+12-minute budget for no claim the others do not make.
+
+Which implementations search a cell (``searched_by``): every one at float32, the dtype most code
+runs at; at float64, bfloat16 and float16 one of them, in turn by the algorithm's place in the
+registry, so that every (algorithm, dtype) cell is searched and each implementation searches
+every dtype on a share of the algorithms. Their fixed cases at every dtype are the fixture
+replay's and test_bundled's; ``FTSPEC_SUITE_ALL=1`` (or ``make run``, which is this suite at the
+default profile) searches every implementation in every cell. Until spec 2.3.0's padded entries
+pushed ``make test`` past its budget again, every implementation searched every cell."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
 
 from ftspec.conformance.suite.test_conformance import test_conforms  # noqa: F401
+from ftspec.impls.api import FLOAT_DTYPES
 from ftspec.impls.discovery import INDEPENDENT, select
+from ftspec.spec.registry import REGISTRY
 
 
 #: wall seconds per search here (the quick profile's is 2): 168 searches of three implementations are
@@ -22,20 +33,51 @@ from ftspec.impls.discovery import INDEPENDENT, select
 SUITE_SECONDS = 0.2
 
 
-@pytest.fixture(scope="session")
-def ftspec_runner_factory(pytestconfig: pytest.Config, ftspec_plugins) -> Any:
-    """The plugin's runner factory with ``SUITE_SECONDS`` per search, unless a profile is named."""
+def searched_by(plugins: list[tuple[str, Any]], algorithm: str, dtype: str) -> list[tuple[str, Any]]:
+    """The plugins that search the cell (module docstring): all of those that cover it at float32
+    or with ``FTSPEC_SUITE_ALL=1``, else one, the next in turn with each algorithm of the registry."""
+    covering = [(n, i) for n, i in plugins if algorithm in i.algorithms and dtype in i.dtypes_for(algorithm)]
+    if dtype == "float32" or os.environ.get("FTSPEC_SUITE_ALL") or len(covering) < 2:
+        return covering
+    turn = list(REGISTRY).index(algorithm) + FLOAT_DTYPES.index(dtype)
+    return [covering[turn % len(covering)]]
+
+
+@pytest.fixture
+def ftspec_runner_factory(pytestconfig: pytest.Config, ftspec_plugins, request: pytest.FixtureRequest) -> Any:
+    """The plugin's runner factory with ``SUITE_SECONDS`` per search, unless a profile is named, over
+    the plugins that search this test's cell (``searched_by``)."""
     from ftspec.conformance.core.profiles import profile
     from ftspec.conformance.running.runner import Runner
 
     chosen = pytestconfig.getoption("--ftspec-profile")
     seconds = SUITE_SECONDS if chosen == "quick" else profile(chosen).seconds
+    cell = request.node.callspec.params
+    plugins = searched_by(ftspec_plugins, cell["algorithm"], cell["dtype"])
 
     def make(case_dir: Any, **kw: Any) -> Runner:
-        return Runner(ftspec_plugins, profile=profile(chosen), seed=pytestconfig.getoption("--ftspec-seed"),
+        return Runner(plugins, profile=profile(chosen), seed=pytestconfig.getoption("--ftspec-seed"),
                       case_dir=case_dir, seconds=seconds, **kw)
 
     return make
+
+
+def test_every_cell_is_searched_and_every_plugin_searches_every_dtype():
+    """The turn leaves no covered cell unsearched, and gives each bundled implementation a share of
+    the algorithms at each of its dtypes (so a bug of one backend at one dtype is searched somewhere)."""
+    plugins, _ = select(list(INDEPENDENT))
+    share: dict[tuple[str, str], int] = {}
+    for algorithm in REGISTRY:
+        for dtype in FLOAT_DTYPES:
+            covering = {n for n, i in plugins if algorithm in i.algorithms and dtype in i.dtypes_for(algorithm)}
+            chosen = {n for n, _ in searched_by(plugins, algorithm, dtype)}
+            assert chosen <= covering and bool(chosen) == bool(covering), (algorithm, dtype)
+            assert dtype != "float32" or chosen == covering
+            for n in chosen:
+                share[n, dtype] = share.get((n, dtype), 0) + 1
+    for n, impl in plugins:
+        for dtype in impl.dtypes:
+            assert share.get((n, dtype), 0) >= len(REGISTRY) // 4, (n, dtype, share)
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import dataclasses
 from typing import Any, Iterator, Optional
 
 from ftspec.conformance.core.case import Case
-from ftspec.conformance.core.values import default_hyper, variant_enumeration
+from ftspec.conformance.core.values import default_hyper, stated_by_twin, variant_enumeration
 from ftspec.spec import PAPER, VariantSet
 from ftspec.spec.entry import Kind
 from ftspec.spec.registry import REGISTRY, Entry
@@ -28,8 +28,9 @@ def hyper_for(entry: Entry) -> dict[str, int]:
 
 
 def variants_for(entry: Entry) -> list[VariantSet]:
-    """The variant sets of ``variant_enumeration`` (the paper's, presets, single switches, combinations)."""
-    return [v for _, v in variant_enumeration(entry)]
+    """The variant sets of ``variant_enumeration`` (the paper's, presets, single switches, combinations),
+    less a padded entry's copies of its unpadded twin's switches (``stated_by_twin``)."""
+    return [v for slug, v in variant_enumeration(entry) if not stated_by_twin(entry, slug, v)]
 
 
 #: every temperature regime: the argmax limit, below and above 1, 1, the uniform limit

@@ -164,16 +164,31 @@ from ftspec.conformance.core.case import Case  # noqa: E402
 from ftspec.conformance.core.execute import Member, examine  # noqa: E402
 from ftspec.conformance.core.tolerances import reference  # noqa: E402
 from ftspec.spec.registry import REGISTRY  # noqa: E402
+from ftspec.spec.variants import VariantSet  # noqa: E402
 from ftspec.impls.torch_nn import (  # noqa: E402
-    VARIANT_FAST, VARIANT_FAST_PRE, VARIANT_LAYERS, VARIANT_LAYERS_PRE, implementation_layers,
-    implementation_layers_fast, implementation_layers_fast_pre, implementation_layers_pre,
+    VARIANT_FAST, VARIANT_FAST_PADDED, VARIANT_FAST_PRE, VARIANT_FAST_PRE_PADDED, VARIANT_LAYERS,
+    VARIANT_LAYERS_PRE, implementation_layers, implementation_layers_fast, implementation_layers_fast_pre,
+    implementation_layers_pre,
 )
 
 LAYER_PLUGINS = {i.name: i for i in (implementation_layers, implementation_layers_pre, implementation_layers_fast,
                                      implementation_layers_fast_pre)}
 FAST = ("torch-nn-layers-fast", "torch-nn-layers-fast-pre")
 ARCH = {"encoder_layer": "ed_encoder", "decoder_layer": "ed_decoder", "bert_layer": "bert", "gpt2_layer": "gpt2"}
+ARCH |= {f"padded_{a}": arch for a, arch in ARCH.items()}
 PAIRS = [(n, a) for n, i in LAYER_PLUGINS.items() for a in i.algorithms]
+PADDED_PAIRS = [(n, a) for n, a in PAIRS if a.startswith("padded_")]
+
+
+def _declared(impl, algorithm: str) -> VariantSet:
+    """The one variant set ``impl`` declares for ``algorithm``."""
+    (variant,) = impl.variants_for(algorithm)
+    assert isinstance(variant, VariantSet), (impl.name, algorithm)
+    return variant
+
+
+#: the slow plugin that runs the same modules as each fast one
+SLOW_OF = {"torch-nn-layers-fast": "torch-nn-layers", "torch-nn-layers-fast-pre": "torch-nn-layers-pre"}
 
 
 def test_layer_plugins_declare_what_the_modules_are() -> None:
@@ -185,19 +200,26 @@ def test_layer_plugins_declare_what_the_modules_are() -> None:
         "torch-nn-layers-pre": {"encoder_layer": ("pre", "relu"), "gpt2_layer": ("pre", "relu"),
                                 "decoder_layer": ("pre", "relu")},
     }
-    want["torch-nn-layers-fast"] = {k: v for k, v in want["torch-nn-layers"].items() if k != "decoder_layer"}
-    want["torch-nn-layers-fast-pre"] = {k: v for k, v in want["torch-nn-layers-pre"].items() if k != "decoder_layer"}
+    for name in list(want):  # each padded entry: the same module as the unpadded one
+        want[name] |= {f"padded_{k}": v for k, v in want[name].items()}
+    want["torch-nn-layers-fast"] = {k: v for k, v in want["torch-nn-layers"].items() if "decoder" not in k}
+    want["torch-nn-layers-fast-pre"] = {k: v for k, v in want["torch-nn-layers-pre"].items() if "decoder" not in k}
     for name, impl in LAYER_PLUGINS.items():
-        (v,) = impl.variants
-        got = {a: (v.resolved_norm_placement(ARCH[a]), v.resolved_activation(ARCH[a])) for a in impl.algorithms}
+        sets = {a: _declared(impl, a) for a in impl.algorithms}
+        got = {a: (v.resolved_norm_placement(ARCH[a]), v.resolved_activation(ARCH[a])) for a, v in sets.items()}
         assert got == want[name], name
-        assert (v.epsilon, v.epsilon_placement, v.variance) == (1e-5, "inside_root", "biased")
-        assert v.scale_placement == ("query" if name in FAST else "scores"), name
+        for a, v in sets.items():
+            assert (v.epsilon, v.epsilon_placement, v.variance) == (1e-5, "inside_root", "biased")
+            assert v.scale_placement == ("query" if name in FAST else "scores"), name
+            # an empty query: SDPA's flash kernel gives zeros, the fused op's _masked_softmax NaN
+            assert v.empty_query == ("nan" if name in FAST and a.startswith("padded_") else "zeros"), (name, a)
         assert tuple(impl.dtypes) == DTYPES and not impl.problems()
     assert [VARIANT_LAYERS_PRE, VARIANT_FAST, VARIANT_FAST_PRE] == [
         VARIANT_LAYERS.replace(norm_placement="pre", activation="relu"),
         VARIANT_LAYERS.replace(scale_placement="query"),
         VARIANT_LAYERS.replace(norm_placement="pre", activation="relu", scale_placement="query")]
+    assert (VARIANT_FAST_PADDED, VARIANT_FAST_PRE_PADDED) == (VARIANT_FAST.replace(empty_query="nan"),
+                                                              VARIANT_FAST_PRE.replace(empty_query="nan"))
 
 
 def _wrong(variant, algorithm: str) -> dict:
@@ -217,9 +239,10 @@ def _wrong(variant, algorithm: str) -> dict:
 def test_layer_conforms_and_a_wrong_declaration_is_caught(name: str, algorithm: str, request) -> None:
     """The harness's own judge (``examine`` against ``tolerances.reference``) passes each layer
     entry under its plugin's declaration and fails it under the declaration with the norm
-    placement or the activation flipped, at float64 and float32, with the batched call checked."""
+    placement or the activation flipped, at float64 and float32, with the batched call checked
+    (a padded entry with the pad the case draws)."""
     impl = LAYER_PLUGINS[name]
-    (declared,) = impl.variants
+    declared = _declared(impl, algorithm)
     again = f"reproduce: .venv/bin/python -m pytest '{request.node.nodeid}'"
     case = Case.build(algorithm, None, declared, seed=5)
     case.batch.append(Case.build(algorithm, case.hyper, declared, seed=6).inputs)
@@ -262,13 +285,27 @@ def fused(monkeypatch: pytest.MonkeyPatch) -> dict:
     return counts
 
 
-def _call_layer(impl, algorithm: str, dtype: str, batched: bool, H: int = 2):
+#: a pad with a padding position that leaves every query a key (ℓ = ℓ_x = 3, ℓ_z = 2 here)
+SOME_PADDING = {"pad": np.array([True, False, True]), "pad_x": np.array([True, False, True]),
+                "pad_z": np.array([False, True])}
+#: a pad that leaves query 0 with no key: every key padding, or causally a padded start
+NO_KEY = {"padded_encoder_layer": np.zeros(3, bool), "padded_bert_layer": np.zeros(3, bool),
+          "padded_gpt2_layer": np.array([False, True, True])}
+
+
+def _call_layer(impl, algorithm: str, dtype: str, batched: bool, H: int = 2, given: dict | None = None):
+    """One call of the plugin's entry on a small case; a padded entry gets ``given`` or
+    ``SOME_PADDING``. Batched: the same example twice."""
     sizes = dict(H=H, d_e=2 * H, d_attn=2, d_mid=2, d_mlp=3, ell=3, ell_x=3, ell_z=2)
-    hyper = {k: sizes[k] for k in REGISTRY[algorithm].hyper}
-    (variant,) = impl.variants
-    case = Case.build(algorithm, hyper, variant, seed=2)
+    entry = REGISTRY[algorithm]
+    hyper = {k: sizes[k] for k in entry.hyper}
+    variant = _declared(impl, algorithm)
+    names = {t.name for t in entry.inputs}
+    given = {k: v for k, v in (SOME_PADDING if given is None else given).items() if k in names}
+    case = Case.build(algorithm, hyper, variant, seed=2, given=given)
     p = Prepared(case.entry, case.inputs, case.params, dtype)
-    inputs = {k: impl.from_numpy(np.stack([v, v]) if batched else v, dtype, "cpu") for k, v in p.inputs.items()}
+    inputs = {k: impl.from_numpy(np.stack([v, v]) if batched else v, "bool" if v.dtype == bool else dtype, "cpu")
+              for k, v in p.inputs.items()}
     params = {k: impl.from_numpy(v, dtype, "cpu") for k, v in p.params.items()}
     ctx = Context(algorithm=algorithm, dtype=dtype, device="cpu", hyper=case.hyper, variant=variant, batched=batched)
     return impl.to_numpy(impl.algorithms[algorithm](inputs, params, ctx))
@@ -277,8 +314,10 @@ def _call_layer(impl, algorithm: str, dtype: str, batched: bool, H: int = 2):
 @pytest.mark.parametrize("name", FAST)
 def test_the_fast_path_is_really_taken(fused: dict, name: str) -> None:
     """Each fast entry reaches ``torch._transformer_encoder_layer_fwd`` exactly once per call, at
-    every declared dtype, batched or not (an unbatched input is given a batch axis)."""
-    impl = LAYER_PLUGINS[name]
+    every declared dtype, batched or not (an unbatched input is given a batch axis). A padded
+    entry stays on it: with a padding position its output (padding column included: no nested
+    tensor, no zeros) equals the slow path's in float64, and a query with no key gives NaN."""
+    impl, slow = LAYER_PLUGINS[name], LAYER_PLUGINS[SLOW_OF[name]]
     for algorithm in impl.algorithms:
         for dtype in impl.dtypes:
             for batched in (False, True):
@@ -286,6 +325,15 @@ def test_the_fast_path_is_really_taken(fused: dict, name: str) -> None:
                 out = _call_layer(impl, algorithm, dtype, batched)
                 assert fused["_transformer_encoder_layer_fwd"] == before + 1, (name, algorithm, dtype, batched)
                 assert out.shape == ((2, 4, 3) if batched else (4, 3)) and np.isfinite(out).all()
+                if algorithm in NO_KEY and dtype == "float64":
+                    np.testing.assert_allclose(out, _call_layer(slow, algorithm, dtype, batched), rtol=1e-12,
+                                               atol=1e-12, err_msg=f"{name} {algorithm} batched={batched}")
+        if algorithm in NO_KEY:
+            before = fused["_transformer_encoder_layer_fwd"]
+            out = _call_layer(impl, algorithm, "float32", True, given={"pad": NO_KEY[algorithm]})  # (2, d_e, ℓ)
+            assert fused["_transformer_encoder_layer_fwd"] == before + 1, (name, algorithm)
+            assert np.isnan(out[..., 0]).all(), (name, algorithm)
+            assert np.isfinite(out[..., NO_KEY[algorithm]]).all(), (name, algorithm)  # gpt2: the queries with a key
 
 
 @pytest.mark.parametrize("name", ["torch-nn-layers", "torch-nn-layers-pre"])
@@ -316,6 +364,7 @@ def test_odd_heads_leave_the_fast_path_so_the_fast_plugins_hold_h_to_2(fused: di
 # and causal_self_attention through SDPA(enable_gqa=True) under kv_group=2 (torch-nn).
 
 from ftspec.impls.torch_nn import VARIANT_GQA, VARIANT_PADDED  # noqa: E402
+from ftspec.spec import SpecError  # noqa: E402
 
 PADDED = ("padded_self_attention", "padded_causal_self_attention")
 #: a pad vector that leaves query 0 with no key: every key padded (bidirectional) or the first
@@ -422,3 +471,61 @@ def test_torch_nn_declares_its_sets_per_algorithm() -> None:
         for algorithm in PADDED:
             assert set(impl.limits[algorithm].equal) == {("d_attn", "d_mid"), ("d_e", "H*d_attn")}
         assert not impl.problems()
+
+
+# --- the padded layers (impls/torch_nn/layers.py): key padding masks on the four layer plugins ----
+
+#: pads (ℓ = ℓ_x = 3, ℓ_z = 4) that leave some query no key: every key padding, or causally a
+#: padded start; the decoder once through its own (pad_x) and once through the source (pad_z)
+NO_KEY_GIVEN = {
+    "padded_encoder_layer": ({"pad": np.zeros(3, bool)},),
+    "padded_bert_layer": ({"pad": np.zeros(3, bool)},),
+    "padded_gpt2_layer": ({"pad": np.array([False, True, True])},),
+    "padded_decoder_layer": ({"pad_x": np.array([False, True, True]), "pad_z": np.array([True, True, False, True])},
+                             {"pad_x": np.ones(3, bool), "pad_z": np.zeros(4, bool)}),
+}
+
+
+def _spec_refuses(algorithm: str, variant, given: dict) -> bool:
+    """Whether the spec refuses the empty-query case under ``variant`` (the harness then counts
+    it rejected and examines no implementation on it)."""
+    case = Case.build(algorithm, None, variant, seed=11, given=given)
+    p = Prepared(case.entry, case.inputs, case.params, "float64")
+    try:
+        reference(case.entry, p.inputs, p.params, hyper=case.hyper, variant=variant, dtype="float64")
+    except SpecError as exc:
+        assert "variance" in str(exc), exc  # the NaN column reaches a layer norm
+        return True
+    return False
+
+
+@pytest.mark.parametrize("name,algorithm", PADDED_PAIRS)
+def test_padded_layer_empty_query_matches_the_declaration_and_a_wrong_one_fails(name: str, algorithm: str) -> None:
+    """A pad that leaves a query no key. Slow path: the declared "zeros" passes the judge at every
+    declared dtype (batched call included) and "uniform" is caught in float64. Fast path: torch
+    gives NaN in that column at every dtype (declared "nan"); "zeros" and "uniform" are caught.
+
+    Under "nan" the spec itself refuses such a case for a layer entry: the NaN attention column
+    reaches a layer norm, whose variance check (spec/normalization.py ``_sigma``) raises
+    SpecError, so the harness counts the case rejected: a "nan" declaration, right (fast) or
+    wrong (slow), is never judged on an empty query. Pinned here so that a spec that carries
+    the NaN through shows up."""
+    impl = LAYER_PLUGINS[name]
+    variant = _declared(impl, algorithm)
+    assert variant.empty_query == ("nan" if name in FAST else "zeros")
+    for given in NO_KEY_GIVEN[algorithm]:
+        if name in FAST:
+            for dtype in impl.dtypes:  # what the declaration says, checked on torch directly
+                out = _call_layer(impl, algorithm, dtype, batched=False, given=given)  # (d_e, ℓ)
+                assert np.isnan(out[:, 0]).all() and not np.isnan(out[:, given["pad"]]).any(), (name, dtype)
+        else:
+            for dtype in impl.dtypes:
+                j = _judge(impl, algorithm, variant, dtype, seed=11, given=given)
+                assert j.ok, (name, algorithm, given, dtype, [f.message for f in j.findings][:2])
+        for other in {"zeros", "uniform", "nan"} - {variant.empty_query}:
+            wrong = variant.replace(empty_query=other)
+            if _spec_refuses(algorithm, wrong, given):
+                assert other == "nan", (name, algorithm, other)
+                continue
+            checks = [f.check for f in _judge(impl, algorithm, wrong, "float64", seed=11, given=given).findings]
+            assert checks, f"{name} {algorithm} {given}: empty_query={other} was not caught"

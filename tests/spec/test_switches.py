@@ -88,8 +88,9 @@ def inputs_for(e: Entry, hyper: dict, seed: int) -> list[dict]:
     if any(spec.kind == Kind.MASK for spec in e.inputs):
         empty = {k: ([[0] + row[1:] for row in v] if k == "Mask" else v) for k, v in inputs.items()}
         out.append(empty)
-    if any(spec.kind == Kind.PADDING for spec in e.inputs):  # position 0 padded: a causal query with no key
-        out.append({k: ([0] + v[1:] if k == "pad" else v) for k, v in inputs.items()})
+    pads = {spec.name for spec in e.inputs if spec.kind == Kind.PADDING}
+    if pads:  # position 0 padded (pad, the decoder's pad_x): a causal query with no key
+        out.append({k: ([0] + v[1:] if k in pads else v) for k, v in inputs.items()})
     return out
 
 

@@ -105,13 +105,31 @@ def _rows(timeout: float = 60.0) -> list[dict]:
            "coverage": "2/34", "limits": {"encoder_layer": "d_attn = d_mid, d_e = H*d_attn, H <= 2, H >= 2"}}
     most = dict(row, name="transformers-bert-sdpa", algorithms=list(REGISTRY)[:-2], missing=list(REGISTRY)[-2:],
                 coverage="32/34", limits={})
-    every = dict(row, name="numpy", variants="all", algorithms=list(REGISTRY), missing=[], coverage="34/34", limits={})
+    every = dict(row, name="numpy", variants="all", algorithms=list(REGISTRY), missing=[], coverage="34/34", limits={},
+                 mixed_precision=MIXED, dtypes_by_algorithm={"padded_ed_transformer": ["float32", "bfloat16"],
+                                                             "rms_norm": ["float32", "bfloat16"]})
     broken = {"name": "broken-plugin", "loaded": False, "error": "ModuleNotFoundError: No module named 'x'",
               "hint": "pip install x"}
     merged = dict(row, name="transformers", algorithms=list(PER_ALGORITHM),
                   missing=[a for a in REGISTRY if a not in PER_ALGORITHM], coverage="5/34", limits={},
                   variants={a: [v] for a, v in PER_ALGORITHM.items()})
     return [row, most, every, broken, merged]
+
+
+#: a mixed-precision declaration as ``listing`` gives it (``Implementation.mixed_precision``)
+MIXED = {"bfloat16": {"accumulate": "float32", "softmax": "float32"},
+         "float16": {"accumulate": "float32", "softmax": "float16"}}
+
+
+def test_the_listing_shows_mixed_precision_and_dtypes_per_algorithm():
+    """A plugin's wider accumulation and softmax formats stand by their dtype, and the algorithms
+    declared at fewer dtypes are listed with theirs: at 80 columns, nothing cut."""
+    text = render(listing_view(_rows()[2:3]))
+    flat = " ".join(line.split("│")[3].strip() for line in text.splitlines() if line.count("│") == 4)
+    assert "bfloat16 (accumulate float32, softmax float32)" in flat, flat
+    assert ", float16 (accumulate float32) " in flat, flat  # its softmax is float16's own: not shown
+    assert "padded_ed_transformer, rms_norm: float32, bfloat16" in flat, flat
+    assert_whole(text, ["padded_ed_transformer", "rms_norm:", "bfloat16", "float32"])
 
 
 #: ``ftspec list``'s row of a plugin that declares its variant sets per algorithm (the merged transformers)

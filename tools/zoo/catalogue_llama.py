@@ -1,10 +1,11 @@
 """Mutants of the LLaMA-family features of the NumPy plugin: RoPE (``rotary``), grouped-query
-attention (``kv_group``, ``kv_order``), padding (``pad``) and the key/value cache of decoding
+attention (``kv_group``, ``kv_order``), padding (``pad``, ``pad_x``, ``pad_z``) and the key/value cache of decoding
 (``cached_decoding``). Each is a one-line source edit of the plugin's own helper, so every entry
 built on the helper inherits it."""
 
 from __future__ import annotations
 
+from ftspec.spec.entry import Kind
 from ftspec.spec.registry import REGISTRY
 
 from .groups import A, C, L
@@ -15,7 +16,9 @@ ROTARY = tuple(name for name, e in REGISTRY.items() if "rotary" in e.switches)
 #: the entries that have the grouped-query switches (Algorithm 5 and everything built on it)
 GROUPED = tuple(name for name, e in REGISTRY.items() if "kv_group" in e.switches)
 #: the entries that take a padding vector
-PADDED = ("padded_self_attention", "padded_causal_self_attention", "padded_e_transformer", "padded_d_transformer")
+PADDED = tuple(name for name, e in REGISTRY.items() if any(s.kind == Kind.PADDING for s in e.inputs))
+#: the entries with a cross-attention over padded source positions (Algorithm 8's decoder)
+SOURCE_PADDED = tuple(name for name, e in REGISTRY.items() if any(s.name == "pad_z" for s in e.inputs))
 
 MUTANTS = [
     Mutant("rope-pairing-swapped", "RoPE pairs rows (i, i + d/2) (rotate_half) where interleaved pairs (2i, 2i+1) "
@@ -55,5 +58,16 @@ MUTANTS = [
            equivalence="equivalent when no position is padding (pad all True)",
            witness=Witness("padded_causal_self_attention", inputs={"pad": [True, False, True]},
                            variant={"empty_query": "zeros"}),
-           bench=("padded_causal_self_attention", "padded_e_transformer")),
+           bench=("padded_causal_self_attention", "padded_e_transformer", "padded_encoder_layer", "padded_bert_layer",
+                  "padded_gpt2_layer")),
+    Mutant("cross-attention-ignores-source-padding", "the decoder's cross-attention reads every source "
+           "position: the encoder's padding mask is not passed on to it (Alg. 8 line 16 without ∧ pad_z[t_z])",
+           SOURCE_PADDED,
+           source_edit(Edit(L, "decoder_layer_fwd", 'cross_mask = padded(None, pad_z, ell_z, ell_x, name="pad_z")',
+                            "cross_mask = None")),
+           source="an encoder-decoder port that masks the encoder's self-attention but calls the decoder with "
+                  "encoder_attention_mask=None (the cross-attention then attends to the source's padding)",
+           equivalence="equivalent when no source position is padding (pad_z all True)",
+           witness=Witness("padded_decoder_layer", inputs={"pad_z": [True, False, False, True]}),
+           bench=("padded_decoder_layer", "padded_ed_transformer")),
 ]
