@@ -7,13 +7,14 @@ The library plugins (torch.nn, transformers, Flax) are left out here unless name
 every one of them again in all 168 (algorithm, dtype) searches would cost minutes of the
 12-minute budget for no claim the others do not make.
 
-Which implementations search a cell (``searched_by``): every one at float32, the dtype most code
-runs at; at float64, bfloat16 and float16 one of them, in turn by the algorithm's place in the
-registry, so that every (algorithm, dtype) cell is searched and each implementation searches
-every dtype on a share of the algorithms. Their fixed cases at every dtype are the fixture
-replay's and test_bundled's; ``FTSPEC_SUITE_ALL=1`` (or ``make run``, which is this suite at the
-default profile) searches every implementation in every cell. Until spec 2.3.0's padded entries
-pushed ``make test`` past its budget again, every implementation searched every cell."""
+Which implementation searches a cell (``searched_by``): one of those that cover it, in turn by
+the algorithm's place in the registry and the dtype's, so that every (algorithm, dtype) cell is
+searched and each implementation searches every dtype it has on a share of the algorithms
+(about a third; test_every_cell_is_searched_and_every_plugin_searches_every_dtype). Their fixed
+cases at every dtype are the fixture replay's and test_bundled's; ``FTSPEC_SUITE_ALL=1`` (or
+``make run``, which is this suite at the default profile) searches every implementation in every
+cell. Until spec 2.3.0's padded entries pushed ``make test`` past its budget again, every
+implementation searched every cell."""
 
 from __future__ import annotations
 
@@ -34,10 +35,10 @@ SUITE_SECONDS = 0.2
 
 
 def searched_by(plugins: list[tuple[str, Any]], algorithm: str, dtype: str) -> list[tuple[str, Any]]:
-    """The plugins that search the cell (module docstring): all of those that cover it at float32
-    or with ``FTSPEC_SUITE_ALL=1``, else one, the next in turn with each algorithm of the registry."""
+    """The plugins that search the cell (module docstring): all of those that cover it with
+    ``FTSPEC_SUITE_ALL=1``, else one, the next in turn with each algorithm of the registry."""
     covering = [(n, i) for n, i in plugins if algorithm in i.algorithms and dtype in i.dtypes_for(algorithm)]
-    if dtype == "float32" or os.environ.get("FTSPEC_SUITE_ALL") or len(covering) < 2:
+    if os.environ.get("FTSPEC_SUITE_ALL") or len(covering) < 2:
         return covering
     turn = list(REGISTRY).index(algorithm) + FLOAT_DTYPES.index(dtype)
     return [covering[turn % len(covering)]]
@@ -64,7 +65,8 @@ def ftspec_runner_factory(pytestconfig: pytest.Config, ftspec_plugins, request: 
 
 def test_every_cell_is_searched_and_every_plugin_searches_every_dtype():
     """The turn leaves no covered cell unsearched, and gives each bundled implementation a share of
-    the algorithms at each of its dtypes (so a bug of one backend at one dtype is searched somewhere)."""
+    the algorithms at each of its dtypes (so a bug of one backend at one dtype is searched somewhere:
+    a quarter of the registry at least; a third is the turn's share)."""
     plugins, _ = select(list(INDEPENDENT))
     share: dict[tuple[str, str], int] = {}
     for algorithm in REGISTRY:
@@ -72,7 +74,6 @@ def test_every_cell_is_searched_and_every_plugin_searches_every_dtype():
             covering = {n for n, i in plugins if algorithm in i.algorithms and dtype in i.dtypes_for(algorithm)}
             chosen = {n for n, _ in searched_by(plugins, algorithm, dtype)}
             assert chosen <= covering and bool(chosen) == bool(covering), (algorithm, dtype)
-            assert dtype != "float32" or chosen == covering
             for n in chosen:
                 share[n, dtype] = share.get((n, dtype), 0) + 1
     for n, impl in plugins:
