@@ -135,16 +135,17 @@ def test_explanations_are_the_simplest_sets_that_fit_the_own_case():
     assert explanations({"matches": [], "gave_up": True}) == set()
 
 
-# make test runs the issue's two pairs and the model head's; the other three (residual+softmax,
-# residual+epsilon, residual+final-epsilon) passed on 2026-11-26 and run with FTSPEC_ALL_PAIRS=1
-# (docs/development.md, "Test tiers": spec 2.2.0's entries pushed make test past its budget)
+# make test runs the issue's two pairs; the other four (the model head's scale+head-relu until spec
+# 2.3.0, residual+softmax, residual+epsilon, residual+final-epsilon) passed on 2026-11-26 and run with
+# FTSPEC_ALL_PAIRS=1 (docs/development.md, "Test tiers": spec 2.2.0's and 2.3.0's entries pushed make
+# test past its budget)
 _PAIRS = [
     ("residual+scale", "d_transformer", {"residual", "attention"}),  # one layer, two sublayers
     ("residual+gelu-tanh", "gpt2_layer", {"residual", "MLP"}),  # one layer, two sublayers
-    ("scale+head-relu", "e_transformer", {"attention", "model"}),  # the head has no entry: the model's own
 ]
 if os.environ.get("FTSPEC_ALL_PAIRS"):
     _PAIRS += [
+        ("scale+head-relu", "e_transformer", {"attention", "model"}),  # the head has no entry: the model's own
         ("residual+softmax", "d_transformer", {"residual", "unembedding"}),
         ("residual+epsilon", "gpt2_layer", {"residual", "norm"}),  # one layer: its norm and its residual
         ("residual+final-epsilon", "d_transformer", {"residual", "model"}),  # layer 0 and the final norm
@@ -173,7 +174,8 @@ def test_each_bug_of_two_is_its_own_failure(tmp_path, name, algorithm, places):
     ("pre-ln-residual-normalised", ["d_transformer", "gpt2_layer"]),
     ("scale-missing", ["d_transformer"]),
     ("unembedding-softmax-over-tokens", ["d_transformer"]),
-    ("gelu-tanh", ["e_transformer"]),
+    # gelu-tanh on e_transformer (22 CPU-seconds) with FTSPEC_ALL_PAIRS=1 (from spec 2.3.0)
+    *([("gelu-tanh", ["e_transformer"])] if os.environ.get("FTSPEC_ALL_PAIRS") else []),
 ])
 def test_one_bug_is_never_two_failures(tmp_path, mutant_id, algorithms, seed):
     m = mutant(mutant_id)

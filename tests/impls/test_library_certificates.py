@@ -1,6 +1,7 @@
-"""The three libraries the README names (torch.nn, Hugging Face transformers, Flax) are certified at the
-quick profile through the door a user walks through (``ftspec certify NAME`` in a subprocess), and
-each is conformant under the variant set it declares: the claim docs/libraries.md publishes.
+"""Two of the three libraries the README names (torch.nn, Hugging Face transformers) are certified at
+the quick profile through the door a user walks through (``ftspec certify NAME`` in a subprocess), and
+each is conformant under the variant set it declares: the claim docs/libraries.md publishes. Flax is
+certified here with ``FTSPEC_ALL_LIBRARIES=1`` (``NAMED``).
 
 Their other plugins (other paths of the same modules: MultiheadAttention's need_weights=True, the
 transformer layers' fast path, sdpa attention, ...) are judged in-process by their own test files, a
@@ -11,6 +12,7 @@ is skipped with the install command (``make test`` installs every extra, so none
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +24,11 @@ from ftspec.impls.discovery import discover, load_record
 pytestmark = pytest.mark.slow
 
 FTSPEC = Path(sys.executable).with_name("ftspec")
-NAMED = ("torch-nn", "transformers", "flax")
+#: Flax's CLI certification (40 CPU-seconds: a JAX compile per case) left ``make test`` when spec
+#: 2.3.0 pushed it past its budget: Flax is searched through the session in-process by
+#: tests/impls/test_flax.py, and certified by ``make bench`` (docs/libraries.md's table);
+#: ``FTSPEC_ALL_LIBRARIES=1`` certifies it here too
+NAMED = ("torch-nn", "transformers") + (("flax",) if os.environ.get("FTSPEC_ALL_LIBRARIES") else ())
 
 
 @pytest.mark.parametrize("name", NAMED)
