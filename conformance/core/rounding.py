@@ -290,6 +290,9 @@ class MonteCarloNumbers:
         #: constant is subnormal there, e.g. ε = 1e-5 in float16)
         self.round_const = round_const
         self.rng = np.random.default_rng(seed)
+        #: the underflow errors of products, a stream of their own: drawing them from ``rng`` would
+        #: shift every later draw of a case that has one tiny product (``_underflowing_products``)
+        self._product_eta = np.random.default_rng([seed, 1])
         # rows of uniform draws in [-1, 1] with a 0 in lane 0, and the factors 1 + units·u·ξ
         # of the two common unit counts (lane 0's factor is exactly 1)
         self._xi_rows = np.zeros((0, self.total))
@@ -596,6 +599,7 @@ class MonteCarloNumbers:
             if top > self.max_abs:
                 self._note(prod[:, 0])
             prod *= 1.0 + self.mu * self._rows(len(prod))
+            self._underflowing_products(prod)
             total = self._sum_rows(prod, self.mu)
         else:
             self._perturb_products(prod)
@@ -607,6 +611,24 @@ class MonteCarloNumbers:
         sets = self._sets(prod)
         self._note(sets[..., 0])
         sets[..., self.p] *= 1.0 + self.mu * self.rng.uniform(-1.0, 1.0, size=sets[..., self.p].shape)
+        self._underflowing_products(prod)
+
+    def _underflowing_products(self, prod: np.ndarray) -> None:
+        """The absolute error η of each product (..., V·(K+1)) near the underflow threshold, in place.
+
+        A product is an operation like any other: where it lands in the dtype's subnormal range
+        (or is flushed to zero) its error is absolute, not u times its value. Without this, a dot
+        product of one term whose product underflows (float16: every size 1, values of 1e-2 and
+        1e-4) had only the relative error, and its bound (1.7e-9) was below the subnormal spacing
+        the correctly rounded output itself lands on (6e-8). The draws come from a stream of
+        their own, so every other perturbation of the case is the one it was before."""
+        sets = self._sets(prod)
+        a = np.abs(sets[..., 0])
+        near = (a < self.zone) & sets.any(axis=-1)
+        if near.any():
+            perturbed = sets[..., self.p]
+            xi = self._product_eta.uniform(-1.0, 1.0, size=perturbed[near].shape)
+            perturbed[near] = _underflow(perturbed[near], self.eta * xi)
 
     # -- hooks: many entries per NumPy call (module docstring) -------------------
     def matmul(self, A: Sequence[Sequence[Any]], B: Sequence[Sequence[Any]]) -> list[list[Lanes]]:

@@ -181,8 +181,28 @@ def _bounded(entry: Entry, ref: Mapping[str, Any], lanes: Callable[[str], np.nda
         s = np.where(np.isnan(s), 0.0, s)  # NaN in lane 0 too: the spec's own NaN, matched exactly
         outputs[spec.name] = value
         spread[spec.name] = s
-        bound[spec.name] = safety * s
+        bound[spec.name] = np.maximum(safety * s, own_rounding(value, dtype, s))
     return specs, outputs, bound, spread
+
+
+def own_rounding(value: np.ndarray, dtype: str, spread: np.ndarray) -> np.ndarray:
+    """The least bound of each rounded output: what storing its exact value in ``dtype`` alone may
+    cost, half a unit in the last place (u·2^e for |y| in [2^e, 2^(e+1))), and ``UNDERFLOW`` below
+    the smallest normal number (half the subnormal spacing for float16; a flush to zero for
+    float32 and bfloat16). 0 where the spread is 0: an output the algorithm computes exactly
+    must match bit for bit.
+
+    The spread includes this rounding as the last operation's perturbation, but a spread is a
+    sample (32 draws), and in the subnormal range an absolute error can be tens of times u·|y|:
+    the output's own rounding is a fact about the format, not a draw, so it is a floor. Where
+    outputs are normal the floor is at most u·|y|, below SAFETY times any spread that holds
+    the last rounding (docs/tolerances.md, "The output's own rounding")."""
+    fmt = FORMATS[dtype]
+    a = np.abs(np.where(np.isfinite(value), value, 0.0))
+    _, exponent = np.frexp(a)
+    half_ulp = np.ldexp(fmt.u, exponent - 1)
+    floor = np.where(a < fmt.tiny, UNDERFLOW[dtype], half_ulp)
+    return np.where(spread > 0, floor, 0.0)
 
 
 def reference(entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray], *,
