@@ -16,11 +16,14 @@ PYTEST_ARGS ?= -n auto
 .PHONY: run test test-fast env fixtures fixtures-check bench clean help
 
 help:
-	@echo "make run    - run the conformance suite on the bundled implementations (PROFILE=$(PROFILE), IMPLS=$(IMPLS))"
+	@echo "make run    - the conformance suite on the bundled implementations"
+	@echo "             (PROFILE=$(PROFILE), IMPLS=$(IMPLS))"
 	@echo "make test   - run every test (quick profile): the complete check CI runs"
+	@echo "make env    - create .venv only (then \`. .venv/bin/activate\` in each new shell)"
 	@echo "make test-fast - the tests not marked slow (for development; not a verdict)"
-	@echo "make fixtures / fixtures-check - regenerate golden fixtures / check them for drift"
-	@echo "make bench  - mutation score and speed figures (docs/benchmarks.md), library table (docs/libraries.md)"
+	@echo "make fixtures / fixtures-check - regenerate golden fixtures / check drift"
+	@echo "make bench  - mutation score and speed figures (docs/benchmarks.md),"
+	@echo "             library table (docs/libraries.md)"
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ftspec needs Python 3.11 or newer (set PYTHON=...)")'

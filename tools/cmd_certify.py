@@ -82,7 +82,8 @@ def _reproduce(args: argparse.Namespace) -> int:
         recorded_target,
         reproduce_command,
     )
-    from ftspec.conformance.session.commands import NothingTested, SessionError, reproduce
+    from ftspec.conformance.session.commands import (NothingTested, SessionError, recorded_lines, reproduce,
+                                                     reproduction_settings)
 
     from .console import Fitted, RunProgress, console, error
 
@@ -91,15 +92,23 @@ def _reproduce(args: argparse.Namespace) -> int:
                      + reproduce_command(args.reproduce, args.target))
     if args.in_process:
         return error("--reproduce runs the implementation in worker processes; --in-process is not available")
+    given = _run_options_given(args)
+    if given:  # silently ignored, they would make the user believe the reproduction ran with them
+        return error(f"{', '.join(given)} cannot be given with --reproduce: it runs with the certificate's "
+                     "settings, in local worker processes (it takes --impl, --jobs, --case-dir, --load-timeout "
+                     "and --quiet)")
     try:
         doc = check_reproduction(args.reproduce, args.impl)
+        recorded = reproduction_settings(doc, args.reproduce)
     except CertificateError as exc:
         return error(_one_line(str(exc)))
     console.print(f"reproducing {escape(str(args.reproduce))} on {escape(args.impl)} (the certificate records "
                   f"{escape(repr(recorded_target(doc)))}, not imported)", soft_wrap=True, highlight=False)
+    console.print(escape(f"settings from the certificate: {'; '.join(recorded_lines(recorded))}"),
+                  soft_wrap=False, highlight=False)
     try:
         rep = reproduce(args.reproduce, args.impl, jobs=args.jobs, case_dir=args.case_dir,
-                        progress=RunProgress(quiet=args.quiet))
+                        load_timeout=args.load_timeout, progress=RunProgress(quiet=args.quiet))
     except (CertificateError, SessionError, NothingTested) as exc:
         return error(_one_line(str(exc)))
     for line in rep.differences:
@@ -122,6 +131,18 @@ def _reproduce(args: argparse.Namespace) -> int:
     return 1
 
 
+#: the run options a reproduction takes from the certificate, with the value each has when not given
+_RECORDED_OPTIONS = {"profile": "default", "algorithm": None, "dtype": None, "device": None, "examples": None,
+                     "seconds": None, "seed": 0, "call_timeout": None, "fixtures": None, "shards": None,
+                     "block": None, "scheduler": None}
+
+
+def _run_options_given(args: argparse.Namespace) -> list[str]:
+    """The run options on the command line that ``--reproduce`` would otherwise ignore, as typed."""
+    return [f"--{name.replace('_', '-')}" for name, unset in _RECORDED_OPTIONS.items()
+            if getattr(args, name, unset) != unset]
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
@@ -139,9 +160,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.target:
         return error("give a TARGET (a registered name or module:object), --verify FILE or --reproduce FILE")
     # the target is loaded once, by the session (in a worker first, under --load-timeout): a plugin
-    # whose loading hangs or crashes is refused there in one line, never here
-    # the target is loaded once, by the session (in a worker first, under --load-timeout); the
-    # default folder is named for the implementation, known once it is loaded
+    # whose loading hangs or crashes is refused there in one line, never here; the default folder
+    # is named for the implementation, known once it is loaded
     def out_of(name: str) -> Path:
         return Path(args.out) if args.out else Path("certificates") / _safe(name)
 

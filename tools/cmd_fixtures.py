@@ -69,8 +69,9 @@ class _Progress:
 
 def _jobs(n) -> int:
     if n is not None:
-        if n < 1:
-            raise SystemExit("ftspec fixtures: error: --jobs must be at least 1")
+        if n < 1:  # bad input: one line, exit 2 (a bare SystemExit(text) would exit 1)
+            print("ftspec fixtures: error: --jobs must be at least 1", file=sys.stderr)
+            raise SystemExit(2)
         return n
     return max(1, min(8, os.cpu_count() or 1))
 
@@ -86,6 +87,14 @@ def regenerate(args: argparse.Namespace) -> int:
         print(f"ftspec fixtures: warning: no cases are defined for registry entries {', '.join(missing)} "
               "(add a row for each to ftspec/fixtures/edges.py)", file=sys.stderr)
     jobs = _jobs(args.jobs)
+    if not args.check:  # the set is written beside --out: refuse a place that cannot take it before computing
+        from ftspec.conformance.session.report import OutputPathError, check_writable
+
+        try:
+            check_writable((Path(args.out) if args.out else data_dir()).resolve().parent, directory=True)
+        except OutputPathError as exc:
+            print(f"ftspec fixtures: error: --out: {exc}", file=sys.stderr)
+            return 2
     progress = _Progress(len(specs), args.quiet)
     if not args.quiet:
         what = "checking" if args.check else "generating"

@@ -10,7 +10,10 @@ per entry (each switch: the value found, decided or not, the values
 consistent and excluded, the declared value), a ready ``PAPER.replace(...)``
 expression, the time per entry, and optionally JSON. Exit codes: 0 every
 entry's identified set fits its cases, 1 some entry has no set in the search
-that fits, 2 bad input.
+that fits, 2 bad input, 4 inconclusive: some entry has no fitting set and
+candidates that could not be judged (a table whose printed inputs leave them
+unbounded; every candidate unbounded: nothing was tested), so neither a fit
+nor "nothing fits" can be said.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "entry, from a few designed cases, without trusting its declaration; or, with "
                                    "--table, which variant sets reproduce published numbers within their printed "
                                    "precision. Exit codes: 0 identified, 1 no set in the search fits some entry, "
-                                   "2 bad input (docs/diagnosis.md).")
+                                   "2 bad input, 4 inconclusive (a table whose printed inputs leave the "
+                                   "candidates unbounded: cannot tell) (docs/diagnosis.md).")
     p.add_argument("target", nargs="?", metavar="TARGET",
                    help="a registered implementation name or module:object")
     p.add_argument("--table", metavar="FILE", help="identify from a table of numbers (format: docs/diagnosis.md)")
@@ -84,9 +88,19 @@ def run(args: argparse.Namespace) -> int:
         _print_summary(found)
     if not _write(args.json, found.to_dict()):
         return 2
-    if found.table is not None and not found.fits:
+    if found.fits:
+        return 0
+    if found.untested:
+        console.print("[bold yellow]inconclusive: nothing was tested[/] (the printed inputs leave every candidate "
+                      "unbounded: cannot tell whether any variant set reproduces the numbers)", soft_wrap=True)
+        return 4
+    if found.inconclusive:
+        console.print("[bold yellow]inconclusive[/]: no variant set judged fits, and some could not be judged "
+                      "(cannot tell)", soft_wrap=True)
+        return 4
+    if found.table is not None:
         console.print("[bold red]no variant set in the search reproduces the table[/]")
-    return 0 if found.fits else 1
+    return 1
 
 
 def _variant(text: Optional[str]) -> Any:
@@ -129,10 +143,22 @@ def _print_summary(found: Any) -> None:
 
     from .console import console
 
+    merging = found.merging
     if len(found.identities) > 1:
         console.print(f"[bold]all {len(found.identities)} entries[/]: {expression(found.merged)}", soft_wrap=True)
         for c in found.conflicts:
             console.print(f"  conflict: {escape(c)}", soft_wrap=True)
+    if merging is not None:
+        for u in merging.undecided:
+            console.print(f"  undecided: {escape(u)} (the set above holds the declared value or the first; "
+                          "not a finding)", soft_wrap=True)
+        if merging.changes:
+            changes = ", ".join(f"{k}={v!r}" for k, v in merging.changes.items())
+            console.print(f"  changes from the declared set: {escape(changes)}", soft_wrap=True)
+        elif found.identities and any(g.declared for i in found.identities for g in i.groups) \
+                and not found.conflicts:
+            console.print("  changes from the declared set: none (every declared value is possible)",
+                          soft_wrap=True)
     console.print(f"{_count(len(found.identities), 'entry', 'entries')} in {found.seconds:.1f} s")
 
 
@@ -149,19 +175,24 @@ def _print_identity(identity: Any) -> None:
     t.add_column("switch", no_wrap=True)
     t.add_column("found")
     t.add_column("status")
-    t.add_column("also consistent / excluded")
+    t.add_column("other values")
     if declared:
         t.add_column("declared")
     for g in identity.groups:
-        found = value_text(g.group, g.chosen) if g.consistent else f"nearest: {value_text(g.group, g.chosen)}"
-        others = [value_text(g.group, v) for v in g.consistent if v != g.chosen]
+        found = (value_text(g.group, g.chosen) if g.consistent else "-" if g.status == "cannot tell"
+                 else f"nearest: {value_text(g.group, g.chosen)}")
         status = g.status
-        if g.status == "undecided" and g.same_outputs:
+        if g.status == "undecided" and g.same_outputs and not (g.unseparated or g.cannot_tell):
             # every value tried the same outputs: the switch never acted; else they agree on these cases
             status = "undecided (same outputs)" if g.excluded or g.untestable else "no effect"
+        rivals = [value_text(g.group, v) for v in g.alternatives if v not in g.cannot_tell]
         parts = []
-        if others:
-            parts.append(_few(others, "same as: " if g.status == "decided" else "also "))
+        if g.same_as:
+            parts.append(_few([value_text(g.group, v) for v in g.same_as], "same here: "))
+        if rivals:  # possible too: no case separates them from the value found
+            parts.append(_few(rivals, "not separated: "))
+        if g.cannot_tell:
+            parts.append(f"{len(g.cannot_tell)} cannot tell")
         if g.excluded:
             parts.append(f"{len(g.excluded)} excluded")
         if g.untestable:
@@ -170,7 +201,9 @@ def _print_identity(identity: Any) -> None:
         if declared:
             d = value_text(g.group, g.declared) if g.declared else "-"
             ok = g.declared is not None and any(v == g.declared for v in g.consistent)
-            row.append(escape(d) + ("" if ok else " [red](not consistent)[/]"))
+            possible = g.declared is not None and any(v == g.declared for v in g.possible)
+            row.append(escape(d) + ("" if ok else " [yellow](not excluded)[/]" if possible
+                                    else " [red](not consistent)[/]"))
         t.add_row(*row)
     console.print(Fitted(lambda: [t]))  # no switch name cut at 80 columns
     fits = "[green]fits every case[/]" if identity.fits else "[bold red]no set in the search fits every case[/]"
@@ -178,6 +211,12 @@ def _print_identity(identity: Any) -> None:
     console.print(f"  cases: {escape(cases)}", soft_wrap=True)
     if identity.fits:
         console.print(f"  declare: {escape(identity.expression())}  ({fits})", soft_wrap=True)
+    elif identity.untested:
+        console.print("  [bold yellow]cannot tell[/]: no candidate could be judged on any case; nothing fits "
+                      "and nothing is excluded", soft_wrap=True)
+    elif identity.inconclusive:
+        console.print("  [bold yellow]cannot tell[/]: no set judged fits every case, and some sets could not "
+                      "be judged (see the switches' 'cannot tell')", soft_wrap=True)
     else:
         console.print(f"  {fits}; nearest set (fits {identity.cases_fit} of {len(identity.observations)} "
                       f"cases): {escape(identity.expression())}", soft_wrap=True)

@@ -7,6 +7,11 @@ tensors path outside its directory, an unknown implementation, a variant
 set, dtype or device the implementation does not declare) is one line on
 stderr and exit status 2; where an option fixes it, the line ends with the
 command to run. ``cpu`` and ``cpu:0`` name one device (conformance/running/replay.py).
+
+A case the spec refuses as it is (a query with no key under
+``empty_query="error"``, the case of a search's refusal failure) replays as
+a refusal check: exit 1 when the implementation answers it, 0 when it
+raises, as the search judged it; not the spec's refusal as an error.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "named by --impl on it (the file's recorded implementation is shown, not "
                                    "loaded). The file is validated first (schema: docs/casefile.md). The "
                                    "implementation must declare the case's variant set, or one that differs "
-                                   "from it only in switches that change rounding.")
+                                   "from it only in switches that change rounding. A case the spec refuses (a "
+                                   "refusal failure's) is a refusal check: the implementation must raise.")
     p.add_argument("case_file", metavar="CASEFILE")
     p.add_argument("--impl", metavar="NAME", required=True,
                    help="the implementation to run: a registered name or module:object (required; the name "

@@ -62,9 +62,11 @@ def add_selection_options(p: argparse.ArgumentParser) -> None:
                    help="split every search into N by seed (each shard runs its share of the examples, and "
                         "under a time cap the whole cap): more examples per cell on more workers; the same "
                         "--seed and --shards give the same cases (default: 1)")
+    blocks = ", ".join(f"{name} {prof.block}" for name, prof in PROFILES.items())  # read, never restated
     p.add_argument("--block", type=_positive_int, metavar="B", default=None,
                    help="value sets per drawn case: B examples of one structure judged at the cost of a few "
-                        "(1: one example per draw; default: the profile's, 8; docs/tolerances.md, \"Blocks\")")
+                        f"(1: one example per draw; default: the profile's: {blocks}; docs/tolerances.md, "
+                        "\"Blocks\")")
     p.add_argument("--scheduler", metavar="ADDRESS", default=None,
                    help="run the searches and the fixture replay on the Dask cluster whose scheduler is at "
                         "ADDRESS, e.g. tcp://host:8786 (needs ftspec[dask] here and on the workers; "

@@ -104,16 +104,19 @@ def _params(args: argparse.Namespace) -> int:
     from ftspec.spec.registry import REGISTRY
     from ftspec.spec.variants import parse
 
+    from .console import error
+
     if args.algorithm not in REGISTRY:
-        print(f"error: unknown algorithm {args.algorithm!r}; known: {', '.join(REGISTRY)}")
-        return 2
+        return error(f"unknown algorithm {args.algorithm!r}; known: {', '.join(REGISTRY)}")
     e = REGISTRY[args.algorithm]
     try:
         variant = parse(args.variant)
-        hyper = {k: int(v) for k, v in (item.split("=", 1) for item in args.hyper.split(",") if item)}
+        hyper = _hyper_items(args.hyper)
+        for key, value in hyper.items():
+            if value < 1:  # a shape is never empty or negative
+                raise ValueError(f"{key} = {value}: a size is a whole number of at least 1")
     except ValueError as exc:
-        print(f"error: {exc}")
-        return 2
+        return error(" ".join(str(exc).split()))
     for s in e.structural:
         hyper.setdefault(s, 1)
     schema = e.param_schema(hyper, variant)
@@ -258,20 +261,24 @@ def _intermediates_case(args: argparse.Namespace) -> tuple[Any, str, str]:
     if args.case:
         if args.hyper:
             raise ValueError("--hyper sets the sizes of the default case; a --case file has its own")
+        from ftspec.conformance.core.intermediates import check_sizes
+
         case, dtype = _case_file(args.case)
         if case.algorithm != args.algorithm:
             raise ValueError(f"{args.case} holds a case of {case.algorithm}, not {args.algorithm}")
+        check_sizes(case.entry, case.hyper)  # a case file's sizes are bounded, not its work
         if chosen is not None:
             case.variant = chosen
         return case, dtype, str(args.case)
-    hyper = {}
-    for item in (x for x in args.hyper.split(",") if x):
-        key, eq, value = item.partition("=")
-        if not eq or not value.strip().lstrip("-").isdigit():
-            raise ValueError(f"cannot read --hyper item {item!r}; expected K=V with an integer V")
-        hyper[key.strip()] = int(value)
+    from ftspec.conformance.core.intermediates import check_sizes
+    from ftspec.spec.registry import REGISTRY
+
+    hyper = _hyper_items(args.hyper)
     variant = chosen or preset("phuong-hutter")
+    entry = REGISTRY[args.algorithm]
+    check_sizes(entry, {k: v for k, v in hyper.items() if k in entry.hyper})  # before NumPy sees them
     full = default_hyper(args.algorithm, variant, **hyper)
+    check_sizes(entry, full, given=hyper)  # the sizes as the variant fits them; nothing built yet
     case = Case.build(args.algorithm, full, variant, seed=args.seed)
     return case, "float32", f"default case, seed {args.seed}"
 
@@ -357,3 +364,15 @@ def intermediate_lines(head: dict[str, Any], items: Sequence[Any], *, values: bo
             out.append("  bound per element:")
             out += _grid(it.bound)
     return out
+
+
+def _hyper_items(text: str) -> dict[str, int]:
+    """``--hyper K=V,...`` as a dict of whole numbers (ValueError, one line, for an item that is not
+    K=V with an integer V; the caller bounds them)."""
+    hyper: dict[str, int] = {}
+    for item in (x for x in text.split(",") if x):
+        key, eq, value = item.partition("=")
+        if not eq or not value.strip().lstrip("-").isdigit():
+            raise ValueError(f"cannot read --hyper item {item!r}; expected K=V with an integer V")
+        hyper[key.strip()] = int(value)
+    return hyper

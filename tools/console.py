@@ -78,6 +78,11 @@ def print_verdict(result: RunResult, subject: str = "") -> None:
         console.print(f"  - and {len(result.reasons) - len(shown)} more")
 
 
+def _count(n: int, one: str, many: str = "") -> str:
+    """``n`` and the noun, singular for 1 ("1 cell ran", not "1 cells ran")."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
 def ratio_text(r: float) -> str:
     if not math.isfinite(r):
         return "inf"
@@ -112,7 +117,8 @@ class RunProgress:
         self.done = 0
         if self.quiet:
             return
-        err_console.print(f"[bold]ftspec[/]: {searches} searches (algorithm × dtype), up to {examples} examples each")
+        err_console.print(f"[bold]ftspec[/]: {_count(searches, 'search', 'searches')} (algorithm × dtype), up to "
+                          f"{_count(examples, 'example')} each")
         if self.live:
             self.progress = self._bar()
             self.overall = self.progress.add_task("searches", total=searches)
@@ -150,14 +156,14 @@ class RunProgress:
 
     def on_extend(self, cells: int, minimum: int, seconds: float) -> None:
         if not self.quiet:
-            err_console.print(f"[bold]ftspec[/]: {cells} cells ran fewer than {minimum} examples: one more "
-                              f"round for them (at most {seconds:g} s per search)")
+            err_console.print(f"[bold]ftspec[/]: {_count(cells, 'cell')} ran fewer than {minimum} examples: one "
+                              f"more round for {'it' if cells == 1 else 'them'} (at most {seconds:g} s per search)")
 
     def on_fixtures(self, done: int, total: int, which: str) -> None:
         if self.quiet:
             return
         if done == 0:
-            err_console.print(f"[bold]ftspec[/]: replaying {total} golden fixture cases ({which})")
+            err_console.print(f"[bold]ftspec[/]: replaying {_count(total, 'golden fixture case')} ({which})")
             if self.live and total:
                 self.fixture_bar = self._bar()
                 self.fixture_task = self.fixture_bar.add_task("fixture cases", total=total)

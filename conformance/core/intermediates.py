@@ -16,7 +16,7 @@ computes the entry in that dtype may depart from the value, there.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
@@ -27,7 +27,63 @@ from ftspec.spec.variants import VariantSet
 from .rounding import lanes_array
 from .tolerances import LANES, SAFETY, ToleranceModelError, _lists, _numbers, _seed
 
-__all__ = ["Intermediate", "intermediate_references"]
+__all__ = ["MAX_SIZE", "MAX_WORK", "Intermediate", "check_sizes", "intermediate_references", "work"]
+
+#: the largest size a hyperparameter may take here: a case file's bound (casefile.LIMITS["hyper"])
+MAX_SIZE = 1024
+#: the most ``work`` a call computes. The spec runs in pure Python, and the Monte Carlo evaluation
+#: holds each value in LANES lanes, with arrays as large as ℓ × d × d × LANES (a norm over every
+#: column); measured on 2 cores, gpt2_layer at ℓ = d_e = 64 (work 524,288) takes 6 s and 0.4 GB,
+#: at ℓ = d_e = d_mlp = 100 (work 2,000,000) 28 s and 1.2 GB, and at ℓ = d_e = 1000 it asks
+#: NumPy for 246 GiB. Case files and tables stop at 4,000,000 and 100,000 elements before
+#: anything is computed (casefile.py, identify_table.py); this is that bound for the work.
+MAX_WORK = 1 << 20
+
+
+def _kind(name: str) -> str:
+    """How a hyperparameter enters ``work`` (the registry's names, spec/registry.py)."""
+    if name == "ell_max":
+        return "context"  # only the position table's width: no product runs over it
+    if name == "T" or name == "ell" or name.startswith("ell_") and name != "ell_gen":
+        return "length"
+    if name.startswith("d_") or name == "N_V":
+        return "width"
+    if name == "L" or name.startswith("L_"):
+        return "layers"
+    return "repeat"  # H, N, N_epochs, ell_gen: the computation again, once per head, sequence, step
+
+
+def work(hyper: Mapping[str, int]) -> int:
+    """An estimate of the spec's work on a case of these sizes: the largest length × the largest
+    width × the larger of those two again (a matrix product or a norm over every column), times
+    the layers (summed over the stacks) and the repeats (heads, sequences, epochs, generated
+    tokens). Monotone in every size, so a bound on it bounds time and memory together."""
+    sizes: dict[str, list[int]] = {}
+    for name, value in hyper.items():
+        sizes.setdefault(_kind(name), []).append(int(value))
+    length = max(sizes.get("length", [1]))
+    width = max(sizes.get("width", [1]))
+    total = length * width * max(length, width) * max(1, sum(sizes.get("layers", [])))
+    for r in sizes.get("repeat", []):
+        total *= max(1, r)
+    return total
+
+
+def check_sizes(entry: Entry, hyper: Mapping[str, Any], *, given: Optional[Mapping[str, Any]] = None) -> None:
+    """Refuse (ValueError, one line) sizes this evaluation should not start on: a hyperparameter
+    below the entry's least value or above ``MAX_SIZE``, or a case whose ``work`` exceeds
+    ``MAX_WORK``. ``given``: the sizes as the user typed them, checked before the variant fits them."""
+    for name, value in {**dict(hyper), **dict(given or {})}.items():
+        least = int(entry.minimum.get(name, 1))
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not least <= value <= MAX_SIZE:
+            raise ValueError(f"{entry.name}: {name} = {value} is out of range: a size is a whole number from "
+                             f"{least} to {MAX_SIZE}")
+    w = work(hyper)
+    if w > MAX_WORK:
+        shown = ", ".join(f"{k}={v}" for k, v in hyper.items())
+        raise ValueError(f"{entry.name} with {shown} is too large to evaluate here: about {w:,} steps (the "
+                         f"largest length × width × the larger again, × layers and heads), more than "
+                         f"{MAX_WORK:,}; choose smaller sizes")
 
 
 @dataclass

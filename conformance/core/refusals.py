@@ -31,12 +31,20 @@ The runner's hook is ``check_refusals_into(outcome, member, case, dtype,
 timeout=...)`` after ``execute.examine``: it adds the findings to the
 outcome's judgement (and ``"refusal"`` to its checks) when the outcome
 passed so far.
+
+A drawn case can also be refused as it is: a query with no key it may attend
+to under ``empty_query="error"`` (``refused_empty_query``). Such a case has no
+reference to compare with; the spec's refusal is the expected answer, and
+``expect_refusal`` calls the member on it: raising passes, returning is a
+``refusal`` finding. The search (conformance/running/runner.py) and the
+replay of its case file (conformance/running/replay.py) both judge it so,
+so a printed reproducer replays what the search found.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -51,7 +59,8 @@ from .execute import CallTimeout, Member, Outcome, PluginExit, call_member, desc
 from .findings import Finding
 
 __all__ = ["REFUSED", "RETURNED", "SEARCH_EXCLUDES", "SKIPPED", "TIMEOUT", "TRANSFORMED", "RefusalCheck",
-           "check_refusals", "check_refusals_into", "refusal_findings", "refused_case"]
+           "answered_refusals", "check_refusals", "check_refusals_into", "expect_refusal", "refusal_findings",
+           "refused_case", "refused_empty_query"]
 
 #: statuses of a ``RefusalCheck``
 REFUSED, RETURNED, TIMEOUT, SKIPPED = "refused", "returned", "timeout", "skipped"
@@ -218,3 +227,65 @@ def check_refusals_into(outcome: Outcome, m: Member, case: Case, dtype: str, *, 
         if r.finding is not None:
             outcome.judgement.findings.append(r.finding)
             outcome.timed_out = outcome.timed_out or r.status == TIMEOUT
+
+
+def refused_empty_query(entry: Entry, case: Case, exc: SpecError) -> bool:
+    """Whether the spec refused ``case`` because a query has no key under ``empty_query="error"``:
+    a refusal an implementation must share (it raises too), unlike input the strategies should not
+    have drawn."""
+    if "empty_query" not in entry.switches or getattr(case.variant, "empty_query", None) != "error":
+        return False
+    mask = case.inputs.get("Mask")
+    if mask is None or getattr(exc, "argument", None) != "Mask":
+        return False
+    mask = np.asarray(mask, dtype=bool)
+    return mask.ndim == 2 and not mask.any(axis=0).all()
+
+
+def _empty_query_name(entry: Entry) -> Optional[str]:
+    """The name of ``entry``'s refusal of a query with no key in Mask (spec/refusals.py), if it lists one:
+    a drawn empty query and the transformed one are one kind of refusal."""
+    return next((r.name for r in entry.refusals if r.argument == "Mask"), None)
+
+
+def expect_refusal(m: Member, case: Case, prepared: Prepared, refusal: SpecError, dtype: str, *,
+                   timeout: float) -> RefusalCheck:
+    """Call member ``m`` on ``case``, which the spec refuses as it is (``refused_empty_query``;
+    ``refusal``: the spec's SpecError): raising, any ``Exception``, is the expected answer; returning
+    (or ending the process, or a warning made an error, as in ``_check_one``) is a ``refusal``
+    finding; a hang is a ``timeout`` finding. The runner and the case-file replay both judge it here."""
+    entry = case.entry
+    name = _empty_query_name(entry) or "a query with no key"
+    returned = (f"returned a result for a case the spec refuses: {refusal.given} of Mask under "
+                "empty_query='error' (a query with no key it may attend to); the implementation must raise")
+    try:
+        call_member(m, entry, prepared.inputs, prepared.params, case, dtype, timeout, False)
+    except CallTimeout as exc:
+        message = f"a call on a case the spec refuses ({name}): {exc}"
+        return RefusalCheck(name, TIMEOUT, message, Finding("timeout", f"call {exc}"))
+    except PluginExit as exc:
+        message = f"{describe_exception(exc)} on a case the spec refuses ({name}); the implementation must raise"
+        return RefusalCheck(name, RETURNED, message, Finding("refusal", message, refusal=name))
+    except Warning as exc:  # a warning the filters made an error: it computed on (as ``_check_one``)
+        message = (f"{describe_exception(exc)} (a warning the warnings filter turned into an error) on a case "
+                   f"the spec refuses ({name}); the implementation must raise an exception of its own")
+        return RefusalCheck(name, RETURNED, message, Finding("refusal", message, refusal=name))
+    except Exception as exc:  # noqa: BLE001 - raising, whatever the exception, is what the spec asks for
+        return RefusalCheck(name, REFUSED, describe_exception(exc))
+    return RefusalCheck(name, RETURNED, returned, Finding("refusal", returned, refusal=name))
+
+
+def answered_refusals(m: Member, case: Case, dtype: str, *, timeout: float,
+                      found: Sequence[Finding] = ()) -> list[Finding]:
+    """Every refusal of ``case``'s entry that member ``m`` answers instead of raising, each kind once (by
+    refusal name), in the order found: the ``refusal`` findings ``found`` (the search's), then those a
+    fresh check of every refusal on ``case`` adds (``check_refusals``, less ``SEARCH_EXCLUDES``; not
+    remembered). One certify round then reports every refusal gap of a cell, not one per round."""
+    out: dict[str, Finding] = {}
+    for f in found:
+        if f.check == "refusal":
+            out.setdefault(f.refusal or f.message, f)
+    for r in check_refusals(m, case, dtype, timeout=timeout, exclude=SEARCH_EXCLUDES):
+        if r.status == RETURNED and r.finding is not None:
+            out.setdefault(r.refusal, r.finding)
+    return list(out.values())

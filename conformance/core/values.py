@@ -65,6 +65,8 @@ __all__ = [
     "generator",
     "near_constant_columns",
     "parameter_role",
+    "quiet_columns",
+    "subnormal_range",
     "parameter_values",
     "real_input",
     "separate_columns",
@@ -255,6 +257,10 @@ class Magnitudes:
     spread: float  # near-constant: smallest relative spread (must survive rounding)
     level: tuple[float, float]  # near-constant: |c| of the columns c + deviations
     rate: float = 1.0  # the largest |η| of SGD (a few steps compound it)
+    #: near-epsilon: log10 of the mean square of a column that reaches a norm, U(lo, hi): around the
+    #: ε values the strategies draw (1e-6, 1e-5, 1e-3) inside the root (mean square near ε) and
+    #: outside it (root mean square near ε), where ε moves the normalised value
+    quiet: tuple[float, float] = (-12.0, -3.0)
 
 
 MAGNITUDES = {
@@ -265,7 +271,8 @@ MAGNITUDES = {
     # chaotically (the Monte Carlo lanes diverge: no tolerance can be derived)
     "bfloat16": Magnitudes((-3, 2), (-2, 0.5), (-2, 0.5), (12, 100), 3e-2, (0.5, 3.0), rate=0.25),
     # max 65504: data ≤ 5 keeps Σ x² and Kᵀ Q small; exp overflows past 11.09
-    "float16": Magnitudes((-3, 0.7), (-2, 0.0), (-2, 0.3), (12, 60), 1e-2, (1.0, 4.0)),
+    # near-epsilon: columns of rms ≥ 1e-3 (their squares, 1e-6, are already float16 subnormals)
+    "float16": Magnitudes((-3, 0.7), (-2, 0.0), (-2, 0.3), (12, 60), 1e-2, (1.0, 4.0), quiet=(-6.0, -3.0)),
 }
 assert set(MAGNITUDES) == set(FORMATS)
 
@@ -274,6 +281,21 @@ def signed_log_uniform(rng: np.random.Generator, shape: tuple[int, ...], lo: flo
     """±10^U(lo, hi), signs fair: values spanning hi − lo orders of magnitude."""
     mag = 10.0 ** rng.uniform(lo, hi, size=shape)
     return np.where(rng.random(shape) < 0.5, -mag, mag)
+
+
+def quiet_columns(rng: np.random.Generator, shape: tuple[int, ...], m: Magnitudes) -> np.ndarray:
+    """Columns of mean 0 and mean square 10^U(m.quiet) (one per column; a 1-D array is one column):
+    where the mean square (RMSNorm) or the variance (layer norm) is comparable with ε, so that ε
+    moves the normalised value by a large fraction (a wrong ε shows in any dtype, issue 35
+    finding 7)."""
+    x = np.empty(shape)
+    cols = x.reshape(shape[0], -1) if len(shape) > 1 else x.reshape(-1, 1)
+    d, n = cols.shape
+    for j in range(n):
+        rms = math.sqrt(10.0 ** rng.uniform(*m.quiet))
+        z = standardised(rng.standard_normal(d)) if d > 1 else np.array([1.0 if rng.random() < 0.5 else -1.0])
+        cols[:, j] = rms * z
+    return x
 
 
 def near_constant_columns(rng: np.random.Generator, shape: tuple[int, ...], m: Magnitudes, *,
@@ -323,7 +345,8 @@ def separate_columns(x: np.ndarray, dtype: str) -> np.ndarray:
 
 #: what the values look like (``conformance/core/strategies/_styles.py`` says what each does
 #: and which an entry can show)
-STYLES = ("well-scaled", "large-logits", "near-constant", "wide-range", "sparse")
+STYLES = ("well-scaled", "large-logits", "near-constant", "wide-range", "sparse", "near-epsilon", "subnormal")
+
 
 #: well-scaled models of sampling entries: the largest |logit|, log-uniform in this range
 SAMPLING_LOGITS = (2.0, 8.0)
@@ -349,7 +372,8 @@ def real_input(entry: Entry, spec: Any, hyper: Mapping[str, int], variant: Varia
                dtype: str = "float64", style: str = "well-scaled") -> np.ndarray:
     """One real input (kind ``real``): "wide-range" draws ±10^U(lo, hi);
     "near-constant" gives near-constant columns to an input whose rows are a
-    normalised width; the other styles draw N(0, 1). An input whose rows
+    normalised width, "near-epsilon" columns whose mean square is near ε
+    (``quiet_columns``); the other styles draw N(0, 1). An input whose rows
     reach a layer norm never holds a column that rounds to a constant in
     ``dtype``."""
     m = MAGNITUDES[dtype]
@@ -359,6 +383,8 @@ def real_input(entry: Entry, spec: Any, hyper: Mapping[str, int], variant: Varia
     feeds = spec.shape[0] in kinds if spec.shape else None
     if style == "wide-range":
         x = signed_log_uniform(rng, shape, *m.wide)
+    elif style == "near-epsilon" and feeds:
+        x = quiet_columns(rng, shape, m)
     elif style == "near-constant" and feeds:
         x = near_constant_columns(rng, shape, m)
     else:
@@ -406,10 +432,100 @@ def _value(rng: np.random.Generator, role: str, shape: tuple[int, ...], style: s
     if role == "table":
         if style == "near-constant" and near is not None:
             return near_constant_columns(rng, shape, m, sign=1.0, pattern=near)
+        if style == "near-epsilon" and near is not None:
+            return quiet_columns(rng, shape, m)
         return rng.standard_normal(shape)
     if role == "scale":
         return 1.0 + 0.1 * rng.standard_normal(shape)
+    if style == "near-epsilon":  # biases and β small too: a post-LN norm sees the quiet sum
+        return 1e-3 * rng.standard_normal(shape)
     return 0.1 * rng.standard_normal(shape)
+
+
+#: subnormal: the largest |output| is log-uniform between 16 spacings of the dtype's subnormals and
+#: its smallest normal (issue 35 finding 1: the output's own rounding there is absolute, not relative)
+def subnormal_range(dtype: str) -> tuple[float, float]:
+    info = FORMATS[dtype]
+    spacing = info.tiny * 2.0 ** (1 - info.mantissa_bits)  # of the subnormals
+    return 16.0 * spacing, info.tiny
+
+
+#: subnormal, softmax outputs: the largest |logit| per dtype. A probability is exp(−gap) for its
+#: logit's gap below the largest, and the gaps of a case spread over [0, 2·|logit|]; the window of
+#: subnormal probabilities is a gap between ln(1/smallest normal) and ln(1/smallest subnormal)
+#: (9.7-16.6 in float16, 87-103 in float32 and bfloat16, 708-745 in float64), which these ranges put
+#: inside that spread, near its top
+SUBNORMAL_LOGITS = {"float64": (400.0, 450.0), "float32": (50.0, 60.0), "bfloat16": (50.0, 60.0),
+                    "float16": (7.0, 9.0)}
+
+
+def _groups_from_the_end(schema: Mapping[str, tuple]) -> list[list[str]]:
+    """The schema's parameters in groups, last first: a weight with its bias (``W_x``, ``b_x``), a γ
+    with its β, or one parameter alone."""
+    names = list(schema)
+    out: list[list[str]] = []
+    i = len(names) - 1
+    while i >= 0:
+        part, prefix = leaf(names[i]), names[i][: len(names[i]) - len(leaf(names[i]))]
+        partner = None
+        if part.startswith("b_"):
+            partner = prefix + "W_" + part[2:]
+        elif part.startswith("beta"):
+            partner = prefix + "gamma" + part[len("beta"):]
+        if partner is not None and i > 0 and names[i - 1] == partner:
+            out.append([partner, names[i]])
+            i -= 2
+        else:
+            out.append([names[i]])
+            i -= 1
+    return out
+
+
+def _spec_outputs(entry: Entry, hyper: Mapping[str, int], variant: VariantSet, inputs: Mapping[str, np.ndarray],
+                  params: Mapping[str, np.ndarray]) -> Optional[list[np.ndarray]]:
+    """The spec's binary64 outputs (None where it refuses the case)."""
+    from ftspec.spec import evaluate
+    from ftspec.spec.errors import SpecError
+
+    try:
+        raw = evaluate(entry.name, {k: np.asarray(v).tolist() for k, v in inputs.items()},
+                       {k: v.tolist() for k, v in params.items()}, hyper=dict(hyper), variant=variant)
+    except (SpecError, ValueError, ZeroDivisionError, OverflowError):
+        return None
+    out = [np.asarray(v, dtype=np.float64) for v in raw.values()]
+    return out if all(np.isfinite(v).all() for v in out) else None
+
+
+def _subnormal(entry: Entry, hyper: Mapping[str, int], variant: VariantSet, params: dict[str, np.ndarray],
+               inputs: Optional[Mapping[str, np.ndarray]], seed: int, dtype: str, m: Magnitudes) -> None:
+    """subnormal: outputs in ``dtype``'s subnormal range. Softmax outputs: logits aimed at
+    ``SUBNORMAL_LOGITS``. Otherwise the output is scaled through the parameters it is linear in:
+    the last groups of the schema (``_groups_from_the_end``, one to three of them), checked on the
+    spec (doubling them doubles every output, to binary64's last bits), then scaled so that the
+    largest |output| is log-uniform in ``subnormal_range``. Where no such group exists (a residual
+    carries an input to the output) the values stay well-scaled."""
+    site = logit_site(entry, variant, hyper)
+    if site is not None:  # a whole model (no input feeds its logits) stays well-scaled: see _styles.py
+        if site.source is not None:
+            _scale_logits(entry, hyper, variant, params, inputs, seed, m, SUBNORMAL_LOGITS[dtype])
+        return
+    if inputs is None:
+        return
+    base = _spec_outputs(entry, hyper, variant, inputs, params)
+    if base is None or not any(np.abs(v).max(initial=0.0) > 0 for v in base):
+        return
+    groups = _groups_from_the_end(symbolic_schema(entry, variant, hyper))
+    for k in range(1, min(3, len(groups)) + 1):
+        chosen = [n for g in groups[:k] for n in g]
+        doubled = _spec_outputs(entry, hyper, variant, inputs, {**params, **{n: 2.0 * params[n] for n in chosen}})
+        if doubled is None or not all(np.allclose(d, 2.0 * b, rtol=1e-12, atol=0.0) for d, b in zip(doubled, base)):
+            continue
+        lo, hi = subnormal_range(dtype)
+        target = 10.0 ** generator(seed, "subnormal").uniform(math.log10(lo), math.log10(hi))
+        f = target / max(float(np.abs(v).max(initial=0.0)) for v in base)
+        for n in chosen:
+            params[n] = params[n] * f
+        return
 
 
 def _columns(x: np.ndarray) -> np.ndarray:
@@ -459,9 +575,12 @@ def _scale_logits(entry: Entry, hyper: Mapping[str, int], variant: VariantSet, p
 
 def _large_logits(entry: Entry, hyper: Mapping[str, int], variant: VariantSet, params: dict[str, np.ndarray],
                   table_names: Sequence[str], inputs: Optional[Mapping[str, np.ndarray]], seed: int,
-                  m: Magnitudes) -> None:
+                  m: Magnitudes, dtype: str = "float64") -> None:
     """Scale the unembedding, then each head's W_q, b_q, W_k, b_k, so that the
-    largest |logit| and each head's largest |score| equal drawn targets."""
+    largest |logit| and each head's largest |score| equal drawn targets. Where the scores cancel
+    (a query nearly orthogonal to every key: the factor is large), rounding the scaled weights to
+    ``dtype`` moves the largest score far from its target; one correction, measured on the rounded
+    values, brings it back."""
     _scale_logits(entry, hyper, variant, params, inputs, seed, m)
     tables = [params[t] for t in table_names]
     mask = None
@@ -474,22 +593,38 @@ def _large_logits(entry: Entry, hyper: Mapping[str, int], variant: VariantSet, p
         W_q, W_k = params[p + "W_q"], params[kp + "W_k"]
         divisor = {"sqrt_d_attn": math.sqrt(W_q.shape[0]), "sqrt_d_model": math.sqrt(W_q.shape[1]),
                    "none": 1.0}[variant.attn_scale]
-        b_q = params[p + "b_q"][:, None] if p + "b_q" in params else 0.0
-        b_k = params[kp + "b_k"][:, None] if kp + "b_k" in params else 0.0
-        scores = []
-        for X in _sources(inputs, head.query, W_q.shape[1], tables, variant, rng):
-            for Z in _sources(inputs, head.key, W_k.shape[1], tables, variant, rng):
-                S = (W_k @ Z + b_k).T @ (W_q @ X + b_q) / divisor  # (ℓ_z, ℓ_x)
+        pairs = [(X, Z) for X in _sources(inputs, head.query, W_q.shape[1], tables, variant, rng)
+                 for Z in _sources(inputs, head.key, W_k.shape[1], tables, variant, rng)]
+
+        def largest(r: Callable[[np.ndarray], np.ndarray]) -> float:
+            """The head's largest |score| with every value passed through ``r``."""
+            b_q = r(params[p + "b_q"])[:, None] if p + "b_q" in params else 0.0
+            b_k = r(params[kp + "b_k"])[:, None] if kp + "b_k" in params else 0.0
+            scores = []
+            for X, Z in pairs:
+                S = (r(params[kp + "W_k"]) @ r(Z) + b_k).T @ (r(params[p + "W_q"]) @ r(X) + b_q) / divisor
                 if mask is not None and mask.shape == S.shape and mask.any():
                     S = S[mask]
                 scores.append(S)
-        f = math.sqrt(_target(rng, m) / _largest(scores))
-        scaled: tuple[str, ...] = ("W_q", "b_q", "W_k", "b_k")
-        if kp != p:  # keys shared by a group (GQA): the whole factor on this head's queries
-            f, scaled = f * f, ("W_q", "b_q")
-        for name in scaled:
-            if p + name in params:
-                params[p + name] = params[p + name] * f
+            return _largest(scores)
+
+        target = _target(rng, m)
+        f = math.sqrt(target / largest(lambda x: x))
+        _scale_head(params, p, kp, f)
+        rounded = largest(lambda x: round_to(x, dtype))
+        if not target / 1.05 <= rounded <= target * 1.05:
+            _scale_head(params, p, kp, math.sqrt(target / rounded))
+
+
+def _scale_head(params: dict[str, np.ndarray], p: str, kp: str, f: float) -> None:
+    """Scores of the head at ``p`` (keys at ``kp``) times f²: W_q, b_q, W_k, b_k times f (under
+    grouped-query attention, keys shared by a group: f² on this head's queries alone)."""
+    scaled: tuple[str, ...] = ("W_q", "b_q", "W_k", "b_k")
+    if kp != p:
+        f, scaled = f * f, ("W_q", "b_q")
+    for name in scaled:
+        if p + name in params:
+            params[p + name] = params[p + name] * f
 
 
 def _every_layer(found: list[tuple[str, Optional[str]]], params: Mapping[str, np.ndarray]
@@ -556,11 +691,13 @@ def parameter_values(entry: Union[str, Entry], hyper: Mapping[str, int], variant
         params[name] = _value(generator(seed, name), role, resolve_shape(sym, hyper), style, m,
                               near=patterns.get(sym[0]) if role == "table" else None)
     if style == "large-logits":
-        _large_logits(e, hyper, variant, params, table_names, inputs, seed, m)
+        _large_logits(e, hyper, variant, params, table_names, inputs, seed, m, dtype)
     elif style == "sparse":
         _prune(params, seed, frozenset(w for w, _ in _every_layer(heads(e, variant), params)))
     elif style == "well-scaled" and e.trace is not None:
         _scale_logits(e, hyper, variant, params, inputs, seed, m, SAMPLING_LOGITS)
+    elif style == "subnormal":
+        _subnormal(e, hyper, variant, params, inputs, seed, dtype, m)
     for weight, bias in _every_layer(heads(e, variant), params):
         if params[weight].shape[0] >= 2:  # output row 1 = −(row 0): never an all-zero column
             params[weight][1] = -params[weight][0]

@@ -116,7 +116,7 @@ def derive(cells: Sequence[Mapping[str, Any]], fixtures: Sequence[Mapping[str, A
         return "non-conformant", reasons
     if interrupted:
         return "inconclusive", ["interrupted before every search and fixture replay ended"]
-    short = [c for c in considered if int(c.get("examples") or 0) < minimum]
+    short = [c for c in considered if int(c.get("examples") or 0) < minimum and not _exhausted(c)]
     if short:
         reasons = [f"{c.get('algorithm')} {c.get('implementation')} {c.get('dtype')} {c.get('device')}: "
                    f"{c.get('examples')} of {minimum} examples" for c in short]
@@ -125,6 +125,13 @@ def derive(cells: Sequence[Mapping[str, Any]], fixtures: Sequence[Mapping[str, A
     if narrowed:
         return "partial", narrowed
     return "conformant", []
+
+
+def _exhausted(cell: Mapping[str, Any]) -> bool:
+    """Whether a cell judged every case its search can draw (``exhausted``, the count of them): complete
+    below the minimum, since no further example exists. It must have run at least that many."""
+    n = cell.get("exhausted")
+    return isinstance(n, int) and not isinstance(n, bool) and 0 < n <= int(cell.get("examples") or 0)
 
 
 def exit_code(verdict: Optional[str]) -> int:

@@ -13,8 +13,12 @@ implementation's output agrees with, judged exactly as the search judges
    ``values.EPSILON_CANDIDATES``: the strategies' values, 1e-4 and the
    machine epsilons of float32 and float64, moved together as one switch);
 2. the named presets, projected onto the entry's switches;
-3. only if none of those fits: pairs of single changes, the pairs whose
-   members came closest first.
+3. only if none of those fits every case tried: every pair of single changes,
+   ranked by what each single change did to the output on the case (the pair
+   whose two moves, added, land closest to the output first) and screened on
+   the spec's binary64 values (a pair no closer to the output than half the
+   declared set's distance cannot fit, bound or not); the pairs that pass are
+   evaluated with their bounds.
 
 A set **fits** only if it explains the numbers, not merely if nothing is left to
 fail (``_Site.explains``):
@@ -35,11 +39,17 @@ implementation is called again on fresh cases of the same structure and at the
 entry's default sizes (a shrunk case at d_e = 2 lets unrelated sets give the
 same numbers) until one remains: the others are excluded, or the diagnosis says
 that it is **ambiguous** between the survivors (no case tried separates them).
-When no set fits, an output within the bound of a narrower dtype is named as
-"computed at a lower precision".
+A change that moves nothing on the cases tried (β of a norm that has none,
+``norm_placement='paper'`` where it is ``'pre'``) is taken out of a set, and a
+set left with none is no alternative. When no set fits, an output within the
+bound of a narrower dtype (the declared set with that dtype's arithmetic) is
+named as "computes in float32 inside", whether or not its values are float32
+ones (a norm on ``x.float()`` multiplied by a float64 weight); otherwise the
+closest set is shown with its error/bound factor.
 
-The search is bounded (``seconds`` and ``evaluations``) and says when it gave
-up. It also describes the shrunk case's salient structure in words (an empty
+The search is bounded (``seconds`` and ``evaluations``: the evaluations with a
+bound) and says when it gave up, with how many pairs it screened of how many.
+It also describes the shrunk case's salient structure in words (an empty
 query column, a constant column, a repeated token, ℓ = 1, ...), since that is
 often what makes two conventions differ. For a model, layer, loss, gradient
 or step it adds where the implementation first departs from the spec
@@ -57,7 +67,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from ftspec.spec import SpecError
+from ftspec.spec import SpecError, evaluate
 from ftspec.spec.entry import Kind
 from ftspec.spec.registry import Entry
 from ftspec.spec.variants import PRESETS, ROUNDING_ONLY, SWITCHES, VariantSet
@@ -85,8 +95,16 @@ _PLACED = ("inside_root", "outside_root")
 SECONDS = 10.0
 EVALUATIONS = 400
 
-#: a near miss is named in the text only within this error/bound ratio (the JSON has them all):
-#: a set off by 1e10 tolerances is no hint
+#: the share of what is left of the time budget that screening the pairs may take (the rest evaluates
+#: the pairs that pass with their bounds)
+SCREEN_SHARE = 0.7
+
+#: pairs ruled out by their exact values that are evaluated with their bounds all the same, the closest
+#: first: where nothing fits, the closest set is shown with its error/bound factor
+NEAREST_EVALUATED = 3
+
+#: where nothing fits, the closest set is shown with its error/bound factor, and beyond this factor
+#: marked as no hint (a set off by 1e10 tolerances explains nothing); the JSON has the three closest
 NEAREST_SHOWN = 100.0
 
 
@@ -111,12 +129,23 @@ def _changes_text(changes: Mapping[str, Any]) -> str:
                      for k, v in changes.items())
 
 
+def _items(rec: Mapping[str, Any]) -> frozenset:
+    """A record's set as (switch, value) pairs: only the changes that differ from the declared set (a
+    single ε change lists the declared placement beside the new ε; a preset lists only what
+    differs), with the input reading, so that two records of one set compare equal."""
+    reading = rec.get("_reading")
+    extra = {(f"input {reading[0]}", reading[1])} if reading else set()
+    return frozenset({(k, str(v)) for k, v in rec["_changes"].items()} | extra)
+
+
 def _simplest(matches: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The matches no other match explains with fewer changes (a subset of its changes)."""
-    def items(m: Mapping[str, Any]) -> set:
+    """The matches no other match explains with fewer changes (a subset of its changes, as listed: ε
+    with its placement is one change, so ε = 1e-6 inside the root and ε = 1e-6 outside it are two
+    alternatives, not one and a refinement)."""
+    def listed(m: Mapping[str, Any]) -> set:
         return {(k, str(v)) for k, v in m["changes"].items()}
 
-    return [m for m in matches if not any(items(o) < items(m) for o in matches)]
+    return [m for m in matches if not any(listed(o) < listed(m) for o in matches)]
 
 
 @dataclass
@@ -135,6 +164,10 @@ class Diagnosis:
     searched: list[str] = field(default_factory=list)  # "single switches", "presets", "pairs"
     evaluated: int = 0  # variant sets evaluated
     candidates: int = 0  # variant sets the search had planned
+    #: pairs of single changes screened on the spec's binary64 values (no bound needed to rule out a
+    #: pair that is no closer to the output than the declared set), and pairs there were
+    screened: int = 0
+    pairs: int = 0
     gave_up: bool = False  # the time or evaluation budget ended the search early
     #: False when a repeat call's output agrees with the declared set (the failure did not recur)
     recurred: bool = True
@@ -150,6 +183,11 @@ class Diagnosis:
     confirmed: dict[str, Any] = field(default_factory=dict)
     #: the narrowest dtype whose bound the output lies within, when no set fits (else None)
     lower_precision: Optional[str] = None
+    #: whether every output is also a value of ``lower_precision`` (computed there and widened at the
+    #: end), rather than only within its bound (computed there inside: a norm on ``x.float()``)
+    lower_values: bool = False
+    #: the other narrower dtypes whose bound the outputs also lie within (the case cannot tell them apart)
+    lower_also: list[str] = field(default_factory=list)
     #: the case diagnosed when it is not the failure's recorded one (a refusal's transformed case)
     on: str = ""
 
@@ -158,9 +196,11 @@ class Diagnosis:
             "algorithm": self.algorithm, "dtype": self.dtype, "declared": self.declared,
             "matches": self.matches, "near_misses": self.near_misses, "structure": self.structure,
             "searched": self.searched, "evaluated": self.evaluated, "candidates": self.candidates,
+            "screened": self.screened, "pairs": self.pairs,
             "gave_up": self.gave_up, "recurred": self.recurred, "seconds": round(self.seconds, 3),
             "budget": self.budget, "divergence": self.divergence, "ambiguous": self.ambiguous,
-            "confirmed": self.confirmed, "lower_precision": self.lower_precision, "on": self.on,
+            "confirmed": self.confirmed, "lower_precision": self.lower_precision,
+            "lower_values": self.lower_values, "lower_also": self.lower_also, "on": self.on,
         }
 
     def summary(self) -> str:
@@ -184,16 +224,21 @@ class Diagnosis:
                         + " (each fits every case tried; none separates them)")
             return "matches " + " | or ".join(parts) + more
         if self.lower_precision:
-            return (f"computed at a lower precision: the output lies within {self.lower_precision}'s bound "
-                    f"(inputs and arithmetic rounded to {self.lower_precision}), not within {self.dtype}'s; "
-                    f"no neighbouring variant set fits")
+            low = self.lower_precision
+            how = (f"its outputs are {low} values" if self.lower_values
+                   else f"its outputs are {self.dtype} values carrying {low} rounding")
+            also = "".join(f" (or {a}: within its bound too)" for a in self.lower_also)
+            return (f"computes in {low} inside{also}: the output lies within {low}'s bound (the declared "
+                    f"set with {low} arithmetic), not within {self.dtype}'s; {how}; no neighbouring "
+                    f"variant set fits")
         text = f"no neighbouring variant set fits (declared {self.declared})"
         if self.near_misses and self.near_misses[0].get("excluded"):
             n = self.near_misses[0]
             text += f"; {_changes_text(n['changes'])} is within its bound but excluded: {n['excluded']}"
-        elif self.near_misses and self.near_misses[0]["ratio"] <= NEAREST_SHOWN:
+        elif self.near_misses:  # the closest set, with its factor: how far from fitting it is
             n = self.near_misses[0]
-            text += f"; nearest: {_changes_text(n['changes'])} (error/bound {_ratio(n['ratio'])})"
+            far = "" if float(n["ratio"]) <= NEAREST_SHOWN else ", no hint"  # the JSON form: "inf" too
+            text += f"; closest: {_changes_text(n['changes'])} (error/bound {_ratio(n['ratio'])}{far})"
         return text
 
     def lines(self) -> list[str]:
@@ -206,8 +251,10 @@ class Diagnosis:
         if self.structure:
             out.append("case structure: " + "; ".join(self.structure))
         how = " + ".join(self.searched) or "nothing"
-        tail = (f"gave up after {self.seconds:.1f} s, {self.evaluated} of {self.candidates} variant sets evaluated"
-                if self.gave_up else f"{self.evaluated} variant sets evaluated in {self.seconds:.1f} s")
+        pairs = f", {self.screened} of {self.pairs} pairs screened" if self.pairs else ""
+        tail = (f"gave up after {self.seconds:.1f} s, {self.evaluated} of {self.candidates} variant sets "
+                f"evaluated{pairs}" if self.gave_up
+                else f"{self.evaluated} variant sets evaluated{pairs} in {self.seconds:.1f} s")
         out.append(f"(searched {how}; {tail})")
         c = self.confirmed
         if c:
@@ -217,7 +264,8 @@ class Diagnosis:
         return out + list(self.divergence_lines)
 
 
-def _ratio(r: float) -> str:
+def _ratio(r: Any) -> str:
+    r = float(r)  # the JSON form writes an infinite ratio as "inf"
     return f"{r:.3g}" if math.isfinite(r) else "inf"
 
 
@@ -280,8 +328,10 @@ def diagnose(entry: Entry, case: Case, impl_outputs: Optional[Mapping[str, np.nd
     else:
         single_recs = search.singles_and_presets()
         search.mask_readings()
-        search.pairs(single_recs)
         search.confirm(failing, call, admits)
+        if not search.live():  # nothing fits every case tried: pairs of single changes
+            search.pairs(single_recs)
+            search.confirm(failing, call, admits)
         _conclude(d, list(search.tried.values()))
         if not d.matches:
             search.lower_precision()
@@ -306,9 +356,11 @@ CONFIRMED_MAX = 12
 #: the layer entries a first divergence walks (besides the models, their losses, gradients and steps)
 _LAYER_ENTRIES = frozenset({"encoder_layer", "bert_layer", "gpt2_layer", "decoder_layer"})
 
-#: narrower dtypes a dtype's output may have been computed in, the closest first
-_NARROWER = {"float64": ("float32", "bfloat16", "float16"), "float32": ("bfloat16", "float16"),
-             "float16": (), "bfloat16": ()}
+#: narrower dtypes a dtype's output may have been computed in, the finest first (float16 keeps 11
+#: significant bits, bfloat16 8). A float64 model is tried at float32 alone: what real code does
+#: (``x.float()``), and float16's bound is wide enough to take in a small bug of a float64
+#: computation (a weight off by 1e-4) that is no rounding at all
+_NARROWER = {"float64": ("float32",), "float32": ("float16", "bfloat16"), "float16": (), "bfloat16": ()}
 
 
 class _Site:
@@ -325,6 +377,8 @@ class _Site:
         #: the case's own declared set: a failing example of the cell may have drawn another one than the
         #: shrunk case (a set's changes are applied to it: the bug is the same wherever it shows)
         self.declared = search.declared if case is search.case else case.variant
+        #: the spec's binary64 values under a set (and reading) here: (variant hash, reading) -> outputs
+        self._values: dict[tuple, Optional[dict[str, np.ndarray]]] = {}
         try:
             self.declared_ref = reference(search.entry, self.prepared.inputs, self.prepared.params,
                                           hyper=case.hyper, variant=self.declared, dtype=search.dtype,
@@ -349,6 +403,33 @@ class _Site:
             if (n, h) == (name, how):
                 return {**inputs, name: value}
         return None
+
+    def values(self, changes: Mapping[str, Any], reading: Optional[tuple[str, str]]
+               ) -> tuple[bool, Optional[dict[str, np.ndarray]]]:
+        """The spec's binary64 outputs here under the case's declared set with ``changes`` (and
+        ``reading``), without a bound: (whether it is a set that applies here, its outputs or None
+        where the spec refuses the case). Twenty times cheaper than a reference (no Monte Carlo
+        lanes), enough to tell whether a set moves the output at all, and where to."""
+        inputs = self.reading(reading)
+        try:
+            variant = self.declared.replace(**changes)
+        except ValueError:
+            return False, None
+        if inputs is None:
+            return False, None
+        key = (variant.hash, reading)
+        if key not in self._values:
+            fitted = _adapt_params(self.search.entry, self.case.hyper, variant, self.prepared.params)
+            if fitted is None:
+                return False, None
+            try:
+                raw = evaluate(self.search.entry.name, _as_lists(inputs), _as_lists(fitted[0]), hyper=self.case.hyper,
+                               variant=variant)
+            except SpecError:
+                self._values[key] = None
+            else:
+                self._values[key] = {k: np.asarray(v) for k, v in raw.items()}
+        return True, self._values[key]
 
     def judge(self, changes: Mapping[str, Any], reading: Optional[tuple[str, str]]) -> Optional[dict[str, Any]]:
         """Whether the case's declared set with ``changes`` (and ``reading``) explains the outputs here:
@@ -381,6 +462,7 @@ class _Site:
             return out
         if self.outputs is None:
             return out
+        out["_values"] = ref.outputs  # what the set computes here: the pairs are ranked by it
         out["fits"], out["ratio"], why = self.explains(ref)
         if why:
             out["excluded"] = why
@@ -415,6 +497,11 @@ class _Site:
             if why:
                 return False, ratio, why
         return True, ratio, ""
+
+
+def _as_lists(arrays: Mapping[str, Any]) -> dict[str, Any]:
+    """Arrays as the spec takes them (nested lists of Python numbers)."""
+    return {k: np.asarray(v).tolist() for k, v in arrays.items()}
 
 
 def _failing_elements(outputs: Mapping[str, np.ndarray], d: Reference) -> dict[str, np.ndarray]:
@@ -528,6 +615,12 @@ class _Search:
         self.prepared = self.site.prepared
         self.sites = [self.site]  # every failing example judged so far
         self.tried: dict[str, dict[str, Any]] = {}  # variant hash (and reading) -> result record
+        #: the confirmation's cases, built once: the other failing examples (None: not yet), the
+        #: fresh cases planned (None: not yet) and those built (index -> site and label, None: unusable)
+        self._failing: Optional[list[tuple[_Site, str]]] = None
+        self._fresh_planned: Optional[list[Case]] = None
+        self._fresh_built: dict[int, Optional[tuple[_Site, str]]] = {}
+        self._confirm_until: Optional[float] = None  # when the confirmation's own allowance ends
 
     def budget_left(self) -> bool:
         return self.d.evaluated < self.evaluations and time.perf_counter() - self.started < self.seconds
@@ -566,21 +659,132 @@ class _Search:
                 self.evaluate(ch, reading=(name, how))
 
     def pairs(self, single_recs: list[tuple[str, Optional[dict[str, Any]]]]) -> None:
-        """Only when nothing fits and time is left: pairs of single changes of two switches, the
-        pairs whose members came closest first."""
+        """Only when no set fits after the confirmation: every pair of single changes of two switches.
+
+        Each single change was evaluated once: what it does to the output on this case ranks the
+        pairs (``_ranked``: the pair whose two moves, added, come closest to the implementation's
+        output first). Every pair is then screened on the spec's binary64 values, without a bound
+        (twenty times cheaper than a reference): a set fits only if it is at least twice as close to
+        the output as the declared set at the worst failing element (``_resolves``), so a pair that
+        is not is ruled out without its bound. The pairs that pass, and the closest few that do not
+        (so that the closest set can be shown with its factor), are evaluated with their bounds.
+        Only the time budget ends the screening early, and the report says how many pairs it
+        screened of how many."""
         d = self.d
-        if any(r["fits"] for r in self.tried.values()) or d.gave_up or len(single_recs) <= 1:
-            return
         scored = [(g, r) for g, r in single_recs if r is not None]
-        pairs = [(a, b) for a, b in itertools.combinations(scored, 2) if a[0] != b[0]]
-        pairs.sort(key=lambda p: _score(p[0][1]["ratio"]) + _score(p[1][1]["ratio"]))
+        pairs = [({**a["changes"], **b["changes"]}, (a, b)) for (ga, a), (gb, b) in itertools.combinations(scored, 2)
+                 if ga != gb]
+        if d.gave_up or not pairs:
+            return
+        if self.site.declared_ref is None or self.site.outputs is None:
+            # nothing to rank or screen the pairs by (the declared set refuses the case, or the
+            # implementation raised): each would need its full bound, and a refused case is one a
+            # single convention (ε, an empty query's answer) explains; said, not silently dropped
+            d.searched.append("no pairs (the declared set gives no values on the case to screen them by)")
+            return
+        d.pairs = len(pairs)
         d.candidates += len(pairs)
         d.searched.append("pairs")
-        for (_, a), (_, b) in pairs:
-            if not self.budget_left():
+        # the screening may take SCREEN_SHARE of what is left of the budget, the bounds the rest
+        now = time.perf_counter()
+        screen_until = now + SCREEN_SHARE * max(0.0, self.seconds - (now - self.started))
+        passed: list[tuple[float, int, dict[str, Any]]] = []
+        near: list[tuple[float, int, dict[str, Any]]] = []
+        for n, changes in enumerate(self._ranked(pairs)):
+            if time.perf_counter() >= screen_until:
                 d.gave_up = True
                 break
-            self.evaluate({**a["changes"], **b["changes"]})
+            applies, values = self.site.values(changes, None)
+            d.screened += 1
+            if not applies:
+                continue
+            passes, score = self._screen(values)
+            if passes:
+                passed.append((score, n, changes))
+            elif math.isfinite(score):
+                near.append((score, n, changes))
+        # those that pass, the closest to the output first (on a degenerate case, a flipped
+        # two-token softmax, many pairs move the output half-way; few reproduce it); then the
+        # closest few that do not, so that the closest set is shown with its factor
+        order = sorted(passed, key=lambda t: t[:2]) + sorted(near, key=lambda t: t[:2])[:NEAREST_EVALUATED]
+        for _, _, changes in order:
+            if self.evaluate(changes) is None and d.gave_up:
+                break
+
+    def _ranked(self, pairs: list[tuple[dict[str, Any], tuple[dict[str, Any], dict[str, Any]]]]
+                ) -> list[dict[str, Any]]:
+        """The pairs' changes, the most promising first: by how far the output lies from the declared
+        set's values moved by both members' moves on this case (each member's values minus the
+        declared set's, added), in units of the declared bound at the failing elements. A member
+        that moves nothing here (a switch the case does not exercise) predicts its partner alone;
+        a member with no values (refused, not judged) puts the pair last, in the old order of the
+        members' own error/bound ratios."""
+        site, ref = self.site, self.site.declared_ref
+        assert ref is not None and site.outputs is not None  # ``pairs`` ranks only where both are
+        names = [n for n in site.failing if np.asarray(ref.outputs[n]).dtype.kind == "f"]
+        if not names:  # only exact outputs fail (tokens, masks): no distance to add moves in
+            return [c for c, _ in sorted(pairs, key=lambda p: _score(p[1][0]["ratio"]) + _score(p[1][1]["ratio"]))]
+        where = {n: site.failing[n] for n in names}
+        got = np.concatenate([np.asarray(site.outputs[n], dtype=np.float64)[where[n]] for n in names])
+        dv = np.concatenate([np.asarray(ref.outputs[n], dtype=np.float64)[where[n]] for n in names])
+        scale = np.concatenate([np.asarray(ref.bound[n], dtype=np.float64)[where[n]] for n in names])
+        scale = np.where(scale > 0, scale, np.finfo(np.float64).tiny)
+        moves: dict[int, Optional[np.ndarray]] = {}
+
+        def move(rec: dict[str, Any]) -> Optional[np.ndarray]:
+            key = id(rec)
+            if key not in moves:
+                v = rec.get("_values")
+                try:
+                    m = None if v is None else np.concatenate(
+                        [np.asarray(v[n], dtype=np.float64)[where[n]] for n in names]) - dv
+                except (KeyError, IndexError, ValueError):  # the set drops or reshapes an output
+                    m = None
+                moves[key] = m
+            return moves[key]
+
+        def rank(p: tuple[dict[str, Any], tuple[dict[str, Any], dict[str, Any]]]) -> tuple[float, float]:
+            a, b = p[1]
+            ma, mb = move(a), move(b)
+            fallback = _score(a["ratio"]) + _score(b["ratio"])
+            if ma is None or mb is None:
+                return math.inf, fallback
+            with np.errstate(invalid="ignore", over="ignore"):
+                off = np.abs(got - (dv + ma + mb)) / scale
+            return (float(np.max(off)) if np.all(np.isfinite(off)) else math.inf), fallback
+
+        return [c for c, _ in sorted(pairs, key=rank)]
+
+    def _screen(self, values: Optional[Mapping[str, np.ndarray]]) -> tuple[bool, float]:
+        """Whether a set with these binary64 values on the shrunk case may fit it (a necessary
+        condition, ``_resolves`` without the bound), and its worst distance to the output at the
+        failing elements in units of the declared bound (for showing the closest)."""
+        site, ref = self.site, self.site.declared_ref
+        if values is None or site.outputs is None or ref is None:  # ``pairs`` screens only where both are
+            return False, math.inf
+        worst = 0.0  # the distance to the output at the failing elements, in declared bounds
+        for name, where in site.failing.items():
+            cv = values.get(name)
+            if cv is None or np.shape(cv) != where.shape:
+                return False, math.inf
+            dv = np.asarray(ref.outputs[name])
+            if dv.dtype.kind != "f":
+                if not np.any(np.asarray(cv)[where] != dv[where]):
+                    return False, math.inf
+                continue
+            g = np.asarray(site.outputs[name], dtype=np.float64)
+            c = np.asarray(cv, dtype=np.float64)
+            with np.errstate(invalid="ignore", over="ignore"):
+                spots = where & np.isfinite(g) & np.isfinite(dv) & np.isfinite(c)
+                if not spots.any():
+                    continue
+                off_c, off_d = np.abs(g - c)[spots], np.abs(g - dv)[spots]
+                bound = np.asarray(ref.bound[name], dtype=np.float64)[spots]
+                off = float(np.max(off_c / np.where(bound > 0, bound, np.finfo(np.float64).tiny)))
+                if float(np.max(off_c)) > 0.5 * float(np.max(off_d)):
+                    return False, off
+                worst = max(worst, off)
+        return True, worst
 
     def evaluate(self, changes: dict[str, Any], preset: Optional[str] = None,
                  reading: Optional[tuple[str, str]] = None) -> Optional[dict[str, Any]]:
@@ -605,6 +809,7 @@ class _Search:
         # where the root already held ε stays a change of ε alone on a case declared outside it)
         rec["_changes"] = {k: v for k, v in changes.items() if getattr(self.declared, k, None) != v}
         rec["_reading"] = reading
+        rec["_origin"] = "preset" if preset else "set"
         self.tried[key] = rec
         rec.update(self.site.judge(changes, reading) or {})
         return rec
@@ -616,66 +821,168 @@ class _Search:
         kept (each must fit them too), then on fresh cases the implementation is called on (a
         single set that fits is confirmed too: on a degenerate shrunk case, H = 1 and a mask all
         True, a dropped head looks exactly like an inverted mask with zeros for empty queries).
-        Excluded sets stop fitting (with the case that excluded them); more than one left makes
-        the diagnosis ambiguous."""
+        Excluded sets stop fitting (with the case that excluded them); a change that moves nothing
+        on any case tried is taken out of a set (``_strip_inert``); more than one set left makes
+        the diagnosis ambiguous. Called again after the pairs: the cases built for the first call
+        are reused, and a set is judged once on each."""
         fits = sorted((r for r in self.tried.values() if r["fits"]), key=lambda r: (len(r["changes"]), r["ratio"]))
-        # within their bound here but no evidence (vacuous on this case): another failing example may
-        # give it, as long as no case contradicts them
+        # within their bound here but no evidence (uninformative on this case): another failing example
+        # may give it, as long as no case contradicts them; those that reproduce the departure within a
+        # bound wider than it ("cannot tell") before those whose bound is as large as the output
         pending = sorted((r for r in self.tried.values() if not r["fits"] and r.get("uninformative")),
-                         key=lambda r: (len(r["changes"]), r["ratio"]))[:CONFIRMED_MAX]
+                         key=lambda r: ("vacuous" in r.get("excluded", ""), len(r["changes"]), r["ratio"]))
+        pending = pending[:CONFIRMED_MAX]
         if not fits and not pending:
             return
-        info: dict[str, Any] = {"failing": 0, "fresh": 0, "excluded": []}
-        for case, outputs in list(failing)[:FAILING_KEPT]:
-            if (outputs is None) != (self.impl_outputs is None):
-                continue  # raised where the shrunk case returned (or the reverse): another failure
-            site = _Site(self, case, outputs)
-            if site.declared_ref is None or site.declared_ok:
-                continue  # not a failing example under this declared set: it confirms nothing
-            info["failing"] += 1
-            self.sites.append(site)
-            label = f"another failing example of the cell ({case.describe()})"
+        info: dict[str, Any] = self.d.confirmed or {"failing": 0, "fresh": 0, "excluded": []}
+        if self._confirm_until is None:  # its own allowance, as long as the search's
+            self._confirm_until = time.perf_counter() + self.seconds
+        for site, label in self._failing_sites(failing):
             self._sift(site, fits, info, label)
             self._contradict(site, pending, label)
             for r in pending:
-                if r.get("evidence") and not r.get("contradicted") and r not in fits:
+                if r.get("evidence") and not r.get("contradicted") and not any(r is f for f in fits):
                     r["fits"], r["excluded"] = True, ""  # evidence here, and no case against it
                     fits.append(r)
         if call is not None:
-            for fresh in self._fresh_cases(admits):
-                if not any(r["fits"] for r in fits):
-                    break
-                try:
-                    outputs = call(fresh)
-                except Exception:  # noqa: BLE001 - a fresh case the implementation cannot take separates nothing
-                    continue
-                site = _Site(self, fresh, outputs)
-                if site.declared_ref is None or outputs is None:
-                    continue
-                info["fresh"] += 1
-                label = f"a fresh case ({fresh.describe()})"
+            for site, label in self._fresh_sites(call, admits, fits):
                 self._sift(site, fits, info, label)
                 self._contradict(site, pending)
         # a set the cases tried cannot judge and none contradicts stays possible beside those that fit
-        possible = ([r for r in pending if not r["fits"] and not r.get("contradicted")]
+        possible = ([r for r in pending if not r["fits"] and not r.get("contradicted") and not r.get("_unjudged")]
                     if any(r["fits"] for r in fits) else [])
         for r in possible:
             r["fits"], r["possible"] = True, "no case tried could judge it, and none contradicts it"
+        self._strip_inert([r for r in fits + possible if r["fits"]])
         live = _simplest([r for r in fits + possible if r["fits"]])
         # a set that fits only with parameters the harness made up for it (γ = 1, β = 0 for a norm the
         # declared set has without them) is the same mathematics as one that needs none
         live = [r for r in live if not r.get("parameters")] or live
         # sets that differ only in switches that change rounding alone are one mathematics
-        self.d.ambiguous = len({_mathematics(r["changes"]) for r in live}) > 1
-        if info["failing"] or info["fresh"]:
+        self.d.ambiguous = len({_mathematics(r) for r in live}) > 1
+        info["failing"], info["fresh"] = len(self._failing or []), len(self._fresh)
+        if (info["failing"] or info["fresh"]) and "confirmation on other cases" not in self.d.searched:
             self.d.searched.append("confirmation on other cases")
+        if info["failing"] or info["fresh"]:
             self.d.confirmed = info
+
+    def _confirm_over(self) -> bool:
+        """Whether the confirmation's allowance has run out (then the search gave up)."""
+        if self._confirm_until is not None and time.perf_counter() > self._confirm_until:
+            self.d.gave_up = True
+            return True
+        return False
+
+    def live(self) -> bool:
+        """Whether any set still fits (after the confirmation)."""
+        return any(r["fits"] and not r.get("_merged") for r in self.tried.values())
+
+    def _failing_sites(self, failing: Sequence[tuple[Case, Optional[Mapping[str, np.ndarray]]]]
+                       ) -> list[tuple[_Site, str]]:
+        """The cell's other failing examples as sites (built once): those that fail the declared set
+        the way the shrunk case does (both return, or both raise)."""
+        if self._failing is None:
+            self._failing = []
+            for case, outputs in list(failing)[:FAILING_KEPT]:
+                if (outputs is None) != (self.impl_outputs is None):
+                    continue  # raised where the shrunk case returned (or the reverse): another failure
+                site = _Site(self, case, outputs)
+                if site.declared_ref is None or site.declared_ok:
+                    continue  # not a failing example under this declared set: it confirms nothing
+                self.sites.append(site)
+                self._failing.append((site, f"another failing example of the cell ({case.describe()})"))
+        return self._failing
+
+    def _fresh_sites(self, call: Call, admits: Optional[Callable[[Mapping[str, int]], bool]],
+                     fits: list[dict[str, Any]]) -> Any:
+        """The fresh cases as sites, each built (the implementation called) once and only while a set
+        still fits; kept for a later call (None: a case that separates nothing, it raised or the
+        declared set cannot judge it)."""
+        if self._fresh_planned is None:
+            self._fresh_planned = self._fresh_cases(admits)
+        for i, fresh in enumerate(self._fresh_planned):
+            if not any(r["fits"] for r in fits):
+                return
+            if i not in self._fresh_built:
+                try:
+                    outputs = call(fresh)
+                except Exception:  # noqa: BLE001 - a fresh case the implementation cannot take separates nothing
+                    outputs = None
+                site = _Site(self, fresh, outputs)
+                ok = site.declared_ref is not None and outputs is not None
+                self._fresh_built[i] = (site, f"a fresh case ({fresh.describe()})") if ok else None
+            built = self._fresh_built[i]
+            if built is not None:
+                yield built
+
+    @property
+    def _fresh(self) -> list[tuple[_Site, str]]:
+        return [b for _, b in sorted(self._fresh_built.items()) if b is not None]
+
+    def _strip_inert(self, live: list[dict[str, Any]]) -> None:
+        """Take out of each set a change that moves nothing: with it reverted, the spec's binary64
+        values are the same on every case tried (β of a norm that has none, ``norm_placement='paper'``
+        where it is ``'pre'``); a set with no change left computes the declared set's numbers there
+        and is no alternative at all. Two sets that become one keep one record (the other's presets
+        join it). The spec decides what moves, on the cases at hand; no list of inert switches is
+        kept by hand."""
+        sites = [self.site] + [s for s, _ in (self._failing or [])] + [s for s, _ in self._fresh]
+        kept: dict[frozenset, dict[str, Any]] = {}
+        # a single change or pair before a preset's projection onto the entry: where both are one set,
+        # the record kept lists the change as the search made it (ε with its placement)
+        for r in sorted(live, key=lambda r: r.get("_origin") == "preset"):
+            changes, reading = dict(r["_changes"]), r["_reading"]
+            for key in list(changes) + (["input"] if reading else []):
+                fewer = {k: v for k, v in changes.items() if k != key}
+                less = None if key == "input" else reading
+                if self._same(sites, changes, reading, fewer, less):
+                    shown = f"input {reading[0]}" if key == "input" and reading else key
+                    r["changes"].pop(shown, None)
+                    r["declared"].pop(shown, None)
+                    r.setdefault("inert", []).append(shown)
+                    changes, reading = fewer, less
+            r["_changes"], r["_reading"] = changes, reading
+            if not changes and reading is None:  # the declared set's own numbers on every case tried
+                r["fits"], r["_merged"] = False, True
+                continue
+            items = _items(r)
+            if items in kept:
+                other = kept[items]
+                other["presets"] += [p for p in r["presets"] if p not in other["presets"]]
+                r["fits"], r["_merged"] = False, True
+            else:
+                kept[items] = r
+
+    def _same(self, sites: list[_Site], a: Mapping[str, Any], ra: Optional[tuple[str, str]],
+              b: Mapping[str, Any], rb: Optional[tuple[str, str]]) -> bool:
+        """Whether two sets (changes and reading each) give the same binary64 values on every site
+        where both apply (the shrunk case at least)."""
+        for i, site in enumerate(sites):
+            oka, va = site.values(a, ra)
+            okb, vb = site.values(b, rb)
+            if not (oka and okb):
+                if i == 0:
+                    return False
+                continue
+            if (va is None) != (vb is None):
+                return False
+            if va is None or vb is None:
+                continue
+            if set(va) != set(vb) or not all(
+                    np.shape(va[k]) == np.shape(vb[k]) and np.array_equal(va[k], vb[k], equal_nan=True)
+                    for k in va):
+                return False
+        return True
 
     def _sift(self, site: _Site, fits: list[dict[str, Any]], info: dict[str, Any], label: str) -> None:
         """Exclude the sets the outputs at ``site`` contradict (outside their bound, or a failing
         output dropped); a set this case cannot judge (vacuous here) stays."""
         for r in fits:
-            if not r["fits"]:
+            if not r["fits"] or id(site) in r.setdefault("_seen", set()):
+                continue
+            r["_seen"].add(id(site))
+            if self._confirm_over():  # a set not confirmed is not named (the report says it gave up)
+                r["fits"], r["excluded"] = False, "not confirmed: the time budget ran out"
                 continue
             got = site.judge(r["_changes"], r["_reading"])
             info["evaluations"] = info.get("evaluations", 0) + 1
@@ -687,7 +994,11 @@ class _Search:
         """Judge the sets no case could judge yet: evidence for them (``label``: a failing example),
         or a contradiction."""
         for r in pending:
-            if r.get("contradicted") or r["fits"]:
+            if r.get("contradicted") or r["fits"] or id(site) in r.setdefault("_seen", set()):
+                continue
+            r["_seen"].add(id(site))
+            if self._confirm_over():  # not judged on every case: not "possible" either
+                r["_unjudged"] = True
                 continue
             got = site.judge(r["_changes"], r["_reading"])
             if got is None:
@@ -713,45 +1024,80 @@ class _Search:
 
     # -- a lower precision ---------------------------------------------------------------------------
     def lower_precision(self) -> None:
-        """When no set fits: the narrower dtype (the closest first) whose values the outputs are and
-        within whose bound they lie on every failing example, the declared set's reference evaluated
-        on the inputs rounded to it. Both are needed: a small bug of a float64 computation can lie
-        within float32's bound, but its outputs are no float32 values."""
+        """When no set fits: the narrower dtype (the closest first) within whose bound the outputs lie
+        on every failing example, the declared set's reference bounded for that dtype's arithmetic.
+
+        The outputs need not be values of the narrower dtype: a model that computes its norm on
+        ``x.float()`` and multiplies the result by a float64 weight (LLaMA's ``RMSNorm`` in Meta's
+        ``llama/model.py`` and karpathy's ``llama2.c`` ``model.py``), or keeps RoPE tables in
+        float32, returns float64 values that carry float32 rounding inside. The bound is derived at
+        the narrower dtype on the case's own inputs (where the model widened them, as those codes do)
+        and on the inputs rounded to it (where the model cast its inputs first); either holding is
+        the fingerprint. ``lower_values`` says whether every output is also a value of that dtype
+        (computed there and widened at the end)."""
         if self.impl_outputs is None:
             return
-        for narrow in _NARROWER.get(self.dtype, ()):
-            if all(self._within_at(site, narrow) for site in self.sites):
-                self.d.lower_precision = narrow
-                self.d.searched.append("lower precisions")
-                return
         self.d.searched.append("lower precisions")
+        held = [n for n in _NARROWER.get(self.dtype, ()) if all(self._within_at(site, n) for site in self.sites)]
+        if held:
+            # float16's bound is SAFETY = 8 times its spread, as wide as bfloat16's rounding: where both
+            # hold, the case cannot tell which, and both are said
+            self.d.lower_precision, self.d.lower_also = held[0], held[1:]
+            self.d.lower_values = all(_values_of(site.outputs, held[0]) for site in self.sites
+                                      if site.outputs is not None)
 
     def _within_at(self, site: _Site, narrow: str) -> bool:
-        """Whether the outputs at ``site`` are values of ``narrow`` (each real output rounds to itself:
-        the fingerprint of a result computed there and widened) within its bound."""
+        """Whether the outputs at ``site`` lie within the bound of ``narrow``'s arithmetic, evaluated on
+        the site's inputs as the call received them or on those inputs rounded to ``narrow``."""
         if site.outputs is None:
             return False
-        for name, value in site.outputs.items():
-            a = np.asarray(value)
-            if a.dtype.kind == "f":
-                with np.errstate(invalid="ignore", over="ignore"):
-                    fin = np.isfinite(a)
-                    if not np.array_equal(round_to(a[fin].astype(np.float64), narrow), a[fin].astype(np.float64)):
-                        return False
-        inputs = {k: (round_to(v, narrow) if np.asarray(v).dtype.kind == "f" else v)
-                  for k, v in site.prepared.inputs.items()}
-        params = {k: round_to(v, narrow) for k, v in site.prepared.params.items()}
-        try:
-            ref = reference(self.entry, inputs, params, hyper=site.case.hyper, variant=site.declared, dtype=narrow,
-                            precision=self.precision)
-        except (SpecError, ToleranceModelError):
-            return False
-        return _within(site.outputs, ref)
+        given = (site.prepared.inputs, site.prepared.params)
+        rounded = ({k: (round_to(v, narrow) if np.asarray(v).dtype.kind == "f" else v)
+                    for k, v in given[0].items()},
+                   {k: round_to(v, narrow) for k, v in given[1].items()})
+        for inputs, params in (rounded, given):
+            try:
+                ref = reference(self.entry, inputs, params, hyper=site.case.hyper, variant=site.declared,
+                                dtype=narrow, precision=self.precision)
+            except (SpecError, ToleranceModelError):
+                continue
+            if _within(site.outputs, ref) and not _vacuous_at(site.outputs, ref, site.failing):
+                return True
+        return False
 
 
-def _mathematics(changes: Mapping[str, Any]) -> frozenset:
+def _vacuous_at(outputs: Mapping[str, np.ndarray], ref: Reference, failing: Mapping[str, np.ndarray]) -> bool:
+    """Whether ``ref``'s bound at some failing element is as large as the output itself (above half its
+    largest finite value): a narrower dtype's bound that wide holds any value there (a nearly
+    constant column at float32 leaves bfloat16 no digit), so it is no evidence of that dtype."""
+    for name, where in failing.items():
+        g = np.asarray(outputs[name])
+        if g.dtype.kind != "f" or name not in ref.bound:
+            continue
+        g = g.astype(np.float64)
+        fin = np.isfinite(g)
+        size = float(np.max(np.abs(g[fin]))) if fin.any() else 0.0
+        if np.any(np.asarray(ref.bound[name])[where & fin] > 0.5 * size):
+            return True
+    return False
+
+
+def _values_of(outputs: Mapping[str, np.ndarray], narrow: str) -> bool:
+    """Whether every finite real output is a value of ``narrow`` (it rounds to itself there)."""
+    for value in outputs.values():
+        a = np.asarray(value)
+        if a.dtype.kind != "f":
+            continue
+        with np.errstate(invalid="ignore", over="ignore"):
+            fin = a[np.isfinite(a)].astype(np.float64)
+            if not np.array_equal(round_to(fin, narrow), fin):
+                return False
+    return True
+
+
+def _mathematics(rec: Mapping[str, Any]) -> frozenset:
     """A set's changes without the switches that change rounding alone (``ROUNDING_ONLY``)."""
-    return frozenset((k, str(v)) for k, v in changes.items() if k not in ROUNDING_ONLY)
+    return frozenset((k, str(v)) for k, v in rec["changes"].items() if k not in ROUNDING_ONLY)
 
 
 def _record(changes: dict[str, Any], preset: Optional[str], reading: Optional[tuple[str, str]],
@@ -768,12 +1114,15 @@ def _record(changes: dict[str, Any], preset: Optional[str], reading: Optional[tu
 
 def _conclude(d: Diagnosis, recs: list[dict[str, Any]]) -> None:
     """The matches (fewest changes first) and the three nearest misses among the evaluated sets."""
+    recs = [r for r in recs if not r.get("_merged")]  # one record per set: its duplicates are merged
     fits = [r for r in recs if r["fits"]]
     # fewest changes first, a set needing made-up parameters after one that needs none
     fits.sort(key=lambda r: (bool(r.get("parameters")), len(r["changes"]), r["ratio"]))
     d.matches = [_public(r) for r in fits]
     misses = [r for r in recs if not r["fits"] and math.isfinite(r["ratio"])]
-    misses.sort(key=lambda r: (not r.get("excluded"), r["ratio"]))  # a set another case excluded first
+    # a set another case excluded first, one the case could not tell before one whose bound is vacuous,
+    # then the closest by its error/bound factor
+    misses.sort(key=lambda r: (not r.get("excluded"), "vacuous" in r.get("excluded", ""), r["ratio"]))
     d.near_misses = [_public(r) for r in misses[:3]]
     if not d.gave_up:  # every planned set was evaluated (a preset equal to a single change counts once)
         d.candidates = d.evaluated

@@ -35,8 +35,20 @@ checks each piece on its own, with what the implementation already offers:
    silenced layer's output, while another block's norm's do, reads that
    norm's parameters; a pre-LN block whose output does not move with its norm's
    γ, β, though it moves with its own output weights, does not read its
-   norm (the norm). Where the probes cannot separate two places (a norm
-   over d_e ≤ 2 features keeps little more than a sign) both are listed;
+   norm (the norm). Every attention entry the plugin offers checks an attention block
+   (``mh_attention``; for a self-attention also ``causal_self_attention`` or ``self_attention``,
+   which build their own mask, and their padded forms), and ``token_embedding`` /
+   ``positional_embedding`` stand in for a missing ``embedding``. A probe that departs is a
+   norm's when that norm's entry departs on what it reads in that probe (the spec's values under
+   the probe's parameters); an MLP probe (W₁ = 0) is checked against a control that adds the same
+   column through b₂ alone: departing too, or agreeing with bounds that accept the probe's own
+   outputs (a margin), it is not the MLP's. A cut norm clears its attention only if the attention
+   is still heard (an RMSNorm has no β: at γ = 0 its attention reads zeros). Zero weights cannot
+   silence a NaN (0 · NaN = NaN): with every weight of every sublayer 0 a NaN that stays is a
+   division's (a norm, or a softmax over a query with no key), never the residual sums; norms and
+   self-attentions whose entries agree are cleared, and what is left is named or left open. Where
+   the probes cannot separate two places (a norm over d_e ≤ 2 features keeps little more than a
+   sign) both are listed;
 4. when every entry agrees, the model itself with its layers silenced (is the
    departure outside the layers: the ETransformer head, the wiring?) and
    with its first layers only (which layer does the model run differently
@@ -141,11 +153,27 @@ class Divergence:
                 "candidates": list(self.candidates), "unchecked": list(self.unchecked),
                 "checks": self.checks, "gave_up": self.gave_up, "seconds": round(self.seconds, 3)}
 
+    def made(self) -> int:
+        """How many checks gave a verdict (those not made, for want of an entry, time or a case the
+        spec accepts, say nothing)."""
+        return sum(1 for c in self.checks if c.get("ok") is not None)
+
+    def not_located(self) -> str:
+        """Why nothing is named, never claiming more than was checked: agreement only when a check
+        was made, and then how many."""
+        made = self.made()
+        if made == 0:
+            why = "the time budget ran out" if self.gave_up else self.detail or "no entry the walk uses answered"
+            return f"nothing could be checked ({why})"
+        n = f"{made} check{'s' if made != 1 else ''} made"
+        if self.gave_up:
+            return f"gave up (time budget) after {n}"
+        return f"{self.detail}; {n}" if self.detail else f"every piece checked agrees with the spec on its own ({n})"
+
     def lines(self) -> list[str]:
         """The report's lines (without indentation)."""
         if not self.found and not self.candidates:
-            why = "gave up (time budget)" if self.gave_up else "every piece agrees with the spec on its own"
-            out = [f"first divergence: not located ({why}; {len(self.checks)} checks)"]
+            out = [f"first divergence: not located: {self.not_located()}"]
         elif not self.found:
             out = [f"first divergence: one of {', '.join(self.candidates)} ({self.detail})"]
         else:
@@ -470,6 +498,8 @@ class _Checker:
         self.last_out: Optional[dict[str, np.ndarray]] = None
         #: the spec's outputs for that call (a probe asks whether the spec moves too)
         self.last_ref: Optional[dict[str, np.ndarray]] = None
+        #: that call's entry and reference (its bounds), to judge another call's outputs against it
+        self.last_reference: Optional[tuple[Any, Any]] = None
 
     def under(self, variant: VariantSet) -> "_Checker":
         """The same checker (record, budget) judging under another variant set."""
@@ -523,6 +553,7 @@ class _Checker:
             return None
         case = Case(name, dict(hyper), variant, prepared.inputs, prepared.params)
         self.last_out, self.last_ref = None, dict(ref.outputs)
+        self.last_reference = (entry, ref)
         try:
             out, _ = call_member(self.member, entry, prepared.inputs, prepared.params, case, self.dtype,
                                  self.timeout, False)
@@ -596,6 +627,8 @@ class _LayerProbe:
         self.norm_entry = "rms_norm" if variant.norm == "rms_norm" else "layer_norm"
         #: sublayers the case cannot tell apart, when the walk cannot name one
         self.candidates: list[str] = []
+        #: the attention entry that last gave a verdict (the one the detail names)
+        self.attention_entry = "mh_attention"
 
     def under(self, variant: VariantSet) -> "_LayerProbe":
         """The same probe judged under another variant set (the layer's values recomputed)."""
@@ -652,18 +685,67 @@ class _LayerProbe:
                           _norm_params(step.params, b.gamma, b.beta), {"d_e": self.d_e, "ell": self.ell},
                           f"the norm of the {b.name} block ({b.gamma}, {b.beta})", values=True)
 
+    def norms_on(self, params: dict[str, np.ndarray], config: str) -> tuple[Optional[Block], list[Optional[bool]]]:
+        """Each block's norm through its entry, fed what it reads when the layer runs with ``params``
+        (the spec's values under that configuration, ``layer_walk``): a probe that departs is the
+        norm's when a norm departs on exactly what it reads there. Returns the first block whose
+        norm departs (or None) and every verdict."""
+        X = _l(self.step.inputs[_LAYER_INPUT[self.name]])
+        Z = _l(self.step.context) if self.step.context is not None else None
+        try:
+            blocks, _ = layer_walk(self.name, X, params, self.variant, Z)
+        except SpecError:
+            return None, [None]
+        verdicts: list[Optional[bool]] = []
+        for b in blocks:
+            if b.gamma not in params:
+                continue
+            ok = self.check(self.step.where, self.norm_entry, {"X": _a(b.norm_in)},
+                            _norm_params(params, b.gamma, b.beta), {"d_e": self.d_e, "ell": self.ell},
+                            f"the norm of the {b.name} block, on what it reads with {config}", values=True)
+            verdicts.append(ok)
+            if ok is False:
+                return b, verdicts
+        return None, verdicts
+
     def attn_ok(self, b: Block) -> Optional[bool]:
+        """The block's attention through every attention entry the plugin offers, fed the spec's values
+        inside the layer: ``mh_attention`` with the spec's mask, and for a self-attention also the
+        entries that build their own mask (``causal_self_attention`` for a causal block,
+        ``self_attention`` for a bidirectional one, and their padded forms with no position padded),
+        so a plugin that offers only those is checked too. False when one departs, True when one
+        was checked and none departs, None when none could be checked."""
         if b.attn_in is None:
             return None
-        step = self.step
+        found: Optional[bool] = None
+        for name, inputs, hyper in self.attention_calls(b):
+            ok = self.check(self.step.where, name, inputs, _strip(self.step.params, b.attn), hyper,
+                            f"the {b.name} through {name}, on the spec's input", values=True)
+            if ok is False or (ok is True and not found):  # the detail names the first that answered
+                self.attention_entry = name
+            if ok is False:
+                return False
+            found = found or ok
+        return found
+
+    def attention_calls(self, b: Block) -> list[tuple[str, dict[str, np.ndarray], dict[str, int]]]:
+        """(entry, inputs, hyper) of each attention entry that can check block ``b``: those the
+        plugin offers, ``mh_attention`` alone when it offers none (the check then says why not)."""
+        assert b.attn_in is not None
         q, kv, mask = b.attn_in
-        p = _strip(step.params, b.attn)
-        H = step.hyper["H"]
-        h = {"H": H, "d_x": self.d_e, "d_z": len(kv), "d_attn": step.hyper["d_attn"], "d_mid": step.hyper["d_mid"],
-             "d_out": self.d_e, "ell_x": self.ell, "ell_z": len(kv[0])}
-        return self.check(step.where, "mh_attention",
-                          {"X": _a(q), "Z": _a(kv), "Mask": np.asarray(mask, dtype=bool)},
-                          p, h, f"the {b.name} with the spec's input and mask", values=True)
+        H = self.step.hyper["H"]
+        d_attn, d_mid = self.step.hyper["d_attn"], self.step.hyper["d_mid"]
+        calls = [("mh_attention", {"X": _a(q), "Z": _a(kv), "Mask": np.asarray(mask, dtype=bool)},
+                  {"H": H, "d_x": self.d_e, "d_z": len(kv), "d_attn": d_attn, "d_mid": d_mid, "d_out": self.d_e,
+                   "ell_x": self.ell, "ell_z": len(kv[0])})]
+        if b.name == "self-attention":
+            own = ("causal_self_attention", "padded_causal_self_attention") if self.causal(b) else \
+                ("self_attention", "padded_self_attention")
+            h = {"H": H, "d_e": self.d_e, "d_attn": d_attn, "d_mid": d_mid, "ell": self.ell}
+            calls.append((own[0], {"X": _a(q)}, h))
+            calls.append((own[1], {"X": _a(q), "pad": np.ones(self.ell, dtype=bool)}, h))
+        offered = [c for c in calls if c[0] in self.check.member.impl.algorithms]
+        return offered or calls[:1]
 
     def causal(self, b: Block) -> bool:
         return b.name == "self-attention" and self.name in ("gpt2_layer", "decoder_layer")
@@ -692,12 +774,18 @@ def _departs_silenced(probe: _LayerProbe, silenced_note: str, silent: dict[str, 
             if norms[-1] is False:
                 return "norm", f"the layer departs with every sublayer silenced; the {b.name} block's norm departs"
         if b.attn and probe.attn_ok(b) is False:
-            return b.name, ("the layer departs with every sublayer silenced; mh_attention departs on the "
-                            f"{b.name}'s input")
+            return b.name, (f"the layer departs with every sublayer silenced; {probe.attention_entry} departs on "
+                            f"the {b.name}'s input")
+    nan = "NaN" in silenced_note or "nan" in silenced_note
+    if probe.post and not nan:  # silenced, a post-LN layer is a chain of norms: each on what it reads there
+        first, verdicts = probe.norms_on(silent, "every sublayer silenced")
+        if first is not None:
+            return "norm", (f"the layer departs with every sublayer silenced, and the {first.name} block's norm "
+                            "departs on what it reads there")
+        norms += verdicts
     found = _not_silent(probe, blocks, silent, "every sublayer silenced (output weights 0)")
     if found is not None:
         return found
-    nan = "NaN" in silenced_note or "nan" in silenced_note
     structural = silenced_note.startswith("raised") or " has shape " in silenced_note
     # raised, or another shape; at d_e ≤ 2 agreeing through a norm is no proof (it keeps only a sign)
     if structural and probe.variant.mlp_bias and probe.d_e >= 3 and _agrees_without_mlp_biases(probe):
@@ -714,6 +802,10 @@ def _departs_silenced(probe: _LayerProbe, silenced_note: str, silent: dict[str, 
             if found[0] or zeros.candidates:
                 return found[0], ("a NaN or an exception that zero weights do not silence; with a query that "
                                   f"has no key answered by zeros (empty_query='zeros'): {found[1]}")
+    if nan and not structural:
+        found = _nan_source(probe, silent)
+        if found is not None:
+            return found
     if probe.post and _still_normalised(probe, silent):
         return "norm", ("the layer departs with every sublayer silenced, yet with γ = 1, β = 0 each column it returns "
                         "has mean 0 and one spread, not the spec's: its norms run, with another convention than the "
@@ -722,7 +814,8 @@ def _departs_silenced(probe: _LayerProbe, silenced_note: str, silent: dict[str, 
         found = _post_ln_norm_params(probe, silent)
         if found is not None:
             return found
-    if norms and all(n is True for n in norms) and not (probe.post and probe.d_e < 3):
+    # a NaN is made by a division, never by the residual sums: agreeing norms do not make it the residual's
+    if norms and all(n is True for n in norms) and not (probe.post and probe.d_e < 3) and not nan:
         return "residual", ("the layer departs with every sublayer silenced while its norm and attention entries "
                             "agree: the residual path (or where the norms sit) differs")
     why = _why_unchecked(probe.check.record, probe.norm_entry)
@@ -731,6 +824,52 @@ def _departs_silenced(probe: _LayerProbe, silenced_note: str, silent: dict[str, 
         probe.candidates += [b.name for b in blocks if b.attn]
     return "", ("the layer departs with every sublayer silenced: its norm or its residual path (the norm could not "
                 f"be checked on its own: {why or 'no norm is exercised on its own here'})")
+
+
+def _nan_source(probe: _LayerProbe, silent: dict[str, np.ndarray]) -> Optional[tuple[str, str]]:
+    """The layer returns NaN with every sublayer silenced, where the spec's values are finite. Zero
+    output weights cannot silence a NaN (0 · NaN = NaN), so the layer is run with every weight of
+    every sublayer 0: each sublayer then computes on zeros, and the residual sums and the MLP
+    (W₂ act(0) + b₂ with everything 0) make no NaN out of finite numbers. What can is a division: a
+    norm's, by its spread, or an attention's softmax over a query its mask leaves without a key.
+    A norm is cleared by its entry agreeing on what it reads; a self-attention by an entry that builds
+    its own mask (``causal_self_attention``, ``self_attention``) agreeing on its input; the
+    residual path is never the source. One place left is named; several are left open. None when the
+    NaN goes once every weight is 0 (then it is not weight-free: the other probes decide)."""
+    zero = dict(silent)
+    for b in probe.blocks:
+        zero = _zeroed(zero, b)
+    if probe.run(zero, "every weight of every sublayer 0") is not False or \
+            not _unsilenceable(str(probe.check.record[-1].get("note", ""))):
+        return None
+    suspects: list[str] = []
+    cleared: list[str] = []
+    for b in probe.blocks:
+        if not b.attn:
+            continue
+        own = [c for c in probe.attention_calls(b) if c[0] != "mh_attention"]
+        oks = [probe.check(probe.step.where, name, inputs, _strip(probe.step.params, b.attn), hyper,
+                           f"the {b.name}, with the mask {name} builds itself", values=True)
+               for name, inputs, hyper in own]
+        if oks and all(ok is True for ok in oks):
+            cleared.append(f"the {b.name} through {', '.join(c[0] for c in own)}")
+        else:
+            suspects.append(b.name)
+    norms = [probe.norm_ok(b) for b in probe.blocks if b.gamma in probe.step.params]
+    if norms and all(n is True for n in norms):
+        cleared.append(f"the norms through {probe.norm_entry}")
+    elif norms:
+        suspects.append("norm")
+    how = ("the layer returns NaN whatever its weights (every weight of every sublayer 0), where the spec's values "
+           "are finite: a division by zero, in a norm or in an attention's softmax over a query with no key (the "
+           "residual sums make no NaN)" + (f"; cleared on their own: {'; '.join(cleared)}" if cleared else ""))
+    if not suspects:
+        return None
+    if len(suspects) == 1:
+        where = "its mask leaves a query without a key" if suspects[0] != "norm" else "its norm as the layer calls it"
+        return suspects[0], f"{how}: the {suspects[0]} ({where})"
+    probe.candidates = suspects
+    return "", how
 
 
 def _context_moves(probe: _LayerProbe, params: dict[str, np.ndarray], config: str) -> bool:
@@ -902,7 +1041,7 @@ def _attention_on(probe: _LayerProbe, b: Block, later: dict[str, np.ndarray]) ->
     if probe.mask_ok(b) is False:
         return b.name, f"the layer departs once the {b.name} is on; its unidirectional_mask entry departs"
     if a is False:
-        return b.name, f"the layer departs once the {b.name} is on; mh_attention departs on its input"
+        return b.name, f"the layer departs once the {b.name} is on; {probe.attention_entry} departs on its input"
     after = probe.blocks[[c.name for c in probe.blocks].index(b.name) + 1:]
     found = _not_silent(probe, after, later, f"the sublayers up to the {b.name} on, those after it silenced")
     if found is not None:
@@ -910,7 +1049,7 @@ def _attention_on(probe: _LayerProbe, b: Block, later: dict[str, np.ndarray]) ->
     encoder = probe.encoder_places() if b.name == "cross-attention" else []
     why = _why_unchecked(probe.check.record, "mh_attention") if a is None else ""
     said = (f"mh_attention could not be checked on its own ({why})" if why else
-            "mh_attention agrees on the spec's input and mask, so the layer's own call of it differs")
+            f"{probe.attention_entry} agrees on the spec's input, so the layer's own call of it differs")
     equal = probe.run(_equal_scores(later, b), f"the {b.name} with W_q = 0 (equal scores)")
     if equal is True:
         part = "in its scores (the scale, W_q, W_k or the softmax over varying scores): it agrees with equal scores"
@@ -943,8 +1082,24 @@ def _pre_ln_norm(probe: _LayerProbe, b: Block, later: dict[str, np.ndarray], n: 
     is alike: agreeing there puts the departure in the norm (or, causal, the mask that alike columns
     hide); departing, the layer's output is asked whether it moves with the norm's γ, β at all."""
     cut = {**later, b.gamma: np.zeros_like(later[b.gamma])}
-    if probe.run(cut, f"the {b.name}'s norm cut (γ = 0): every column it reads alike") is not True:
+    ran = _ran(probe.check, probe.run(cut, f"the {b.name}'s norm cut (γ = 0): every column it reads alike"))
+    if ran[0] is not True:
         return _reads_norm(probe, b, later)
+    # agreeing with the norm cut clears the attention only if the attention is still heard there: a
+    # norm without β (RMSNorm, affine="scale") gives 0 at γ = 0, so an attention without biases then
+    # reads zeros and adds nothing, whatever its code does
+    w_o = b.attn + "W_o"
+    heard = _moves(probe.check, ran, lambda: probe.run({**cut, w_o: _other(cut[w_o])},
+                                                       f"the same, the {b.name}'s W_o changed")) \
+        if w_o in cut else None
+    if heard is None or not heard.spec:
+        found = _reads_norm(probe, b, later)
+        if found is not None:
+            return found
+        probe.candidates = ["norm", b.name]
+        return "", (f"the layer departs once the {b.name} is on, {part}; with its norm cut (γ = 0) the {b.name} "
+                    "reads only zeros and adds nothing, so that agreement clears neither: its norm as the layer "
+                    f"calls it or the {b.name}; {said}")
     detail = (f"the layer departs once the {b.name} is on, {part}, but not when its norm's output is "
               f"fixed: the norm as the layer calls it ({'it agrees' if n else 'it could not be checked'} "
               "on its own)")
@@ -969,7 +1124,11 @@ def _mlp_on(probe: _LayerProbe, b: Block, later: dict[str, np.ndarray]) -> Optio
     const = {**later, f"W_mlp{i}": np.zeros_like(later[f"W_mlp{i}"])}
     if f"b_mlp{i}" in const:
         const[f"b_mlp{i}"] = np.zeros_like(const[f"b_mlp{i}"])
-    if probe.run(const, "MLP made constant (W1 = 0, b1 = 0)") is False:
+    ran = _ran(probe.check, probe.run(const, "MLP made constant (W1 = 0, b1 = 0)"))
+    if ran[0] is False:
+        found = _mlp_control(probe, b, ran, const, 0.0, "with a constant MLP")
+        if found is not None:
+            return found
         return "MLP", "the layer departs with a constant MLP (its biases or its residual)"
     if f"b_mlp{i}" in later:
         found = _mlp_bias_probes(probe, b, const)
@@ -996,12 +1155,89 @@ def _mlp_bias_probes(probe: _LayerProbe, b: Block, const: dict[str, np.ndarray])
     values = sorted(set(np.round(h, 12).tolist()), key=abs, reverse=True)[:4]
     for c in values:
         probe_params = {**const, f"b_mlp{i}": np.full_like(h, c)}
-        if probe.run(probe_params, f"MLP activation probe (W1 = 0, b1 = {c:.3g} everywhere)") is False:
+        ran = _ran(probe.check, probe.run(probe_params, f"MLP activation probe (W1 = 0, b1 = {c:.3g} everywhere)"))
+        if ran[0] is False:
+            found = _mlp_control(probe, b, ran, const, np.full_like(h, c), f"when only the MLP's activation is "
+                                 f"exercised (at {c:.3g})")
+            if found is not None:
+                return found
             return "MLP activation", f"the layer departs when only the MLP's activation is exercised (at {c:.3g})"
     probe_params = {**const, f"b_mlp{i}": h}
-    if probe.run(probe_params, f"MLP bias probe (W1 = 0, b1 = the spec's pre-activations of column {col})") is False:
+    ran = _ran(probe.check, probe.run(probe_params, f"MLP bias probe (W1 = 0, b1 = the spec's pre-activations of "
+                                                    f"column {col})"))
+    if ran[0] is False:
+        found = _mlp_control(probe, b, ran, const, h, "when b1 varies along the MLP's rows")
+        if found is not None:
+            return found
         return "MLP", "the layer departs when b1 varies along the MLP's rows: how b1 is added (its axis)"
     return None
+
+
+def _within(check: _Checker, outputs: Mapping[str, np.ndarray]) -> bool:
+    """Whether ``outputs`` (another call's) agree with the last call's reference, judged as the search
+    judges (its derived bounds): two configurations meant to compute the same values, one agreeing,
+    the other departing with outputs the first's bounds accept, differ in their bound only."""
+    from ..core.judge import judge
+
+    if check.last_reference is None:
+        return False
+    entry, ref = check.last_reference
+    try:
+        return bool(judge(entry, dict(outputs), ref).ok)
+    except Exception:  # noqa: BLE001 - outputs the judge cannot read are not within anything
+        return False
+
+
+def _mlp_control(probe: _LayerProbe, b: Block, ran: _Ran, const: dict[str, np.ndarray], b1: Any,
+                 what: str) -> Optional[tuple[str, str]]:
+    """A probe of the MLP block ``b`` departed (``ran``), with W1 = 0 and b1 = ``b1``: the MLP then
+    adds the constant column W2 act(b1) + b2. The control adds that same column through b2 alone
+    (W2 = 0, b2 ← W2 act(b1) + b2, act the spec's), so none of the MLP's own code runs. If the
+    control departs too, or agrees with bounds that accept the probe's own outputs (the two differ
+    in their bound, not their values: a marginal departure), the departure is not the MLP's: a norm
+    that departs on what it reads there, else the pieces the two share. None when the control agrees
+    and the probe's outputs lie outside its bounds (the MLP's own computation departs), or when no
+    control can be built (no W2, or a column the control cannot add: gated, or no b2)."""
+    w2, b2 = f"W_mlp{b.mlp[1]}", f"b_mlp{b.mlp[1]}"
+    if w2 not in const or any(k.startswith("mlp_hidden.") for k in const):
+        return None
+    from ftspec.spec.functions import apply
+
+    act = probe.variant.resolved_activation(_LAYERS[probe.name])
+    W2 = np.asarray(const[w2], dtype=np.float64)
+    a = np.asarray(apply(act, [[float(v)] for v in np.broadcast_to(np.asarray(b1, dtype=np.float64),
+                                                                       (W2.shape[1],))]), dtype=np.float64)[:, 0]
+    # gated, the column is act(b1) ⊙ (W_lin X + b_lin): constant only where act(b1) = 0; without b2
+    # the control can add only a zero column
+    if (probe.variant.mlp == "gated" or b2 not in const) and np.any(a != 0.0):
+        return None
+    control = {**const, w2: np.zeros_like(W2)}
+    if b2 in const:
+        control[b2] = np.asarray(const[b2], dtype=np.float64) + W2 @ a
+    second = probe.run(control, "control: the same column added through b2 alone (W2 = 0), none of the MLP's "
+                                "code run")
+    if second is None or ran[1] is None:
+        return None
+    if second is True and not _within(probe.check, ran[1]):
+        return None  # the control agrees and the probe's outputs are outside its bounds: the MLP's code
+    how = ("departs as well" if second is False else
+           "agrees, and the probe's own outputs are within the control's bounds (the two differ in their bound, "
+           "not in their values: a margin)")
+    first, _ = probe.norms_on(control, "the MLP's column added through b2")
+    if first is not None:
+        return "norm", (f"the layer departs {what}, but the same column added through b2 alone {how}: not the MLP; "
+                        f"the {first.name} block's norm departs on what it reads there")
+    if second is False and not np.any(a != 0.0):
+        # the MLP made constant adds b2 alone, as the control does: departing both ways with every norm
+        # agreeing on what it reads, it is how the MLP adds b2 (its biases), as the probe says
+        return None
+    k = [c.name for c in probe.blocks].index(b.name)
+    probe.candidates = ["norm"] + [c.name for c in probe.blocks[:k] if c.attn] + ["residual"]
+    if second is False:  # the control still adds b2: how the MLP adds it remains possible
+        probe.candidates.append("MLP")
+    return "", (f"the layer departs {what}, but the same column added through b2 alone {how}: not the MLP's "
+                "W1 or activation; what it shares with the control (a norm, an earlier sublayer, the residual "
+                "path" + (", how b2 is added)" if second is False else ")"))
 
 
 # -- the walk ---------------------------------------------------------------------------------------
@@ -1086,6 +1322,28 @@ def _unchecked(checks: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _embedding_parts(check: _Checker, step: Step) -> Optional[bool]:
+    """A plugin without the ``embedding`` entry may offer its parts: ``token_embedding`` (each distinct
+    token of the case) and ``positional_embedding`` (each position, learned positions only). False
+    when one departs (the embedding's own code), else None: the parts agreeing leave the embedding's
+    scale and norm unchecked, so they clear nothing."""
+    impl = check.member.impl
+    d_e = int(step.hyper["d_e"])
+    if "token_embedding" in impl.algorithms and "W_e" in step.params:
+        h = {"N_V": int(step.hyper["N_V"]), "d_e": d_e}
+        for v in sorted(set(np.asarray(step.inputs["x"]).reshape(-1).tolist())):
+            if check(step.where, "token_embedding", {"v": np.asarray(v, dtype=np.int64)},
+                     {"W_e": step.params["W_e"]}, h, f"token {v} through token_embedding") is False:
+                return False
+    if "positional_embedding" in impl.algorithms and "W_p" in step.params:
+        h = {"ell_max": int(step.hyper["ell_max"]), "d_e": d_e}
+        for t in range(int(step.hyper["ell"])):
+            if check(step.where, "positional_embedding", {"t": np.asarray(t, dtype=np.int64)},
+                     {"W_p": step.params["W_p"]}, h, f"position {t} through positional_embedding") is False:
+                return False
+    return None
+
+
 def _place(where: str) -> tuple[str, str]:
     """A step's place as (where, sublayer): the head's norm is the head's ("head", "norm")."""
     return ("head", "norm") if where == "head norm" else (where, "")
@@ -1103,6 +1361,8 @@ def _walk_model(d: Divergence, check: _Checker, member: Any, algorithm: str, inp
             return
     for step in steps:
         ok = check(step.where, step.entry, step.inputs, step.params, step.hyper)
+        if ok is None and step.entry == "embedding":
+            ok = _embedding_parts(check, step)
         if ok is not False:
             continue
         if d.where:
@@ -1116,7 +1376,8 @@ def _walk_model(d: Divergence, check: _Checker, member: Any, algorithm: str, inp
             d.detail = f"{step.entry} departs on the spec's input; {detail}"
         else:
             d.where, d.sublayer = _place(step.where)
-            d.detail = f"its {step.entry} entry departs on the spec's input"
+            entry = next((r["entry"] for r in reversed(d.checks) if r["ok"] is False), step.entry)
+            d.detail = f"its {entry} entry departs on the spec's input"
         if not every:
             return
     if d.where:
@@ -1228,6 +1489,10 @@ def _walk_whole(d: Divergence, check: _Checker, model: str, model_entry: str, x:
                 d.detail = (f"the model entry {note[:80]}; with empty_query='zeros' it agrees, and at d_e = "
                             f"{hyper['d_e']} a norm hides too much to tell where")
                 return
+            if "NaN" in note:
+                _fewest_layers(mp)  # the fewer layers kept, the fewer places left open
+                if _model_nan(d, mp):
+                    return
             d.where = "model entry"
             d.detail = f"every entry agrees on its own or could not be checked; the model entry itself {note[:80]}"
             return
@@ -1244,6 +1509,30 @@ def _walk_whole(d: Divergence, check: _Checker, model: str, model_entry: str, x:
         d.detail += (f"; but at d_e = {mp.hyper['d_e']} a {variant.norm} keeps little more than a sign, so what "
                      "agrees through a norm is no proof: every place remains possible, the probes pointed first "
                      "at the first one listed")
+
+
+def _model_nan(d: Divergence, mp: _ModelProbe) -> bool:
+    """The model returns NaN where the spec's values are finite, and zero output weights cannot silence
+    a NaN: with every weight of every sublayer 0, a NaN that stays is made by a division (a norm's, or
+    an attention's softmax over a query its mask leaves without a key), never by the residual sums or
+    the model's wiring: every attention and norm of the model remains (the walk has no entry to tell
+    them apart). False when the NaN goes with the weights."""
+    zero = dict(mp.params)
+    for at, layer, _where in mp.layers():
+        p = _strip(zero, at)
+        for b in _blocks(layer):
+            p = _zeroed(p, b)
+        zero.update({at + k: v for k, v in p.items()})
+    if mp.run(zero, "every weight of every sublayer 0") is not False or \
+            not _unsilenceable(str(mp.check.record[-1].get("note", ""))):
+        return False
+    order = sorted(mp.layers(), key=lambda o: (o[0].startswith("dec_"), int(o[0].split(".")[1])))
+    d.candidates = [f"{where}/{name}" for _at, layer, where in order
+                    for name in [b.name for b in _blocks(layer) if b.attn] + ["norm"]]
+    d.detail = ("the model entry returns NaN where the spec's values are finite, and still with every weight of every "
+                "sublayer 0 (cut to its fewest departing layers): a division by zero (an attention's softmax over a "
+                "query with no key, or a norm), which no entry offered can place")
+    return True
 
 
 def _blind(variant: VariantSet, hyper: Mapping[str, int]) -> bool:
@@ -1535,12 +1824,29 @@ def _pre_ln_residual(d: Divergence, mp: _ModelProbe, variant: VariantSet, base: 
     return False
 
 
+def _moves_with_tokens(mp: _ModelProbe, params: dict[str, np.ndarray]) -> bool:
+    """Whether the implementation's output, with ``params``, moves with the (decoder's) tokens as the
+    spec's does: what the tokens pick reaches the output (a model whose path after the embedding
+    ignores what reaches it does not)."""
+    x = dict(mp.x)
+    n_v = int(mp.hyper["N_V"])
+    if n_v < 2 or "x" not in x:
+        return False
+    other = _ModelProbe(mp.check, mp.model, mp.entry, {**x, "x": (np.asarray(x["x"]) + 1) % n_v}, params,
+                        mp.hyper, mp.variant)
+    m = _moves(mp.check, lambda: mp.run(params, "the same, the case's tokens"),
+               lambda: other.run(params, "the same, every token shifted by one"))
+    return m is not None and m.impl and m.spec
+
+
 def _embedding_or(d: Divergence, mp: _ModelProbe, variant: VariantSet, base: dict[str, np.ndarray],
                   first: tuple[str, str], prefix: str) -> None:
     """Before the first norm on the path: the embedding, or that first norm (or, with none, the
     unembedding). Tokens only (W_p = 0) against positions only (W_e = 0): a departure in one of them
-    only is the embedding's. Then every token embedded as the same column (the embedding barely
-    exercised): a departure there is the first norm's."""
+    only is the embedding's. An output that does not move with W_e as the spec's does, yet moves with
+    the tokens, is the embedding's (it embeds its tokens from another matrix). Then every token
+    embedded as the same column (the embedding barely exercised): a departure there is the first
+    norm's."""
     emb = "decoder embedding" if mp.model == "ed" else "embedding"
     how = prefix + "the model departs with every sublayer silenced and with each norm on the path cut, so before it"
     if "W_p" in base:
@@ -1551,6 +1857,19 @@ def _embedding_or(d: Divergence, mp: _ModelProbe, variant: VariantSet, base: dic
             d.detail = how + f": it departs with {'tokens' if tok is False else 'positions'} only, not with " \
                              f"{'positions' if tok is False else 'tokens'} only: the embedding's " \
                              f"{'tokens' if tok is False else 'positions'}"
+            return
+    # the embedding must read W_e: with every sublayer silenced and the cuts agreeing, a model whose
+    # output does not move with the token embeddings while the spec's does embeds its tokens from
+    # something else (another matrix, e.g. a W_u tied to the embedding the other way round)
+    if "W_e" in base:
+        ran = _ran(mp.check, mp.run(base, "every sublayer silenced (again)"))
+        m = _moves(mp.check, ran, lambda: mp.run({**base, "W_e": _other(base["W_e"])},
+                                                 "sublayers silenced, other token embeddings W_e"))
+        if m is not None and m.only_spec() and _moves_with_tokens(mp, base):
+            d.where = emb
+            d.detail = how + (": its output does not move with the token embeddings W_e as the spec's does, yet "
+                              "moves with the tokens: the embedding does not read W_e (it embeds its tokens from "
+                              "something else)")
             return
     same = None
     if not variant.positions.startswith("sinusoid"):

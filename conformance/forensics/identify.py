@@ -16,7 +16,9 @@ is tiny relative to the values there, so ε's placement and the variance's
 divisor show), wide-range values, the first case times 2⁻¹⁰ (a variance near
 1e-6, which ε = 1e-5 or 1e-6 dominates even at bfloat16), for an entry with a
 mask an empty query column (the ``empty_query`` settings differ only there),
-and for one with ℓ_z and ℓ_x a case with ℓ_z ≠ ℓ_x (the causal alignments).
+for one with ℓ_z and ℓ_x a case with ℓ_z ≠ ℓ_x (the causal alignments), and for
+one with rotary positions or grouped key/value heads a case with d_attn ≥ 4,
+two key/value heads and ℓ ≥ 3 (the pairings, bases and head orders).
 
 The search (``Identifier.run``) does not certify every combination:
 
@@ -28,14 +30,27 @@ The search (``Identifier.run``) does not certify every combination:
    closer); repeated to a fixed point;
 3. at the fixed point every value of every switch is judged with the others
    held: *consistent* (within the bound on every case), *excluded* (outside
-   on some case), or not testable (it needs parameters the implementation
-   does not take).
+   on some case, and some case *separates* it from every consistent value:
+   their intervals, spec value ± bound, are disjoint there, so no output
+   could fit both: ``separates``), *not separated* (outside only where the
+   intervals overlap: still possible), *cannot tell* (a table's candidate
+   that could not be bounded), or not testable (it needs parameters the
+   implementation does not take).
 
-A switch with one consistent value is decided (so is "paper" together with
-the one value it stands for at the entry); with several it is *undecided*:
-the designed cases cannot tell those values apart at this dtype
+A switch with one consistent value and every other excluded by a separating
+case is decided; values that are the same computation at the entry count as
+one (``same_here``: "paper" with the one value it stands for, RoPE's base
+without rotary, the key/value order with one group, β under RMSnorm).
+Otherwise it is *undecided: no case separates* those values at this dtype
 (``same_outputs`` says when the spec's outputs are even bit-identical on
-every case; with no value excluded, the switch never acted). When nothing fits, the set reported is
+every case; with no value excluded, the switch never acted). The switches
+one rotary pair, one key/value head or one position cannot show
+(``HEAD_SWITCHES``) get a case built on purpose at sizes that separate them
+(``separating_hyper``; issue 35: at head width 2 identify recommended
+``rotary='half'`` for two interleaved-RoPE LLaMA codes). The merge over
+entries (``merge_all``) writes no default and no still-possible declared
+value as a change, and names the switches no case separates rather than
+picking one. When nothing fits, the set reported is
 only the nearest, and ``Identity.fits`` is False. ε is continuous: its
 candidates are a finite list (``EPSILON_CANDIDATES``) and the report says so.
 Switches that change the parameter set (``attn_bias``, ``affine``,
@@ -70,9 +85,10 @@ from ..core.judge import judge
 from ..core.tolerances import ToleranceModelError, reference
 from ..core.values import EPSILON_CANDIDATES, default_hyper
 
-__all__ = ["EPSILON_CANDIDATES", "EVALUATIONS", "SECONDS", "GroupResult", "Identity", "IdentifyError", "Identifier",
-           "Observation", "Verdict", "call_variant", "designed_cases", "expression", "groups", "identify", "merge",
-           "observe", "options", "project", "search", "value_text"]
+__all__ = ["EPSILON_CANDIDATES", "EVALUATIONS", "HEAD_SWITCHES", "SECONDS", "GroupResult", "Identity", "IdentifyError",
+           "Identifier", "Merged", "Observation", "Verdict", "call_variant", "designed_cases", "expression", "groups",
+           "identify", "merge", "merge_all", "observe", "options", "project", "same_here", "search", "separates",
+           "separating_hyper", "value_text"]
 
 #: ε values tried: ``values.EPSILON_CANDIDATES``
 _PLACED = ("inside_root", "outside_root")
@@ -132,12 +148,62 @@ def _current(group: str, variant: VariantSet) -> dict[str, Any]:
 
 @dataclass
 class Verdict:
-    """One candidate set judged on one observation."""
+    """One candidate set judged on one observation.
+
+    ``centre`` ± ``allowance`` (per output element) is where an observed output fits the
+    candidate: the spec's value and its bound for an implementation, the enclosure's centre and
+    the printed half-step, bound and enclosure radius for a table. Two candidates whose intervals
+    are disjoint somewhere on a case *separate* there (``separates``): no output fits both, so the
+    case can decide between them. ``unknown``: the candidate could not be judged on this
+    observation (a table's printed inputs leave its outputs unbounded): neither a fit nor a miss."""
 
     fits: bool
     ratio: float  # worst error/bound (inf: a NaN, refusal or shape mismatch)
     outputs: Optional[dict[str, np.ndarray]] = None  # the spec's outputs under the candidate
     note: str = ""
+    allowance: Optional[dict[str, Any]] = None  # per output: how far from ``centre`` a fitting value may lie
+    centre: Optional[dict[str, np.ndarray]] = None  # None: ``outputs``
+    unknown: bool = False
+    refused: bool = False  # the spec refuses the case under this candidate
+    #: no observation of this case could fit the candidate (a table printing a number where it gives
+    #: NaN, or a step it does not compute): it is apart from every candidate that can fit one
+    impossible: bool = False
+
+
+def separates(a: Optional[Verdict], b: Optional[Verdict]) -> bool:
+    """Whether the two candidates' spec outputs differ beyond their bounds on this observation: one
+    refuses and the other answers, an exact output differs, a real element is NaN under one and a
+    number under the other, or its intervals (``centre`` ± ``allowance``) are disjoint. Then an
+    output that fits one and misses the other does so by what the candidates compute, not by where
+    the rounding happened to put it. False wherever either could not be judged (no allowance:
+    nothing is known of where its outputs lie)."""
+    if a is None or b is None or a.unknown or b.unknown:
+        return False
+    if a.impossible or b.impossible:
+        return a.impossible != b.impossible
+    if a.refused or b.refused:
+        return a.refused != b.refused and (a.refused or a.allowance is not None) and \
+            (b.refused or b.allowance is not None)
+    ca = a.centre if a.centre is not None else a.outputs
+    cb = b.centre if b.centre is not None else b.outputs
+    if ca is None or cb is None or a.allowance is None or b.allowance is None:
+        return False
+    for name in ca.keys() & cb.keys():
+        x, y = np.asarray(ca[name]), np.asarray(cb[name])
+        if x.shape != y.shape:
+            return True
+        if x.dtype.kind not in "fc" or y.dtype.kind not in "fc":
+            if not np.array_equal(x, y):
+                return True
+            continue
+        wa = np.broadcast_to(np.asarray(a.allowance.get(name, 0.0), dtype=np.float64), x.shape)
+        wb = np.broadcast_to(np.asarray(b.allowance.get(name, 0.0), dtype=np.float64), y.shape)
+        with np.errstate(invalid="ignore", over="ignore"):
+            apart = np.abs(x - y) > wa + wb
+            nan_x, nan_y = np.isnan(x), np.isnan(y)
+        if np.any(apart & ~nan_x & ~nan_y) or np.any(nan_x != nan_y):
+            return True
+    return False
 
 
 @dataclass
@@ -159,6 +225,14 @@ class Observation:
     words: list[str] = field(default_factory=list)  # the case's salient structure
     #: (reference, candidate set, its parameters) -> Verdict; None: ``judge.judge`` on ``outputs``
     judge: Optional[Callable[[Any, VariantSet, Mapping[str, np.ndarray]], Verdict]] = None
+    #: the judge's intervals are rigorous and the observation is fixed data (a printed table): a miss
+    #: is an exclusion as it stands. Otherwise (an implementation's outputs, judged against a
+    #: rounding model's bound) a miss excludes only where a case separates the values
+    rigorous: bool = False
+    #: (candidate set, its parameters) -> the Verdict when the spec refuses the case under the
+    #: candidate, or None for the usual one (fits iff the implementation refused too). A table with
+    #: printed inputs: a refusal of the printed point alone is not a refusal of the numbers
+    on_refusal: Optional[Callable[[VariantSet, Mapping[str, np.ndarray]], Optional[Verdict]]] = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"label": self.label, "hyper": dict(self.hyper), "refused": self.outputs is None,
@@ -187,10 +261,12 @@ class GroupResult:
     """One switch (ε with its placement as one) at the fixed point."""
 
     group: str
-    #: "decided": one value fits and every other was judged (excluded or not testable), or "paper"
-    #: and the one value it stands for at this entry (their outputs bit-identical on every case);
-    #: "undecided": several fit (``same_outputs`` and nothing excluded: the switch has no effect
-    #: on these cases); "none fits": no value fits with the other switches as identified
+    #: "decided": one value fits (with the values that are the same computation here,
+    #: ``same_as``) and a separating case excludes every other (or it needs parameters not given);
+    #: "undecided": several fit, or a value missed only where no case separates it
+    #: (``unseparated``), or one could not be judged; "cannot tell": no value could be judged
+    #: (a table's printed inputs leave them unbounded); "none fits": no value fits with the
+    #: other switches as identified
     status: str
     chosen: dict[str, Any]  # the value in the identified set
     consistent: list[dict[str, Any]] = field(default_factory=list)
@@ -202,6 +278,24 @@ class GroupResult:
     declared: Optional[dict[str, Any]] = None  # the value of the set the implementation was called with
     #: values the budget ran out before judging: not excluded, so the switch is not decided
     unjudged: list[dict[str, Any]] = field(default_factory=list)
+    #: consistent values that are the chosen one's computation at this entry (``same_here``, or
+    #: "paper" and the value it stands for): never alternatives
+    same_as: list[dict[str, Any]] = field(default_factory=list)
+    #: outside the bound on some case, but no case separates them from a consistent value: still possible
+    unseparated: list[dict[str, Any]] = field(default_factory=list)
+    #: judged on no case they miss and unjudgeable on some (unbounded): neither fit nor excluded
+    cannot_tell: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def possible(self) -> list[dict[str, Any]]:
+        """Every value no separating case has excluded: consistent, not separated, cannot tell."""
+        return self.consistent + self.unseparated + self.cannot_tell
+
+    @property
+    def alternatives(self) -> list[dict[str, Any]]:
+        """The possible values other than the chosen one and the values that are it here."""
+        same = {_key(v) for v in self.same_as} | {_key(self.chosen)}
+        return [v for v in self.possible if _key(v) not in same]
 
     def to_dict(self) -> dict[str, Any]:
         def plain(vs: list[dict[str, Any]]) -> list[str]:
@@ -211,31 +305,47 @@ class GroupResult:
                 "changes": {k: _plain(v) for k, v in self.chosen.items()},
                 "consistent": plain(self.consistent), "excluded": plain(self.excluded),
                 "untestable": plain(self.untestable), "same_outputs": self.same_outputs,
+                "same_as_chosen": plain(self.same_as), "not_separated": plain(self.unseparated),
+                "cannot_tell": plain(self.cannot_tell),
                 **({"dropped": self.dropped} if self.dropped else {}),
                 **({"declared": value_text(self.group, self.declared)} if self.declared else {}),
                 **({"unjudged": plain(self.unjudged)} if self.unjudged else {})}
 
     def line(self) -> str:
         """One line: the switch, its status and values."""
-        cons = ", ".join(value_text(self.group, v) for v in self.consistent)
-        if self.status == "decided" and len(self.consistent) > 1:
-            text = f"{self.group}: {cons} (the same outputs on every case)"
-        elif self.status == "decided":
-            text = f"{self.group}: {cons}"
-        elif self.status == "undecided" and self.same_outputs and not (self.excluded or self.untestable):
+        def texts(vs: Sequence[dict[str, Any]]) -> str:
+            return ", ".join(value_text(self.group, v) for v in vs)
+
+        chosen = value_text(self.group, self.chosen)
+        same = f" (the same here: {texts(self.same_as)})" if self.same_as else ""
+        others = self.alternatives
+        if self.status == "decided":
+            text = f"{self.group}: {chosen}{same}"
+        elif self.status == "cannot tell":
+            text = f"{self.group}: cannot tell (no value judged fits; not judged: {texts(self.cannot_tell[:4])}" + (
+                f" (+{len(self.cannot_tell) - 4} more))" if len(self.cannot_tell) > 4 else ")")
+        elif self.status == "undecided" and self.same_outputs and not (self.excluded or self.untestable
+                                                                       or self.unseparated or self.cannot_tell):
             text = f"{self.group}: no effect here (every value gives the same outputs on every case)"
-        elif self.status == "undecided" and len(self.consistent) > max(4, len(self.excluded)):
-            excl = ", ".join(value_text(self.group, v) for v in self.excluded)
-            text = (f"{self.group}: undecided: every value tried but {excl} (excluded)" if excl else
-                    f"{self.group}: undecided: all {len(self.consistent)} values tried remain possible")
+        elif self.status == "undecided" and len(self.consistent + self.unseparated) > max(4, len(self.excluded)):
+            excl = texts(self.excluded)
+            n = len(self.consistent + self.unseparated)
+            text = (f"{self.group}: undecided: no case separates any value tried but {excl} (excluded)" if excl
+                    and not self.cannot_tell else f"{self.group}: undecided: no case separates {n} values")
+        elif self.status == "undecided" and [v for v in others if v not in self.cannot_tell]:
+            rivals = [v for v in others if v not in self.cannot_tell]
+            why = ("identical outputs on every case" if self.same_outputs and not self.unseparated
+                   else "within the bounds")
+            text = f"{self.group}: undecided: no case separates {chosen}{same} from {texts(rivals)} ({why})"
         elif self.status == "undecided":
-            why = "identical outputs on every case" if self.same_outputs else "within the tolerance"
-            text = f"{self.group}: undecided among {cons} ({why})"
+            text = f"{self.group}: undecided: {chosen}{same} fits"
         else:
-            text = (f"{self.group}: no value fits with the others as identified (nearest: "
-                    f"{value_text(self.group, self.chosen)})")
+            text = f"{self.group}: no value fits with the others as identified (nearest: {chosen})"
+        if self.cannot_tell and self.status != "cannot tell":
+            text += f"; cannot tell: {texts(self.cannot_tell[:4])}" + (
+                f" (+{len(self.cannot_tell) - 4} more)" if len(self.cannot_tell) > 4 else "")
         if self.untestable:
-            text += f"; not testable: {', '.join(value_text(self.group, v) for v in self.untestable)}"
+            text += f"; not testable: {texts(self.untestable)}"
         if self.unjudged:
             text += f"; {len(self.unjudged)} not judged (budget spent)"
         return text
@@ -265,10 +375,20 @@ class Identity:
     seconds_calls: float = 0.0  # of which in the implementation's calls
     gave_up: bool = False
     notes: list[str] = field(default_factory=list)
+    #: some candidate could not be judged (``Verdict.unknown``) and was not excluded: without a fit,
+    #: "nothing fits" is not shown either
+    cannot_tell: bool = False
+    #: no candidate could be judged on any case: nothing was tested
+    untested: bool = False
 
     @property
     def undecided(self) -> list[str]:
-        return [g.group for g in self.groups if g.status == "undecided"]
+        return [g.group for g in self.groups if g.status in ("undecided", "cannot tell")]
+
+    @property
+    def inconclusive(self) -> bool:
+        """No set fits, yet some candidate could not be judged: neither a fit nor "nothing fits"."""
+        return not self.fits and self.cannot_tell
 
     def expression(self) -> str:
         return expression(self.variant)
@@ -280,6 +400,7 @@ class Identity:
                 "cases_fit": self.cases_fit,
                 "base": self.base, "presets": list(self.presets), "switches": [g.to_dict() for g in self.groups],
                 "undecided": self.undecided, "cases": [o.to_dict() for o in self.observations],
+                "cannot_tell": self.cannot_tell, "untested": self.untested, "inconclusive": self.inconclusive,
                 "evaluations": self.evaluations, "seconds": round(self.seconds, 3),
                 "seconds_calls": round(self.seconds_calls, 3), "gave_up": self.gave_up,
                 "epsilon_candidates": list(EPSILON_CANDIDATES), "notes": list(self.notes)}
@@ -309,6 +430,8 @@ class Identifier:
         self._cache: dict[tuple[str, int], Optional[Verdict]] = {}
         self._dropped: dict[str, list[str]] = {}
         self.presets_fitting: list[str] = []
+        self.unknown_seen = False  # some candidate could not be judged on some case
+        self.judged_seen = False  # some candidate was judged (within its bound) on some case
 
     # one candidate on one observation
     def verdict(self, variant: VariantSet, i: int) -> Optional[Verdict]:
@@ -332,17 +455,36 @@ class Identifier:
         return v
 
     def score(self, variant: VariantSet) -> Optional[tuple[int, float]]:
-        """(cases outside the bound, Σ log10 of the error/bound ratios above 1); None: not testable."""
+        """(cases not fitted, Σ log10 of the error/bound ratios above 1); None: not testable. A case
+        the candidate cannot be judged on (``Verdict.unknown``) is not fitted and adds nothing to
+        the sum: it never makes the candidate fit, nor counts as far from it."""
         misses, total = 0, 0.0
         for i in range(len(self.observations)):
             v = self.verdict(variant, i)
             if v is None:
                 return None
-            if not v.fits:
+            if v.unknown:
                 misses += 1
-                total += min(math.log10(v.ratio), _MISMATCH) if math.isfinite(v.ratio) and v.ratio > 1 else \
-                    (_MISMATCH if not math.isfinite(v.ratio) else 0.0)
+                self.unknown_seen = True
+            else:
+                self.judged_seen = True
+                if not v.fits:
+                    misses += 1
+                    total += min(math.log10(v.ratio), _MISMATCH) if math.isfinite(v.ratio) and v.ratio > 1 else \
+                        (_MISMATCH if not math.isfinite(v.ratio) else 0.0)
         return misses, total
+
+    def misses(self, variant: VariantSet) -> int:
+        """The cases on which ``variant`` (already scored) is outside its bound: judged, not fitted."""
+        return sum(1 for i in range(len(self.observations))
+                   if (v := self._cache.get((variant.hash, i))) is not None and not v.fits and not v.unknown)
+
+    def separated(self, a: VariantSet, b: VariantSet) -> bool:
+        """Whether some case separates ``a`` from ``b`` (both already scored; ``separates``), or
+        ``b`` misses a rigorous observation (a printed table: no point within its digits fits it)."""
+        return any(separates(self._cache.get((a.hash, i)), self._cache.get((b.hash, i))) or (
+            self.observations[i].rigorous and (v := self._cache.get((b.hash, i))) is not None
+            and not v.fits and not v.unknown) for i in range(len(self.observations)))
 
     def _budget(self) -> bool:
         return not self.gave_up
@@ -396,9 +538,19 @@ class Identifier:
         return best[1], best[2]
 
     def _classify(self, g: str, current: VariantSet) -> GroupResult:
+        """Every value of ``g`` with the others as in ``current``: consistent (fits every case),
+        excluded (outside its bound on some case *and* some case separates it from each consistent
+        value, so no output could fit both), *not separated* (outside on some case, yet no case
+        separates it from a consistent value: the miss rests on where the output happened to fall
+        within overlapping bounds), *cannot tell* (judged on no case it misses, unjudgeable on
+        some), not testable, or not judged (budget). Consistent values that are the same
+        computation at this entry (``same_here``, or "paper" with the one value it stands for,
+        bit-identical outputs on every case) are one value, not alternatives."""
         chosen = _current(g, current)
         r = GroupResult(g, "none fits", chosen)
         refs: list[list[Optional[dict[str, np.ndarray]]]] = []
+        sets: dict[tuple, VariantSet] = {}
+        missed: list[tuple[dict[str, Any], VariantSet]] = []
         for opt in options(g):
             cand = _replace(current, opt)
             if cand is None:
@@ -409,24 +561,80 @@ class Identifier:
                 continue
             if s[0] == 0:
                 r.consistent.append(opt)
+                sets[_key(opt)] = cand
                 refs.append([self._outputs(cand, i) for i in range(len(self.observations))])
                 if cand.hash in self._dropped:
                     r.dropped[value_text(g, opt)] = self._dropped[cand.hash]
+            elif self.misses(cand) == 0:
+                r.cannot_tell.append(opt)
             else:
+                missed.append((opt, cand))
+        for opt, cand in missed:
+            if all(self.separated(sets[_key(c)], cand) for c in r.consistent):
                 r.excluded.append(opt)
-        if len(r.consistent) == 1 and not r.unjudged:
-            r.status = "decided"
-        elif r.consistent:
-            r.status = "undecided"
-            r.same_outputs = len(refs) > 1 and all(_same(refs[0][i], other[i]) for other in refs[1:]
-                                                   for i in range(len(refs[0])))
-            paper = _key(_current(g, PAPER))
-            if r.same_outputs and len(r.consistent) == 2 and paper in {_key(v) for v in r.consistent} \
-                    and g in SWITCHES and SWITCHES[g].paper == "paper":
-                r.status = "decided"  # "paper" and the one value it stands for at this entry
+            else:
+                r.unseparated.append(opt)
         if r.consistent and _key(chosen) not in {_key(v) for v in r.consistent}:
-            r.chosen = r.consistent[0]
+            r.chosen = _prefer(r.consistent, _current(g, self.start))
+        r.same_outputs = len(refs) > 1 and all(_same(refs[0][i], other[i]) for other in refs[1:]
+                                               for i in range(len(refs[0])))
+        # values the same computation here as the chosen one: one value, not alternatives
+        paper = _key(_current(g, PAPER))
+        for opt in r.consistent:
+            if _key(opt) == _key(r.chosen):
+                continue
+            if same_here(self.entry, current, g, opt, r.chosen) or (
+                    g in SWITCHES and SWITCHES[g].paper == "paper" and paper in (_key(opt), _key(r.chosen))
+                    and all(_same(a, b) for a, b in zip(refs[r.consistent.index(opt)],
+                                                        refs[r.consistent.index(r.chosen)]))):
+                r.same_as.append(opt)
+        alternatives = len(r.consistent) - len(r.same_as)
+        if not r.consistent:
+            r.status = "cannot tell" if r.cannot_tell else "none fits"
+        elif alternatives == 1 and not (r.unjudged or r.cannot_tell or r.unseparated) and (
+                r.excluded or r.untestable or not r.same_as):
+            r.status = "decided"
+        else:
+            r.status = "undecided"
         return r
+
+
+def _prefer(values: Sequence[dict[str, Any]], start: dict[str, Any]) -> dict[str, Any]:
+    """Of several equally possible values: the starting set's (the declaration), else the first."""
+    return next((v for v in values if _key(v) == _key(start)), values[0])
+
+
+def same_here(entry: Entry, variant: VariantSet, group: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether values ``a`` and ``b`` of ``group`` are the same computation at ``entry`` with the
+    other switches as in ``variant``: the spec reads the switch only under another setting that
+    ``variant`` does not have. From the switches' definitions (``spec/variants.py``): RoPE's base
+    only when ``rotary`` is not none; the key/value head order only when ``kv_group`` > 1; where
+    the biases sit only with ``attn_bias``; RMSNorm has no mean and no β, so it ignores
+    ``variance`` and its ``affine`` ``scale_shift`` is ``scale`` (spec/normalization.py
+    ``_rms_norm``)."""
+    moved_a, moved_b = _replace(variant, a), _replace(variant, b)
+    if moved_a is None or moved_b is None:
+        return False
+    return _as_read(entry, moved_a) == _as_read(entry, moved_b)
+
+
+def _as_read(entry: Entry, v: VariantSet) -> VariantSet:
+    """``v`` with every switch the entry does not read under ``v``'s other settings at the paper's
+    value (``same_here``)."""
+    changes: dict[str, Any] = {}
+    if v.rotary == "none":
+        changes["rope_base"] = PAPER.rope_base
+    if v.kv_group == 1:
+        changes["kv_order"] = PAPER.kv_order
+    if not v.attn_bias:
+        changes["attn_bias_at"] = PAPER.attn_bias_at
+    # the ``norm`` switch sets every norm of a layer or architecture; the rms_norm entry is one
+    rms = v.norm == "rms_norm" if "norm" in entry.switches else entry.name == "rms_norm"
+    if rms:
+        changes["variance"] = PAPER.variance
+        if v.affine == "scale_shift":
+            changes["affine"] = "scale"
+    return v.replace(**changes) if changes else v
 
 
 #: while no candidate fits more cases, a change is adopted only if it brings the errors this many
@@ -458,19 +666,24 @@ def _judge_one(entry: Entry, obs: Observation, params: Mapping[str, np.ndarray],
         ref = reference(entry, obs.inputs, params, hyper=obs.hyper, variant=variant, dtype=obs.dtype,
                         precision=obs.precision)
     except SpecError:  # the spec refuses the case under this set: fits iff the implementation refused
-        return Verdict(obs.outputs is None, 0.0 if obs.outputs is None else math.inf, None, "refused")
+        other = obs.on_refusal(variant, params) if obs.on_refusal is not None else None
+        if other is not None:
+            return other
+        return Verdict(obs.outputs is None, 0.0 if obs.outputs is None else math.inf, None, "refused",
+                       refused=True)
     except ToleranceModelError as exc:
         return Verdict(False, math.inf, None, f"no tolerance: {exc}")
     if obs.judge is not None:
         return obs.judge(ref, variant, params)
+    where = dict(ref.bound)  # an output fits where it lies within the bound of the spec's value
     if obs.outputs is None:
-        return Verdict(False, math.inf, ref.outputs, "the implementation refused")
+        return Verdict(False, math.inf, ref.outputs, "the implementation refused", where)
     try:
         j = judge(entry, obs.outputs, ref)
     except Exception as exc:  # noqa: BLE001 - outputs the judge cannot read fit nothing
-        return Verdict(False, math.inf, ref.outputs, f"unjudgeable: {type(exc).__name__}")
+        return Verdict(False, math.inf, ref.outputs, f"unjudgeable: {type(exc).__name__}", where)
     ratio = j.ratio if all(f.check == "spec" for f in j.findings) else math.inf
-    return Verdict(j.ok, ratio, ref.outputs)
+    return Verdict(j.ok, ratio, ref.outputs, allowance=where)
 
 
 # -- designed cases -----------------------------------------------------------------------------
@@ -481,10 +694,13 @@ _BUILT = (("well-scaled", "well-scaled", 0), ("near-constant columns", "near-con
 
 
 def designed_cases(entry: Entry, hyper: Mapping[str, int], variant: VariantSet, dtype: str,
-                   limits_admit: Callable[[Mapping[str, int]], bool] = lambda h: True) -> list[tuple[str, Case]]:
+                   limits_admit: Callable[[Mapping[str, int]], bool] = lambda h: True,
+                   separating: Optional[Mapping[str, int]] = None) -> list[tuple[str, Case]]:
     """The cases that separate conventions, built for the call's variant set (its parameter
-    structure): the builder's well-scaled, near-constant and wide-range values, and for an entry
-    with a mask input the first case again with query column 0 emptied (no key to attend to)."""
+    structure): the builder's well-scaled, near-constant and wide-range values, for an entry
+    with a mask input the first case again with query column 0 emptied (no key to attend to), and
+    for one with rotary positions or grouped key/value heads a case at sizes where their values
+    differ (``separating``, default ``separating_hyper``; none where ``hyper`` already does)."""
     out = []
     for label, style, seed in _BUILT:
         if style == "near-constant" and not _has_norm_or_real(entry):
@@ -492,6 +708,11 @@ def designed_cases(entry: Entry, hyper: Mapping[str, int], variant: VariantSet, 
         out.append((label, Case.build(entry, dict(hyper), variant, seed=seed, style=style, dtype=dtype)))
     if _has_norm_or_real(entry):
         out.append(("small scale (x 2^-10)", _small(out[0][1])))
+    if entry.switches & HEAD_SWITCHES and not _separates_heads(entry, hyper, variant):
+        wide = dict(separating) if separating is not None else separating_hyper(entry, hyper, variant, limits_admit)
+        if wide is not None:
+            out.append((f"separating heads ({_sizes_text(entry, wide, variant)})",
+                        Case.build(entry, wide, variant, seed=5, dtype=dtype)))
     if {"ell_z", "ell_x"} <= set(hyper) and hyper["ell_z"] == hyper["ell_x"] and limits_admit(
             {**hyper, "ell_x": hyper["ell_z"] + 2}):
         # ℓ_z ≠ ℓ_x: the only place the causal alignments differ
@@ -509,6 +730,67 @@ def designed_cases(entry: Entry, hyper: Mapping[str, int], variant: VariantSet, 
         out.append(("empty query column 0", Case(base.algorithm, dict(base.hyper), variant, inputs,
                                                  dict(base.params), style=base.style)))
     return out
+
+
+#: the switches whose values give the same numbers at one rotary pair, one key/value head or one
+#: position: RoPE's pairing and base, the key/value head order
+HEAD_SWITCHES = frozenset({"rotary", "rope_base", "kv_order"})
+#: the least sizes at which they differ: two rotary pairs (half-split pairs (0, 2), (1, 3) against
+#: interleaved (0, 1), (2, 3); a second frequency base^(-2/4), the first is 1 for every base), two
+#: key/value heads (⌊h/G⌋ against h mod H/G), and a third position (rotation by t = 0, 1, 2)
+SEPARATING_WIDTH, SEPARATING_KV_HEADS, SEPARATING_LENGTH = 4, 2, 3
+
+
+def _kv_group(entry: Entry, variant: VariantSet) -> int:
+    return variant.kv_group if "kv_group" in entry.switches else 1
+
+
+def _separates_heads(entry: Entry, hyper: Mapping[str, int], variant: VariantSet) -> bool:
+    """Whether sizes ``hyper`` let the ``HEAD_SWITCHES`` the entry reads differ."""
+    if "d_attn" in hyper and entry.switches & {"rotary", "rope_base"} and hyper["d_attn"] < SEPARATING_WIDTH:
+        return False
+    if "H" in hyper and "kv_order" in entry.switches and hyper["H"] < SEPARATING_KV_HEADS * _kv_group(entry, variant):
+        return False
+    return all(v >= SEPARATING_LENGTH for n, v in hyper.items() if _is_length(n))
+
+
+def separating_hyper(entry: Entry, hyper: Mapping[str, int], variant: VariantSet,
+                     admits: Callable[[Mapping[str, int]], bool] = lambda h: True,
+                     settle: Callable[[dict[str, int]], dict[str, int]] = lambda h: h) -> Optional[dict[str, int]]:
+    """``hyper`` raised, on purpose, to sizes where RoPE's pairings and bases and the key/value head
+    orders give different numbers (``SEPARATING_*``: an even head width of at least 4, at least two
+    key/value heads under the call's ``kv_group``, every length at least 3), with ℓ_max raised to
+    hold them and one layer per stack; ``settle`` then ties sizes as the implementation's limits
+    require. None when the
+    limits (``admits``) or the entry refuse them: no case can then separate those switches."""
+    out = dict(hyper)
+    if "d_attn" in out and entry.switches & {"rotary", "rope_base"}:
+        out["d_attn"] = max(out["d_attn"] + out["d_attn"] % 2, SEPARATING_WIDTH)
+    if "H" in out and "kv_order" in entry.switches:
+        g = _kv_group(entry, variant)
+        out["H"] = max(out["H"] + (-out["H"]) % g, SEPARATING_KV_HEADS * g)
+    for n in list(out):
+        if _is_length(n):
+            out[n] = max(out[n], SEPARATING_LENGTH)
+        elif n in ("L", "L_enc", "L_dec"):  # one layer shows them as well as several, at a fraction of the cost
+            out[n] = max(1, int(entry.minimum.get(n, 1)))
+    if "ell_max" in out:
+        out["ell_max"] = max([out["ell_max"], *(v for n, v in out.items() if _is_length(n))])
+    out = settle(out)
+    if not (_separates_heads(entry, out, variant) and admits(out) and _accepted(entry, out, variant)):
+        return None
+    return out
+
+
+def _sizes_text(entry: Entry, hyper: Mapping[str, int], variant: VariantSet) -> str:
+    """The sizes that make a case separating, in words: ``d_attn = 4, 2 kv heads, ell = 3``."""
+    parts = []
+    if "d_attn" in hyper and entry.switches & {"rotary", "rope_base"}:
+        parts.append(f"d_attn = {hyper['d_attn']}")
+    if "H" in hyper and "kv_order" in entry.switches:
+        parts.append(f"{hyper['H'] // _kv_group(entry, variant)} kv heads")
+    parts += [f"{n} = {v}" for n, v in hyper.items() if _is_length(n)]
+    return ", ".join(parts)
 
 
 #: the factor of the small-scale case: a power of two, so that rounding to any dtype commutes with it
@@ -645,7 +927,13 @@ def identify(member: Any, entry: Entry, dtype: str = "float64", *, variant: Opti
     impl = member.impl
     called = call_variant(impl, variant, entry.name)
     hyper = case_hyper(impl, entry, called)
-    cases = designed_cases(entry, hyper, called, dtype, lambda h: impl.admits(entry.name, h))
+    limits = impl.limits_for(entry.name)
+
+    def admits(h: Mapping[str, int]) -> bool:
+        return impl.admits(entry.name, h)
+
+    wide = separating_hyper(entry, hyper, called, admits, limits.settle)
+    cases = designed_cases(entry, hyper, called, dtype, admits, separating=wide)
     before = member.seconds
     observations = observe(member, entry, cases, dtype, timeout=timeout)
     calls = member.seconds - before
@@ -656,6 +944,11 @@ def identify(member: Any, entry: Entry, dtype: str = "float64", *, variant: Opti
         r.declared = _current(r.group, called)
     if all(o.outputs is None for o in observations):
         identity.notes.insert(0, f"the implementation refused every case: {observations[0].error}")
+    reads = sorted(entry.switches & HEAD_SWITCHES)
+    if reads and not any(_separates_heads(entry, o.hyper, called) for o in observations):
+        identity.notes.append(f"no case within {impl.name}'s limits separates {', '.join(reads)} (they need "
+                              f"d_attn >= {SEPARATING_WIDTH}, {SEPARATING_KV_HEADS} kv heads, lengths >= "
+                              f"{SEPARATING_LENGTH}): they stay undecided")
     identity.seconds_calls = calls
     identity.seconds = time.perf_counter() - started
     return identity
@@ -674,11 +967,14 @@ def search(entry: Entry, observations: Sequence[Observation], start: VariantSet,
         chosen = found
         for r in results:
             r.chosen = _current(r.group, found)
+            r.same_as = [v for v in r.same_as if _key(v) != _key(r.chosen)]
         s = engine.score(found)
     identity = Identity(entry.name, subject, dtype, "", chosen, groups=results, observations=list(observations),
                         fits=s is not None and s[0] == 0, base=base, presets=list(engine.presets_fitting),
                         cases_fit=len(observations) - (s[0] if s is not None else len(observations)),
-                        evaluations=engine.evaluated, gave_up=engine.gave_up, notes=_notes(entry, results))
+                        evaluations=engine.evaluated, gave_up=engine.gave_up, notes=_notes(entry, results),
+                        cannot_tell=any(r.cannot_tell or r.status == "cannot tell" for r in results),
+                        untested=engine.unknown_seen and not engine.judged_seen)
     identity.seconds = time.perf_counter() - started
     return identity
 
@@ -690,16 +986,23 @@ def project(variant: VariantSet, entry: Entry) -> VariantSet:
 
 
 def _prefer_paper(found: VariantSet, results: list[GroupResult]) -> VariantSet:
-    """The identified set with each undecided switch at the paper's value where that is consistent
-    (the expression then moves only what the cases decide or need)."""
+    """The identified set with each switch at the paper's value wherever that is consistent: an
+    undecided switch, and a decided one whose value the paper's is here ("paper" and the value it
+    stands for; β under RMSNorm). A default is never written as a change: the expression moves only
+    what the cases decide or need."""
     out = found
     for r in results:
         paper = _current(r.group, PAPER)
-        if r.status == "undecided" and _key(paper) in {_key(v) for v in r.consistent}:
+        same = {_key(v) for v in r.same_as} | {_key(r.chosen)}
+        if _key(paper) in {_key(v) for v in r.consistent} and (r.status == "undecided" or _key(paper) in same):
             moved = _replace(out, paper)
             if moved is not None:
                 out = moved
-                r.chosen = paper
+                if _key(paper) != _key(r.chosen):
+                    # the values the same as the old choice are the same as the paper's only if it was one
+                    r.same_as = [v for v in r.same_as if _key(v) != _key(paper)] + [r.chosen] if _key(paper) in same \
+                        else []
+                    r.chosen = paper
         elif r.consistent:
             moved = _replace(out, r.chosen)
             out = moved if moved is not None else out
@@ -721,29 +1024,71 @@ def _notes(entry: Entry, results: list[GroupResult]) -> list[str]:
 
 # -- several entries ------------------------------------------------------------------------------
 
-def merge(identities: Sequence[Identity]) -> tuple[VariantSet, list[str]]:
-    """One set for all the entries identified: each switch at a value consistent at every entry
-    that reads it (the paper's where possible, but the concrete value where "paper" and one
-    concrete value are all that fit), and the conflicts: switches with no such value
-    (an implementation that is no single variant set, or an entry's "paper" meaning another value)."""
+@dataclass
+class Merged:
+    """The sets of several entries merged (``merge_all``): ``variant``, one set for them all;
+    ``conflicts``: switches with no value possible at every entry; ``undecided``: switches with
+    several values possible at every entry that no case separates (the set holds the declared
+    value among them, else the first: not a finding); ``changes``: {switch: value} where the
+    declared value is excluded at some entry (what to change in the declaration)."""
+
+    variant: VariantSet
+    conflicts: list[str] = field(default_factory=list)
+    undecided: list[str] = field(default_factory=list)
+    changes: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"expression": expression(self.variant), "variant": self.variant.to_dict(),
+                "describe": self.variant.describe(), "conflicts": list(self.conflicts),
+                "undecided": list(self.undecided), "changes_from_declared": {k: _plain(v) for k, v in
+                                                                             self.changes.items()}}
+
+
+def merge_all(identities: Sequence[Identity]) -> Merged:
+    """One set for all the entries identified: each switch at a value possible at every entry that
+    reads it (``GroupResult.possible``: no separating case excluded it there). Of several: the
+    paper's (a default is never written as a change), else the declared one, else the one value;
+    where several remain that are not one computation at every entry, the switch is undecided (no
+    case separates them) and says so rather than picking one as a finding. A switch whose declared
+    value is possible at every entry is never a change from the declaration."""
     out = PAPER
-    conflicts = []
+    merged = Merged(PAPER)
     names = sorted({r.group for i in identities for r in i.groups})
     for g in names:
-        rows = [(i.algorithm, r) for i in identities for r in i.groups if r.group == g and r.consistent]
+        rows = [(i.algorithm, r) for i in identities for r in i.groups if r.group == g and r.possible]
         if not rows:
             continue
-        common = [v for v in rows[0][1].consistent
-                  if all(_key(v) in {_key(w) for w in r.consistent} for _, r in rows[1:])]
+        common = [v for v in rows[0][1].possible
+                  if all(_key(v) in {_key(w) for w in r.possible} for _, r in rows[1:])]
+        declared = {_key(r.declared): r.declared for _, r in rows if r.declared is not None}
+        said = next(iter(declared.values())) if len(declared) == 1 else None
         if not common:
-            conflicts.append(f"{g}: " + "; ".join(
-                f"{a}: {', '.join(value_text(g, v) for v in r.consistent)}" for a, r in rows))
+            merged.conflicts.append(f"{g}: " + "; ".join(
+                f"{a}: {', '.join(value_text(g, v) for v in r.possible)}" for a, r in rows))
             continue
+        keys = {_key(v) for v in common}
         paper = _current(g, PAPER)
-        concrete = [v for v in common if _key(v) != _key(paper)]
-        if g in SWITCHES and SWITCHES[g].paper == "paper" and len(concrete) == 1:
-            pick = concrete[0]  # "paper" and the one value it stands for: say which
+        if _key(paper) in keys:
+            pick = paper
+        elif said is not None and _key(said) in keys:
+            pick = said
         else:
-            pick = paper if _key(paper) in {_key(v) for v in common} else common[0]
+            pick = common[0]
+        # values that are the picked one's computation at every entry are no alternative to it
+        rivals = [v for v in common if _key(v) != _key(pick) and not all(
+            _key(v) in {_key(w) for w in [r.chosen, *r.same_as]} and _key(pick) in {_key(w) for w in
+                                                                               [r.chosen, *r.same_as]}
+            for _, r in rows)]
+        if rivals and _key(pick) != _key(paper):
+            merged.undecided.append(f"{g}: no case separates {', '.join(value_text(g, v) for v in [pick, *rivals])}")
+        if said is not None and _key(said) not in keys:
+            merged.changes.update(pick)
         out = _replace(out, pick) or out
-    return out, conflicts
+    merged.variant = out
+    return merged
+
+
+def merge(identities: Sequence[Identity]) -> tuple[VariantSet, list[str]]:
+    """``merge_all``'s set and conflicts."""
+    m = merge_all(identities)
+    return m.variant, m.conflicts

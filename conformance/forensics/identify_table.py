@@ -23,7 +23,10 @@ when some printed output lies outside its whole interval widened by the output's
 the dtype's rounding bound; every other candidate remains possible. A switch is *decided* only
 when every value but one is excluded (or needs parameters the table does not give); with several
 left it is *undecided* and the report lists the values that remain possible. A candidate whose
-outputs cannot be bounded (the spec branches differently within the box) is kept, and named.
+outputs cannot be bounded (the spec branches differently within the box, the enclosure is
+infinite, or it is wider than the printed numbers themselves: ``_informative``) is *cannot tell*:
+neither a fit nor excluded, never reported as fitting (issue 35: random numbers with printed
+inputs were "declare: PAPER (fits every case)"); a table on which nothing could be judged says so.
 
 The printed outputs may also be the entry's named intermediates (``ftspec spec intermediates
 ENTRY --list``; docs/plugins.md "Named intermediates"): an attention head's Q, K, V, scores S
@@ -63,7 +66,7 @@ from ..core.intermediates import intermediate_references
 from ..core.tolerances import ToleranceModelError
 from .identify import (EVALUATIONS, SECONDS, Identity, Observation, Verdict, groups, options, project, search,
                        value_text)
-from .input_rounding import Enclosure, enclose
+from .input_rounding import Enclosure, enclose, refuses_the_box
 
 __all__ = ["FORMAT", "LIMITS", "Table", "TableError", "half_step", "identify_table", "input_radii", "parse_table",
            "read_table", "table_from_spec"]
@@ -418,8 +421,9 @@ def _table_judge(table: Table, raw_params: Mapping[str, np.ndarray], unbounded: 
     """The judge of a table: a candidate is excluded only when some printed output lies outside
     the candidate's whole interval (its outputs over the inputs' intervals, widened by the dtype's
     rounding bound and the output's own half-step). ``unbounded`` collects the candidates whose
-    outputs could not be bounded: they are kept (not excluded), never decided against. ``inputs``:
-    the judged (rounded) inputs, for the printed intermediates' values."""
+    outputs could not be bounded: nothing was tested of them, so they are neither excluded nor a
+    fit (``Verdict.unknown``: "cannot tell"), unless an exact output or a NaN already excludes
+    them. ``inputs``: the judged (rounded) inputs, for the printed intermediates' values."""
     def judge(ref: Any, variant: VariantSet, params: Mapping[str, np.ndarray]) -> Verdict:
         try:
             values, bounds, missing = _with_intermediates(table, ref, table.inputs if inputs is None else inputs,
@@ -427,7 +431,7 @@ def _table_judge(table: Table, raw_params: Mapping[str, np.ndarray], unbounded: 
         except (SpecError, ToleranceModelError) as exc:
             return Verdict(False, math.inf, None, f"no intermediates: {exc}")
         if missing:
-            return Verdict(False, math.inf, values, f"computes no intermediate {missing!r}")
+            return Verdict(False, math.inf, values, f"computes no intermediate {missing!r}", impossible=True)
         ref = _Merged(values, bounds)
         real = [k for k, v in table.outputs.items() if v.dtype != bool and np.asarray(ref.outputs[k]).dtype.kind == "f"]
         enclosure = None
@@ -435,25 +439,79 @@ def _table_judge(table: Table, raw_params: Mapping[str, np.ndarray], unbounded: 
             enclosure, why = _enclosure(table, variant, real, params, raw_params)
             if enclosure is None:
                 unbounded[variant.describe()] = why
-        worst = 0.0
+        worst, centres, allowances, unknown = 0.0, {}, {}, False
         for name, printed in table.outputs.items():
             want = np.asarray(ref.outputs[name])
             if name not in real:
                 if not np.array_equal(printed.astype(want.dtype), want):
-                    return Verdict(False, math.inf, ref.outputs)
+                    return Verdict(False, math.inf, ref.outputs, allowance={name: 0.0}, centre={name: want})
+                centres[name], allowances[name] = want, 0.0
                 continue
-            if np.isnan(want).any():
-                return Verdict(False, math.inf, ref.outputs, "the spec gives NaN where the table has a number")
+            if np.isnan(want).any():  # a table holds no NaN: no table of these sizes fits the candidate
+                return Verdict(False, math.inf, ref.outputs, "the spec gives NaN where the table has a number",
+                               impossible=True)
             if table.input_precision is not None and enclosure is None:
-                continue  # no bound: this output cannot exclude the candidate
+                unknown = True  # no bound: this output can neither exclude the candidate nor fit it
+                continue
             centre = want if enclosure is None else enclosure.centre(name)
             radius = 0.0 if enclosure is None else enclosure.radius(name)
+            # a printed value fits where it lies within this of the centre; two candidates whose
+            # intervals are apart by more than both allowances are separated by the table
             allowance = half_step(printed, table.precision) + ref.bound[name] + radius
-            err = np.abs(printed - centre)
-            worst = max(worst, float(np.max(err / allowance)) if err.size else 0.0)
-        return Verdict(worst <= 1.0, worst, ref.outputs)
+            bounded = np.ones(np.shape(printed), dtype=bool) if enclosure is None else _informative(
+                enclosure, name, printed, table.precision)
+            if not bounded.all():  # a vacuous enclosure bounds nothing: those elements cannot fit
+                unknown = True
+                centre = np.where(bounded, centre, np.nan)
+                allowance = np.where(bounded, allowance, np.inf)
+            centres[name], allowances[name] = centre, allowance
+            err = np.abs(printed - centre)[bounded]
+            worst = max(worst, float(np.max(err / allowance[bounded])) if err.size else 0.0)
+        if worst > 1.0:  # a bounded output already excludes it
+            return Verdict(False, worst, ref.outputs, allowance=allowances, centre=centres)
+        if unknown:  # some printed number was compared with no bound
+            unbounded.setdefault(variant.describe(), "the bound over the printed inputs' intervals is infinite or "
+                                 "wider than the printed values")
+            return Verdict(False, math.nan, ref.outputs, "not bounded: cannot tell", unknown=True)
+        return Verdict(True, worst, ref.outputs, allowance=allowances, centre=centres)
 
     return judge
+
+
+def _informative(enclosure: Enclosure, name: str, printed: np.ndarray, precision: tuple[str, float]) -> np.ndarray:
+    """Where the enclosure of output ``name`` says something about the printed numbers: finite, and
+    its radius (how far the printed inputs may move the output, as far as the bound can tell)
+    below the size of every number the table prints for that output (its largest magnitude plus
+    a half-step). A wider one holds a sign flip of the largest printed value: any numbers of that
+    size would fit it as well as these, so it can neither confirm a candidate nor exclude one
+    (interval arithmetic through a variance that may be near 0 gives such bounds: sound, vacuous)."""
+    radius = enclosure.radius(name)
+    size = (float(np.max(np.abs(printed))) if printed.size else 0.0) + float(np.max(half_step(printed, precision),
+                                                                                   initial=0.0))
+    with np.errstate(invalid="ignore"):
+        return enclosure.bounded(name) & (radius < size)
+
+
+def _table_refusal(table: Table, raw_params: Mapping[str, np.ndarray], unbounded: dict[str, str]) -> Any:
+    """What the spec's refusal of the printed point means for a candidate: with exact inputs, the
+    refusal (a table of numbers fits no refusing candidate); with printed inputs, the same only
+    where the spec refuses the whole box of the inputs' half-steps, else "cannot tell" (other
+    points in the half-steps are answered, and the numbers may come from one of them)."""
+    if table.input_precision is None:
+        return None
+
+    def on_refusal(variant: VariantSet, params: Mapping[str, np.ndarray]) -> Optional[Verdict]:
+        real = {s.name for s in table.entry.inputs if s.kind == Kind.REAL}
+        used = {k: raw_params[k] for k in params}
+        radii = input_radii(table, {**{k: v for k, v in table.inputs.items() if k in real}, **used})
+        names = [k for k, v in table.outputs.items() if v.dtype != bool]
+        if refuses_the_box(table.entry, table.hyper, table.inputs, used, radii, variant, names):
+            return None
+        unbounded.setdefault(variant.describe(), "the spec refuses the printed point, not the whole of the "
+                             "inputs' half-steps")
+        return Verdict(False, math.nan, None, "refuses the printed point only: cannot tell", unknown=True)
+
+    return on_refusal
 
 
 @dataclass
@@ -474,7 +532,8 @@ def identify_table(table: Table, subject: str = "table", *, seconds: float = SEC
     params = {k: round_to(v, table.dtype) for k, v in table.params.items()}
     unbounded: dict[str, str] = {}
     obs = Observation("the table", entry, dict(table.hyper), inputs, params, dict(table.outputs), table.dtype,
-                      judge=_table_judge(table, table.params, unbounded, inputs))
+                      judge=_table_judge(table, table.params, unbounded, inputs), rigorous=True,
+                      on_refusal=_table_refusal(table, table.params, unbounded))
     identity = search(entry, [obs], structure, subject, table.dtype, seconds=seconds, evaluations=evaluations)
     identity.notes.insert(0, f"table: {table.describe()}")
     identity.notes.extend(_notes(table, identity, unbounded))
@@ -488,17 +547,24 @@ def _notes(table: Table, identity: Identity, unbounded: Mapping[str, str]) -> li
         out.append("inputs printed: a value is excluded only when a printed output lies outside its whole "
                    "interval over the inputs' half-steps (a bound, not a sample)")
     for g in identity.groups:
-        if g.status == "undecided" and not g.excluded:
-            out.append(f"cannot be separated at this precision: {g.group}: all {len(g.consistent)} values "
-                       f"tried remain possible")
-        elif g.status == "undecided":
-            values = ", ".join(value_text(g.group, v) for v in g.consistent[:6])
-            more = f" (+{len(g.consistent) - 6} more)" if len(g.consistent) > 6 else ""
+        # possible and judged, the values that are the same computation here counted once
+        fitting = [g.chosen] + [v for v in g.alternatives if v not in g.cannot_tell]
+        if g.status != "undecided" or len(fitting) < 2:
+            continue
+        if not g.excluded:
+            out.append(f"cannot be separated at this precision: {g.group}: all {len(fitting)} values "
+                       f"judged remain possible")
+        else:
+            values = ", ".join(value_text(g.group, v) for v in fitting[:6])
+            more = f" (+{len(fitting) - 6} more)" if len(fitting) > 6 else ""
             out.append(f"cannot be separated at this precision: {g.group}: still possible {values}{more}")
     if unbounded:
         some = sorted(unbounded)
-        out.append(f"not bounded ({unbounded[some[0]]}), so not excluded: {'; '.join(some[:3])}"
-                   f"{f' (+{len(some) - 3} more)' if len(some) > 3 else ''}")
+        out.append(f"cannot tell (not bounded: {unbounded[some[0]]}; neither a fit nor excluded): "
+                   f"{'; '.join(some[:3])}{f' (+{len(some) - 3} more)' if len(some) > 3 else ''}")
+    if identity.untested:
+        out.append("nothing was tested: the printed inputs leave every candidate's outputs unbounded, so no "
+                   "variant set can be said to fit or not (print the inputs to more digits, or give them exact)")
     return out
 
 

@@ -36,9 +36,12 @@ separate even the variance's divisor at some printed precisions.
 
 A comparison the spec makes (a branch) must come out the same everywhere in the box; where it
 does not (two softmax scores whose intervals overlap are fine: softmax's shift is a constant,
-``largest`` below; but a variance whose interval contains 0, or a ReLU's derivative test in
-exact arithmetic) the evaluation raises ``Undecidable`` and ``enclose`` returns None: no bound,
-so the caller may not exclude the candidate on these numbers. The mean-value form is skipped
+``largest`` below; but a ReLU's derivative test in exact arithmetic) the evaluation raises
+``Undecidable`` and ``enclose`` returns None: no bound, so the caller may neither exclude nor
+accept the candidate on these numbers. The spec's underflow guard on a norm's statistic (a
+limit of binary64, not a branch of the mathematics) is answered "no" unless every point
+underflows, so the evaluation goes on; a variance interval that reaches 0 without ε then gives
+an infinite enclosure (``Enclosure.bounded``), again no bound. The mean-value form is skipped
 (interval arithmetic alone is kept) where the tape is too long for one backward pass per output
 element (``WORK``).
 """
@@ -62,7 +65,8 @@ from ftspec.spec.numbers import Numbers, NumberSystem, PerValueMax, PerValueStep
 from ftspec.spec.registry import Entry
 from ftspec.spec.variants import VariantSet
 
-__all__ = ["Enclosure", "Interval", "IntervalNumbers", "LIBM_ULPS", "Undecidable", "WORK", "enclose"]
+__all__ = ["Enclosure", "Interval", "IntervalNumbers", "LIBM_ULPS", "Undecidable", "WORK", "enclose",
+           "refuses_the_box"]
 
 #: steps outward for libm's transcendental functions (glibc documents errors of at most a few
 #: ulps for exp, log, sin, cos, tanh, erf, pow: "Known Maximum Errors in Math Functions")
@@ -170,6 +174,13 @@ class Interval:
 
     # -- comparisons: an answer only where every point gives it ------------------------------
     def _order(self, o: Any, strict: bool) -> bool:
+        if isinstance(o, _UnderflowGuard):
+            # "v below the smallest normal?" (spec/normalization.py refuses a nonzero statistic that
+            # underflows binary64): a limit of the spec's arithmetic, not a branch of its
+            # mathematics. Only where every point underflows is the answer yes; elsewhere the
+            # evaluation goes on with the whole interval, enclosing the exact output at every point
+            # (those below the guard included), which is what an enclosure promises.
+            return self.hi < o if strict else self.hi <= o
         o = _lift(o)
         if self.hi < o.lo or (not strict and self.hi <= o.lo):
             return True
@@ -208,6 +219,11 @@ class Interval:
 
     def __repr__(self) -> str:
         return f"Interval({self.lo!r}, {self.hi!r})"
+
+
+class _UnderflowGuard(float):
+    """binary64's smallest normal number as ``IntervalNumbers.tiny``: the spec compares a norm's
+    statistic with it only to refuse an underflow (``Interval._order`` says how that is read)."""
 
 
 def _lift(x: Any) -> Interval:
@@ -255,7 +271,7 @@ class IntervalNumbers(Numbers):
     which keeps the shifted scores as narrow as the scores)."""
 
     name = "interval"
-    tiny = 2.2250738585072014e-308
+    tiny: float = _UnderflowGuard(2.2250738585072014e-308)
 
     def __init__(self) -> None:
         self.inf = Interval.point(_INF)
@@ -401,13 +417,20 @@ class Enclosure:
         self.lo, self.hi, self.method = lo, hi, method
 
     def centre(self, name: str) -> np.ndarray:
-        return 0.5 * self.lo[name] + 0.5 * self.hi[name]
+        with np.errstate(invalid="ignore"):  # -∞ + ∞: NaN, where ``bounded`` is False
+            return 0.5 * self.lo[name] + 0.5 * self.hi[name]
 
     def radius(self, name: str) -> np.ndarray:
         """Half the width, rounded up so that centre ± radius still contains [lo, hi]."""
         c = self.centre(name)
-        r = np.maximum(self.hi[name] - c, c - self.lo[name])
-        return np.nextafter(r, np.inf)
+        with np.errstate(invalid="ignore"):
+            r = np.maximum(self.hi[name] - c, c - self.lo[name])
+        return np.where(np.isnan(r), np.inf, np.nextafter(r, np.inf))
+
+    def bounded(self, name: str) -> np.ndarray:
+        """Where the enclosure is finite. An infinite one (a division by an interval holding 0:
+        a variance that may be 0 without ε) says nothing of the output there: not a bound."""
+        return np.isfinite(self.lo[name]) & np.isfinite(self.hi[name])
 
 
 def enclose(entry: Entry, hyper: Mapping[str, int], inputs: Mapping[str, np.ndarray],
@@ -438,10 +461,34 @@ def enclose(entry: Entry, hyper: Mapping[str, int], inputs: Mapping[str, np.ndar
         for name in outputs:
             c_lo = np.array([v.lo for v in centre[name]])
             c_hi = np.array([v.hi for v in centre[name]])
-            r = np.array([_movement(ns, v, box.leaves) for v in box[name]])
+            # an element unbounded in interval arithmetic is left so: its derivatives over the box
+            # hold the same unbounded quotient (a variance that may be 0 without ε), and a skipped
+            # tightening can only leave a candidate "cannot tell", never fit or exclude it wrongly
+            r = np.array([_movement(ns, v, box.leaves) if math.isfinite(v.v.lo) and math.isfinite(v.v.hi)
+                          else _INF for v in box[name]])
             lo[name] = np.maximum(lo[name], (c_lo - r).reshape(lo[name].shape))
             hi[name] = np.minimum(hi[name], (c_hi + r).reshape(hi[name].shape))
     return Enclosure(lo, hi, method)
+
+
+def refuses_the_box(entry: Entry, hyper: Mapping[str, int], inputs: Mapping[str, np.ndarray],
+                    params: Mapping[str, np.ndarray], radii: Mapping[str, np.ndarray], variant: VariantSet,
+                    outputs: Sequence[str]) -> bool:
+    """Whether the spec refuses the box as a whole (interval arithmetic over it raises SpecError:
+    a size the candidate does not accept, or a check every interval fails), as opposed to refusing
+    only some points, such as the printed one (a variance exactly 0 at the printed digits, nonzero
+    elsewhere in the half-steps), where the interval evaluation goes on."""
+    real = {s.name for s in entry.inputs if s.is_real}
+    try:
+        with in_algorithm(entry.name):
+            hp = resolve_hyper(entry, {k: np.asarray(v).tolist() for k, v in inputs.items()},
+                               {k: np.asarray(v).tolist() for k, v in params.items()}, hyper, variant)
+            _run(entry, hp, variant, IntervalNumbers(), inputs, params, radii, real, outputs)
+    except SpecError:
+        return True
+    except ArithmeticError:  # a branch with no single answer: some points are answered
+        return False
+    return False
 
 
 class _Outputs(dict):

@@ -43,7 +43,7 @@ from ftspec.spec.entry import Entry, Kind
 from ftspec.spec import variants as _variants
 from ftspec.spec.variants import ROUNDING_ONLY, VariantSet
 
-__all__ = ["DTYPES", "FixtureResult", "replay_fixtures", "replay_variant", "sample_cases"]
+__all__ = ["DTYPES", "FixtureResult", "applicable_cases", "replay_fixtures", "replay_variant", "sample_cases"]
 
 #: the dtypes fixtures are replayed at (their inputs are exact in both)
 DTYPES = ("float64", "float32")
@@ -164,6 +164,49 @@ def sample_cases(records: Sequence[Mapping[str, Any]], every: int = SAMPLE_EVERY
         cid = str(r["id"])
         if cid.endswith("--paper") or hashlib.sha256(cid.encode()).digest()[0] % every == 0:
             out.append(cid)
+    return out
+
+
+def applicable_cases(plugins: Sequence[tuple[str, Implementation]], cases: Sequence[tuple[str, str]], *,
+                     dtypes: Optional[Sequence[str]] = None, directory: Optional[Path | str] = None
+                     ) -> list[tuple[str, str]]:
+    """The (id, algorithm) pairs of ``cases`` that ``replay_fixtures`` would replay on at least one
+    of ``plugins`` at one of ``dtypes``: an algorithm it implements, at a dtype it declares there,
+    within its limits and under a variant set it is replayed on (``_covers``), read from the
+    manifest alone (no case file is opened). A case whose record cannot be read is kept: the replay
+    reports it as failed. So a progress line counts what the replay does ("replaying 12 golden
+    fixture cases"), not the manifest's every case of other algorithms (1103 for a plugin of two
+    norms). A plugin whose ``devices()`` fails keeps the cases of its algorithms: the replay of
+    those is where its failure is reported (``replay_fixtures``' "(all)" result)."""
+    from ftspec.spec.variants import VariantSet
+
+    from ..core.fixture_files import FixtureError, load_manifest
+
+    try:
+        manifest = load_manifest(directory)
+    except FixtureError:
+        return list(cases)  # the replay reports the unreadable set
+    records = {str(r.get("id")): r for r in manifest.get("cases", [])}
+    variants = manifest.get("variants", {})
+    targets = _targets(plugins, None)
+    broken = {a for t in targets if t.error is not None for a in t.impl.algorithms}
+    targets = [t for t in targets if t.error is None]
+    wanted = [d for d in DTYPES if not dtypes or d in dtypes]
+    parsed: dict[str, Any] = {}
+    out = []
+    for cid, algorithm in cases:
+        record = records.get(cid)
+        try:
+            v_hash = str(record["variant"])  # type: ignore[index]  # None: caught below, kept
+            if v_hash not in parsed:
+                parsed[v_hash] = VariantSet.from_json(variants[v_hash]["json"])
+            hyper = {k: int(v) for k, v in record["hyper"].items()}  # type: ignore[index]
+        except Exception:  # noqa: BLE001 - unreadable here: the replay says what is wrong with it
+            out.append((cid, algorithm))
+            continue
+        if algorithm in broken or any(_covers(t, algorithm, d, parsed[v_hash], hyper) is not None
+                                      for t in targets for d in wanted):
+            out.append((cid, algorithm))
     return out
 
 

@@ -293,6 +293,8 @@ def _merge_shards(cell: Cell, parts: list[Optional[dict[str, Any]]], progress: C
     if cell.status in ("pass", "no examples"):
         cell.status = "pass" if cell.examples else "no examples"
         cell.note = "" if cell.examples else empty_note
+        if cell.exhausted and cell.status == "pass":  # one shard judged every case its search can draw
+            cell.note = f"exhausted: all {cell.exhausted} distinct cases examined"
     h = hashlib.sha256()
     for _, v in got:
         h.update(str(v.get("cases_digest", "")).encode())

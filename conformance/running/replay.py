@@ -17,6 +17,14 @@ declares, or the replay is refused with one line that says what to change:
 - the dtype (``--dtype``), the device (``--device``), the algorithm, and the
   plugin's shape limits.
 
+A case the spec refuses as it is (a drawn query with no key under
+``empty_query="error"``: the search's ``refusal`` failure records that case)
+has no reference: its replay is a refusal check, the spec's refusal being
+the expected answer (``refusals.expect_refusal``, as the search judged it).
+An implementation that answers it with numbers fails the replay with the
+refusal's message; one that raises passes. Any other refusal of the spec is
+still the one-line error it was (the case is not one the spec judges).
+
 Devices match by name, where a bare platform name and that platform's
 device 0 are one device: a case recorded on ``cpu`` (PyTorch's name)
 replays on ``cpu:0`` (JAX's) and the other way round; ``cuda`` and
@@ -25,6 +33,7 @@ replays on ``cpu:0`` (JAX's) and the other way round; ``cuda`` and
 
 from __future__ import annotations
 
+import math
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +46,9 @@ from ftspec.impls.discovery import load_target
 from ftspec.spec.variants import ROUNDING_ONLY, SAME_MATHEMATICS, VariantSet
 
 from ..core.calling import Prepared
-from ..core.refusals import check_refusals_into
+from ftspec.spec import SpecError
+
+from ..core.refusals import check_refusals_into, expect_refusal, refused_empty_query
 from ..core.case import Case
 from ..core.casefile import read_case
 from ..core.execute import Member, examine
@@ -113,16 +124,6 @@ def replay(path: Path | str, *, impl: str, dtype: Optional[str] = None,
         case = Case(case.algorithm, case.hyper, variant, case.inputs, case.params, case.batch, case.style)
     entry = case.entry
     prepared = Prepared(entry, case.inputs, case.params, dtype)
-    ref = reference(entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=case.variant,
-                    dtype=dtype, precision=implementation.precision_for(dtype))
-    batch: list[tuple[Mapping[str, np.ndarray], Reference]] = []
-    for extra in case.batch:
-        p = Prepared(entry, extra, case.params, dtype)
-        batch.append((p.inputs, reference(entry, p.inputs, p.params, hyper=case.hyper, variant=case.variant,
-                                          dtype=dtype, precision=implementation.precision_for(dtype))))
-    member = Member(label, implementation, device)
-    outcome = examine(member, case, prepared.inputs, prepared.params, ref, dtype=dtype, timeout=timeout, batch=batch)
-    check_refusals_into(outcome, member, case, dtype, timeout=timeout)  # a refusal failure replays as one
     recorded = doc.get("impl")
     where = f" ({'asked for' if given else 'recorded on'} {asked!r}: the same device)" if device != asked else ""
     head = f"{case.algorithm}: {label} at {dtype} on {device}{where}\n  case: {case.describe()}\n"
@@ -130,11 +131,36 @@ def replay(path: Path | str, *, impl: str, dtype: Optional[str] = None,
         head += (f"  recorded under {recorded_variant.describe()}; run under {label}'s declared set, which differs "
                  f"from it only in switches that change rounding, not the mathematics\n")
     head += f"  recorded for: {recorded!r} (shown only; the file's implementation is never loaded)"
+    member = Member(label, implementation, device)
+    try:
+        ref = reference(entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=case.variant,
+                        dtype=dtype, precision=implementation.precision_for(dtype))
+    except SpecError as exc:
+        if not refused_empty_query(entry, case, exc):
+            raise
+        return _refusal_verdict(member, case, prepared, exc, dtype, timeout, head)
+    batch: list[tuple[Mapping[str, np.ndarray], Reference]] = []
+    for extra in case.batch:
+        p = Prepared(entry, extra, case.params, dtype)
+        batch.append((p.inputs, reference(entry, p.inputs, p.params, hyper=case.hyper, variant=case.variant,
+                                          dtype=dtype, precision=implementation.precision_for(dtype))))
+    outcome = examine(member, case, prepared.inputs, prepared.params, ref, dtype=dtype, timeout=timeout, batch=batch)
+    check_refusals_into(outcome, member, case, dtype, timeout=timeout)  # a refusal failure replays as one
     if outcome.judgement.ok:
         return Verdict(True, f"{head}\n  conforms (worst error/bound {outcome.judgement.ratio:.3g})",
                        outcome.judgement.ratio)
     lines = [f"  {f.check}: {f.message}" for f in outcome.judgement.findings]
     return Verdict(False, head + "\n" + "\n".join(lines), outcome.judgement.ratio)
+
+
+def _refusal_verdict(member: Member, case: Case, prepared: Prepared, refusal: SpecError, dtype: str,
+                     timeout: float, head: str) -> Verdict:
+    """The replay of a case the spec refuses as it is: the member must raise (``expect_refusal``)."""
+    check = expect_refusal(member, case, prepared, refusal, dtype, timeout=timeout)
+    if check.finding is None:
+        return Verdict(True, f"{head}\n  refuses it, as the spec does ({refusal.given} of Mask under "
+                             f"empty_query='error'): {check.detail.split(' | ')[0]}", 0.0)  # not its traceback
+    return Verdict(False, f"{head}\n  {check.finding.check}: {check.finding.message}", math.inf)
 
 
 def _variant(path: Path | str, label: str, implementation: Implementation, case: Case) -> VariantSet:

@@ -27,6 +27,9 @@ class Failure:
     report: str
     shrunk: bool = True
     diagnosis: Optional[dict] = None  # forensics/diagnosis.py: the conventions the output matches (plain data)
+    #: a ``refusal`` failure: every refusal the implementation answered instead of raising, each kind
+    #: once, as {"refusal": name (spec/refusals.py), "message": the finding's}; empty for other checks
+    refusals: list = field(default_factory=list)
 
 
 @dataclass
@@ -54,6 +57,9 @@ class Cell:
     cases_digest: str = ""
     #: further failures with other signatures than ``failure``'s, as plain data (forensics/distinct_failures.py)
     more_failures: list = field(default_factory=list)
+    #: > 0: the search tried every case its strategy can draw (Hypothesis exhausted its choices), and
+    #: this many distinct cases were examined: the cell is complete below the minimum examples
+    exhausted: int = 0
 
     @property
     def ok(self) -> bool:
@@ -68,6 +74,7 @@ class Cell:
         self.checks.update(other.checks)
         self.ambiguous += other.ambiguous
         self.undetermined += other.undetermined
+        self.exhausted = max(self.exhausted, other.exhausted)  # one search that tried every case suffices
 
 
 @dataclass

@@ -18,7 +18,12 @@ for a case is evaluated once per distinct input set (a cache keyed by the inputs
 the (algorithm, dtype) being searched); outputs are kept by the same key, so implementations
 are still compared with each other on the cases they share. Within a search a case
 Hypothesis draws again (its targeting phase repeats inputs) is not examined again: its score
-is given to ``target`` and it is counted in ``RunResult.repeated``, not as an example. The
+is given to ``target`` and it is counted in ``RunResult.repeated``, not as an example. A
+search's budget counts the examples the spec judged, not draws: a draw the spec refuses (or
+cannot bound) or a repeat leaves the budget as it was, and later rounds draw on until the budget is
+judged. A search of an entry whose every case can be listed (no inputs, no parameters: the masks
+and sinusoid tables, ``case_space``) that has judged every one of them ends there, its cells
+``exhausted``: complete below the minimum, and said so in their note. The
 batch check (a batched call against per-example calls) runs on the first ``BATCH_CHECKS``
 passing cases of each (variant, sizes, batch length) of a search, where a batch adds power,
 and on every case once a failure is being shrunk. An implementation that declares
@@ -45,31 +50,34 @@ totals.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, cast
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, given, reject, seed, settings, target
 from hypothesis.errors import Flaky
+from hypothesis.statistics import collector as hypothesis_statistics
 
 from ftspec.impls.api import FLOAT_DTYPES, Implementation, Limits, select_devices
-from ftspec.spec import SpecError
+from ftspec.spec import PAPER, SpecError
 from ftspec.spec.entry import Kind
 from ftspec.spec.registry import REGISTRY, Entry
+from ftspec.spec.variants import SWITCHES
 
 from ..core.calling import Prepared
 from ..core.case import Case
 from ..core.casefile import reproducer, write_case
 from ..forensics.diagnosis import DIAGNOSED_CHECKS, FAILING_KEPT, diagnose_failure
 from ..forensics.distinct_failures import MAX_DISTINCT, SECONDS as DISTINCT_SECONDS, search_distinct
-from ..core.execute import CallTimeout, Member, call_member, examine
+from ..core.execute import Member, examine
 from ..core.interrupts import checkpoint
 from ..core.judge import Finding, compare_pair
 from ..core.profiles import Profile
-from ..core.refusals import TRANSFORMED, check_refusals_into, refused_case
+from ..core.refusals import answered_refusals, check_refusals_into, expect_refusal, refused_empty_query
 from .config import DEFAULT_CASE_DIR, RunConfig
 from .local_constants import no_local_constants
 from .results import Cell, Failure, RunResult
@@ -88,6 +96,17 @@ BATCH_CHECKS = 3
 CACHE_CASES = 4096
 #: search rounds at most: a round ends early on a failure, or draws repeats that are not examples
 MAX_ROUNDS = 16
+#: draws a search round after the first may make beyond its budget (it ends itself once the budget
+#: is judged). A later round runs because draws were refused or repeated; asked only for the budget,
+#: a mask search (128 distinct cases) ended a few short of 100 when one round drew only repeats
+#: (issue 35, finding 3). Measured (seed 0, default budget): 100 distinct mask cases took 944
+#: draws, about 5 ms each, most of them repeats
+PROBE_DRAWS = 1000
+#: the most (variant, sizes) pairs ``case_space`` enumerates (the mask's are 128, a sinusoid's 160)
+SPACE_CAP = 4096
+#: Hypothesis's reason for ending a run whose every choice sequence has been tried
+#: (``ExitReason.finished``, hypothesis 6.170; without a failure only an exhausted tree ends so)
+EXHAUSTED = "nothing left to do"
 #: the fewest drawn cases (structures) a search makes where it can: its blocks hold at most
 #: N // MIN_DRAWS value sets for a search of N examples (conformance/core/blocks.py), so a search
 #: of fewer than 64 examples (the quick profile's, the bug zoo's) draws one value set per case, as
@@ -98,20 +117,12 @@ MIN_DRAWS = 32
 COMPILED_BLOCK = 4
 
 
-def refused_empty_query(entry: Entry, case: Case, exc: SpecError) -> bool:
-    """Whether the spec refused ``case`` because a query has no key under ``empty_query="error"``:
-    a refusal an implementation must share (it raises too), unlike input the strategies should not
-    have drawn."""
-    if "empty_query" not in entry.switches or getattr(case.variant, "empty_query", None) != "error":
-        return False
-    mask = case.inputs.get("Mask")
-    if mask is None or getattr(exc, "argument", None) != "Mask":
-        return False
-    mask = np.asarray(mask, dtype=bool)
-    return mask.ndim == 2 and not mask.any(axis=0).all()
-
-
 Refs = dict[str, Reference]  # precision (``Implementation.precision_for``) -> the spec's reference under it
+
+
+class _Enough(BaseException):
+    """A round has judged its budget: Hypothesis stops at once (a BaseException, as the time cap's
+    ``TimeUp``: not a failure, nothing to shrink)."""
 
 
 class _MemberFailed(Exception):
@@ -159,6 +170,55 @@ def shard_examples(examples: int, shard: tuple[int, int]) -> int:
 _PROFILE = object()  # "the profile's time cap"
 
 
+def case_space(entry: Entry, variants: Any, limits: Limits, budget: str) -> Optional[frozenset[tuple]]:
+    """Every case a search of ``entry`` can draw, as (variant projection, sizes) pairs (``_space_key``),
+    where that is few and known: the entry takes no input and no parameter (a mask, a sinusoid
+    table), so a case is its variant set and its sizes, and the sizes lie within the budget's bounds
+    (conformance/core/strategies/_hyper.py draws each size within [its minimum, its bound], ℓ_max
+    within the context; the entry's check decides the rest). None otherwise: an implementation's
+    limits settle sizes (they may move), inputs or parameters vary without end, or the product
+    exceeds ``SPACE_CAP``. The set may hold pairs the strategy never draws (it is a superset of its
+    draws): a search claims exhaustion only when it has judged every pair of it."""
+    from ..core.strategies._budgets import hyper_kind, resolve_budget
+    from ..core.values import default_hyper
+
+    if entry.inputs or not limits.unconstrained:
+        return None
+    switches = sorted(entry.switches)
+    if variants == "all":
+        projections = set(itertools.product(*(SWITCHES[s].choices for s in switches)))
+    else:
+        projections = {tuple(getattr(v, s) for s in switches) for v in variants}
+    b = resolve_budget(budget, entry)
+    names = list(entry.hyper)
+    top = {n: max(b.bound(n), entry.minimum.get(n, 1)) for n in names if n != "ell_max"}
+    if "ell_max" in names:
+        lengths = [top[n] for n in names if n != "ell_max" and hyper_kind(n) == "length"]
+        top["ell_max"] = max([b.context, entry.minimum.get("ell_max", 1), *lengths])
+    if len(projections) * math.prod(top.values()) > SPACE_CAP:
+        return None
+    space = set()
+    for projection in projections:
+        variant = PAPER.replace(**dict(zip(switches, projection)))
+        if entry.param_schema(default_hyper(entry, variant), variant):
+            return None
+        for sizes in itertools.product(*(range(1, top[n] + 1) for n in names)):
+            hyper = dict(zip(names, sizes))
+            if entry.check is not None:
+                try:
+                    entry.check(hyper, variant)
+                except SpecError:
+                    continue
+            space.add(_space_key(entry, variant, hyper))
+    return frozenset(space)
+
+
+def _space_key(entry: Entry, variant: Any, hyper: Mapping[str, int]) -> tuple:
+    """A case of an entry without inputs or parameters: its variant set's switches that the entry
+    reads, and its sizes."""
+    return (tuple(getattr(variant, s) for s in sorted(entry.switches)), tuple(sorted(hyper.items())))
+
+
 def _shapes_per_search(impl: Implementation) -> Optional[int]:
     """The bound an implementation declares on the sizes drawn per search and variant
     (``extra["shapes_per_search"]``, a positive whole number), or None."""
@@ -182,6 +242,16 @@ def _culprit(exc: BaseException) -> Optional[tuple[Member, Finding, Case]]:
         if e.__context__:
             stack.append(e.__context__)
     return None
+
+
+def _refusal_lines(answered: Sequence[Finding]) -> str:
+    """The report's lines on the refusals a member answers: one line per refusal kind (its name; the
+    first finding's message is the report's second line)."""
+    if not answered:
+        return ""
+    names = [f.refusal or f.message for f in answered]
+    return (f"  refusals it answers instead of raising ({len(names)}):\n"
+            + "".join(f"    - {n}\n" for n in names))
 
 
 Group = tuple[Any, Limits, list[Member]]  # (variant sets, limits, the members that search together)
@@ -411,35 +481,40 @@ class Runner:
 
     # -- failures ------------------------------------------------------------------
     def record_failure(self, cell: Cell, m: Member, finding: Finding, case: Case, dtype: str, *,
-                       shrunk: bool, others: Sequence[tuple[float, Case]] = ()) -> None:
+                       shrunk: bool, others: Sequence[tuple[float, Case]] = (),
+                       refusals: Sequence[Finding] = ()) -> None:
         """``cell`` fails on ``case``: its case file written, its report (diagnosis included) and
         reproducer set, the ``failure`` progress event sent. ``others``: further failing examples
         of the cell, (error/bound, case) each, the worst first: the worst is shown beside the
-        shrunk case (with its own case file) when it fails by more, and the diagnosis uses them."""
+        shrunk case (with its own case file) when it fails by more, and the diagnosis uses them.
+
+        A ``refusal`` failure (the member answered what the spec refuses) has no values to explain:
+        no diagnosis, first divergence or worst example is sought around it. Its report lists every
+        refusal the member answers, each kind once (``refusals.answered_refusals``: ``refusals``, the
+        search's refusal findings, and a fresh check of every refusal on ``case``), so one run names
+        every refusal gap of the cell."""
         cell.status = "fail"
         path = self._write_case_file(cell, m, finding, case, dtype)
         command = reproducer(path, m.label, m.device, dtype) if path else "(no case file)"
-        worst = self._worst_line(cell, m, finding, case, dtype, others)
+        refusal = finding.check == "refusal"
+        worst = [] if refusal else self._worst_line(cell, m, finding, case, dtype, others)
+        answered = (answered_refusals(m, case, dtype, timeout=self.timeout, found=[finding, *refusals])
+                    if refusal else [])
         report = (f"{case.algorithm}: implementation {m.label!r} ({m.impl.version}) at {dtype} on {m.device} "
                   f"fails the {finding.check} check.\n"
                   f"  {finding.message}\n"
                   f"  case{' (shrunk)' if shrunk else ''}: {case.describe()}\n"
-                  + "".join(f"  {line}\n" for line in worst) +
+                  + "".join(f"  {line}\n" for line in worst)
+                  + _refusal_lines(answered) +
                   f"  reproduce:\n    {command}")
-        if finding.output == TRANSFORMED:  # the recorded case passed: the refused case it became is diagnosed
-            refused = refused_case(case, finding.refusal) if finding.refusal else None
-            diagnosis = None if refused is None else diagnose_failure(m, refused, finding.check, dtype,
-                                                                      timeout=self.timeout)
-            if diagnosis is not None and refused is not None:
-                diagnosis.on = f"the case as the spec refuses it ({finding.refusal}): {refused.describe()}"
-        else:
-            diagnosis = diagnose_failure(m, case, finding.check, dtype, timeout=self.timeout,
-                                         failing=[c for _, c in others])
+        diagnosis = None if refusal else diagnose_failure(m, case, finding.check, dtype, timeout=self.timeout,
+                                                          failing=[c for _, c in others])
         if diagnosis is not None:  # its lines go before the reproducer, which stays last
             head, _, tail = report.rpartition("\n  reproduce:")
             report = head + "".join(f"\n  {line}" for line in diagnosis.lines()) + "\n  reproduce:" + tail
         cell.failure = Failure(finding.check, finding.message, case, str(path) if path else None, command, report,
-                               shrunk, diagnosis.to_dict() if diagnosis is not None else None)
+                               shrunk, diagnosis.to_dict() if diagnosis is not None else None,
+                               [{"refusal": f.refusal, "message": f.message} for f in answered])
         self.progress("failure", cell=cell)
 
     def _worst_line(self, cell: Cell, m: Member, finding: Finding, case: Case, dtype: str,
@@ -501,6 +576,15 @@ class _Search:
         #: worst first): the report shows the worst beside the shrunk case, and the diagnosis needs a
         #: set that fits to fit them too
         self.failing: dict[tuple[str, str], list[tuple[float, Case]]] = {}
+        #: per member, the refusal findings of its failing examples, one per refusal kind
+        self.refused: dict[tuple[str, str], dict[str, Finding]] = {}
+        #: the distinct value sets judged in this search (variant, sizes, inputs, parameters), and
+        #: whether Hypothesis ended a round having tried every case its strategy can draw
+        self.distinct: set[tuple] = set()
+        self.exhausted = False
+        #: every case the strategy can draw, where few and known (``case_space``), and those judged
+        self.space = case_space(entry, self.variants, self.limits, runner.profile.budget)
+        self.covered: set[tuple] = set()
         #: value sets per drawn case (conformance/core/blocks.py): COMPILED_BLOCK times the runner's
         #: for an implementation that compiles a program per shape (one compile serves the block),
         #: and never so many that the search draws fewer than ``MIN_DRAWS`` structures: a bug in
@@ -532,21 +616,35 @@ class _Search:
 
     # -- rounds ------------------------------------------------------------------------
     def _round(self, strategy: Any) -> bool:
-        """One Hypothesis run; True: search on (another round, with the members left)."""
-        state: dict[str, Any] = {"generated": 0, "repeated": 0, "extra": 0}
+        """One Hypothesis run; True: search on (another round, with the members left).
+
+        The budget counts the examples the spec judged (``state["judged"]``: value sets examined,
+        and cases refused by definition whose refusal was checked), not draws: a draw the spec
+        refuses or cannot bound, or a repeat, leaves the budget as it was, and the search goes
+        on with a fresh seed for the examples it lacks while rounds still find new cases (at most
+        ``MAX_ROUNDS``). A round that ends because Hypothesis has tried every choice its strategy
+        can make ("nothing left to do": its tree is exhausted) ends the search: every distinct
+        case was examined (``exhausted``)."""
+        state: dict[str, Any] = {"generated": 0, "repeated": 0, "judged": 0, "shrink": 0}
         # Checked before every draw and in the body, and by a watchdog while Hypothesis's own
         # code runs (its targeting phase can run long without drawing: timecap.py), which
         # also raises a held Ctrl-C there.
         timecap = TimeCap(lambda: self._over(state))
         search = self._hypothesis_test(strategy, timecap, state)
+        stats: list[Mapping[str, Any]] = []
         try:
-            with timecap.watching():
-                search()
-            # Repeats (Hypothesis's targeting draws a case again) are not examples: a round
-            # that drew some goes on with a fresh seed for the examples it lacks, while it
-            # still finds new cases (at most MAX_ROUNDS rounds).
-            return bool(state["repeated"] and state["generated"] > state["repeated"]
-                        and self.round + 1 < MAX_ROUNDS)
+            try:
+                # Hypothesis types its collector as holding None (its default); it takes a callback
+                with cast(Any, hypothesis_statistics).with_value(stats.append), timecap.watching():
+                    search()
+            except _Enough:
+                return False  # the budget is spent, or every case judged
+            if any(s.get("stopped-because") == EXHAUSTED for s in stats):
+                self.exhausted = True
+                return False
+            # a round that judged nothing new (only repeats or refusals) ends the search: another
+            # seed would mostly draw the same
+            return bool(state["judged"] and self.budget > state["judged"] and self.round + 1 < MAX_ROUNDS)
         except TimeUp:
             self.result.time_capped[(self.entry.name, self.dtype)] = True
             return False
@@ -559,7 +657,7 @@ class _Search:
             self._harness_error(f"{type(exc).__name__}: {exc}")
             return False
         finally:
-            self.budget -= state["generated"] - state["repeated"] + state["extra"]
+            self.budget -= state["judged"] + state["shrink"]
             self.round += 1
 
     def _over(self, state: dict[str, Any]) -> bool:
@@ -573,11 +671,15 @@ class _Search:
                                                            self.cap))
 
     def _hypothesis_test(self, strategy: Any, timecap: TimeCap, state: dict[str, Any]) -> Callable[[], None]:
-        """This round's Hypothesis test. Every Hypothesis run draws its minimal case first; after
-        round 0 that case is a repeat, so a later round asks for one more (without it a search of N
-        examples examined N - 1, and a thorough cell ended at 999 of its 1,000)."""
+        """This round's Hypothesis test. The first round asks Hypothesis for the budget's draws, as
+        before the budget counted judged examples (the same seed draws the same cases). A later
+        round exists because draws were refused or repeated, so it asks for ``PROBE_DRAWS`` more
+        and ends itself (``_Enough``) once the budget is judged: a strategy with few distinct cases
+        (a mask, a sinusoid table) is then drawn until Hypothesis has tried every one, rather than
+        stopping a few short of its budget by chance."""
+        draws = -(-self.budget // self.block) + (PROBE_DRAWS if self.round else 0)
 
-        @settings(max_examples=-(-self.budget // self.block) + (1 if self.round else 0), deadline=None, database=None,
+        @settings(max_examples=draws, deadline=None, database=None,
                   report_multiple_bugs=False, derandomize=False, print_blob=False,
                   phases=(Phase.explicit, Phase.generate, Phase.target, Phase.shrink),
                   suppress_health_check=list(HealthCheck))
@@ -592,13 +694,18 @@ class _Search:
                 except _MemberFailed:
                     state["failed"] = True
                     raise
+                if not state.get("failed"):
+                    if self.space is not None and len(self.covered) == len(self.space):
+                        self.exhausted = True  # every case the strategy can draw: judged
+                    if self.exhausted or state["judged"] >= self.budget:
+                        raise _Enough()
 
         return search
 
     def _member_failed(self, member: Member, finding: Finding, case: Case, *, shrunk: bool) -> None:
         others = [(r, c) for r, c in self.failing.get(member.key, []) if c is not case]
         self.runner.record_failure(self.cells[member.key], member, finding, case, self.dtype, shrunk=shrunk,
-                                   others=others)
+                                   others=others, refusals=list(self.refused.get(member.key, {}).values()))
         self.active = [m for m in self.active if m.key != member.key]
 
     def _flaky(self, exc: Flaky) -> bool:
@@ -624,7 +731,9 @@ class _Search:
         """Every distinct failure of a failing member, within what is left of the budget."""
         runner = self.runner
         for m in self.members:
-            if self.cells[m.key].failure is not None and runner.distinct_failures > 0:
+            failure = self.cells[m.key].failure
+            # a refusal failure's report lists every refusal the member answers; values are not in question
+            if failure is not None and failure.check != "refusal" and runner.distinct_failures > 0:
                 self.cells[m.key].more_failures = search_distinct(
                     runner, self.entry, self.dtype, self.variants, self.limits, m, self.cells[m.key],
                     examples=self.budget, seconds=runner.seconds or DISTINCT_SECONDS,
@@ -635,6 +744,10 @@ class _Search:
             self.result.implementation_seconds[m.label] += m.seconds  # type: ignore[assignment]  # float seconds
             cell = self.cells[m.key]
             cell.cases_digest = self.digests[m.key].hexdigest()
+            if self.exhausted and cell.status == "pass" and cell.examples:
+                distinct = len(self.covered) if self.space is not None else len(self.distinct)
+                cell.exhausted = distinct
+                cell.note = f"exhausted: all {distinct} distinct cases examined"
             if cell.status == "pass" and cell.examples == 0:
                 cell.status = "no examples"
                 cell.note = "every drawn case was refused or out of range"
@@ -670,13 +783,13 @@ class _Search:
                 target(self.seen[key], label="error/bound")
             return
         # a block never takes the search beyond its budget: the last one is cut to what is left
-        left = self.budget - (state["generated"] - 1 - state["repeated"] + state["extra"])
-        block = value_sets(case, max(1, min(self.block, left)), dtype)
-        if not state.get("failed"):  # a shrinking step is one step of the budget, as before blocks
-            state["extra"] += len(block) - 1
+        shrinking = bool(state.get("failed"))
+        if shrinking:  # a shrinking step is one step of the budget, as before blocks
+            state["shrink"] += 1
+        block = value_sets(case, max(1, min(self.block, self.budget - state["judged"])), dtype)
         self.result.generated[(entry.name, dtype)] += len(block)
         preps = [prepared] + [runner._prepare(entry, c, c.inputs, dtype) for c in block[1:]]
-        refs = self._references(block, preps, precisions)
+        refs = self._references(block, preps, precisions, state)
         if refs is None:  # a refusal the members had to share: examined already
             return
         worst = 0.0
@@ -685,6 +798,11 @@ class _Search:
             if r is None:
                 continue
             k = key if i == 0 else (key[0], key[1], *_prepared_digests(p))
+            if not shrinking:  # judged: an example of the budget
+                state["judged"] += 1
+                self.distinct.add(k[:4])
+                if self.space is not None and _space_key(entry, c.variant, c.hyper) in self.space:
+                    self.covered.add(_space_key(entry, c.variant, c.hyper))
             w, outputs, f = self._examine(c, p, r, batch if i == 0 else {q: [] for q in precisions}, k)
             self._agreement(outputs, r, k)
             worst, failed = max(worst, w), failed + f
@@ -705,7 +823,7 @@ class _Search:
             if any(batch.values()):
                 self.batched[shape] += 1
 
-    def _references(self, block: list[Case], preps: list[Prepared], precisions: set[str]
+    def _references(self, block: list[Case], preps: list[Prepared], precisions: set[str], state: dict[str, Any]
                     ) -> Optional[list[Optional[Refs]]]:
         """Each value set's reference at each precision the members compute in (None for a value set
         the spec refuses, cannot bound or finds out of range: counted, not examined); None when
@@ -715,6 +833,10 @@ class _Search:
         each = {p: self.runner.references_for(entry, preps, case, dtype, p) for p in precisions}
         head = next(iter(each.values()))[0]
         if isinstance(head, SpecError) and refused_empty_query(entry, case, head):
+            if not state.get("failed"):  # judged: the spec's answer is its refusal
+                state["judged"] += 1
+                self.distinct.add((case.variant.hash, tuple(sorted(case.hyper.items())),
+                                   *_prepared_digests(preps[0])))
             self._expect_refusal(case, preps[0], head)  # masks are shared: the whole block is refused
             return None
         out: list[Optional[Refs]] = []
@@ -795,6 +917,10 @@ class _Search:
             if not outcome.judgement.ok:
                 failed.append((m, outcome.judgement.findings[0], case))
                 self._keep_failing(m, outcome.judgement.ratio, outcome.judgement.findings[0], case)
+                refused = self.refused.setdefault(m.key, {})
+                for f in outcome.judgement.findings:  # every refusal answered, for the failure's report
+                    if f.check == "refusal":
+                        refused.setdefault(f.refusal or f.message, f)
             elif outcome.outputs is not None:
                 outputs[m.key] = outcome.outputs
         return worst, outputs, failed
@@ -814,31 +940,26 @@ class _Search:
 
     def _expect_refusal(self, case: Case, prepared: Prepared, refusal: SpecError) -> None:
         """A case the spec refuses by definition (a query with no key under ``empty_query="error"``,
-        docs/spec.md): every member must raise (any exception) to pass the example."""
+        docs/spec.md): every member must raise (any exception) to pass the example
+        (``refusals.expect_refusal``, which the replay of its case file uses too)."""
         failed: list[tuple[Member, Finding]] = []
         for m in self.active:
             if m.hung:
                 continue
             cell = self.cells[m.key]
             cell.examples += 1
-            try:
-                call_member(m, self.entry, prepared.inputs, prepared.params, case, self.dtype, self.runner.timeout,
-                            False)
-            except CallTimeout as exc:
-                m.hung = True
-                self.runner.record_failure(cell, m, Finding("timeout", f"call {exc}"), case, self.dtype,
-                                           shrunk=False)
-                continue
-            except Exception:  # noqa: BLE001 - raising is what the spec asks for
+            check = expect_refusal(m, case, prepared, refusal, self.dtype, timeout=self.runner.timeout)
+            if check.finding is None:
                 cell.checks["refusal"] += 1
                 continue
-            finding = Finding("refusal", "returned a result for a case the spec refuses: "
-                              f"{refusal.given} of Mask under empty_query='error' (a query with no key it may "
-                              "attend to); the implementation must raise")
+            if check.finding.check == "timeout":
+                m.hung = True
+                self.runner.record_failure(cell, m, check.finding, case, self.dtype, shrunk=False)
+                continue
             if cell.first_failure_s is None:
                 cell.first_failure_s = time.perf_counter() - self.started
                 cell.first_failure_examples = cell.examples
-            failed.append((m, finding))
+            failed.append((m, check.finding))
         self.runner.progress("example", algorithm=self.entry.name, dtype=self.dtype)
         if failed:
             member, finding = failed[0]

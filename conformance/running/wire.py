@@ -32,7 +32,7 @@ from .runner import Cell, Failure
 
 __all__ = ["case_from_plain", "case_to_plain", "cell_from_plain", "cell_to_plain"]
 
-_FAILURE_FIELDS = ("check", "message", "case_file", "reproducer", "report", "shrunk", "diagnosis")
+_FAILURE_FIELDS = ("check", "message", "case_file", "reproducer", "report", "shrunk", "diagnosis", "refusals")
 
 
 def case_to_plain(case: Case) -> dict[str, Any]:
@@ -104,7 +104,7 @@ def cell_from_plain(values: dict[str, Any]) -> Cell:
     if failure is not None:
         cell.failure = Failure(failure["check"], failure["message"], _case_or_none(failure.get("case")),
                                failure["case_file"], failure["reproducer"], failure["report"], failure["shrunk"],
-                               failure.get("diagnosis"))
+                               failure.get("diagnosis"), list(failure.get("refusals") or []))
     return cell
 
 

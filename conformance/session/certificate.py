@@ -541,6 +541,9 @@ def _check_schema(doc: dict[str, Any]) -> None:
             raise _bad(f"{where}.note", "null or a string", c.get("note"))
         if not isinstance(c.get("more_failures", []), list):
             raise _bad(f"{where}.more_failures", "a JSON array", c.get("more_failures"))
+        exhausted = c.get("exhausted")
+        if exhausted is not None and not (_is_int(exhausted) and 0 < exhausted <= c["examples"]):
+            raise _bad(f"{where}.exhausted", "null or a whole number from 1 to the cell's examples", exhausted)
         _check_listing(c.get("indistinguishable"), f"{where}.indistinguishable", c["algorithm"], c["dtype"],
                        variants)
     for i, f in enumerate(_rows(doc.get("fixtures"), "fixtures", LIMITS["fixtures"])):

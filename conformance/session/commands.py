@@ -68,7 +68,7 @@ from ftspec.impls.discovery import (DEFAULT_LOAD_TIMEOUT, PluginError, PluginLos
                                     failing_devices, load_target, select, wanted, with_devices)
 from ftspec.spec.registry import REGISTRY
 
-from .certificate import Certificate, build
+from .certificate import Certificate, CertificateError, build
 from .errors import SessionError
 from .identification import Identification, identify
 from .phases import EXTENSION_SEED, RunPhases
@@ -90,7 +90,9 @@ __all__ = [
     "capped_jobs",
     "certify",
     "identify",
+    "recorded_lines",
     "reproduce",
+    "reproduction_settings",
     "run",
 ]
 
@@ -204,6 +206,19 @@ def _is_int(x: Any) -> bool:
 
 def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and not math.isnan(x)
+
+
+def _check_case_dir(case_dir: Optional[str]) -> None:
+    """The folder shrunk failing cases go to can be written, checked before the run: the runner
+    writes a case file only when a cell fails, and one it cannot write leaves the failure without
+    its reproducer, so an unwritable folder (``/proc/x``, a file, a read-only mount) must stop the
+    command at its start, in one line (SessionError), not lose every case file of the run."""
+    from .report import OutputPathError, check_writable
+
+    try:
+        check_writable(DEFAULT_CASE_DIR if case_dir is None else case_dir, directory=True)
+    except OutputPathError as exc:
+        raise SessionError(f"case directory (--case-dir): {exc}") from None
 
 
 # -- plugins ---------------------------------------------------------------------------
@@ -424,6 +439,7 @@ def run(plugins: Optional[Sequence[Plugin]] = None, settings: Settings = Setting
     plugin). The result carries ``verdict``, ``reasons``, ``cells``, ``fixtures``, ``broken``
     (plugins that failed to load) and ``interrupted``. Raises SessionError for bad input and
     NothingTested when the selection leaves nothing to run."""
+    _check_case_dir(settings.case_dir)  # before any plugin is loaded or searched
     workers = None if settings.in_process else _Workers(settings)
     try:
         loaded, broken, portable = _plugins(plugins, settings, workers)
@@ -460,11 +476,14 @@ def certify(target: Plugin, settings: Settings = Settings(), *,
     ``case_dir_of(impl)``: where failing cases go, once the target is loaded (``ftspec certify``
     puts them beside the certificate, in a folder named for the implementation, without loading
     the target a second time); it replaces ``settings.case_dir``."""
+    if case_dir_of is None:
+        _check_case_dir(settings.case_dir)  # before the target is loaded
     workers = None if settings.in_process else _Workers(settings)
     try:
         label, impl, portable = _one(target, settings, workers)
         if case_dir_of is not None:
             settings = replace(settings, case_dir=case_dir_of(impl))
+            _check_case_dir(settings.case_dir)  # known once the target is loaded; still before the run
         issued = issued or _dt.datetime.now(_dt.timezone.utc)
         result = _execute([(label, impl)], settings, "certify", portable, workers=workers)
     finally:
@@ -489,19 +508,20 @@ class Reproduction:
 
 
 def reproduce(path: Path | str, impl: Plugin, *, jobs: Optional[int] = None,
-              case_dir: Optional[str] = None, progress: Optional[Callable[..., None]] = None) -> Reproduction:
+              case_dir: Optional[str] = None, load_timeout: Optional[float] = None,
+              progress: Optional[Callable[..., None]] = None) -> Reproduction:
     """Run a certificate's certification again on ``impl`` (always the caller's choice: the target
     a certificate records is data, never imported from it) with its recorded seed and settings
     (bounded by ``certificate.recorded_settings``), and compare verdicts cell by cell. ``case_dir``:
-    where failing cases go (None: the default). Raises CertificateError if the file is not an
-    intact, consistent certificate."""
-    from .certificate import load, recorded_settings
+    where failing cases go (None: the default); ``load_timeout``: as in ``Settings`` (never recorded).
+    Raises CertificateError if the file is not an intact, consistent certificate, or records a
+    setting no reproduction should run with (``reproduction_settings``)."""
+    from .certificate import load
     from .report import package_versions
 
     doc = load(path)
-    known = {f.name for f in fields(Settings)}
-    kwargs = {k: v for k, v in recorded_settings(doc).items() if k in known}
-    kwargs.update(progress=progress, jobs=jobs)
+    kwargs = reproduction_settings(doc, path)
+    kwargs.update(progress=progress, jobs=jobs, load_timeout=load_timeout)
     if case_dir is not None:
         kwargs["case_dir"] = case_dir
     if impl is None or impl == "":
@@ -534,3 +554,60 @@ def reproduce(path: Path | str, impl: Plugin, *, jobs: Optional[int] = None,
             rep.differences.append(f"{name}: recorded {version}, now {now_packages.get(name)}")
     return rep
 
+
+#: the least call timeout a reproduction takes from a certificate: a timeout exists to catch a hang,
+#: and below a second it fails ordinary calls as hangs (a first call that imports or compiles, a
+#: loaded machine), so a smaller recorded value would make the reproduction fail a correct
+#: implementation for a reason the file chose
+MIN_CALL_TIMEOUT = 1.0
+#: the least positive per-search time cap a reproduction takes from a certificate (0 is "no cap"):
+#: below it a search ends after its first example, whatever the machine
+MIN_SECONDS = 0.1
+
+
+def reproduction_settings(doc: dict, path: Path | str = "the certificate") -> dict[str, Any]:
+    """The ``Settings`` keywords a reproduction of ``doc`` takes from the file: its recorded settings
+    as ``certificate.recorded_settings`` bounds them, and refused (CertificateError, one line) where
+    a value is inside those bounds yet absurd for a run: a call timeout below ``MIN_CALL_TIMEOUT``,
+    a positive time cap below ``MIN_SECONDS``."""
+    from .certificate import recorded_settings
+
+    known = {f.name for f in fields(Settings)}
+    try:
+        kwargs = {k: v for k, v in recorded_settings(doc).items() if k in known}
+    except CertificateError as exc:
+        raise CertificateError(f"{path}: {exc}") from None
+    timeout, seconds = kwargs.get("call_timeout"), kwargs.get("seconds")
+    if timeout is not None and timeout < MIN_CALL_TIMEOUT:
+        raise CertificateError(f"{path}: run.settings.call_timeout {timeout:g} s is below {MIN_CALL_TIMEOUT:g} s: "
+                               "ordinary calls would fail as hangs; not reproduced (certify again with a "
+                               "--call-timeout of at least that)")
+    if seconds is not None and 0 < seconds < MIN_SECONDS:
+        raise CertificateError(f"{path}: run.settings.seconds {seconds:g} s is below {MIN_SECONDS:g} s (0 is no "
+                               "cap): each search would stop after one example; not reproduced")
+    return kwargs
+
+
+def recorded_lines(settings: dict[str, Any]) -> list[str]:
+    """What a reproduction takes from the certificate, one ``name value`` per setting, each value as
+    it will run (a setting the file leaves out runs at the recorded profile's value, and says so)."""
+    prof = profile(settings["profile"])
+    shown = {"profile": settings["profile"], "seed": settings["seed"]}
+    for key in ("algorithms", "dtypes", "devices"):
+        value = settings.get(key)
+        shown[key] = ", ".join(value) if value else "all declared"
+    examples = settings.get("examples")
+    shown["examples"] = examples if examples is not None else f"the profile's ({prof.examples})"
+    seconds = settings.get("seconds")
+    if seconds is not None:
+        shown["seconds"] = "0 (no cap)" if seconds == 0 else f"{seconds:g} s"
+    elif examples is not None or not prof.seconds:  # a count of examples runs uncapped (_configure)
+        shown["seconds"] = "no cap"
+    else:
+        shown["seconds"] = f"the profile's ({prof.seconds:g} s)"
+    timeout = settings.get("call_timeout")
+    shown["call_timeout"] = f"{timeout:g} s" if timeout is not None else f"the profile's ({prof.call_timeout:g} s)"
+    shown["fixtures"] = settings.get("fixtures") or "all (certify)"
+    shown["shards"] = settings.get("shards") or 1
+    shown["block"] = settings.get("block") or prof.block
+    return [f"{key} {value}" for key, value in shown.items()]

@@ -23,6 +23,7 @@ The implementation is loaded in this process (``discovery.load_target``), as
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import time
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from ftspec.spec.registry import REGISTRY
 from ftspec.spec.variants import VariantSet
 
 from ..core.execute import Member
-from ..forensics.identify import SECONDS, Identity, IdentifyError, call_variant, expression, merge
+from ..forensics.identify import SECONDS, Identity, IdentifyError, Merged, call_variant, merge_all
 from ..forensics.identify import identify as identify_entry
 from .errors import SessionError
 
@@ -52,7 +53,10 @@ Target = Union[str, Implementation, tuple[str, Implementation]]
 @dataclass
 class Identification:
     """``identify``'s answer: each entry's ``Identity`` and, for an implementation, the sets merged
-    over the entries. ``fits``: every entry's identified set fits its cases."""
+    over the entries (``merging``: with the switches no case separates and the changes from the
+    declared set). ``fits``: every entry's identified set fits its cases; ``inconclusive``: some
+    entry has no fitting set and candidates that could not be judged (a table whose printed
+    inputs leave them unbounded), so neither a fit nor "nothing fits" can be said."""
 
     subject: str  # the implementation's label, or the table's path
     identities: list[Identity] = field(default_factory=list)
@@ -64,21 +68,33 @@ class Identification:
     merged: Optional[VariantSet] = None
     conflicts: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    merging: Optional[Merged] = None
 
     @property
     def fits(self) -> bool:
         return all(i.fits for i in self.identities)
 
+    @property
+    def inconclusive(self) -> bool:
+        return any(i.inconclusive for i in self.identities)
+
+    @property
+    def untested(self) -> bool:
+        """Every entry: no candidate could be judged on any case (nothing was tested)."""
+        return bool(self.identities) and all(i.untested for i in self.identities)
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data, the ``ftspec identify --json`` document."""
         entries = [i.to_dict() for i in self.identities]
+        verdict = {"fits": self.fits, "inconclusive": self.inconclusive, "untested": self.untested}
         if self.table is not None:
-            return {"format": FORMAT, "table": self.table, "entries": entries}
-        merged = self.merged if self.merged is not None else merge(self.identities)[0]
+            return {"format": FORMAT, "table": self.table, "entries": entries, **verdict}
+        merging = self.merging if self.merging is not None else merge_all(self.identities)
+        if self.merged is not None and self.merged != merging.variant:  # set by the caller
+            merging = dataclasses.replace(merging, variant=self.merged)
         return {"format": FORMAT, "implementation": self.subject, "version": self.version, "dtype": self.dtype,
-                "device": self.device, "entries": entries,
-                "merged": {"expression": expression(merged), "variant": merged.to_dict(),
-                           "describe": merged.describe(), "conflicts": list(self.conflicts)},
+                "device": self.device, "entries": entries, **verdict,
+                "merged": {**merging.to_dict(), "conflicts": list(self.conflicts or merging.conflicts)},
                 "not_identified": list(self.not_identified), "seconds": round(self.seconds, 3)}
 
 
@@ -121,10 +137,10 @@ def identify(target: Optional[Target] = None, *, table: Union[str, Path, None] =
             raise SessionError(f"{name}: identification failed: {type(exc).__name__}: {exc}") from None
         identities.append(identity)
         say("entry", identity=identity)
-    merged, conflicts = merge(identities)
+    merging = merge_all(identities)
     return Identification(label, identities, version=str(impl.version), dtype=plan.dtype, device=plan.device,
-                          not_identified=list(plan.skipped), merged=merged, conflicts=conflicts,
-                          seconds=time.perf_counter() - started)
+                          not_identified=list(plan.skipped), merged=merging.variant, conflicts=merging.conflicts,
+                          seconds=time.perf_counter() - started, merging=merging)
 
 
 def _identify_table(path: str, seconds: float, say: Callable[..., None]) -> Identification:

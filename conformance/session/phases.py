@@ -9,7 +9,10 @@
 2. ``_extend``: one extra round for the searches whose cells ran fewer examples
    than the minimum, from seed ``seed + EXTENSION_SEED``, at most the
    profile's ``ceiling`` seconds per search, without the members whose call
-   hung or crashed;
+   hung or crashed. Examples are what the spec judged (a draw it refuses is
+   not one: conformance/running/runner.py); a cell whose search tried every
+   case its strategy can draw (``Cell.exhausted``) is complete, and is not
+   searched again;
 3. ``_replay``: the golden fixture replay, which does not call again an
    (implementation, algorithm, device) that hung or crashed in the searches;
 4. ``_judge``: the run's record and its verdict (conformance/core/verdict.py).
@@ -33,7 +36,7 @@ from ..core.interrupts import held_interrupt
 from ..core.verdict import derive
 from ..running.config import RunConfig
 from ..running.fixture_replay import DTYPES as FIXTURE_DTYPES
-from ..running.interruption import ReplayInterrupted, SearchesInterrupted
+from ..running.interruption import ReplayInterrupted, SearchesInterrupted, search_here
 from ..running.runner import Cell, RunResult, Runner
 
 __all__ = ["EXTENSION_SEED", "RunPhases"]
@@ -192,7 +195,7 @@ class RunPhases:
         members out (an extra round does not call again a plugin that hung or crashed)."""
         if config.in_process:
             runner = Runner.from_config(self.loaded, config, progress=self.collector, exclude=exclude)
-            return runner.run(algorithms, dtypes)
+            return search_here(runner, algorithms, dtypes, self.collector.ended)
         from ..running.parallel import run_parallel
 
         return run_parallel(config, self.loaded, algorithms=algorithms, dtypes=dtypes, progress=self.collector,
@@ -205,7 +208,8 @@ class RunPhases:
         minimum = config.minimum
         if (config.examples or 0) < minimum:
             return
-        short = [c for c in result.cells if c.status in ("pass", "no examples") and c.examples < minimum]
+        short = [c for c in result.cells
+                 if c.status in ("pass", "no examples") and c.examples < minimum and not c.exhausted]
         if not short:
             return
         ceiling = config.hypothesis_profile.ceiling
@@ -235,7 +239,7 @@ class RunPhases:
         """The golden fixture replay: every case of the chosen algorithms, or the fixed sample of them,
         under the run's call timeout. An (implementation, algorithm, device) whose call hung or crashed
         in the searches (``parallel.hangs_of``) is not called again: a hang costs its timeout once."""
-        from ..running.fixture_replay import replay_fixtures
+        from ..running.fixture_replay import applicable_cases, replay_fixtures
         from ..running.parallel import hangs_of, replay_fixtures_parallel
 
         config = self.config
@@ -243,6 +247,7 @@ class RunPhases:
         if cases is None:  # replay_fixtures reports the unreadable set as a failed result
             return replay_fixtures(self.loaded, algorithms=config.algorithms, dtypes=config.dtypes,
                                    devices=config.devices)
+        cases = applicable_cases(self.loaded, cases, dtypes=config.dtypes)
         self.collector("fixtures", done=0, total=len(cases), which=config.fixtures)
         if config.in_process:
             return self._replay_here(cases, hangs_of(result))

@@ -86,6 +86,8 @@ def cell_dict(c: Cell) -> dict[str, Any]:
         "ambiguous_samples": c.ambiguous,
         "undetermined_elements": c.undetermined,
         "note": c.note or None,
+        #: > 0: every case the search can draw was judged (that many): complete below the minimum
+        "exhausted": c.exhausted or None,
         "failure": None if c.failure is None else {
             "check": c.failure.check,
             "message": c.failure.message,
@@ -93,6 +95,7 @@ def cell_dict(c: Cell) -> dict[str, Any]:
             "reproducer": c.failure.reproducer,
             "shrunk": c.failure.shrunk,
             "diagnosis": c.failure.diagnosis,  # conformance/forensics/diagnosis.py; None when not diagnosed
+            "refusals": c.failure.refusals,  # every refusal the plugin answers (core/refusals.py), one line each
         },
         #: failures with other signatures, each with its own case and reproducer (forensics/distinct_failures.py)
         "more_failures": [{k: f.get(k) for k in ("check", "message", "case_file", "reproducer", "shrunk",

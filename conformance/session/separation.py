@@ -13,7 +13,11 @@ of the set the cell is judged under (every value of each switch the entry
 reads, ε with its placement as one switch: ``identify.groups`` and
 ``identify.options``). Each is measured on a small fixed sample of cases
 drawn as the search draws them: one per value style the entry shows
-(``available_styles``, at most ``CASES``), at the sizes identify uses
+(``available_styles``, at most ``CASES``), the styles designed to separate
+conventions at low precision first (``SEPARATING``: mean squares near ε,
+near-constant columns; issue 35 finding 7: a sample of three or
+four well-scaled cases listed ε = 1e-6 as indistinguishable from 1e-5 at
+bfloat16 where the search told them apart), at the sizes identify uses
 (``identify.case_hyper``, within the plugin's limits), inputs rounded to the
 dtype. On each case the spec is evaluated in binary64 under the alternative
 and compared with the cell's reference under the declared set (the spec's
@@ -42,7 +46,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -61,14 +65,16 @@ from ..forensics.diagnosis import _failing_elements
 from ..forensics.identify import (IdentifyError, _params_for, call_variant, case_hyper, groups, options,
                                   project)
 
-__all__ = ["ALTERNATIVES", "CASES", "DTYPES", "FRACTION", "MIN_SECONDS", "SECONDS", "change_text", "indistinguishable",
-           "listings"]
+__all__ = ["ALTERNATIVES", "CASES", "DTYPES", "FRACTION", "MIN_SECONDS", "SECONDS", "SEPARATING", "change_text",
+           "from_examples", "indistinguishable", "listings"]
 
 #: the dtypes whose cells get the listing: at float32 and float64 the bound separates every
 #: catalogue difference the search can show
 DTYPES = ("bfloat16", "float16")
-#: sample cases per cell (one per value style, in ``STYLES`` order)
-CASES = 4
+#: sample cases per cell (one per value style, ``SEPARATING`` first, then in ``STYLES`` order)
+CASES = 6
+#: the value styles built to tell conventions apart where the dtype can (strategies/_styles.py)
+SEPARATING = ("near-epsilon", "near-constant")
 #: CPU seconds and alternatives per cell
 SECONDS = 1.5
 ALTERNATIVES = 64
@@ -138,7 +144,13 @@ def _cases(impl: Implementation, entry: Entry, declared: VariantSet, dtype: str,
     except IdentifyError:
         return []
     out: list[tuple[Case, Prepared, Reference]] = []
-    for seed, style in enumerate(available_styles(entry, declared, hyper, dtype)[:CASES]):
+    shown = available_styles(entry, declared, hyper, dtype)
+    ordered = [s for s in SEPARATING if s in shown] + [s for s in shown if s not in SEPARATING]
+    # each style keeps its seed (its place among the styles shown), so the cases of the first four,
+    # the sample before SEPARATING, are measured as before: the sample only grows, and a change it
+    # separated stays separated
+    for style in ordered[:CASES]:
+        seed = shown.index(style)
         if out and time.process_time() > deadline:
             break
         try:
@@ -192,7 +204,31 @@ def indistinguishable(impl: Implementation, algorithm: str, dtype: str, *, secon
                               "complete": False}
     if seconds <= 0:
         return record
-    sample = _cases(impl, entry, declared, dtype, deadline)
+    return _measure(entry, declared, _cases(impl, entry, declared, dtype, deadline), record, deadline, alternatives)
+
+
+def from_examples(algorithm: str, declared: VariantSet, dtype: str,
+                  examples: Sequence[tuple[Case, Prepared, Reference]], *, seconds: float = SECONDS,
+                  alternatives: int = ALTERNATIVES) -> Optional[dict[str, Any]]:
+    """``indistinguishable``'s record measured on ``examples``: (case, prepared case, the reference the
+    search judged it with) of value sets a search actually ran and passed under ``declared``, in
+    place of the designed sample. A change is listed only if no example run separates it (issue 35
+    finding 7); a runner that keeps its passing examples (or the first of them) hands them here."""
+    entry = REGISTRY[algorithm]
+    if dtype not in DTYPES or not entry.switches:
+        return None
+    declared = project(declared, entry)
+    record: dict[str, Any] = {"under": {"name": declared.describe(), "json": json.loads(declared.to_json())},
+                              "cases": 0, "alternatives": [], "separated": 0, "same": 0, "untestable": 0,
+                              "complete": False}
+    usable = [(c, p, r) for c, p, r in examples if r.in_range and r.sampled is None]
+    return _measure(entry, declared, usable, record, time.process_time() + seconds, alternatives)
+
+
+def _measure(entry: Entry, declared: VariantSet, sample: Sequence[tuple[Case, Prepared, Reference]],
+             record: dict[str, Any], deadline: float, alternatives: int) -> dict[str, Any]:
+    """``record`` filled in from ``sample``: each single switch change of ``declared`` evaluated on every
+    case, dropped at the first that separates it."""
     record["cases"] = len(sample)
     if not sample:
         record["complete"] = True

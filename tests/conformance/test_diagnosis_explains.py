@@ -97,7 +97,8 @@ def test_an_output_computed_at_a_lower_precision_is_named(name):
     low = {k: np.asarray(v, dtype=np.float64) for k, v in _outputs(case, "float32").items()}
     d = diagnose(case.entry, case, low, "float64")
     assert d.matches == [] and d.lower_precision == "float32", d.summary()
-    assert d.summary().startswith("computed at a lower precision")
+    assert d.summary().startswith("computes in float32 inside") and d.lower_values, d.summary()
+    assert "its outputs are float32 values" in d.summary()
     doubled = {k: 2.0 * v for k, v in low.items()}  # wrong at any precision
     assert diagnose(case.entry, case, doubled, "float64").lower_precision is None
 

@@ -15,7 +15,8 @@ import pytest
 
 from ftspec.conformance.core.execute import Member
 from ftspec.conformance.forensics.identify import (EPSILON_CANDIDATES, GroupResult, Identity, IdentifyError,
-                                                   designed_cases, expression, identify, merge, value_text)
+                                                   designed_cases, expression, identify, merge, merge_all,
+                                                   value_text)
 from ftspec.impls.api import Implementation, Limits
 from ftspec.impls.discovery import load
 from ftspec.spec.registry import entry
@@ -139,14 +140,34 @@ def test_merge_keeps_values_consistent_everywhere_and_names_conflicts():
         _result("epsilon", {"epsilon": 0.0, "epsilon_placement": "none"}, eps, status="undecided"),
         _result("activation", {"activation": "paper"}, {"activation": "gelu_tanh"}, status="undecided")])
     merged, conflicts = merge([a, b])
-    # "paper" and gelu_tanh fit gpt2_layer: the merged set says which value that is
-    assert merged == PAPER.replace(**eps, activation="gelu_tanh") and conflicts == []
+    # "paper" and gelu_tanh both fit gpt2_layer: the default stays, never written as a change (issue 35)
+    assert merged == PAPER.replace(**eps) and conflicts == []
     other = {"epsilon": 1e-6, "epsilon_placement": "inside_root"}
     c = Identity("rms_norm", "x", "float64", "", PAPER, groups=[_result("epsilon", other)])
     merged, conflicts = merge([a, c])
     assert merged.epsilon == 0.0 and len(conflicts) == 1 and conflicts[0].startswith("epsilon: layer_norm: 1e-05")
     assert expression(PAPER) == "PAPER"
     assert expression(PAPER.replace(**eps)) == "PAPER.replace(epsilon=1e-05, epsilon_placement='inside_root')"
+
+
+def test_merge_writes_no_default_and_no_declared_value_as_a_change():
+    """Issue 35, finding 8: at gpt2_layer "paper" is pre-LN and exact GELU, so a plugin found pre-LN
+    there is the paper's set: no ``norm_placement='pre'`` in the merged line; a declared value still
+    possible everywhere is no change from the declaration; two values no case separates are reported
+    undecided, the declared one kept, not the first one picked as a finding."""
+    pre = {"norm_placement": "pre"}
+    placement = GroupResult("norm_placement", "decided", pre, consistent=[{"norm_placement": "paper"}, pre],
+                            same_as=[{"norm_placement": "paper"}], declared=pre)
+    rotary = GroupResult("rotary", "undecided", {"rotary": "half"},
+                         consistent=[{"rotary": "half"}, {"rotary": "interleaved"}],
+                         declared={"rotary": "interleaved"})
+    eps = {"epsilon": 1e-5, "epsilon_placement": "inside_root"}
+    epsilon = GroupResult("epsilon", "decided", eps, consistent=[eps],
+                          declared={"epsilon": 1e-6, "epsilon_placement": "inside_root"})
+    m = merge_all([Identity("gpt2_layer", "x", "float64", "", PAPER, groups=[placement, rotary, epsilon])])
+    assert m.variant == PAPER.replace(rotary="interleaved", **eps)  # no norm_placement: the default
+    assert m.changes == eps  # only the value the cases exclude from the declaration
+    assert m.undecided == ["rotary: no case separates interleaved, half"]
 
 
 # -- limits: identify works wherever certify does (issue 25) -------------------------------------

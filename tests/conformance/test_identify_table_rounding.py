@@ -138,18 +138,27 @@ def test_interval_operations_enclose_their_points():
     assert (one * other).lo <= -2.0 and (one * one).lo == 0.0  # two intervals: a product; one interval twice: a square
 
 
-def test_a_candidate_that_cannot_be_bounded_is_kept_and_named():
+def test_a_candidate_that_cannot_be_bounded_is_cannot_tell_not_a_fit():
     """No ε and a column whose printed values (1.00, 1.00, 1.01) allow a variance of 0: √v's interval
-    reaches 0, nothing bounds (e − m)/√v, so ε = none cannot be excluded on these numbers; the
-    report says which candidates were not bounded."""
+    reaches 0, nothing bounds (e − m)/√v, so ε = none can be neither excluded nor confirmed on these
+    numbers (issue 35: it was counted as fitting): "cannot tell", and the report names it. The set
+    that made the table (ε inside the root keeps √(v + ε) away from 0) is bounded and fits."""
     truth = PAPER.replace(epsilon=1e-5, epsilon_placement="inside_root", affine="none")
     X = np.array([[1.00, 0.31, -0.5], [1.00, -0.72, 0.25], [1.01, 0.40, 0.91]])
     doc = table_from_spec("layer_norm", {"X": X}, {}, {"d_e": 3, "ell": 3}, truth, decimals=2)
     doc["input_decimals"] = 2
     identity = identify_table(parse_table(json.loads(json.dumps(doc))))
     eps = _group(identity, "epsilon")
-    assert {"epsilon": 0.0, "epsilon_placement": "none"} in eps.consistent and eps.status == "undecided"
-    assert any(n.startswith("not bounded") for n in identity.notes)
+    none = {"epsilon": 0.0, "epsilon_placement": "none"}
+    assert none in eps.cannot_tell and none not in eps.consistent and none not in eps.excluded
+    assert eps.status == "undecided" and identity.cannot_tell
+    # the set that made the table is never excluded; it is consistent, or cannot be told where its
+    # bound over column 0 (variance within the half-steps near 0, ε = 1e-5) is wider than the numbers
+    truth_eps = {"epsilon": 1e-5, "epsilon_placement": "inside_root"}
+    assert truth_eps in eps.consistent + eps.cannot_tell and truth_eps not in eps.excluded
+    # what is reported as fitting was judged within a bound on every printed number
+    assert identity.fits and _group(identity, "epsilon").chosen in eps.consistent
+    assert any(n.startswith("cannot tell") and "phuong-hutter+affine=none" in n for n in identity.notes)
 
 
 def test_a_spent_budget_decides_nothing_it_did_not_judge():

@@ -55,14 +55,18 @@ def test_a_bfloat16_cell_lists_gelu_tanh_and_float64_lists_nothing(cert):
 
 
 def test_at_float64_the_bound_separates_what_bfloat16_cannot(monkeypatch):
-    """The measurement itself at float64 (where certificates do not run it): GELU's tanh form and
-    ε = 1e-5 are told apart there, not at bfloat16."""
+    """The measurement itself at float64 (where certificates do not run it): GELU's tanh form is
+    told apart there, not at bfloat16 (the bound of the spec's own 1 + erf at the knee is wider than
+    the two forms' gap); ε = 1e-5 is told apart at both since the sample has a near-epsilon case
+    (issue 35 finding 7: a sample of well-scaled cases listed it at bfloat16, where the search
+    told it apart)."""
     monkeypatch.setattr(separation, "DTYPES", ("bfloat16", "float64"))
     low = separation.indistinguishable(bundled, "gpt2_layer", "bfloat16", seconds=60)
     high = separation.indistinguishable(bundled, "gpt2_layer", "float64", seconds=60)
     assert low is not None and high is not None and low["complete"] and high["complete"]
     changes = {a["change"] for a in low["alternatives"]}
-    assert {"activation=gelu_tanh", "epsilon=1e-05,epsilon_placement=inside_root"} <= changes
+    assert "activation=gelu_tanh" in changes
+    assert "epsilon=1e-05,epsilon_placement=inside_root" not in changes
     assert not {a["change"] for a in high["alternatives"]} & {"activation=gelu_tanh",
                                                              "epsilon=1e-05,epsilon_placement=inside_root"}
     assert high["separated"] > low["separated"]

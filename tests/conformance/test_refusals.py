@@ -18,7 +18,9 @@ dtype decide what is asked.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import time
 from collections import Counter
 
@@ -339,3 +341,61 @@ def test_the_runner_hook_leaves_a_failed_outcome_alone():
     check_refusals_into(outcome, _member(_zeros), _accepted(REGISTRY["token_embedding"], PAPER), "float64",
                         timeout=TIMEOUT_S)
     assert [f.check for f in outcome.judgement.findings] == ["spec"] and not outcome.checks
+
+
+# --------------------------------------------------------------------------
+# one run reports every refusal a plugin answers (issue 35, finding 12)
+# --------------------------------------------------------------------------
+
+_NUMPY_D = load("numpy").algorithms["d_transformer"]
+
+
+def _three_gaps(inputs, params, ctx):
+    """NumPy's decoder-only transformer with three refusal gaps: a token −1 read as the last row, a
+    sequence longer than ℓ_max given the last position's embedding, NaN for a constant column."""
+    hyper = dict(ctx.hyper)
+    x = np.asarray(inputs["x"])
+    inputs = {**inputs, "x": np.where(x == -1, hyper["N_V"] - 1, x)}
+    if hyper["ell"] > hyper["ell_max"]:
+        W_p = np.asarray(params["W_p"])
+        extra = np.repeat(W_p[:, -1:], hyper["ell"] - hyper["ell_max"], axis=1)
+        params = {**params, "W_p": np.concatenate([W_p, extra], axis=1)}
+        hyper["ell_max"] = hyper["ell"]
+        ctx = dataclasses.replace(ctx, hyper=hyper)
+    try:
+        return _NUMPY_D(inputs, params, ctx)
+    except ValueError as exc:
+        if "variance" not in str(exc):
+            raise
+        return np.full((hyper["N_V"], hyper["ell"]), np.nan)
+
+
+#: the refusals the stand-in answers, by construction (spec/refusals.py names them)
+THREE_GAPS = {"x: token ID −1", "a sequence longer than ℓ_max", "a zero-variance column into a norm without ε"}
+
+
+def test_one_run_reports_every_refusal_a_plugin_answers_without_diagnosis(tmp_path):
+    """A cell's refusal failure names each refusal the plugin answers once, one line each (not one per
+    certify round), and no value diagnosis, first divergence or further-failure search is made
+    around it: the values are not in question (before: one refusal per round, with "no neighbouring
+    variant set fits" and "first divergence: not located" around it)."""
+    from tests.conformance.support import run
+
+    impl = dataclasses.replace(load("numpy"), name="three-gaps", variants=[PAPER],
+                               algorithms={"d_transformer": _three_gaps})
+    result = run([("three-gaps", impl)], ["d_transformer"], ["float64"], tmp_path, examples=20, distinct=2)
+    (cell,) = result.cells
+    failure = cell.failure
+    assert cell.status == "fail" and failure is not None and failure.check == "refusal"
+    assert {r["refusal"] for r in failure.refusals} == THREE_GAPS
+    lines = failure.report.splitlines()
+    for name in THREE_GAPS:
+        assert sum(line.strip() == f"- {name}" for line in lines) == 1, failure.report
+    assert failure.diagnosis is None and cell.more_failures == []
+    for noise in ("likely cause", "diagnosed on", "first divergence", "not located", "gave up", "vacuous"):
+        assert noise not in failure.report, failure.report
+    # a worker sends the list back to the parent (conformance/running/wire.py)
+    from ftspec.conformance.running.wire import cell_from_plain, cell_to_plain
+
+    back = cell_from_plain(json.loads(json.dumps(cell_to_plain(cell))))
+    assert back.failure is not None and back.failure.refusals == failure.refusals

@@ -170,6 +170,16 @@ def test_the_verdicts_and_their_exit_codes():
     assert len(set(EXIT_CODES.values())) == 4 and EXIT_CODES["conformant"] == 0
 
 
+def test_an_exhausted_cell_is_complete_below_the_minimum():
+    """A search that judged every case it can draw (a mask: 128) has no further example to run; a
+    claim of more cases than the cell ran, or of none, is no such search."""
+    fixture = {"ok": True, "device": "cpu"}
+    how = dict(minimum=200, selection=EVERYTHING, declared=DECLARED)
+    assert derive([_cell(examples=128, exhausted=128)], [fixture], **how)[0] == "conformant"
+    for claim in (None, 0, 129, True, "128"):
+        assert derive([_cell(examples=128, exhausted=claim)], [fixture], **how)[0] == "inconclusive", claim
+
+
 def test_a_selection_that_covers_everything_declared_is_not_partial():
     chosen = {**EVERYTHING, "algorithms": ["layer_norm"], "dtypes": ["float64"], "devices": ["cpu"]}
     assert narrowing(chosen, DECLARED) == []
@@ -212,7 +222,10 @@ def test_an_attention_that_answers_a_query_with_no_key_fails(tmp_path):
     result = run(plugins, quick(tmp_path, examples=40, algorithms=("attention",), dtypes=("float64",)))
     cells = {c.impl: c for c in result.cells}
     assert cells["lenient"].status == "fail" and cells["lenient"].failure.check == "refusal"
-    assert not cells["lenient"].failure.case.inputs["Mask"].any(axis=0).all()
+    # caught on a drawn empty query, or on the case with a column emptied by the refusal check
+    # (core/refusals.py: the case file keeps the drawn case, which the replay transforms alike)
+    failure = cells["lenient"].failure
+    assert not failure.case.inputs["Mask"].any(axis=0).all() or "a query with no key" in failure.message
     assert cells["strict"].status == "pass" and cells["strict"].checks["refusal"] > 0
 
 

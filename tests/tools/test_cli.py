@@ -125,7 +125,13 @@ def test_what_a_plugin_says_is_printed_as_written(here, capsys):
 
 # "inherited": started as a script's `&` job is, with SIGINT ignored (POSIX), which Python keeps
 # unless told otherwise; `kill -INT` must still stop the run with its report
-@pytest.mark.parametrize("where, inherited", [("--in-process", False), ("--jobs=1", False), ("--jobs=1", True)],
+#
+# The report lists every planned search, those Ctrl-C left unfinished as "not run: interrupted":
+# the in-process path wrote only the searches that had ended (interruption.search_here).
+
+
+@pytest.mark.parametrize("where, inherited", [("--in-process", False),
+                                              ("--jobs=1", False), ("--jobs=1", True)],
                          ids=["in-process", "jobs-1", "jobs-1-sigint-ignored"])
 def test_ctrl_c_writes_the_partial_report_and_the_summary(tmp_path, where, inherited):
     report = tmp_path / "r.json"
@@ -146,3 +152,8 @@ def test_ctrl_c_writes_the_partial_report_and_the_summary(tmp_path, where, inher
     assert "interrupted" in out
     # the summary table shows the searches that ended (names whole at 80 columns, in any of its layouts)
     assert re.search(r"token_embedding[\s│]+numpy[\s│]+float64[\s│]+cpu[\s│]+\d+[\s│]+pass", out), out
+    from ftspec.impls.numpy import implementation as numpy_impl
+
+    planned = {(a, d) for a in numpy_impl.algorithms for d in numpy_impl.dtypes_for(a)}
+    assert {(c["algorithm"], c["dtype"]) for c in doc["cells"]} == planned  # every search, ended or not
+    assert any("interrupted" in (c["note"] or "") and c["examples"] == 0 for c in doc["cells"])

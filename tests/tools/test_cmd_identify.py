@@ -29,7 +29,7 @@ def test_a_table_prints_its_switches_and_writes_json(tmp_path, capsys):
     out_json = tmp_path / "identity.json"
     assert main(["identify", "--table", str(EXAMPLE), "--json", str(out_json)]) == 0
     out = capsys.readouterr().out
-    assert "declare: PAPER.replace(norm_placement='pre', activation='gelu_tanh')" in out
+    assert "declare: PAPER.replace(activation='gelu_tanh')" in out
     assert "undecided" in out and "spec evaluations in" in out
     doc = json.loads(out_json.read_text())
     entry = doc["entries"][0]

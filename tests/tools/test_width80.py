@@ -97,6 +97,23 @@ def test_the_fixture_table_cuts_no_case_id():
     assert "and 2 more" in text
 
 
+@pytest.mark.parametrize("labels", [["ftspec_example:implementation"],
+                                    ["ftspec_example:implementation", "another_vendor_module:implementation"]])
+def test_the_fixture_table_cuts_no_module_object_label(labels):
+    """A plugin certified as ``module:object`` is labelled so: the table cut
+    "ftspec_example:imple…" at 80 columns (issue 35). The name moves to the title (one plugin) or a
+    numbered key below (several); every row keeps its dtype and counts."""
+    results = [FixtureResult("layer_norm--paper", "layer_norm", label, dtype, "cpu", True, 0.1)
+               for label in labels for dtype in ("float32", "float64")]
+    results.append(FixtureResult("rms_norm--edge-constant-column", "rms_norm", labels[-1], "float32", "cpu", False,
+                                 2.0, "spec: off"))
+    text = render(fixture_table(results))
+    assert_whole(text, [*labels, "float32", "float64", "rms_norm--edge-constant-column"])
+    assert f"Golden fixtures{'' if len(labels) > 1 else ' of ' + labels[0]}:" in " ".join(text.split())
+    if len(labels) > 1:
+        assert all(f"impl {i}: {label}" in text for i, label in enumerate(sorted(labels), 1)), text
+
+
 def _rows(timeout: float = 60.0) -> list[dict]:
     row = {"name": "torch-nn-layers-fast-pre", "loaded": True, "version": VERSION, "devices": ["cpu", "cuda:0"],
            "dtypes": ["float64", "float32", "bfloat16", "float16"], "variants": [VARIANT, "hf-bert"],

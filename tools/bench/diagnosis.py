@@ -346,7 +346,8 @@ def _names_cell(c: Any, want: Optional[Mapping[str, Any]], place: Optional[tuple
         "summary": _summary(d), "ambiguous": bool((d or {}).get("ambiguous")),
         "matches": [_changes_text(m.get("changes") or {}) for m in ((d or {}).get("matches") or [])[:4]],
         "seconds": (d or {}).get("seconds"), "evaluated": (d or {}).get("evaluated"),
-        "gave_up": (d or {}).get("gave_up"), "catalogue": catalogue}
+        "gave_up": (d or {}).get("gave_up"), "screened": (d or {}).get("screened"), "pairs": (d or {}).get("pairs"),
+        "catalogue": catalogue}
     if place and c.algorithm == place[0] and f is not None and c.status == "fail":
         div = (d or {}).get("divergence") or {}
         where = place_for(place[1], f.case.hyper if f.case is not None else None)
@@ -427,6 +428,7 @@ def summarise_names(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     apart), first-divergence hits; every wrong name; the time per diagnosis."""
     table: dict[str, dict[str, dict[str, Any]]] = {}
     wrong, seconds, evaluated = [], [], []
+    gave_up, screened, pairs = 0, 0, 0
     for r in records:
         if r["kind"] != "names" or "error" in r:
             continue
@@ -449,6 +451,10 @@ def summarise_names(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             if c["seconds"] is not None:
                 seconds.append(float(c["seconds"]))
                 evaluated.append(int(c["evaluated"] or 0))
+                # a search the budget cut short, and the pairs it screened of those there were
+                gave_up += bool(c.get("gave_up"))
+                screened += int(c.get("screened") or 0)
+                pairs += int(c.get("pairs") or 0)
             if c["class"] == "wrong":
                 wrong.append({"zoo": r["zoo"], "id": r["id"], "algorithm": c["algorithm"], "dtype": c["dtype"],
                               "check": c["check"], "summary": " or ".join(c["matches"]),
@@ -456,7 +462,8 @@ def summarise_names(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     times = {"diagnoses": len(seconds),
              "median_s": statistics.median(seconds) if seconds else None, "max_s": max(seconds, default=None),
              "median_evaluated": statistics.median(evaluated) if evaluated else None,
-             "max_evaluated": max(evaluated, default=None)}
+             "max_evaluated": max(evaluated, default=None), "gave_up": gave_up, "screened": screened,
+             "pairs": pairs}
     errors = [f"names {r.get('zoo')} {r['id']}: {r['error']}" for r in records
               if r["kind"] == "names" and "error" in r]
     return {"table": table, "wrong": wrong, "times": times, "errors": errors}
@@ -566,7 +573,8 @@ def names_markdown(out: list[str], diag: Mapping[str, Any]) -> None:
     if t["diagnoses"]:
         out += ["", f"Time per diagnosis ({t['diagnoses']} diagnoses): median {t['median_s']:.2f} s, max "
                     f"{t['max_s']:.2f} s; variant sets evaluated: median {t['median_evaluated']:.0f}, max "
-                    f"{t['max_evaluated']}."]
+                    f"{t['max_evaluated']}; cut short by the budget: {t.get('gave_up', 0)} of {t['diagnoses']}"
+                    + (f"; pairs screened: {t['screened']} of {t['pairs']}" if t.get("pairs") else "") + "."]
     if n["errors"]:
         out += ["", "Errors: " + "; ".join(n["errors"])]
     out += [""]

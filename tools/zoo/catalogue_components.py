@@ -225,7 +225,7 @@ MUTANTS = [
     Mutant("layer-norm-naive-variance", "variance as E[x²] − E[x]² (cancels on nearly constant columns)",
            NORM_USERS,
            source_edit(Edit(C, "norm_fwd", "v = np.sum(centred * centred, axis=-2, keepdims=True) / _const(denom, X)",
-                            "v = np.sum(X * X, axis=-2, keepdims=True) / _const(denom, X) - m * m")),
+                            "v = (np.sum(X * X, axis=-2, keepdims=True) - _const(d, X) * m * m) / _const(denom, X)")),
            source="Flax LayerNorm (docs/tolerances.md, 'What is not tolerated')",
            dtypes=("float16", "float32", "float64"),
            witness=Witness("layer_norm", hyper={"d_e": 3, "ell": 1}, inputs={"X": [1000.0, 1000.001, 999.999]}),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence, Union
 
+import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 
@@ -15,6 +16,7 @@ from ..case import Case
 from ._hyper import hyperparameters
 from ._inputs import inputs
 from ._budgets import Budget, check_int, resolve_budget, resolve_dtype, resolve_entry
+from ._draws import generator, seeds
 from ._params import parameters
 from ._sampling import aimed
 from ._styles import STYLES, available_styles
@@ -88,6 +90,21 @@ def _float16_positions(variant: VariantSet) -> VariantSet:
     return variant
 
 
+#: styles drawn more often at a dtype, {dtype: {style: weight}} (others weigh 1): at bfloat16 and
+#: float16 a wrong ε is invisible on every other style and plain on near-epsilon (issue 35 finding
+#: 7: LLaMA's ε 1e-6 claimed for 1e-5 went uncaught for 100+ examples of its layer and model)
+STYLE_WEIGHTS = {"bfloat16": {"near-epsilon": 3.0}, "float16": {"near-epsilon": 3.0}}
+
+
+def _style(options: Sequence[str], style_seed: int, dtype: str) -> str:
+    """One of ``options``, by ``STYLE_WEIGHTS``, from a seeded generator; seed 0 (the shrink target) gives
+    the first, well-scaled."""
+    if not style_seed:
+        return options[0]
+    weights = np.array([STYLE_WEIGHTS.get(dtype, {}).get(s, 1.0) for s in options])
+    return options[int(generator(style_seed, "style").choice(len(options), p=weights / weights.sum()))]
+
+
 class ShapePool:
     """At most ``size`` (variant set, hyperparameters) pairs, shared by every draw of one strategy:
     what an implementation that compiles a program per variant and shape (JAX) compiles.
@@ -120,6 +137,13 @@ class ShapePool:
 def _cases(draw: st.DrawFn, e: Entry, dtype: str, variant_strategy: st.SearchStrategy[VariantSet],
            max_batch: int, budget: Budget, wanted: tuple[str, ...], limits: Optional[Limits] = None,
            pool: Optional[ShapePool] = None) -> Case:
+    # Hypothesis's early examples are a random prefix of choices extended by the simplest ones
+    # (engine.generate_new_test_cases): what is drawn first varies from the second example on, the
+    # rest is the structural simplest case (``_hyper.STRUCTURAL``). At bfloat16 and float16 that is
+    # the style (``STYLE_WEIGHTS``: only near-epsilon shows a wrong ε there); elsewhere the variant
+    # set, and the style is drawn after the sizes, as before. Seed 0 (the shrink target) picks the
+    # first style, well-scaled.
+    style_seed = draw(seeds) if dtype in STYLE_WEIGHTS else None
     variant = draw(variant_strategy)
     hyper = draw(hyperparameters(e, variant=variant, budget=budget, dtype=dtype, limits=limits))
     if pool is not None:
@@ -130,7 +154,7 @@ def _cases(draw: st.DrawFn, e: Entry, dtype: str, variant_strategy: st.SearchStr
     assume(not (dtype == "float16" and variant.positions == "sinusoidal_raw_index" and hyper.get("d_e", 1) > 1))
     options = [s for s in available_styles(e, variant, hyper, dtype) if s in wanted]
     assume(options)  # only when ``styles`` excludes every style the entry shows here
-    style = draw(st.sampled_from(options))
+    style = _style(options, style_seed, dtype) if style_seed is not None else draw(st.sampled_from(options))
     extra = draw(st.integers(0, max_batch - 1)) if e.inputs and e.batchable else 0
     first = draw(inputs(e, hyper, variant, dtype=dtype, style=style))
     params = draw(parameters(e, hyper, variant, dtype=dtype, style=style, inputs=first))

@@ -22,7 +22,20 @@ passes ``entry.check``:
   refuse (a settled size above its maximum) is discarded, so no case
   outside them is ever drawn.
 
-Each size is ``st.integers(low, bound)``: it shrinks to its smallest value.
+Each size is ``st.integers(low, bound)``, shrinking towards its smallest value,
+except that the sizes that carry order (sequence lengths, head counts; not in
+the training and inference budgets, whose examples are whole models) have a
+*structural* simplest value (``STRUCTURAL``): their simplest draw is the
+smallest size at which order shows (ℓ = 2: a key before and after a query,
+so a causal mask masks one and RoPE rotates one position; H = 2, or two kv
+heads, H = 2·``kv_group``, under grouped-query attention). The draw is the
+plain one with the smallest value and the structural one swapped, so every
+size is drawn as often as before, but Hypothesis's first example (the
+simplest choices, and the simplest extension of every early prefix: its
+first examples are mostly those, issue 35 finding 6) is structural, and so is
+the shrink target of a failure that shows at every size. A failure that
+shows only at the smallest size (ℓ = 1) still shrinks there: it is one step
+from the structural value.
 Where the budget's ``often`` bounds a kind (layer counts of the training and
 inference budgets), the bound is the usual one except in one draw of
 ``RARE``; kinds in the budget's ``uniform`` (a dataset's shape) are drawn
@@ -47,10 +60,13 @@ from ftspec.spec.variants import PAPER, VariantSet
 
 from ..value_flow import equal_widths, width_minimum
 from ..dtypes import round_to
-from ._budgets import RARE, hyper_kind, resolve_budget, resolve_dtype, resolve_entry
+from ._budgets import MODEL_FAMILIES, RARE, hyper_kind, resolve_budget, resolve_dtype, resolve_entry
 from ._draws import uniform_integer
 
-__all__ = ["TIE_WIDTH", "hyperparameters"]
+__all__ = ["STRUCTURAL", "TIE_WIDTH", "hyperparameters", "structural_size"]
+
+#: the structural simplest value of each kind of size that carries order (see the module docstring)
+STRUCTURAL = {"length": 2, "heads": 2}
 
 #: Smallest width of a zero-variance-singular norm per dtype (see ``hyperparameters``):
 #: exact ties of all d entries then have probability ≤ 2^-32 per column.
@@ -113,10 +129,13 @@ def hyperparameters(draw: st.DrawFn, entry: Any, *, variant: VariantSet = PAPER,
         if name in lengths[1:] and (not lim.cross_lengths or not draw(st.booleans())):
             hyper[name] = hyper[lengths[0]]  # the same length as the first sequence
             continue
+        top = max(low[name], bound)
         if hyper_kind(name) in b.uniform:
-            hyper[name] = uniform_integer(draw, name, low[name], max(low[name], bound))
+            drawn = uniform_integer(draw, name, low[name], top)
         else:
-            hyper[name] = draw(st.integers(low[name], max(low[name], bound)))
+            drawn = draw(st.integers(low[name], top))
+        aim = structural_size(e, name, variant) if e.family not in MODEL_FAMILIES else None
+        hyper[name] = _swapped(drawn, low[name], aim, top)
     for _ in range(2 if lim.relations(list(e.hyper)) or lim.multiples(list(e.hyper)) else 1):
         hyper = lim.settle(hyper)
         for name, leader in followers.items():
@@ -138,6 +157,26 @@ def hyperparameters(draw: st.DrawFn, entry: Any, *, variant: VariantSet = PAPER,
         except SpecError:  # a constraint this module does not know: discard (tests count these)
             assume(False)
     return hyper
+
+
+def structural_size(e: Any, name: str, variant: VariantSet) -> Optional[int]:
+    """The structural simplest value of size ``name`` of entry ``e`` under ``variant`` (None: its
+    smallest): ℓ = 2 for a sequence length, H = 2 for a head count (2·``kv_group`` under grouped-query
+    attention: two kv heads, so that their order shows)."""
+    kind = hyper_kind(name)
+    if kind not in STRUCTURAL:
+        return None
+    if name == "H" and variant.kv_group > 1 and "kv_group" in e.switches:
+        return 2 * variant.kv_group
+    return STRUCTURAL[kind]
+
+
+def _swapped(drawn: int, low: int, aim: Optional[int], top: int) -> int:
+    """``drawn`` with ``low`` and the structural value ``aim`` swapped (when ``aim`` lies above ``low``
+    and within ``top``): the same distribution of sizes, with the structural one simplest."""
+    if aim is None or not low < aim <= top:
+        return drawn
+    return aim if drawn == low else low if drawn == aim else drawn
 
 
 def _most(limits: Limits, name: str, lengths: list[str]) -> int:

@@ -16,6 +16,23 @@
   and the matching biases are exactly 0 (a pruned model): those hidden
   units see a pre-activation of exactly 0, where ReLU'(0) = 0 and GELU'(0) =
   1/2 matter.
+- "near-epsilon": the columns that reach a norm (inputs, embedding tables)
+  have mean 0 and a mean square 10^U(``Magnitudes.quiet``) around the ε
+  values drawn (1e-12 to 1e-3; float16 from 1e-6, below which squares
+  underflow), biases and β 1e-3·N(0, 1): ε then moves the
+  normalised value by a large fraction, so a wrong ε (1e-6 for 1e-5, a
+  missing one) shows at bfloat16 and float16 too (issue 35 finding 7).
+- "subnormal": well-scaled, then the output moved into the dtype's
+  subnormal range (largest |output| log-uniform from 16 subnormal spacings
+  to the smallest normal): through the last parameters the output is linear
+  in (checked on the spec: doubling them doubles the output), or, for
+  softmax outputs fed by an input (the unembedding), logits large enough
+  that the smallest probabilities are subnormal (in about half the cases).
+  Entries whose output carries an input through a residual (pre-LN layers)
+  have no such parameters and stay well-scaled; whole models are not drawn
+  in it (their logits' stand-in aim misses, and logits of ±50 at bfloat16
+  on a two-wide final norm made a near-tie of its column, which the Monte
+  Carlo lanes did not reproduce, a false failure of PyTorch) (finding 1).
 
 Entries that update parameters (a ``rate`` input: SGD steps, training
 loops) are drawn well-scaled (or sparse, which only zeroes weights): a step amplifies a large gradient into
@@ -64,4 +81,10 @@ def available_styles(entry: Entry, variant: VariantSet, hyper: Mapping[str, int]
     if not fragile:
         out.append("wide-range")
     out.extend(sparse)
+    quiet = "near-constant" in out and "epsilon" in entry.switches and not differentiates(entry)
+    if quiet:
+        out.append("near-epsilon")
+    site = logit_site(entry, variant, hyper)
+    if entry.family not in ("training", "inference") and (site is None or site.source is not None):
+        out.append("subnormal")
     return tuple(out)

@@ -1,0 +1,127 @@
+"""A model that declares one dtype and computes in a narrower one inside is named so (issue 35,
+finding 4).
+
+Both public LLaMA codes (Meta's ``llama/model.py`` and karpathy's ``llama2.c`` ``model.py``) compute
+``RMSNorm`` on ``x.float()``, cast the result back with ``.type_as(x)`` and multiply by the weight in
+the model's dtype: run at float64, every output fails by far more than float64's bound, yet no output
+is a float32 value (the float32 rounding is inside, then widened and multiplied). The stand-ins below
+are the bundled NumPy plugin with its norm computed that way, or with the whole layer computed in
+float32; each must be named as computing in float32 (float16, bfloat16 at float32) inside, and a
+departure larger than that rounding must not be.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ftspec.conformance.core.calling import Prepared, call
+from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.dtypes import round_to
+from ftspec.conformance.forensics.diagnosis import diagnose
+from ftspec.impls.discovery import load
+from ftspec.impls.numpy import layers as numpy_layers
+from ftspec.spec.variants import preset
+
+NUMPY = load("numpy")
+LLAMA = preset("llama")
+#: four query heads, two RoPE pairs per head: a small layer every LLaMA convention acts on
+HYPER = {"H": 4, "d_e": 8, "d_attn": 4, "d_mid": 4, "d_mlp": 6, "ell": 4}
+
+
+def _narrow(x: np.ndarray, dtype: str) -> np.ndarray:
+    """``x`` in ``dtype`` as NumPy holds it: float32 and float16 natively; bfloat16 (no NumPy type)
+    as float32 values rounded to bfloat16."""
+    if dtype == "bfloat16":
+        return np.asarray(round_to(x.astype(np.float64), "bfloat16"), dtype=np.float32)
+    return x.astype(dtype)
+
+
+def _norm_inside(dtype: str):
+    """The NumPy plugin's norm as LLaMA's ``RMSNorm.forward`` computes it: the normalisation on the input
+    cast to ``dtype`` (``x.float()``), the result cast back to the model's dtype (``.type_as(x)``), then
+    the weight applied in the model's dtype."""
+    original = numpy_layers._norm_columns_fwd
+
+    def norm(X, gamma, beta, variant, kind):
+        out, cache = original(_narrow(X, dtype), None, None, variant, kind)
+        out = _narrow(out, dtype).astype(X.dtype)
+        if gamma is not None:
+            out = out * gamma[:, None]
+        if beta is not None:
+            out = out + beta[:, None]
+        return out, cache
+
+    return norm
+
+
+def _outputs(case: Case, dtype: str) -> dict:
+    p = Prepared(case.entry, case.inputs, case.params, dtype)
+    return call(NUMPY, case.entry, p.inputs, p.params, hyper=case.hyper, variant=case.variant, dtype=dtype,
+                device="cpu")
+
+
+def _is_value_of(outputs: dict, dtype: str) -> bool:
+    return all(np.array_equal(round_to(np.asarray(v, dtype=np.float64), dtype), np.asarray(v, dtype=np.float64))
+               for v in outputs.values())
+
+
+@pytest.mark.parametrize("name,hyper", [("rms_norm", None), ("gpt2_layer", HYPER)])
+def test_a_float64_model_with_its_norm_in_float32_is_named(monkeypatch, name, hyper):
+    """The issue's case: LLaMA at float64 with the norm on ``x.float()``. Its outputs are float64
+    values (not float32 ones: the old check required that), outside float64's bound."""
+    case = Case.build(name, hyper, LLAMA, seed=2)
+    monkeypatch.setattr(numpy_layers, "_norm_columns_fwd", _norm_inside("float32"))
+    out = _outputs(case, "float64")
+    assert not _is_value_of(out, "float32")  # the widened intermediates the old check could not see
+    # the variant search is not what is tested: a small budget keeps the layer cheap
+    d = diagnose(case.entry, case, out, "float64", evaluations=8)
+    assert d.recurred and d.matches == [], d.summary()
+    assert d.lower_precision == "float32" and not d.lower_values, d.summary()
+    assert d.summary().startswith("computes in float32 inside"), d.summary()
+    assert "float64 values carrying float32 rounding" in d.summary()
+
+
+def test_a_layer_computed_in_float32_and_returned_as_float32_is_named():
+    """The whole layer in float32 (inputs and parameters cast, as a float32 checkpoint run on float64
+    inputs), its float32 outputs returned as they are (Meta's model returns float32 logits whatever
+    the input's dtype): named at float32, whatever the output's own dtype."""
+    case = Case.build("gpt2_layer", HYPER, LLAMA, seed=2)
+    p = Prepared(case.entry, case.inputs, case.params, "float64")
+    low = call(NUMPY, case.entry, {k: (v.astype(np.float32) if np.asarray(v).dtype.kind == "f" else v)
+                                   for k, v in p.inputs.items()},
+               {k: v.astype(np.float32) for k, v in p.params.items()}, hyper=case.hyper, variant=LLAMA,
+               dtype="float32", device="cpu")
+    assert all(np.asarray(v).dtype == np.float32 for v in low.values())
+    d = diagnose(case.entry, case, low, "float64", evaluations=8)
+    assert d.lower_precision == "float32" and d.lower_values, d.summary()
+    assert "its outputs are float32 values" in d.summary()
+
+
+@pytest.mark.parametrize("inside", ["float16", "bfloat16"])
+def test_a_float32_model_with_its_norm_narrower_is_named(monkeypatch, inside):
+    """At float32 (mixed precision: a norm under autocast): the norm in float16 is named float16 first
+    (the finer dtype: bfloat16's wider bound holds it too); the norm in bfloat16 is named bfloat16,
+    beside float16 where float16's bound (8 times its spread, as wide as bfloat16's rounding) holds
+    it as well: the case cannot tell those two apart, and the diagnosis says both."""
+    case = Case.build("rms_norm", None, LLAMA, seed=2)
+    monkeypatch.setattr(numpy_layers, "_norm_columns_fwd", _norm_inside(inside))
+    d = diagnose(case.entry, case, _outputs(case, "float32"), "float32")
+    assert d.matches == [] and d.summary().startswith("computes in"), d.summary()
+    named = [d.lower_precision, *d.lower_also]
+    assert inside in named, d.summary()
+    if inside == "float16":
+        assert d.lower_precision == "float16", d.summary()
+    assert all(f"{n} inside" in d.summary() or f"or {n}" in d.summary() for n in named), d.summary()
+
+
+def test_a_departure_beyond_the_narrower_rounding_is_not_named(monkeypatch):
+    """The same stand-in with the weight off by one part in 10⁴ (far above float32's rounding, far below
+    the output's size): no dtype's bound holds it, and nothing is named."""
+    case = Case.build("rms_norm", None, LLAMA, seed=2)
+    norm = _norm_inside("float32")
+    monkeypatch.setattr(numpy_layers, "_norm_columns_fwd",
+                        lambda X, gamma, beta, variant, kind: norm(X, gamma * (1 + 1e-4), beta, variant, kind))
+    d = diagnose(case.entry, case, _outputs(case, "float64"), "float64")
+    assert d.recurred and d.matches == [] and d.lower_precision is None, d.summary()
+    assert "computes in" not in d.summary()
