@@ -189,8 +189,11 @@ def own_rounding(value: np.ndarray, dtype: str, spread: np.ndarray) -> np.ndarra
     """The least bound of each rounded output: what storing its exact value in ``dtype`` alone may
     cost, half a unit in the last place (u·2^e for |y| in [2^e, 2^(e+1))), and ``UNDERFLOW`` below
     the smallest normal number (half the subnormal spacing for float16; a flush to zero for
-    float32 and bfloat16). 0 where the spread is 0: an output the algorithm computes exactly
-    must match bit for bit.
+    float32 and bfloat16). Where the spread is 0 (an output the algorithm computes exactly: a
+    copied embedding row) the output must match bit for bit, except that a subnormal value may be
+    flushed to zero in a dtype whose hardware may flush (``UNDERFLOW`` is its smallest normal):
+    XLA's batched gather on CPU returns a bfloat16 subnormal table entry as 0, its single call
+    the entry itself.
 
     The spread includes this rounding as the last operation's perturbation, but a spread is a
     sample (32 draws), and in the subnormal range an absolute error can be tens of times u·|y|:
@@ -202,7 +205,8 @@ def own_rounding(value: np.ndarray, dtype: str, spread: np.ndarray) -> np.ndarra
     _, exponent = np.frexp(a)
     half_ulp = np.ldexp(fmt.u, exponent - 1)
     floor = np.where(a < fmt.tiny, UNDERFLOW[dtype], half_ulp)
-    return np.where(spread > 0, floor, 0.0)
+    flushed = a if UNDERFLOW[dtype] >= fmt.tiny else np.zeros_like(a)  # FTZ: the value or 0
+    return np.where(spread > 0, floor, np.where(a < fmt.tiny, flushed, 0.0))
 
 
 def reference(entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray], *,

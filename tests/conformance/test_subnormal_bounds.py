@@ -71,3 +71,23 @@ def test_the_floor_moves_no_bound_where_outputs_are_normal(dtype):
     ref = reference(e, inputs, params, hyper=hyper, variant=variant, dtype=dtype)
     for name, bound in ref.bound.items():
         assert np.array_equal(bound, SAFETY[dtype] * ref.spread[name]), name
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32", "float16"])
+def test_a_copied_subnormal_is_exact_or_flushed_where_the_dtype_may_flush(dtype):
+    """An embedding row is copied, so it must match bit for bit; but a subnormal entry may come
+    back 0 where hardware flushes (float32, bfloat16: XLA's batched gather on CPU did, in `make
+    run`), so its bound is |y| there (nothing further than a flush), and 0 in float16, whose
+    underflow is gradual."""
+    e = entry("token_embedding")
+    tiny = FORMATS[dtype].tiny
+    value = round_to(np.array([[tiny / 8, 0.5]]), dtype)  # column 0 subnormal in ``dtype``
+    ref = reference(e, {"v": np.array(0)}, {"W_e": value}, hyper={"N_V": 2, "d_e": 1}, variant=VariantSet(),
+                    dtype=dtype)
+    y, bound = ref.outputs["e"], ref.bound["e"]
+    assert 0 < abs(y[0]) < tiny and np.all(ref.spread["e"] == 0)
+    assert np.all(np.abs(y - y) <= bound)  # the copy itself
+    for other in (-y, 3 * y):  # a sign flipped, a value further than a flush: no
+        assert np.all(np.abs(other - y) > bound)
+    flushed_ok = bool(np.all(np.abs(0.0 - y) <= bound))
+    assert flushed_ok == (dtype != "float16"), (dtype, bound)
