@@ -26,17 +26,6 @@ from ftspec.conformance.session.commands import (MIN_CALL_TIMEOUT, SessionError,
 from ftspec.spec.registry import REGISTRY
 from ftspec.tools.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = (ROOT / "examples" / "minimal_plugin" / "ftspec_example" / "__init__.py").read_text()
-
-
-@pytest.fixture
-def here(tmp_path, monkeypatch) -> Path:
-    """A working directory holding the example plugin as ``bad_example:implementation``."""
-    (tmp_path / "bad_example.py").write_text(EXAMPLE)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return tmp_path
 
 
 def _one_line_refusal(capsys, argv: list[str], *words: str, seconds: float = 10.0) -> str:
@@ -67,14 +56,14 @@ UNWRITABLE = ["/proc/x", "/proc/x/y"]  # /proc takes no new file, whoever asks (
 @pytest.mark.parametrize("command", ["run", "certify"])
 def test_an_unwritable_case_dir_is_refused_before_the_run(here, capsys, command, case_dir):
     """``--case-dir /proc/x`` once ran the whole search and lost every failure's case file."""
-    target = ["--impl", "bad_example:implementation"] if command == "run" else ["bad_example:implementation"]
+    target = ["--impl", "cli_example:implementation"] if command == "run" else ["cli_example:implementation"]
     _one_line_refusal(capsys, [command, *target, "--case-dir", case_dir, "--profile", "quick", "--in-process"],
                       "--case-dir", case_dir)
 
 
 def test_a_case_dir_that_is_a_file_is_refused(here, capsys):
     (here / "a_file").write_text("not a folder")
-    _one_line_refusal(capsys, ["run", "--impl", "bad_example:implementation", "--case-dir", "a_file",
+    _one_line_refusal(capsys, ["run", "--impl", "cli_example:implementation", "--case-dir", "a_file",
                                "--profile", "quick", "--in-process"], "a_file", "not a directory")
 
 
@@ -87,7 +76,7 @@ def test_the_library_refuses_it_before_loading_anything(here):
 
 
 def test_a_writable_case_dir_still_runs(here, capsys):
-    code = main(["run", "--impl", "bad_example:implementation", "--case-dir", str(here / "new" / "cases"),
+    code = main(["run", "--impl", "cli_example:implementation", "--case-dir", str(here / "new" / "cases"),
                  "--profile", "quick", "--in-process", "--quiet", "--algorithm", "rms_norm", "--dtype", "float64",
                  "--examples", "2", "--no-fixtures"])
     assert code == 3, capsys.readouterr()  # partial: a selection; it ran
@@ -143,8 +132,8 @@ def test_an_in_process_interruption_keeps_every_planned_search(here):
     first, have ended by then; the rms_norm ones have not)."""
     import importlib
 
-    impl = importlib.import_module("bad_example").implementation
-    runner = Runner([("bad_example", impl)], profile=profile("quick"), seed=0, case_dir=here / "cases", examples=4)
+    impl = importlib.import_module("cli_example").implementation
+    runner = Runner([("cli_example", impl)], profile=profile("quick"), seed=0, case_dir=here / "cases", examples=4)
     ended: list = []
 
     def progress(event, **info):
@@ -169,8 +158,8 @@ def test_an_extra_rounds_interruption_never_takes_an_earlier_rounds_cell(here):
     earlier round is not (it would be marked not run through the extra round's cell)."""
     import importlib
 
-    impl = importlib.import_module("bad_example").implementation
-    runner = Runner([("bad_example", impl)], profile=profile("quick"), seed=0, case_dir=here / "cases", examples=2)
+    impl = importlib.import_module("cli_example").implementation
+    runner = Runner([("cli_example", impl)], profile=profile("quick"), seed=0, case_dir=here / "cases", examples=2)
     earlier, _ = runner.plan(["rms_norm"], ["float64"])
     ended = list(earlier.cells)  # as if an earlier round had ended this very cell
 
@@ -191,7 +180,7 @@ def small_certificate(here) -> dict:
     """A cheap certificate of the example (rms_norm at float64, 4 examples, no fixtures)."""
     settings = Settings(profile="quick", in_process=True, examples=4, seconds=0, algorithms=("rms_norm",),
                         dtypes=("float64",), fixtures="none", case_dir=str(here / "cases"))
-    return certify("bad_example:implementation", settings).doc
+    return certify("cli_example:implementation", settings).doc
 
 
 def _written(doc: dict, path: Path, **changes) -> Path:
@@ -213,7 +202,7 @@ def test_an_absurd_recorded_setting_is_refused_before_anything_runs(small_certif
     path = _written(small_certificate, here / "cert.json", **changes)
     with pytest.raises(CertificateError, match="run.settings"):
         reproduction_settings(json.loads(path.read_text()), path)
-    _one_line_refusal(capsys, ["certify", "--reproduce", str(path), "--impl", "bad_example:implementation"],
+    _one_line_refusal(capsys, ["certify", "--reproduce", str(path), "--impl", "cli_example:implementation"],
                       words, str(path), seconds=5.0)
 
 
@@ -227,7 +216,7 @@ def test_a_reproduction_says_which_settings_come_from_the_file(small_certificate
         raise SessionError("stopped before the run")
 
     monkeypatch.setattr(commands, "reproduce", stop)
-    assert main(["certify", "--reproduce", str(path), "--impl", "bad_example:implementation"]) == 2
+    assert main(["certify", "--reproduce", str(path), "--impl", "cli_example:implementation"]) == 2
     out, err = capsys.readouterr()
     text = " ".join(out.split())  # wrapped at spaces to the terminal's width
     line = text[text.index("settings from the certificate:"):]
@@ -251,5 +240,5 @@ def test_a_recorded_setting_left_out_runs_at_the_profiles_value_and_says_so():
 def test_run_options_given_with_reproduce_are_refused_not_ignored(small_certificate, here, capsys, option):
     """They were silently ignored: the reproduction ran with the file's settings, not these."""
     path = _written(small_certificate, here / "cert.json")
-    _one_line_refusal(capsys, ["certify", "--reproduce", str(path), "--impl", "bad_example:implementation",
+    _one_line_refusal(capsys, ["certify", "--reproduce", str(path), "--impl", "cli_example:implementation",
                                *option], option[0], "--reproduce", seconds=5.0)

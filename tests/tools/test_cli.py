@@ -24,15 +24,6 @@ EXAMPLE = (ROOT / "examples" / "minimal_plugin" / "ftspec_example" / "__init__.p
 QUICK = ["--profile", "quick", "--quiet", "--in-process"]
 
 
-@pytest.fixture
-def here(tmp_path, monkeypatch) -> Path:
-    """A working directory holding the example plugin as ``cli_example:implementation``."""
-    (tmp_path / "cli_example.py").write_text(EXAMPLE)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return tmp_path
-
-
 @pytest.mark.parametrize("argv, words", [
     (["run", "--examples", "0"], "must be at least 1"),
     (["run", "--examples", "-4"], "must be at least 1"),
