@@ -35,7 +35,8 @@ $(STAMP): pyproject.toml constraints.txt
 env: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/ftspec run --profile $(PROFILE) $(foreach i,$(IMPLS),--impl $(i)) --json-report reports/run.json
+	$(BIN)/ftspec run --profile $(PROFILE) $(foreach i,$(IMPLS),--impl $(i)) --json-report reports/run.json \
+		--junit-xml reports/run.xml --html reports/run.html
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -45,6 +45,7 @@ __all__ = [
     "Context",
     "FLOAT_DTYPES",
     "Implementation",
+    "REFUSAL_MODES",
     "parse_precision",
     "select_devices",
 ]
@@ -95,6 +96,12 @@ def select_devices(found: Sequence[str], wanted: Optional[Sequence[str]]) -> lis
     if not wanted:
         return list(found)
     return [d for d in found if d in wanted or d.partition(":")[0] in wanted]
+
+#: How an implementation refuses a case the spec refuses (``Implementation.refuses_by``): by raising
+#: an exception, or by returning NaN in every output element the refused input reaches (what IEEE
+#: arithmetic gives a jit-compiled or GPU kernel that cannot raise on a value: 0/0 for a constant
+#: column into a norm without ε). conformance/core/refusals.py holds each plugin to its declaration.
+REFUSAL_MODES: Final = ("raise", "nan")
 
 ALL_VARIANTS: Final = "all"
 #: The key of a per-algorithm ``variants`` mapping that stands for every algorithm it does not name.
@@ -487,6 +494,14 @@ class Implementation:
                     ``logits``, ...; docs/plugins.md "Named intermediates").
                     When a model fails, the harness reports the first of them
                     that departs from the spec (conformance/forensics/divergence.py).
+    refuses_by      how it refuses what the spec refuses (``REFUSAL_MODES``):
+                    "raise" (the default: any exception), or "nan": it returns,
+                    and every output element the refused input reaches is NaN
+                    (an exception is still accepted, e.g. for a shape the
+                    framework rejects); a finite number there fails either
+                    way. One mode, or {algorithm: mode} (algorithms not named:
+                    "raise"). ``refuses_by_for(algorithm)`` answers;
+                    certificates record it (docs/plugins.md, "Refusing").
     """
 
     name: str
@@ -504,6 +519,28 @@ class Implementation:
     intermediates: Mapping[str, AlgorithmFn] = field(default_factory=dict)
     dtypes_by_algorithm: Mapping[str, Sequence[str]] = field(default_factory=dict)
     accumulation: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    refuses_by: Union[str, Mapping[str, str]] = "raise"
+
+    def refuses_by_for(self, algorithm: str) -> str:
+        """How the plugin refuses at ``algorithm``: "raise" or "nan" (``refuses_by``)."""
+        declared = self.refuses_by
+        if isinstance(declared, Mapping):
+            return str(declared.get(algorithm, "raise"))
+        return str(declared)
+
+    def _refusal_problems(self) -> list[str]:
+        """``refuses_by`` that is not one of ``REFUSAL_MODES`` or {implemented algorithm: mode}."""
+        declared = self.refuses_by
+        modes = " or ".join(repr(m) for m in REFUSAL_MODES)
+        if isinstance(declared, str):
+            return [] if declared in REFUSAL_MODES else [f"refuses_by must be {modes}; given {declared!r:.40}"]
+        if not isinstance(declared, Mapping):
+            return [f"refuses_by must be {modes} or {{algorithm: mode}}; given {declared!r:.60}"]
+        stray = sorted(str(k) for k in declared if k not in self.algorithms)
+        if stray:
+            return [f"refuses_by names algorithms the plugin does not implement: {stray[:4]}"]
+        bad = [f"{k}: {v!r:.20}" for k, v in declared.items() if v not in REFUSAL_MODES]
+        return [f"refuses_by for {bad[0]} must be {modes}"] if bad else []
 
     def accumulation_for(self, dtype: str) -> dict[str, str]:
         """{"accumulate": format, "softmax": format} at input ``dtype``: what the plugin declares
@@ -592,6 +629,7 @@ class Implementation:
             out.append("intermediates must be {model entry: callable}")
         out.extend(self._limit_problems())
         out.extend(self._accumulation_problems())
+        out.extend(self._refusal_problems())
         return out
 
     def _accumulation_problems(self) -> list[str]:

@@ -66,6 +66,10 @@ _HINTS = {
     "numpy": "pip install numpy",
     "transformers": "pip install 'ftspec[transformers]'",
     "flax": "pip install 'ftspec[flax]'",
+    "onnxruntime": "pip install 'ftspec[onnx]'",
+    "onnx": "pip install 'ftspec[onnx]'",
+    "onnxscript": "pip install 'ftspec[onnx]'",
+    "matplotlib": "pip install 'ftspec[report]'",
 }
 
 

@@ -249,13 +249,22 @@ def unidirectional_mask(ell_z: int, ell_x: int, *, variant: VariantSet = PAPER) 
     [[t_z ≤ t_x]] (PyTorch SDPA ``is_causal``); "bottom_right" aligns the last
     query with the last key, [[t_z ≤ t_x + ℓ_z − ℓ_x]] (Hugging Face). They
     agree when ℓ_z = ℓ_x, the only case the architectures use.
+
+    Sliding window (``window`` = W ≥ 1; Mistral, Jiang et al. 2023, "Mistral 7B", §2; Beltagy et
+    al. 2020, Longformer): query t_x keeps only the W most recent keys, itself counted,
+    Mask[t_z, t_x] = [[t_x − W < t_z ≤ t_x]] (shifted by ℓ_z − ℓ_x when bottom-right). This is
+    Hugging Face's convention (transformers 5.24 ``masking_utils.sliding_window_overlay``:
+    ``kv_idx > q_idx - sliding_window``, and-ed with the causal ``kv_idx <= q_idx``), so W = 1
+    leaves each query its own key alone and W ≥ ℓ_z changes nothing. W = 0 is no window.
     """
     with in_algorithm("unidirectional_mask"):
         for name, value in (("ell_z", ell_z), ("ell_x", ell_x)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SpecError(name, "a positive integer", repr(value))
         offset = ell_z - ell_x if variant.causal_alignment == "bottom_right" else 0
-        return [[1 if tz <= tx + offset else 0 for tx in range(ell_x)] for tz in range(ell_z)]
+        W = variant.window
+        return [[1 if tz <= tx + offset and (W == 0 or tz > tx + offset - W) else 0 for tx in range(ell_x)]
+                for tz in range(ell_z)]
 
 
 def bidirectional_mask(ell_z: int, ell_x: int) -> list[list[int]]:

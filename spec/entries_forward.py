@@ -15,7 +15,9 @@ from .entry import (
     ARCHITECTURE,
     ATTENTION,
     BASIC_ATTENTION,
+    CAUSAL,
     MH_ATTENTION,
+    PARALLEL,
     EMBEDDING,
     LAYER,
     NORM_LN,
@@ -64,7 +66,7 @@ def _self_attention(causal: bool) -> Callable[[Any, Any, Hyper, VariantSet], dic
     def reference(i: Any, p: Any, h: Hyper, v: VariantSet) -> dict[str, Any]:
         X = i["X"]  # (d_e, ℓ): the sequence and its own context
         _, ell = shape(X)
-        Mask = unidirectional_mask(ell, ell) if causal else bidirectional_mask(ell, ell)  # (ℓ, ℓ) [t_z, t_x]
+        Mask = unidirectional_mask(ell, ell, variant=v) if causal else bidirectional_mask(ell, ell)  # (ℓ, ℓ) [t_z, t_x]
         Mask = padded(Mask, i.get("pad"), v)
         return {"V_tilde": mh_attention(X, X, P.from_flat(P.MHAttentionParams, p), Mask, variant=v)}
     return reference
@@ -105,7 +107,7 @@ def _self_attention_entry(causal: bool, padding: bool) -> Entry:
         param_schema=_self_attention_schema,
         # without padding every query sees a key (itself, causally): no empty query; ℓ_z = ℓ_x:
         # no alignment. Padding can leave a query with no key (all padded; causally, a padded start)
-        switches=MH_ATTENTION | ({"empty_query"} if padding else set()),
+        switches=MH_ATTENTION | ({"empty_query"} if padding else set()) | (CAUSAL if causal else set()),
         reference=_self_attention(causal=causal),
         structural=("H",),
         refusals=(empty_padding(),) if padding else (),
@@ -170,8 +172,8 @@ def _stack_layer_entry(name: str, padding: bool) -> Entry:
         sizes=dict(H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, ell=3),
         inputs=(_X(io, ("d_e", "ell")),) + ((_PAD,) if padding else ()),
         outputs=(_X(io, ("d_e", "ell")),),
-        param_schema=lambda h, v: P.layer_schema(h["H"], v),
-        switches=LAYER | ({"empty_query"} if padding else set()),
+        param_schema=lambda h, v: P.layer_schema(h["H"], v, arch="gpt2" if causal else "bert"),
+        switches=LAYER | ({"empty_query"} if padding else set()) | (CAUSAL | PARALLEL if causal else set()),
         reference=reference,
         structural=("H",),
         check=norm_dims("d_e"),
@@ -205,7 +207,7 @@ def _decoder_layer_entry(padding: bool) -> Entry:
                 *((_PAD_X, _PAD_Z) if padding else ())),
         outputs=(_X("X", ("d_e", "ell_x")),),
         param_schema=lambda h, v: P.decoder_layer_schema(h["H"], v),
-        switches=LAYER | ({"empty_query"} if padding else set()),
+        switches=LAYER | CAUSAL | ({"empty_query"} if padding else set()),
         reference=reference,
         structural=("H",),
         check=norm_dims("d_e"),
@@ -234,7 +236,7 @@ def _ed_transformer_entry(padding: bool) -> Entry:
                 _X("x", ("ell_x",), Kind.TOKEN, "target sequence"), *((_PAD_Z, _PAD_X) if padding else ())),
         outputs=(_X("P", ("N_V", "ell_x")),),
         param_schema=ed_schema,
-        switches=ARCHITECTURE | ({"empty_query"} if padding else set()),
+        switches=ARCHITECTURE | CAUSAL | ({"empty_query"} if padding else set()),
         reference=reference,
         structural=("L_enc", "L_dec", "H"),
         check=all_of(sequences_fit("ell_z", "ell_x"), norm_dims("d_e")),
@@ -366,7 +368,7 @@ ENTRIES: list[Entry] = [
         inputs=(),
         outputs=(_X("Mask", ("ell_z", "ell_x"), Kind.MASK),),
         param_schema=no_params,
-        switches=frozenset({"causal_alignment"}),
+        switches=frozenset({"causal_alignment"}) | CAUSAL,
         reference=lambda i, p, h, v: {"Mask": unidirectional_mask(h["ell_z"], h["ell_x"], variant=v)},
     ),
     Entry(
@@ -392,7 +394,7 @@ ENTRIES: list[Entry] = [
         inputs=(_X("X", ("d_e", "ell")),),
         outputs=(_X("X_hat", ("d_e", "ell")),),
         param_schema=lambda h, v: P.norm_schema(v, "gamma", "beta", norm="rms_norm"),
-        switches=frozenset({"epsilon", "epsilon_placement", "affine"}),
+        switches=frozenset({"epsilon", "epsilon_placement", "affine", "norm_gain"}),
         reference=lambda i, p, h, v: {"X_hat": norm_columns(i["X"], p.get("gamma"), None, v, "rms_norm")},
         refusals=(zero_variance(column_of="X", kind="rms_norm"),),
     ),
@@ -426,7 +428,7 @@ ENTRIES: list[Entry] = [
         "d", name="d_transformer", paper_name="DTransformer", number=10, lines="lines 1-11",
         summary="Decoder-only transformer (GPT-2): P over the next token at every position.",
         inputs=(_X("x", ("ell",), Kind.TOKEN, "token sequence"),),
-        switches=ARCHITECTURE,
+        switches=ARCHITECTURE | CAUSAL | PARALLEL,
         reference=lambda i, p, h, v: {"P": d_transformer(i["x"], P.from_flat(P.DTransformerParams, p),
                                                ell_max=h["ell_max"], variant=v)},
     ),
@@ -461,7 +463,7 @@ ENTRIES: list[Entry] = [
         lines="lines 1-11, Mask = [[t_z ≤ t_x]] ∧ pad[t_z]",
         summary="GPT/LLaMA with an attention mask: padding positions are no query's key in any layer.",
         inputs=(_X("x", ("ell",), Kind.TOKEN, "token sequence"), _PAD),
-        switches=ARCHITECTURE | {"empty_query"},
+        switches=ARCHITECTURE | CAUSAL | PARALLEL | {"empty_query"},
         reference=lambda i, p, h, v: {"P": d_transformer(i["x"], P.from_flat(P.DTransformerParams, p),
                                                ell_max=h["ell_max"], variant=v, pad=i["pad"])},
         extra_refusals=(empty_padding(),),
@@ -475,7 +477,7 @@ ENTRIES: list[Entry] = [
                 _X("n_prefill", (), Kind.LENGTH, "tokens run in the first call (the prompt); each later token "
                    "is run alone, reading the keys and values cached so far", bound="ell")),
         outputs=(_X("P", ("N_V", "ell"), doc="column t: the prefill's (t < n_prefill) or step t's distribution"),),
-        switches=ARCHITECTURE,
+        switches=ARCHITECTURE | CAUSAL | PARALLEL,
         # Causal attention makes column t a function of x[:t+1] alone, so decoding with a cache must
         # give the full pass's columns (the cache is how, not what: Algorithm 10 is the reference)
         reference=lambda i, p, h, v: {"P": d_transformer(i["x"], P.from_flat(P.DTransformerParams, p),

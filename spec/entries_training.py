@@ -11,6 +11,8 @@ from . import numbers
 from .architectures import d_transformer, ed_transformer
 from .entry import (
     ARCHITECTURE,
+    CAUSAL,
+    PARALLEL,
     D_HYPER,
     E_HYPER,
     ED_HYPER,
@@ -47,6 +49,9 @@ __all__ = ["ENTRIES"]
 
 _X = TensorSpec
 _SCHEMA = {"ed": ed_schema, "e": e_schema, "d": d_schema}
+#: the switches each model reads: its layers' and its own, the causal mask's window where it has a
+#: causal stack (Algorithms 8 and 10), the parallel residual where its layers are GPT-2's
+_SWITCHES = {"ed": ARCHITECTURE | CAUSAL, "e": ARCHITECTURE, "d": ARCHITECTURE | CAUSAL | PARALLEL}
 _CLASS = {"ed": EDTransformerParams, "e": ETransformerParams, "d": DTransformerParams}
 _HYPER = {"ed": ED_HYPER + ("ell_z", "ell_x"), "e": E_HYPER + ("ell",), "d": D_HYPER + ("ell",)}
 _STRUCTURAL = {"ed": ("L_enc", "L_dec", "H"), "e": ("L", "H"), "d": ("L", "H")}
@@ -113,7 +118,7 @@ def _loss_entry(model: str, fn: Callable[..., Any]) -> Entry:
         inputs=_EXAMPLE[model],
         outputs=(_X("loss", ()),),
         param_schema=_SCHEMA[model],
-        switches=ARCHITECTURE,
+        switches=_SWITCHES[model],
         reference=lambda i, p, h, v: {"loss": fn(*_data(model, i), from_flat(_CLASS[model], p), ell_max=h["ell_max"],
                                        variant=v)},
         structural=_STRUCTURAL[model], check=_CHECK[model], refusals=_REFUSALS[model],
@@ -131,7 +136,7 @@ def _gradient_entry(model: str) -> Entry:
         inputs=_EXAMPLE[model],
         outputs=(_X("grad.*", ("as params",)),),
         param_schema=_SCHEMA[model],
-        switches=ARCHITECTURE,
+        switches=_SWITCHES[model],
         reference=lambda i, p, h, v: {f"grad.{k}": g for k, g in loss_and_gradient(
             model, _data(model, i), dict(p), ell_max=h["ell_max"], variant=v)[1].items()},
         structural=_STRUCTURAL[model], check=_CHECK[model], output_schema=_grads(model),
@@ -155,7 +160,7 @@ def _step_entry(model: str) -> Entry:
         inputs=_EXAMPLE[model] + (_ETA,),
         outputs=(_X("theta.*", ("as params",)),),
         param_schema=_SCHEMA[model],
-        switches=ARCHITECTURE, reference=reference, structural=_STRUCTURAL[model], check=_CHECK[model],
+        switches=_SWITCHES[model], reference=reference, structural=_STRUCTURAL[model], check=_CHECK[model],
         output_schema=_thetas(model), batchable=False, refusals=_REFUSALS[model],
     )
 
@@ -198,7 +203,7 @@ def _training_entry(model: str) -> Entry:
         inputs=_dataset_inputs(model),
         outputs=(_X("theta.*", ("as params",)),),
         param_schema=_SCHEMA[model],
-        switches=ARCHITECTURE,
+        switches=_SWITCHES[model],
         reference=reference,
         structural=_STRUCTURAL[model], check=_CHECK[model],
         output_schema=_thetas(model), batchable=False, refusals=_REFUSALS[model],
@@ -310,7 +315,7 @@ ENTRIES: list[Entry] = [
         inputs=(_X("x", ("ell",), Kind.TOKEN, "prompt"), _X("u", ("ell_gen",), Kind.VARIATE, "one variate per step"),
                 _tau()),
         outputs=(_X("y", ("ell_gen",), Kind.TOKEN),),
-        param_schema=d_schema, switches=ARCHITECTURE,
+        param_schema=d_schema, switches=_SWITCHES["d"],
         reference=lambda i, p, h, v: {"y": d_inference(i["x"], from_flat(DTransformerParams, p), i["u"], i["tau"],
                                              ell_gen=h["ell_gen"], ell_max=h["ell_max"], variant=v)},
         structural=("L", "H"), check=all_of(_d_inference_fits, norm_dims("d_e")),
@@ -330,7 +335,7 @@ ENTRIES: list[Entry] = [
         outputs=(_X("x_hat", ("ell_max",), Kind.TOKEN, "bos, the sampled tokens, then -1 padding"),
          _X("length", (), Kind.INT, "tokens in x_hat, bos included"),
          _X("eos", (), Kind.BOOL, "stopped because eos was sampled (else ℓ_max was reached)")),
-        param_schema=ed_schema, switches=ARCHITECTURE, reference=_ed_inference_reference,
+        param_schema=ed_schema, switches=_SWITCHES["ed"], reference=_ed_inference_reference,
         structural=("L_enc", "L_dec", "H"), check=all_of(sequences_fit("ell_z"), norm_dims("d_e")),
         minimum={"ell_max": 2}, batchable=False, trace=_ed_inference_trace,
         refusals=(zero_variance(tokens="z", attention="enc_layers.0.attn.", when=_DATA_POSITIONS),

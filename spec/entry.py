@@ -173,12 +173,18 @@ BASIC_ATTENTION = frozenset({"attn_scale", "scale_placement", "attn_bias"})
 ATTENTION = BASIC_ATTENTION | {"rotary", "rope_base"}
 #: Algorithm 5's: key/value heads shared by groups of query heads
 MH_ATTENTION = ATTENTION | {"kv_group", "kv_order", "attn_bias_at"}
-NORM_LN = frozenset({"epsilon", "epsilon_placement", "variance", "affine"})
+NORM_LN = frozenset({"epsilon", "epsilon_placement", "variance", "affine", "norm_gain"})
 NORM_ANY = NORM_LN | {"norm"}
 LAYER = MH_ATTENTION | NORM_ANY | {"norm_placement", "activation", "mlp_bias", "mlp_depth", "mlp"}
 EMBEDDING = frozenset({"positions", "embedding_scale", "embedding_norm"}) | NORM_ANY
 ARCHITECTURE = LAYER | EMBEDDING | {"final_norm", "unembedding", "logit_bias"}
-assert ARCHITECTURE | {"empty_query", "causal_alignment"} == set(SWITCHES)
+#: where a causal mask is built: the sliding window narrows it (listed only by the entries that
+#: build one: a bidirectional layer has no window to read)
+CAUSAL = frozenset({"window"})
+#: the pre-LN decoder layer's wiring (GPT-NeoX, GPT-J, Falcon): listed by the GPT-2 layer and the
+#: decoder-only models (the paper's encoder and BERT layers are post-LN, where it is not defined)
+PARALLEL = frozenset({"residual"})
+assert ARCHITECTURE | CAUSAL | PARALLEL | {"empty_query", "causal_alignment"} == set(SWITCHES)
 
 
 # --------------------------------------------------------------------------
@@ -256,7 +262,7 @@ def norm_dims(*dims: str, layer_norm_only: bool = False) -> Callable[[Hyper, Var
 def ed_schema(hyper: Hyper, v: VariantSet) -> dict[str, Shape]:
     s = P.embedding_schema(v, (("gamma_emb_enc", "beta_emb_enc"), ("gamma_emb_dec", "beta_emb_dec")))
     for l in range(hyper["L_enc"]):
-        s.update(P.layer_schema(hyper["H"], v, f"enc_layers.{l}."))
+        s.update(P.layer_schema(hyper["H"], v, f"enc_layers.{l}.", arch="ed_encoder"))
     for l in range(hyper["L_dec"]):
         s.update(P.decoder_layer_schema(hyper["H"], v, f"dec_layers.{l}."))
     if v.resolved_final_norm("ed_encoder"):
@@ -269,7 +275,7 @@ def ed_schema(hyper: Hyper, v: VariantSet) -> dict[str, Shape]:
 def e_schema(hyper: Hyper, v: VariantSet) -> dict[str, Shape]:
     s = P.embedding_schema(v)
     for l in range(hyper["L"]):
-        s.update(P.layer_schema(hyper["H"], v, f"layers.{l}."))
+        s.update(P.layer_schema(hyper["H"], v, f"layers.{l}.", arch="bert"))
     if v.resolved_final_norm("bert"):
         s.update(P.norm_schema(v, "gamma_final", "beta_final"))
     s["W_f"] = ("d_f", "d_e")
@@ -283,7 +289,7 @@ def _one_stack_schema(hyper: Hyper, v: VariantSet, arch: str) -> dict[str, Shape
     """``DTransformerParams``' names: W_e, W_p, ``layers.{l}.*``, γ/β of ``arch``'s final norm, W_u, b_u."""
     s = P.embedding_schema(v)
     for l in range(hyper["L"]):
-        s.update(P.layer_schema(hyper["H"], v, f"layers.{l}."))
+        s.update(P.layer_schema(hyper["H"], v, f"layers.{l}.", arch=arch))
     if v.resolved_final_norm(arch):
         s.update(P.norm_schema(v, "gamma", "beta"))
     s.update(P.unembedding_schema(v))

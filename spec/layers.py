@@ -17,7 +17,7 @@ Transformer": FFN_SwiGLU(x) = (Swish(xW) ⊗ xV) W₂, here in columns).
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from .attention import bidirectional_mask, mh_attention, unidirectional_mask
 from .errors import SpecError, in_algorithm
@@ -89,7 +89,8 @@ def _layer(X: Matrix, W: LayerParams, variant: VariantSet, arch: str, causal: bo
     """Shared body of the encoder, BERT and GPT-2 layers (they differ only in
     the mask and in the paper's placement and activation); ``pad`` masks keys (``padded``)."""
     _, ell = shape(X)
-    Mask = padded(unidirectional_mask(ell, ell) if causal else bidirectional_mask(ell, ell), pad, variant)
+    Mask = padded(unidirectional_mask(ell, ell, variant=variant) if causal else bidirectional_mask(ell, ell), pad,
+                  variant)  # the causal mask narrowed by ``window`` where it is on
     act = variant.resolved_activation(arch)
 
     def ffn(Y: Matrix) -> Matrix:
@@ -97,6 +98,8 @@ def _layer(X: Matrix, W: LayerParams, variant: VariantSet, arch: str, causal: bo
                    hidden=W.mlp_hidden)
 
     placement = variant.resolved_norm_placement(arch)
+    if variant.residual != "sequential" and arch == "gpt2":  # a decoder convention: read by GPT-2's layer alone
+        return _parallel(X, W, variant, placement, Mask, ffn)
     # intermediates: attn, norm1, mlp, norm2 (each a scope: its result and what it records inside),
     # res1 and res2 (the residual sums), in the order computed
     if placement == "post":
@@ -112,6 +115,27 @@ def _layer(X: Matrix, W: LayerParams, variant: VariantSet, arch: str, causal: bo
     X = kept("res1", add(X, step("attn", mh_attention, X_tilde, X_tilde, W.attn, Mask, variant=variant)))  # line 6
     X_tilde = step("norm2", norm_columns, X, W.gamma2, W.beta2, variant)  # line 7
     return kept("res2", add(X, step("mlp", ffn, X_tilde)))  # line 8
+
+
+def _parallel(X: Matrix, W: LayerParams, variant: VariantSet, placement: str, Mask: list[list[int]],
+              ffn: Callable[[Matrix], Matrix]) -> Matrix:
+    """Lines 5-8 with the two sublayers side by side (``residual``): both read the same X,
+
+        X ← X + (MHAttention(X̃₁, X̃₁ | W_l, Mask) + MLP(X̃₂)),  X̃ᵢ[:, t] = norm(X[:, t] | γⁱ_l, βⁱ_l),
+
+    with X̃₂ = X̃₁ under "parallel_shared" (one norm, no γ², β²). The branches are summed first, then
+    added to X, as Hugging Face's GPTNeoXLayer (``mlp_output + attn_output + hidden_states``),
+    GPTJBlock (``attn_output + feed_forward_hidden_states + residual``) and Falcon do (transformers
+    5.24). Every source normalises each branch's input, so the post-LN placements are refused.
+
+    Intermediates: norm1, (norm2), attn, mlp, res2 (the layer's output)."""
+    if placement != "pre":
+        raise SpecError("residual", f"the pre-LN placement (residual={variant.residual!r} normalises each "
+                        "branch's input: GPT-NeoX, GPT-J, Falcon)", f"norm placement {placement!r}")
+    X1 = step("norm1", norm_columns, X, W.gamma1, W.beta1, variant)
+    X2 = X1 if variant.residual == "parallel_shared" else step("norm2", norm_columns, X, W.gamma2, W.beta2, variant)
+    A = step("attn", mh_attention, X1, X1, W.attn, Mask, variant=variant)
+    return kept("res2", add(X, add(A, step("mlp", ffn, X2))))
 
 
 def encoder_layer(Z: Matrix, W: LayerParams, *, variant: VariantSet = PAPER,
@@ -145,7 +169,8 @@ def gpt2_layer(X: Matrix, W: LayerParams, *, variant: VariantSet = PAPER,
     """Algorithm 10, lines 5-8: one GPT-2 layer (pre-LN, exact GELU, causal).
 
     5. X̃[:, t] ← layer_norm(X[:, t] | γ^1_l, β^1_l)
-    6. X ← X + MHAttention(X̃, X̃ | W_l, Mask[t_z, t_x] = [[t_z ≤ t_x]])
+    6. X ← X + MHAttention(X̃, X̃ | W_l, Mask[t_z, t_x] = [[t_z ≤ t_x]])  (∧ t_z > t_x − W under a
+       sliding ``window`` W: ``unidirectional_mask``)
     7. X̃[:, t] ← layer_norm(X[:, t] | γ^2_l, β^2_l)
     8. X ← X + W^l_mlp2 GELU(W^l_mlp1 X̃ + b^l_mlp1 1ᵀ) + b^l_mlp2 1ᵀ
 
@@ -160,7 +185,8 @@ def decoder_layer(X: Matrix, Z: Matrix, W: DecoderLayerParams, *,
                   pad_z: Optional[Sequence[Any]] = None) -> Matrix:
     """Algorithm 8, lines 14-19: one decoder layer with cross-attention to Z.
 
-    14. X ← X + MHAttention(X, X | W^dec_l, Mask[t_z, t_x] = [[t_z ≤ t_x]])
+    14. X ← X + MHAttention(X, X | W^dec_l, Mask[t_z, t_x] = [[t_z ≤ t_x]])  (∧ t_z > t_x − W
+        under a sliding ``window`` W)
     15. X[:, t] ← layer_norm(X[:, t] | γ^3_l, β^3_l)
     16. X ← X + MHAttention(X, Z | W^{e/d}_l, Mask ≡ 1)
     17. X[:, t] ← layer_norm(X[:, t] | γ^4_l, β^4_l)
@@ -177,7 +203,7 @@ def decoder_layer(X: Matrix, Z: Matrix, W: DecoderLayerParams, *,
     with in_algorithm("decoder_layer"):
         _, ell_x = shape(X)
         _, ell_z = shape(Z)
-        causal = padded(unidirectional_mask(ell_x, ell_x), pad_x, variant, "pad_x")
+        causal = padded(unidirectional_mask(ell_x, ell_x, variant=variant), pad_x, variant, "pad_x")
         full = padded(bidirectional_mask(ell_z, ell_x), pad_z, variant, "pad_z")
         act = variant.resolved_activation("ed_decoder")
 

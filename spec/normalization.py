@@ -65,14 +65,23 @@ def _sigma(v: Any, variant: VariantSet, what: str, nonzero: bool) -> Any:
 
 
 def _affine(n: list, gamma: Optional[Vector], beta: Optional[Vector], variant: VariantSet) -> list:
-    """ê ⊙ γ + β, for the parts of (γ, β) that the ``affine`` switch keeps."""
+    """ê ⊙ γ + β, for the parts of (γ, β) that the ``affine`` switch keeps.
+
+    ``norm_gain="one_plus_gamma"`` multiplies by 1 + γ instead, the sum rounded before the product
+    (Gemma: Hugging Face transformers 5.24 ``GemmaRMSNorm.forward``, ``output * (1.0 +
+    self.weight.float())``; its γ is initialised at zeros, so the gain starts at 1)."""
     if variant.affine == "none":
         return n
     if gamma is None:
         raise SpecError("gamma", f"a vector of length {len(n)} (affine={variant.affine!r})", "None")
     if len(gamma) != len(n):
         raise SpecError("gamma", f"a vector of length {len(n)}", f"length {len(gamma)}")
-    n = [ni * gi for ni, gi in zip(n, gamma)]
+    if variant.norm_gain == "one_plus_gamma":
+        N = numbers.current()
+        one = N.num(1)
+        n = [ni * (one + gi) for ni, gi in zip(n, gamma)]
+    else:
+        n = [ni * gi for ni, gi in zip(n, gamma)]
     if beta is not None:
         if len(beta) != len(n):
             raise SpecError("beta", f"a vector of length {len(n)}", f"length {len(beta)}")
@@ -95,7 +104,8 @@ def layer_norm(
     3. return ê = (e − m) / √v ⊙ γ + β
 
     Variants: ``epsilon``/``epsilon_placement`` replace √v by √(v + ε) or
-    √v + ε; ``affine`` drops β or both γ and β. ``one_pass`` is the same
+    √v + ε; ``affine`` drops β or both γ and β; ``norm_gain`` multiplies by
+    1 + γ in place of γ (Gemma). ``one_pass`` is the same
     mathematics as ``biased``, rounded differently (``_one_pass_variance``).
     e − m is ``numbers.centred``: the paper's subtraction, which the
     harness's arithmetic rounds as real kernels do (docs/tolerances.md).
@@ -173,7 +183,8 @@ def rms_norm(
     2. return ê = e / √v ⊙ γ
 
     Variants: ``epsilon``/``epsilon_placement`` as for layer norm; ``affine``
-    "none" drops γ (there is never a β); ``variance`` does not apply.
+    "none" drops γ (there is never a β); ``norm_gain="one_plus_gamma"`` returns
+    e / √v ⊙ (1 + γ) (Gemma's RMSNorm); ``variance`` does not apply.
 
     Intermediate (one per column under ``norm_columns``): rms, the divisor of
     line 2 as the variant forms it (√v, √(v + ε) or √v + ε).

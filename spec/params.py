@@ -342,13 +342,15 @@ def mlp_schema(variant: VariantSet, first: str, second: str, prefix: str = "") -
     return s
 
 
-def layer_schema(H: int, variant: VariantSet, prefix: str = "") -> dict[str, Shape]:
-    """LayerParams (encoder, BERT and GPT-2 layers), in the paper's order."""
+def layer_schema(H: int, variant: VariantSet, prefix: str = "", arch: str = "gpt2") -> dict[str, Shape]:
+    """LayerParams (encoder, BERT and GPT-2 layers), in the paper's order. ``residual`` is read by the
+    GPT-2 layer alone (``arch``): its shared-norm form has no γ², β²."""
     s = mh_attention_schema(H, variant.attn_bias, "d_e", "d_e", "d_attn", "d_mid", "d_e", prefix + "attn.",
                             variant.kv_group, variant.attn_bias_at)
     s.update(norm_schema(variant, prefix + "gamma1", prefix + "beta1"))
     s.update(mlp_schema(variant, "1", "2", prefix))
-    s.update(norm_schema(variant, prefix + "gamma2", prefix + "beta2"))
+    if variant.residual != "parallel_shared" or arch != "gpt2":  # GPT-J's one shared norm has no γ², β²
+        s.update(norm_schema(variant, prefix + "gamma2", prefix + "beta2"))
     return s
 
 

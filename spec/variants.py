@@ -27,6 +27,7 @@ __all__ = [
     "READ_WITH",
     "ROUNDING_ONLY",
     "SAME_MATHEMATICS",
+    "SIZES",
     "SWITCHES",
     "Switch",
     "VariantSet",
@@ -51,14 +52,17 @@ class VariantSet:
     rope_base: float = 10000.0
     kv_group: int = 1
     kv_order: Literal["consecutive", "strided"] = "consecutive"
+    window: int = 0
     # --- normalisation ---------------------------------------------------
     norm: Literal["layer_norm", "rms_norm"] = "layer_norm"
     epsilon: float = 0.0
     epsilon_placement: Literal["none", "inside_root", "outside_root"] = "none"
     variance: Literal["biased", "unbiased", "one_pass"] = "biased"
     affine: Literal["scale_shift", "scale", "none"] = "scale_shift"
+    norm_gain: Literal["gamma", "one_plus_gamma"] = "gamma"
     # --- blocks ----------------------------------------------------------
     norm_placement: Literal["paper", "post", "pre", "res_post"] = "paper"
+    residual: Literal["sequential", "parallel", "parallel_shared"] = "sequential"
     final_norm: Literal["paper", "none", "final"] = "paper"
     embedding_norm: bool = False
     activation: Literal["paper", "relu", "gelu_erf", "gelu_tanh", "silu"] = "paper"
@@ -87,6 +91,10 @@ class VariantSet:
                     raise ValueError(f"variant switch 'rope_base': expected one of {list(choices)}, "
                                      f"given {value!r}")
                 object.__setattr__(self, "rope_base", float(value))
+            elif f.name in SIZES:  # a size: any whole number from its least (the choices are the drawn few)
+                if isinstance(value, bool) or not isinstance(value, int) or value < SIZES[f.name]:
+                    raise ValueError(f"variant switch {f.name!r}: expected a whole number >= {SIZES[f.name]}, "
+                                     f"given {value!r}")
             elif value not in choices or type(value) is not type(choices[0]):
                 raise ValueError(
                     f"variant switch {f.name!r}: expected one of {list(choices)}, given {value!r}"
@@ -211,7 +219,8 @@ def _switches() -> dict[str, Switch]:
                "RoPE's base θ: 10000 (RoFormer, LLaMA 1-2), 500000 (Llama 3), 1000000 (Qwen2, "
                "Mistral v0.2+); read only when rotary is not 'none'"),
         Switch("kv_group", "attention", (1, 2, 3, 4), 1,
-               "query heads per key/value head G (grouped-query attention, Ainslie et al. 2023; "
+               "query heads per key/value head G, any whole number ≥ 1 (a size: no preset fixes it; "
+               "1-4 are drawn; a 70B Llama's is 8) (grouped-query attention, Ainslie et al. 2023; "
                "multi-query attention, Shazeer 2019, is G = H): 1 (paper) gives every head its own "
                "W_k, W_v; G > 1 has H/G key/value heads kv_heads.{g}, query head h reading kv head "
                "⌊h/G⌋ (consecutive heads share, as Hugging Face's repeat_kv and torch SDPA enable_gqa)"),
@@ -220,6 +229,13 @@ def _switches() -> dict[str, Switch]:
                "⌊h/G⌋, consecutive heads sharing (Hugging Face repeat_kv, torch repeat_interleave, SDPA "
                "enable_gqa), or h mod H_kv (a tiled repeat, torch Tensor.repeat / jnp.tile: the classic "
                "head-order mix-up when porting GQA checkpoints); read only when G > 1"),
+        Switch("window", "attention", (0, 2), 0,
+               "sliding-window causal attention (Mistral; Beltagy et al. 2020, Longformer): 0 (paper) is "
+               "no window; W ≥ 1, any whole number (a size: no preset fixes it; 2, the least that drops a "
+               "key, is drawn; Mistral 7B v0.1's is 4096), lets query t_x attend to keys "
+               "t_x − W < t_z ≤ t_x, W keys counting itself (Hugging Face masking_utils."
+               "sliding_window_overlay: kv_idx > q_idx − sliding_window, on a causal mask); read only "
+               "where the mask is causal"),
         Switch("norm", "normalisation", ("layer_norm", "rms_norm"), "layer_norm",
                "which normalisation the layers and architectures use (RMSnorm: Gopher, T5)"),
         Switch("epsilon", "normalisation", (0.0,), 0.0,
@@ -236,10 +252,21 @@ def _switches() -> dict[str, Switch]:
         Switch("affine", "normalisation", ("scale_shift", "scale", "none"), "scale_shift",
                "the norm's learned γ and β, γ only, or neither (seed 000, compact definition). RMSnorm never "
                "has β (the paper's 'β = 0')"),
+        Switch("norm_gain", "normalisation", ("gamma", "one_plus_gamma"), "gamma",
+               "the gain a norm multiplies by: γ (paper), or 1 + γ (Gemma: GemmaRMSNorm's "
+               "output * (1.0 + weight), its weight initialised at zeros; Hugging Face transformers "
+               "5.24 models/gemma); read only where the norm has γ"),
         Switch("norm_placement", "blocks", ("paper", "post", "pre", "res_post"), "paper",
                "post-LN (paper for encoder-decoder and BERT), pre-LN (paper for GPT-2), or the "
                "sublayer's output normalised before it is added, X + LN(f(X)) (Swin v2's res-post-norm; "
                "seed 000 (compact definition): 'LayerNorm-ing only the changes')"),
+        Switch("residual", "blocks", ("sequential", "parallel", "parallel_shared"), "sequential",
+               "how a pre-LN layer's two sublayers meet the residual: one after the other (paper: "
+               "X ← X + Attn(N₁X), then X ← X + MLP(N₂X)), in parallel from the same X, "
+               "X ← X + (Attn(N₁X) + MLP(N₂X)) (GPT-NeoX/Pythia use_parallel_residual, Falcon's "
+               "new_decoder_architecture: transformers 5.24 GPTNeoXLayer), or in parallel through one "
+               "shared norm, X ← X + (Attn(N₁X) + MLP(N₁X)), with no γ₂, β₂ (GPT-J's ln_1, Falcon-7B's "
+               "parallel_attn: GPTJBlock). Defined for the pre-LN placement only"),
         Switch("final_norm", "blocks", ("paper", "none", "final"), "paper",
                "a norm after the last layer of each stack: paper = GPT-2 only; 'final' adds it to "
                "every stack (nn.Transformer, the Annotated Transformer)"),
@@ -290,7 +317,13 @@ ROUNDING_ONLY: frozenset[str] = frozenset({"scale_placement"})
 #: Switches added after spec 2.0, with their defaults: canonical JSON leaves them out at the
 #: default, so the hash of every set stated before them is unchanged (fixtures, certificates).
 LATER: dict[str, Any] = {"mlp_depth": 1, "mlp": "plain", "attn_bias_at": "all", "rotary": "none", "rope_base": 10000.0,
-                         "kv_group": 1, "kv_order": "consecutive"}
+                         "kv_group": 1, "kv_order": "consecutive", "window": 0, "norm_gain": "gamma",
+                         "residual": "sequential"}
+
+#: Switches that are sizes, with their least value: any whole number from it is a value (a 70B
+#: Llama's kv_group 8, Mistral's window 4096), the ``choices`` are the few the strategies draw and
+#: the fixtures enumerate. No preset fixes a size: presets hold conventions (issue 38).
+SIZES: dict[str, int] = {"kv_group": 1, "window": 0}
 
 #: Switches read only when another switch is on, with the setting they are moved with when moved
 #: alone (fixtures, tests): RoPE's base with a pairing, the key/value head order with groups of 2.
@@ -360,21 +393,46 @@ PRESETS: dict[str, VariantSet] = {
     # Hugging Face Llama (LlamaConfig defaults, transformers 4.x/5.x): pre-RMSNorm with a final
     # RMSNorm, eps 1e-6 inside the root, γ only; no attention or MLP biases (attention_bias=False,
     # mlp_bias=False); SwiGLU MLP down(silu(gate x) ⊙ up x); rotate_half RoPE with base 10000
-    # and no additive positions; grouped-query attention (here 2 query heads per key/value head;
-    # LlamaConfig's default num_key_value_heads = H is kv_group=1); separate lm_head; a fully
-    # masked query gets uniform weights (masked scores are the dtype's minimum).
+    # and no additive positions; separate lm_head; a fully masked query gets uniform weights (masked
+    # scores are the dtype's minimum). Its grouped-query attention is a size, not a convention:
+    # llama+kv_group=G for num_key_value_heads = H/G (LlamaConfig's default H/H is kv_group=1, the
+    # preset's). Hugging Face Mistral (MistralForCausalLM, transformers 5.24) is this set with a
+    # window: llama+window=W,kv_group=G (MistralConfig: sliding_window 4096, rms_norm_eps 1e-6,
+    # rope_theta 10000; v0.2+ checkpoints set rope_theta 1e6 and sliding_window null).
     "llama": VariantSet(norm="rms_norm", epsilon=1e-6, epsilon_placement="inside_root", affine="scale",
                         norm_placement="pre", final_norm="final", activation="silu", mlp="gated",
-                        mlp_bias=False, attn_bias=False, positions="none", rotary="half", kv_group=2,
+                        mlp_bias=False, attn_bias=False, positions="none", rotary="half",
                         empty_query="uniform"),
-    # Meta's Llama 3 reference code (meta-llama/llama3 model.py): the same layer as "llama" with
-    # RoPE on adjacent pairs (torch.view_as_complex of (x_{2i}, x_{2i+1}) times e^{i t θ_i}),
-    # rope_theta 500000, norm_eps 1e-5, 4 query heads per key/value head (8B: 32 heads, 8 kv heads);
-    # its mask is -inf, so a query with no key gets NaN.
+    # Meta's Llama 2 reference code (meta-llama/llama, model.py of the Llama 2 release): RMSNorm
+    # with norm_eps 1e-5 inside the root, γ only; no biases (every ColumnParallelLinear and
+    # RowParallelLinear bias=False); SwiGLU w2(silu(w1 x) · w3 x); RoPE on adjacent pairs
+    # (precompute_freqs_cis(theta=10000.0), torch.view_as_complex of (x_{2i}, x_{2i+1})); no
+    # additive positions; a separate output projection; its mask is -inf above the diagonal, so a
+    # query with no key gets NaN. Its n_kv_heads (8 for 70B, None = n_heads for 7B and 13B) is a
+    # size: meta-llama2+kv_group=G.
+    "meta-llama2": VariantSet(norm="rms_norm", epsilon=1e-5, epsilon_placement="inside_root", affine="scale",
+                              norm_placement="pre", final_norm="final", activation="silu", mlp="gated",
+                              mlp_bias=False, attn_bias=False, positions="none", rotary="interleaved",
+                              empty_query="nan"),
+    # Meta's Llama 3 reference code (meta-llama/llama3 model.py): the same layer as "meta-llama2" with
+    # rope_theta 500000 (8B: 32 heads, 8 kv heads: meta-llama3+kv_group=4, a size the preset does not
+    # fix).
     "meta-llama3": VariantSet(norm="rms_norm", epsilon=1e-5, epsilon_placement="inside_root", affine="scale",
                               norm_placement="pre", final_norm="final", activation="silu", mlp="gated",
                               mlp_bias=False, attn_bias=False, positions="none", rotary="interleaved",
-                              rope_base=500000.0, kv_group=4, empty_query="nan"),
+                              rope_base=500000.0, empty_query="nan"),
+    # Hugging Face Gemma (GemmaForCausalLM, GemmaConfig defaults, transformers 5.24): the Llama layer
+    # (pre-RMSNorm, final RMSNorm, eps 1e-6 inside the root, no biases, rotate_half RoPE base 10000,
+    # no additive positions, uniform weights for a query with no key) with GeGLU
+    # (hidden_act gelu_pytorch_tanh, gated), every RMSNorm's gain 1 + γ (GemmaRMSNorm),
+    # embeddings times √d_model (GemmaScaledWordEmbedding, embed_scale = hidden_size**0.5) and
+    # lm_head tied to the (unscaled) embedding table. Its head width (head_dim 256) is the spec's
+    # free d_attn = d_mid; its num_key_value_heads is a size (gemma+kv_group=G).
+    "gemma": VariantSet(norm="rms_norm", epsilon=1e-6, epsilon_placement="inside_root", affine="scale",
+                        norm_placement="pre", final_norm="final", activation="gelu_tanh", mlp="gated",
+                        mlp_bias=False, attn_bias=False, positions="none", rotary="half",
+                        empty_query="uniform", norm_gain="one_plus_gamma", embedding_scale="sqrt_d_e",
+                        unembedding="tied"),
     # nanoGPT: pre-LN + final LN, eps 1e-5, exact GELU, tied W_u.
     "nanogpt": VariantSet(activation="gelu_erf", epsilon=1e-5, epsilon_placement="inside_root",
                           norm_placement="pre", final_norm="final", unembedding="tied"),
@@ -413,6 +471,11 @@ def parse(text: str) -> VariantSet:
 def _parse_value(key: str, raw: str) -> Any:
     if key == "epsilon":
         return float(raw)
+    if key in SIZES:
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(f"variant switch {key!r}: expected a whole number, given {raw!r}") from None
     if key == "rope_base":
         try:
             return float(raw)

@@ -23,7 +23,7 @@ __all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from .cmd_run import add_selection_options
+    from .cmd_run import add_output_options, add_selection_options
 
     p = sub.add_parser(
         "certify", help="certify one implementation and write a certificate",
@@ -46,6 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --reproduce (required): the implementation to run, a registered name or "
                         "module:object; the target the certificate records is shown, never imported")
     add_selection_options(p)
+    add_output_options(p)
     p.set_defaults(func=run)
 
 
@@ -148,11 +149,13 @@ def run(args: argparse.Namespace) -> int:
 
     from ftspec.conformance.session.report import OutputPathError, check_writable
     from ftspec.conformance.session.commands import NothingTested, SessionError, certify
-    from ftspec.conformance.core.verdict import EXIT_INTERRUPTED
-    from .cmd_run import settings_from
+    from ftspec.conformance.core.verdict import EXIT_ERROR, EXIT_INTERRUPTED
+    from .cmd_run import check_outputs, settings_from, write_outputs
     from .console import RunProgress, console, error, print_failures, print_verdict, summary_table
     from .console_fixtures import fixture_table
 
+    if (args.verify or args.reproduce) and (args.junit_xml or args.html):
+        return error("--junit-xml and --html are written by a certification, not with --verify or --reproduce")
     if args.verify:
         return _verify(args.verify)
     if args.reproduce:
@@ -170,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         check_writable(Path(args.out) if args.out else Path("certificates"), directory=True)
+        check_outputs(args)
         settings = settings_from(args, RunProgress(quiet=args.quiet), case_dir=args.case_dir)
         cert = certify(args.target, settings, case_dir_of=None if args.case_dir else case_dir_of)
         out = out_of(cert.doc["subject"]["name"])
@@ -192,7 +196,10 @@ def run(args: argparse.Namespace) -> int:
         json_path, md_path = cert.write(out)
     except OSError as exc:
         return error(f"cannot write the certificate: {exc}")
+    written = write_outputs(args, cert.doc)
     print_verdict(result, subject=subject)
     console.print(f"coverage {cert.doc['coverage']['fraction']} algorithms; certificate: "
                   f"{escape(str(json_path))} and {escape(str(md_path))}")
+    if not written:
+        return EXIT_ERROR
     return EXIT_INTERRUPTED if result.interrupted else cert.exit_code

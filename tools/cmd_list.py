@@ -1,25 +1,39 @@
-"""``ftspec list``: every implementation, what it declares, or why it failed to load.
+"""``ftspec list``: every implementation, one line each; ``ftspec list NAME`` for the details.
 
-Prints ``impls.discovery.listing()``."""
+The short listing shows each plugin's name, version, algorithms covered and dtypes, or that it
+failed to load and why. Those come from loading the plugin, which imports its libraries (torch,
+JAX, transformers: 4 s warm, 13 s from a cold disk on 2 cores, 2026-12-06), so the short listing
+keeps what each plugin declared in a cache (``plugin_cache.py``), trusted only while nothing it
+could depend on changed: the installed distributions, the entry points, the plugin's source files
+and ftspec's own, the Python, and the environment variables the libraries read. A plugin whose
+record is missing or stale is loaded again. ``--fresh`` loads every plugin;
+``ftspec list NAME`` and ``--long`` load what they show and print everything
+``impls.discovery.listing()`` gives (devices, variant sets, limits); ``--json`` prints that.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 if TYPE_CHECKING:
     from .console import Fitted
 
-__all__ = ["listing_view", "register"]
+__all__ = ["detail_rows", "listing_view", "register", "short_rows", "short_view"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("list", help="show the registered implementations",
-                       description="Show every registered implementation: name, version, devices, dtypes, "
-                                   "variant sets, algorithms covered and their shape limits, or why it "
-                                   "failed to load.")
-    p.add_argument("--json", action="store_true", help="print the same as JSON")
+                       description="Show every registered implementation on one line: name, version, "
+                                   "algorithms covered, dtypes, or why it failed to load (from a cache of "
+                                   "what each plugin declared, kept while nothing it depends on changes). "
+                                   "With NAME: everything NAME declares (devices, variant sets, algorithms "
+                                   "and their shape limits), loaded now.")
+    p.add_argument("names", nargs="*", metavar="NAME", help="show the details of this implementation")
+    p.add_argument("--long", action="store_true", help="the details of every implementation (loads each)")
+    p.add_argument("--fresh", action="store_true", help="load every plugin now, not from the cache")
+    p.add_argument("--json", action="store_true", help="print the details as JSON (every plugin, or NAME's)")
     p.add_argument("--load-timeout", metavar="S", type=float, default=None,
                    help="seconds loading one plugin, or its devices(), may take (default 60)")
     p.set_defaults(func=run)
@@ -30,11 +44,21 @@ def run(args: argparse.Namespace) -> int:
 
     timeout = args.load_timeout if args.load_timeout and args.load_timeout > 0 else DEFAULT_LOAD_TIMEOUT
     try:
-        rows = listing(timeout)
-    except PluginConflict as exc:
+        if args.names:
+            rows = detail_rows(args.names, timeout)
+        elif args.long or args.json:
+            rows = listing(timeout)
+        else:
+            short, note = short_rows(timeout, fresh=args.fresh)
+            from rich.console import Console  # not tools.console: it imports the runner (0.7 s)
+
+            out = Console(highlight=False, emoji=False)
+            out.print(short_view(short, note, out.width), soft_wrap=True)
+            return 0 if all(r["loaded"] for r in short) else 1
+    except (PluginConflict, LookupError) as exc:
         from .console import error
 
-        return error(str(exc))
+        return error(exc.args[0] if exc.args else str(exc))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0 if all(r["loaded"] for r in rows) else 1
@@ -42,6 +66,132 @@ def run(args: argparse.Namespace) -> int:
 
     console.print(listing_view(rows))
     return 0 if all(r["loaded"] for r in rows) else 1
+
+
+def detail_rows(names: Sequence[str], timeout: float) -> list[dict[str, Any]]:
+    """``listing()``'s rows of the registered plugins ``names`` only, each loaded now (LookupError
+    naming the registered ones for an unknown name). The same fields as ``discovery.listing``, which
+    loads every plugin (tests/tools/test_list_short.py holds them equal)."""
+    from ftspec.impls.discovery import _variants_row, discover, in_thread, load_record
+    from ftspec.spec.registry import REGISTRY
+
+    found = discover()
+    unknown = [n for n in names if n not in found]
+    if unknown:
+        raise LookupError(f"no plugin named {unknown[0]!r}; registered: {', '.join(sorted(found)) or 'none'}")
+    rows = []
+    for name in dict.fromkeys(names):
+        record = load_record(found[name], timeout=timeout)
+        row: dict[str, Any] = {"name": name, "target": record.target, "distribution": record.distribution,
+                               "bundled": record.bundled}
+        if record.impl is None:
+            row.update(loaded=False, error=record.error, hint=record.hint)
+            rows.append(row)
+            continue
+        impl = record.impl
+        try:
+            devices = [str(d) for d in in_thread(impl.devices, timeout, f"devices() of {name}")]
+        except Exception as exc:  # noqa: BLE001 - the plugin's failure, shown in the listing
+            devices = [f"error: {type(exc).__name__}: {exc}"]
+        covered = [a for a in REGISTRY if a in impl.algorithms]
+        row.update(loaded=True, version=impl.version, description=impl.description, devices=devices,
+                   dtypes=list(impl.dtypes), precision=impl.precision, variants=_variants_row(impl, covered),
+                   algorithms=covered, missing=[a for a in REGISTRY if a not in impl.algorithms],
+                   coverage=f"{len(covered)}/{len(REGISTRY)}",
+                   limits={a: impl.limits_for(a).describe() for a in covered
+                           if not impl.limits_for(a).unconstrained},
+                   dtypes_by_algorithm={a: list(ds) for a, ds in impl.dtypes_by_algorithm.items() if a in covered},
+                   mixed_precision=impl.mixed_precision())
+        rows.append(row)
+    return rows
+
+
+def short_rows(timeout: float, *, fresh: bool = False) -> tuple[list[dict[str, Any]], str]:
+    """One short row per registered plugin (name, loaded, version, coverage, dtypes, or error and
+    hint), from the cache where its record is current, else loaded now; and a note saying which."""
+    from ftspec.impls.discovery import discover, load_record
+
+    from .plugin_cache import PluginCache
+
+    cache = PluginCache()
+    rows, loaded_now, cached = [], 0, 0
+    for name, record in sorted(discover().items()):
+        row = None if fresh else cache.get(record)
+        if row is None:
+            load_record(record, timeout=timeout)
+            row = short_row(record)
+            loaded_now += 1
+            if not (record.error or "").startswith("PluginTimeout"):  # a hang may not recur: never kept
+                cache.put(record, row)
+        else:
+            cached += 1
+        rows.append(row)
+    cache.save()
+    if not cached:
+        note = "every plugin loaded now"
+    else:
+        note = (f"{cached} of {len(rows)} as declared when last loaded ({cache.oldest(rows)}), nothing they "
+                "depend on changed since; --fresh loads every plugin now")
+    return rows, note + "; details: ftspec list NAME"
+
+
+def short_row(record: Any) -> dict[str, Any]:
+    """A loaded (or failed) ``discovery.PluginRecord`` as a short row."""
+    from ftspec.spec.registry import REGISTRY
+
+    row: dict[str, Any] = {"name": record.name, "loaded": record.impl is not None}
+    if record.impl is None:
+        row.update(error=record.error, hint=record.hint)
+        return row
+    impl = record.impl
+    covered = sum(1 for a in REGISTRY if a in impl.algorithms)
+    row.update(version=str(impl.version), coverage=f"{covered}/{len(REGISTRY)}", dtypes=list(impl.dtypes))
+    return row
+
+
+#: dtypes as XLA names them (HLO's f64, f32, bf16, f16): four fit where the version needs the room
+SHORT_DTYPES = {"float64": "f64", "float32": "f32", "bfloat16": "bf16", "float16": "f16"}
+
+
+def fit_version(version: str, room: int) -> str:
+    """``version`` in ``room`` characters: whole ``+``-separated parts and ``+…`` for those left out
+    (``transformers5.24.0+…``), never a part cut; the whole of it when not even its first part fits
+    (it then wraps)."""
+    if len(version) <= room:
+        return version
+    parts = version.split("+")
+    for n in range(len(parts) - 1, 0, -1):
+        shown = "+".join(parts[:n]) + "+…"
+        if len(shown) <= room:
+            return shown
+    return version
+
+
+def short_view(rows: list[dict[str, Any]], note: Optional[str] = None, width: int = 80) -> Any:
+    """One line per plugin, aligned, in ``width`` columns: name, algorithms covered, dtypes (XLA's
+    short names), version (whole ``+`` parts that fit; the rest in ``ftspec list NAME``). A plugin
+    that failed to load says so on its line with the error and hint, never cut (a terminal folds
+    a line longer than it is wide). Nothing but a version is shortened. Print with
+    ``soft_wrap=True``: rich must not break the lines itself."""
+    from rich.text import Text
+
+    names = max([len("name"), *(len(r["name"]) for r in rows)])
+    dtypes = {r["name"]: " ".join(SHORT_DTYPES.get(d, d) for d in r.get("dtypes", [])) for r in rows}
+    kinds = max([len("dtypes"), *map(len, dtypes.values())])
+    counts = len("algorithms")
+    room = width - names - counts - kinds - 6
+    out = Text(f"{'name':<{names}}  {'algorithms':>{counts}}  {'dtypes':<{kinds}}  version\n", style="bold")
+    for r in rows:
+        out.append(f"{r['name']:<{names}}  ")
+        if r["loaded"]:
+            out.append(f"{r['coverage']:>{counts}}  {dtypes[r['name']]:<{kinds}}  "
+                       f"{fit_version(str(r['version']), room)}".rstrip() + "\n")
+        else:
+            hint = f" (hint: {r['hint']})" if r.get("hint") else ""
+            out.append(f"failed to load: {r['error']}{hint}\n", style="red")
+    if note:
+        out.append(note, style="dim")
+    return out
 
 
 def variant_text(variants: Any) -> str:

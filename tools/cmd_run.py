@@ -10,7 +10,7 @@ import argparse
 import datetime as dt
 from typing import Any
 
-__all__ = ["add_selection_options", "register", "settings_from"]
+__all__ = ["add_output_options", "add_selection_options", "check_outputs", "register", "settings_from", "write_outputs"]
 
 
 def _positive_int(text: str) -> int:
@@ -119,7 +119,51 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_selection_options(p)
     p.add_argument("--json-report", metavar="PATH", help="also write the results as JSON (schema: docs/reports.md); "
                    "a report that cannot be written makes the run exit 2")
+    add_output_options(p)
     p.set_defaults(func=run)
+
+
+def add_output_options(p: argparse.ArgumentParser) -> None:
+    """``--junit-xml`` and ``--html`` (run and certify; docs/reports.md)."""
+    p.add_argument("--junit-xml", metavar="PATH", help="also write the cells as JUnit XML test results, for CI "
+                   "(docs/reports.md, \"JUnit XML\")")
+    p.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report with a plot per cell "
+                   "(needs matplotlib: pip install 'ftspec[report]')")
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """The ``--junit-xml`` and ``--html`` paths can be written, and matplotlib is there for
+    ``--html``: checked before the run (OutputPathError, SessionError: one line)."""
+    from ftspec.conformance.session.report import check_writable
+
+    for path in (args.junit_xml, args.html):
+        if path:
+            check_writable(path)
+    if args.html:
+        from ftspec.conformance.session.html_report import require_matplotlib
+
+        require_matplotlib()
+
+
+def write_outputs(args: argparse.Namespace, data: dict[str, Any]) -> bool:
+    """Write ``--junit-xml`` and ``--html`` from the report or certificate ``data``; False (and a
+    one-line error) when one could not be written."""
+    from .console import console, error
+
+    ok = True
+    for path, what in ((args.junit_xml, "JUnit XML"), (args.html, "HTML report")):
+        if not path:
+            continue
+        try:
+            if what == "JUnit XML":
+                from ftspec.conformance.session.junit import write_junit as write
+            else:
+                from ftspec.conformance.session.html_report import write_html as write
+            console.print(f"{what}: {_e(str(write(data, path)))}")
+        except OSError as exc:  # checked writable before the run, yet it failed (a full disk)
+            ok = False
+            error(f"cannot write the {what} {path}: {exc.strerror or exc}", code=0)
+    return ok
 
 
 def run(args: argparse.Namespace) -> int:
@@ -135,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.json_report:
             check_writable(args.json_report)  # before the run, not after it
+        check_outputs(args)
         settings = settings_from(args, RunProgress(quiet=args.quiet))
         result = run_session(args.impl, settings)
     except (SessionError, NothingTested, OutputPathError) as exc:
@@ -146,13 +191,16 @@ def run(args: argparse.Namespace) -> int:
         console.print(fixture_table(result.fixtures))
     print_failures(result)
     unwritten = False
+    data = report_dict(result, result.plugins, started) if args.json_report or args.junit_xml or args.html else {}
     if args.json_report:
         try:
-            path = write_json(args.json_report, report_dict(result, result.plugins, started))
+            path = write_json(args.json_report, data)
             console.print(f"JSON report: {_e(str(path))}")
         except OSError as exc:  # e.g. ENOSPC (/dev/full), EIO: checked writable before the run, yet it failed
             unwritten = True
             error(f"cannot write the JSON report {args.json_report}: {exc.strerror or exc}", code=0)
+    if data and not write_outputs(args, data):
+        unwritten = True
     print_verdict(result)
     if unwritten:  # the run's record is lost: whatever the verdict, a script must not read success
         return EXIT_ERROR

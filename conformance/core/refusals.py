@@ -7,11 +7,32 @@ one member (an implementation on a device), one case the spec accepts and a
 dtype, ``check_refusals`` turns the case into each refused one in turn,
 rounds it to the dtype, confirms that the spec refuses it there, and calls
 the implementation (``execute.call_member``: the call timeout, the NumPy
-conversion). The implementation must raise, any ``Exception``; returning
-anything, finite numbers or NaN, is a ``refusal`` finding, and so is ending
-the process (``SystemExit``) instead of raising, or a ``Warning`` that the
-warnings filters turned into an error (under pytest's ``-W error`` NumPy's
-"invalid value encountered in divide" would otherwise pass for a refusal).
+conversion). How it must refuse is what it declares
+(``Implementation.refuses_by``, issue 39):
+
+- ``"raise"`` (the default): raise, any ``Exception``; returning anything,
+  finite numbers or NaN, is a ``refusal`` finding (one that returned NaN is
+  told, in the same line, that it may declare ``refuses_by="nan"``), and so
+  is ending the process (``SystemExit``) instead of raising, or a
+  ``Warning`` that the warnings filters turned into an error (under
+  pytest's ``-W error`` NumPy's "invalid value encountered in divide" would
+  otherwise pass for a refusal).
+- ``"nan"``: a GPU or jit-compiled kernel cannot raise on a value without a
+  host check; IEEE arithmetic gives it NaN (0/0 for a constant column into
+  a norm without ε). It passes when every output element the refused input
+  reaches is NaN (``reach``); a finite number or an infinity there, or an
+  output that cannot hold NaN (tokens), is a ``refusal`` finding. Raising is
+  accepted too (a shape the framework rejects raises whatever the kernel).
+
+Where the refused input reaches (``reach``): for a query with no key, the
+elements the spec itself makes NaN under ``empty_query="nan"``; otherwise
+the elements of the spec's binary64 outputs that move when the elements
+the refusal changed (a column, a token) are moved instead to other values
+the spec accepts (``PROBES`` perturbations: reals by a random amount, token
+IDs to other IDs of the same input, one of several mask entries flipped).
+Where no such move can be made (the refused case has other sizes: a
+sequence longer than ℓ_max, a width of 1 under unbiased variance), every
+element of every output must be NaN.
 
 A refusal is not checked (``skipped``, with the reason) where it does not
 apply: the variant set does not call for it (its ``when``), the member does
@@ -44,7 +65,7 @@ so a printed reproducer replays what the search found.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -58,9 +79,9 @@ from .case import Case
 from .execute import CallTimeout, Member, Outcome, PluginExit, call_member, describe_exception
 from .findings import Finding
 
-__all__ = ["REFUSED", "RETURNED", "SEARCH_EXCLUDES", "SKIPPED", "TIMEOUT", "TRANSFORMED", "RefusalCheck",
-           "answered_refusals", "check_refusals", "check_refusals_into", "expect_refusal", "refusal_findings",
-           "refused_case", "refused_empty_query"]
+__all__ = ["PROBES", "REFUSED", "RETURNED", "SEARCH_EXCLUDES", "SKIPPED", "TIMEOUT", "TRANSFORMED", "RefusalCheck",
+           "answered_refusals", "check_refusals", "check_refusals_into", "expect_refusal", "reach",
+           "refusal_findings", "refused_case", "refused_empty_query"]
 
 #: statuses of a ``RefusalCheck``
 REFUSED, RETURNED, TIMEOUT, SKIPPED = "refused", "returned", "timeout", "skipped"
@@ -120,6 +141,151 @@ def _skip(refusal: Refusal, why: str) -> RefusalCheck:
     return RefusalCheck(refusal.name, SKIPPED, why)
 
 
+#: perturbations of the refused elements whose effect on the spec's outputs is where they reach
+PROBES = 2
+
+Arrays = Mapping[str, np.ndarray]
+
+
+def _evaluated(entry: Entry, inputs: Arrays, params: Arrays, hyper: Mapping[str, int], variant: Any
+               ) -> Optional[dict[str, np.ndarray]]:
+    """The spec's binary64 outputs (None where it refuses)."""
+    try:
+        raw = evaluate(entry.name, {k: np.asarray(v).tolist() for k, v in inputs.items()},
+                       {k: np.asarray(v).tolist() for k, v in params.items()}, hyper=dict(hyper), variant=variant)
+    except (SpecError, ValueError, KeyError, ZeroDivisionError, OverflowError):
+        return None
+    return {k: np.asarray(v) for k, v in raw.items()}
+
+
+def _moved(a: np.ndarray, r: np.ndarray, changed: np.ndarray, probe: int, hyper: Mapping[str, int]
+           ) -> Optional[np.ndarray]:
+    """``a`` with the ``changed`` elements (where the refused ``r`` differs) moved to other values than
+    ``a``'s and ``r``'s: reals by a random amount of their scale, integers to another value the same
+    input holds (token IDs: another ID below N_V), booleans one of several flipped as ``r`` has it
+    (None: no such move)."""
+    rng = np.random.default_rng(probe)
+    out = a.copy()
+    where = np.argwhere(changed)
+    if a.dtype.kind == "f":
+        scale = max(float(np.max(np.abs(a))) if a.size else 0.0, 1e-3)
+        out[changed] = a[changed] + scale * (0.25 + rng.random(len(where)))
+        return out
+    if a.dtype.kind in "iu":
+        values = [int(v) for v in np.unique(a)]
+        if len(values) < 2 and int(hyper.get("N_V", 0)) > 1:
+            values = list(range(int(hyper["N_V"])))
+        for idx in map(tuple, where):
+            others = [v for v in values if v != int(a[idx]) and v != int(r[idx])]
+            if not others:
+                return None
+            out[idx] = others[int(rng.integers(len(others)))]
+        return out
+    if a.dtype.kind == "b" and len(where) >= 2:  # one flipped as the refusal has it, the others kept
+        idx = tuple(where[probe % len(where)])
+        out[idx] = r[idx]
+        return out
+    return None
+
+
+def reach(entry: Entry, variant: Any, hyper: Mapping[str, int], refused: tuple[Arrays, Arrays],
+          accepted: Optional[tuple[Arrays, Arrays, Mapping[str, int]]] = None) -> Optional[dict[str, np.ndarray]]:
+    """Per output of ``entry``, the elements (bool arrays) that the refused input reaches, for a case
+    the spec refuses (``refused``: its inputs and parameters, at ``hyper``), made from the case the
+    spec accepts ``accepted`` (its inputs, parameters and sizes; None: drawn refused as it is); None
+    where no probe could find them: then every element counts (the module docstring)."""
+    inputs, params = refused
+    if "empty_query" in entry.switches and getattr(variant, "empty_query", None) == "error":
+        # the spec's own NaN for a query with no key
+        got = _evaluated(entry, inputs, params, hyper, variant.replace(empty_query="nan"))
+        if got is not None:
+            found = {k: np.isnan(v) if v.dtype.kind == "f" else np.zeros(v.shape, bool) for k, v in got.items()}
+            if any(v.any() for v in found.values()):
+                return found
+    if accepted is None:
+        return None
+    a_inputs, a_params, a_hyper = accepted
+    same = (dict(a_hyper) == dict(hyper) and set(a_inputs) == set(inputs) and set(a_params) == set(params)
+            and all(np.shape(a_inputs[k]) == np.shape(inputs[k]) for k in inputs)
+            and all(np.shape(a_params[k]) == np.shape(params[k]) for k in params))
+    if not same:
+        return None
+    base = _evaluated(entry, a_inputs, a_params, hyper, variant)
+    if base is None:
+        return None
+    found = {k: np.zeros(v.shape, bool) for k, v in base.items()}
+    probed = False
+    for probe in range(PROBES):
+        moved: list[dict[str, np.ndarray]] = []
+        for accepted_arrays, refused_arrays in ((a_inputs, inputs), (a_params, params)):
+            group = {}
+            for k, a in accepted_arrays.items():
+                a, r = np.asarray(a), np.asarray(refused_arrays[k])
+                changed = a != r
+                if changed.any():
+                    new = _moved(a, r, changed, probe, hyper)
+                    if new is None:
+                        return None
+                    a = new
+                group[k] = a
+            moved.append(group)
+        got = _evaluated(entry, moved[0], moved[1], hyper, variant)
+        if got is None or set(got) != set(base):
+            continue
+        probed = True
+        for k, v in got.items():
+            if v.shape != base[k].shape:
+                return None
+            with np.errstate(invalid="ignore"):
+                found[k] |= (v != base[k]) & ~(np.isnan(v) & np.isnan(base[k]) if v.dtype.kind == "f" else False)
+    if not probed or not any(v.any() for v in found.values()):
+        return None
+    return found
+
+
+def _not_nan(outputs: Mapping[str, np.ndarray], reached: Optional[Mapping[str, np.ndarray]]) -> str:
+    """The first output element the refused input reaches that is not NaN, in words ("" when every
+    one is NaN; ``reached`` None: every element of every output)."""
+    for name, got in outputs.items():
+        g = np.asarray(got)
+        where = np.ones(g.shape, bool) if reached is None else reached.get(name)
+        if where is None:
+            continue
+        if where.shape != g.shape:
+            where = np.ones(g.shape, bool)
+        if not where.any():
+            continue
+        if g.dtype.kind != "f":
+            return f"output {name} holds {g.dtype} values, which cannot be NaN (such an output must raise)"
+        bad = where & ~np.isnan(g)
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            return f"{name}{list(idx)} = {float(g[idx]):.6g}"
+    return ""
+
+
+def _has_nan(outputs: Mapping[str, np.ndarray]) -> bool:
+    return any(np.asarray(v).dtype.kind == "f" and bool(np.isnan(np.asarray(v)).any()) for v in outputs.values())
+
+
+def _answered(m: Member, entry: Entry, name: str, spec_says: str, outputs: Mapping[str, np.ndarray],
+              reached: Callable[[], Optional[dict[str, np.ndarray]]]) -> tuple[str, str]:
+    """(status, message) of a member that returned on a case the spec refuses (refusal ``name``; the
+    spec's reason ``spec_says``): REFUSED where it declares ``refuses_by="nan"`` and every element
+    the refused input reaches (``reached()``) is NaN, else RETURNED with the finding's one line."""
+    if m.impl.refuses_by_for(entry.name) == "nan":
+        bad = _not_nan(outputs, reached())
+        if not bad:
+            return REFUSED, f"returned NaN where the spec refuses ({name}), as declared (refuses_by='nan')"
+        return RETURNED, (f"returned a number where the spec refuses: {name} ({spec_says}): {bad}; declared "
+                          "refuses_by='nan', so every output the refused input reaches must be NaN")
+    if _has_nan(outputs):
+        return RETURNED, (f"returned NaN where the spec refuses: {name} ({spec_says}); the implementation must "
+                          "raise, or declare refuses_by='nan' if this is how your kernel refuses (docs/plugins.md)")
+    return RETURNED, f"returned a result for a case the spec refuses: {name} ({spec_says}); the implementation must " \
+                     "raise"
+
+
 def _check_one(m: Member, entry: Entry, case: Case, refusal: Refusal, dtype: str, timeout: float,
                spec_inputs: Mapping[str, Any], spec_params: Mapping[str, Any]) -> RefusalCheck:
     impl, variant = m.impl, case.variant
@@ -145,7 +311,8 @@ def _check_one(m: Member, entry: Entry, case: Case, refusal: Refusal, dtype: str
     else:
         return _skip(refusal, f"the spec accepts the refused case once rounded to {dtype}")
     try:
-        call_member(m, entry, prepared.inputs, prepared.params, case, dtype, timeout, False, hyper=refused.hyper)
+        outputs, _ = call_member(m, entry, prepared.inputs, prepared.params, case, dtype, timeout, False,
+                                 hyper=refused.hyper)
     except CallTimeout as exc:
         message = f"a call on a case the spec refuses ({refusal.name}): {exc}"
         return RefusalCheck(refusal.name, TIMEOUT, message, Finding("timeout", message))
@@ -159,9 +326,10 @@ def _check_one(m: Member, entry: Entry, case: Case, refusal: Refusal, dtype: str
         return _returned(refusal, message)
     except Exception as exc:  # noqa: BLE001 - raising, whatever the exception, is what the spec asks for
         return RefusalCheck(refusal.name, REFUSED, describe_exception(exc))
-    message = (f"returned a result for a case the spec refuses: {refusal.name} (the spec: {reason}); "
-               "the implementation must raise")
-    return _returned(refusal, message)
+    status, message = _answered(m, entry, refusal.name, f"the spec: {reason}", outputs,
+                                lambda: reach(entry, variant, refused.hyper, (inputs, params),
+                                              (case.inputs, case.params, case.hyper)))
+    return RefusalCheck(refusal.name, REFUSED, message) if status == REFUSED else _returned(refusal, message)
 
 
 def check_refusals(m: Member, case: Case, dtype: str, *, timeout: float,
@@ -259,7 +427,7 @@ def expect_refusal(m: Member, case: Case, prepared: Prepared, refusal: SpecError
     returned = (f"returned a result for a case the spec refuses: {refusal.given} of Mask under "
                 "empty_query='error' (a query with no key it may attend to); the implementation must raise")
     try:
-        call_member(m, entry, prepared.inputs, prepared.params, case, dtype, timeout, False)
+        outputs, _ = call_member(m, entry, prepared.inputs, prepared.params, case, dtype, timeout, False)
     except CallTimeout as exc:
         message = f"a call on a case the spec refuses ({name}): {exc}"
         return RefusalCheck(name, TIMEOUT, message, Finding("timeout", f"call {exc}"))
@@ -272,7 +440,13 @@ def expect_refusal(m: Member, case: Case, prepared: Prepared, refusal: SpecError
         return RefusalCheck(name, RETURNED, message, Finding("refusal", message, refusal=name))
     except Exception as exc:  # noqa: BLE001 - raising, whatever the exception, is what the spec asks for
         return RefusalCheck(name, REFUSED, describe_exception(exc))
-    return RefusalCheck(name, RETURNED, returned, Finding("refusal", returned, refusal=name))
+    if m.impl.refuses_by_for(entry.name) == "raise" and not _has_nan(outputs):
+        return RefusalCheck(name, RETURNED, returned, Finding("refusal", returned, refusal=name))
+    status, message = _answered(m, entry, name, f"{refusal.given} of Mask under empty_query='error'", outputs,
+                                lambda: reach(entry, case.variant, case.hyper, (prepared.inputs, prepared.params)))
+    if status == REFUSED:
+        return RefusalCheck(name, REFUSED, message)
+    return RefusalCheck(name, RETURNED, message, Finding("refusal", message, refusal=name))
 
 
 def answered_refusals(m: Member, case: Case, dtype: str, *, timeout: float,

@@ -8,13 +8,31 @@ The runner (conformance/running/runner.py) fills them, the parallel driver merge
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional
 
+import numpy as np
+
 from ..core.case import Case
 
-__all__ = ["Cell", "Failure", "RunResult"]
+__all__ = ["RATIOS_KEPT", "SAMPLED_DTYPES", "SAMPLE_CASES", "SAMPLE_ELEMENTS", "Cell", "Failure", "RunResult",
+           "keep_sample", "merge_samples", "sample_priority"]
+
+#: the dtypes whose cells keep a sample of the value sets they passed (``Cell.sample``): a
+#: certificate derives from it what a pass there cannot tell apart (session/separation.py); at
+#: float32 and float64 the bound separates every catalogue difference the search can show
+SAMPLED_DTYPES = ("bfloat16", "float16")
+#: at most this many value sets per cell, of at most this many elements (inputs and parameters)
+#: together: 32 value sets of a small layer are a few hundred kilobytes in a worker's answer
+SAMPLE_CASES = 32
+SAMPLE_ELEMENTS = 1 << 15
+
+#: how many examples' error/bound ratios a cell keeps, the first judged (the HTML report's plot,
+#: conformance/session/html_report.py): bounded, so that a thorough run's report stays small
+RATIOS_KEPT = 200
 
 
 @dataclass
@@ -60,6 +78,11 @@ class Cell:
     #: > 0: the search tried every case its strategy can draw (Hypothesis exhausted its choices), and
     #: this many distinct cases were examined: the cell is complete below the minimum examples
     exhausted: int = 0
+    #: the error/bound ratio of each of the first ``RATIOS_KEPT`` examples, in the order judged
+    ratios: list = field(default_factory=list)
+    #: at ``SAMPLED_DTYPES``, when the runner keeps them (``Runner.keep_passing``: certify), a bounded
+    #: sample of the value sets this cell passed, each a ``Case`` without its batch (``keep_sample``)
+    sample: list = field(default_factory=list, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -75,6 +98,59 @@ class Cell:
         self.ambiguous += other.ambiguous
         self.undetermined += other.undetermined
         self.exhausted = max(self.exhausted, other.exhausted)  # one search that tried every case suffices
+        self.ratios.extend(other.ratios[:max(0, RATIOS_KEPT - len(self.ratios))])
+        self.sample = merge_samples(self.sample, other.sample)
+
+
+def _elements(case: Case) -> int:
+    return sum(int(getattr(v, "size", 1)) for v in (*case.inputs.values(), *case.params.values()))
+
+
+def sample_priority(case: Case) -> int:
+    """A value set's place in a cell's sample: the first 8 bytes of a SHA-256 of its hyperparameters
+    and values (the lowest are kept). A hash, not the order of drawing: Hypothesis draws the smallest
+    cases first, so the first 32 examples of a layer-norm search were all d_e = 1, where no ε can
+    be told apart. Cached on the kept copy."""
+    cached = case.__dict__.get("_sample_priority")
+    if cached is not None:
+        return int(cached)
+    h = hashlib.sha256(repr(sorted(case.hyper.items())).encode())
+    for group in (case.inputs, case.params):
+        for k in sorted(group):
+            h.update(k.encode() + np.ascontiguousarray(group[k]).tobytes())
+    value = int.from_bytes(h.digest()[:8], "little")
+    case.__dict__["_sample_priority"] = value
+    return value
+
+
+def keep_sample(sample: list, case: Case, most: int = SAMPLE_CASES, elements: int = SAMPLE_ELEMENTS) -> None:
+    """Offer the passing value set ``case`` (its batch left out) to ``sample``, in place: the sample
+    keeps the ``most`` value sets of lowest ``sample_priority`` (a bottom-k sample: uniform over every
+    value set offered, whenever it came, the same for the same examples, and the same whichever
+    shards or rounds they came from), within ``elements`` elements together (a value set larger
+    than that alone is never kept; the highest priorities leave first)."""
+    size = _elements(case)
+    if size > elements:
+        return
+    kept = dataclasses.replace(case, batch=[])
+    rank = sample_priority(case)
+    kept.__dict__["_sample_priority"] = rank
+    if any(sample_priority(c) == rank for c in sample):  # the same value set again
+        return
+    sample.append(kept)
+    sample.sort(key=sample_priority)
+    while len(sample) > most or (len(sample) > 1 and sum(_elements(c) for c in sample) > elements):
+        sample.pop()
+
+
+def merge_samples(first: list, second: list, most: int = SAMPLE_CASES, elements: int = SAMPLE_ELEMENTS) -> list:
+    """One sample from two cells' of the same search (shards, rounds): the bottom ``most`` of both."""
+    if not second:
+        return first
+    out = list(first)
+    for case in second:
+        keep_sample(out, case, most, elements)
+    return out
 
 
 @dataclass

@@ -80,7 +80,7 @@ from ..core.profiles import Profile
 from ..core.refusals import answered_refusals, check_refusals_into, expect_refusal, refused_empty_query
 from .config import DEFAULT_CASE_DIR, RunConfig
 from .local_constants import no_local_constants
-from .results import Cell, Failure, RunResult
+from .results import RATIOS_KEPT, SAMPLED_DTYPES, Cell, Failure, RunResult, keep_sample
 from ..core.timecap import TimeCap, TimeUp
 from ..core.blocks import MAX_BLOCK, block_size, value_sets
 from ..core.tolerances import Reference, ToleranceModelError, reference, references
@@ -250,7 +250,7 @@ def _refusal_lines(answered: Sequence[Finding]) -> str:
     if not answered:
         return ""
     names = [f.refusal or f.message for f in answered]
-    return (f"  refusals it answers instead of raising ({len(names)}):\n"
+    return (f"  refusals it answers instead of refusing ({len(names)}):\n"
             + "".join(f"    - {n}\n" for n in names))
 
 
@@ -266,6 +266,10 @@ class Runner:
     #: once per algorithm, dtype and variant set, after its first passing example; the diagnosis
     #: tests turn it off to see the value failure a convention bug causes
     refusals = True
+    #: whether cells at ``results.SAMPLED_DTYPES`` keep a bounded sample of the value sets they pass
+    #: (``Cell.sample``): a certificate lists what no example run separated (session/separation.py);
+    #: ``from_config`` sets it for ``certify``, the one command that uses it
+    keep_passing = False
 
     def __init__(self, plugins: Sequence[tuple[str, Implementation]], *, profile: Profile, seed: int = 0,
                  case_dir: Path | str | None = None, examples: Optional[int] = None,
@@ -313,10 +317,12 @@ class Runner:
                     shard: int = 0) -> "Runner":
         """The runner of ``config`` (shard ``shard`` of its ``shards``) over ``plugins``, the loaded
         implementations of ``config.labels``."""
-        return cls(plugins, profile=config.hypothesis_profile, seed=config.seed, case_dir=config.case_dir,
-                   examples=config.examples, call_timeout=config.call_timeout, devices=config.devices,
-                   progress=progress, seconds=config.seconds, exclude=exclude, shard=(shard, config.shards),
-                   block=config.block)
+        runner = cls(plugins, profile=config.hypothesis_profile, seed=config.seed, case_dir=config.case_dir,
+                     examples=config.examples, call_timeout=config.call_timeout, devices=config.devices,
+                     progress=progress, seconds=config.seconds, exclude=exclude, shard=(shard, config.shards),
+                     block=config.block)
+        runner.keep_passing = config.command == "certify"
+        return runner
 
     def _discover_devices(self) -> None:
         """Each implementation's devices (one ``devices()`` call), and those the selection keeps."""
@@ -804,6 +810,8 @@ class _Search:
                 if self.space is not None and _space_key(entry, c.variant, c.hyper) in self.space:
                     self.covered.add(_space_key(entry, c.variant, c.hyper))
             w, outputs, f = self._examine(c, p, r, batch if i == 0 else {q: [] for q in precisions}, k)
+            if not shrinking:
+                self._keep_passing(c, outputs)
             self._agreement(outputs, r, k)
             worst, failed = max(worst, w), failed + f
             runner.progress("example", algorithm=entry.name, dtype=dtype)
@@ -903,6 +911,8 @@ class _Search:
             cell.examples += 1
             self.digests[m.key].update(repr(key[:2]).encode() + b"".join(key[2:]))
             cell.worst_ratio = max(cell.worst_ratio, outcome.judgement.ratio)
+            if len(cell.ratios) < RATIOS_KEPT:  # the HTML report's plot (session/html_report.py)
+                cell.ratios.append(outcome.judgement.ratio)
             cell.checks.update(outcome.checks)
             cell.ambiguous += outcome.judgement.ambiguous
             cell.undetermined += outcome.judgement.undetermined
@@ -924,6 +934,13 @@ class _Search:
             elif outcome.outputs is not None:
                 outputs[m.key] = outcome.outputs
         return worst, outputs, failed
+
+    def _keep_passing(self, case: Case, passed: Mapping[tuple[str, str], Any]) -> None:
+        """Add a judged value set to the sample of each cell whose member passed it (``passed``: the
+        members' outputs, keyed by member), where the runner keeps samples (``Runner.keep_passing``)."""
+        if self.runner.keep_passing and self.dtype in SAMPLED_DTYPES:
+            for key in passed:
+                keep_sample(self.cells[key].sample, case)
 
     def _keep_failing(self, m: Member, ratio: float, finding: Finding, case: Case) -> None:
         """Keep ``case`` among ``m``'s ``FAILING_KEPT`` worst failing examples of a value check (and note

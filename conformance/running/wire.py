@@ -86,8 +86,9 @@ def case_from_plain(values: Any) -> Case:
 
 def cell_to_plain(c: Cell) -> dict[str, Any]:
     """A cell as plain values; its failure's shrunk case included (``case_to_plain``)."""
-    out = {f.name: getattr(c, f.name) for f in fields(Cell) if f.name not in ("checks", "failure")}
+    out = {f.name: getattr(c, f.name) for f in fields(Cell) if f.name not in ("checks", "failure", "sample")}
     out["checks"] = dict(c.checks)
+    out["sample"] = [case_to_plain(s) for s in c.sample]  # the passing value sets a certificate lists from
     if c.failure is None:
         out["failure"] = None
     else:
@@ -100,7 +101,9 @@ def cell_from_plain(values: dict[str, Any]) -> Cell:
     """The cell ``cell_to_plain`` wrote, its failure's case rebuilt from the values it carries."""
     values = dict(values)
     failure = values.pop("failure")
+    sample = values.pop("sample", None) or []
     cell = Cell(**{**values, "checks": Counter(values["checks"])})
+    cell.sample = [c for c in map(_case_or_none, sample) if c is not None]  # one unreadable: left out
     if failure is not None:
         cell.failure = Failure(failure["check"], failure["message"], _case_or_none(failure.get("case")),
                                failure["case_file"], failure["reproducer"], failure["report"], failure["shrunk"],

@@ -55,8 +55,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Sequence, Union
 
-from ftspec.impls.api import (ACCUMULATION_KEYS, ALL_VARIANTS, FLOAT_DTYPES, WIDER, Implementation, Limits,
-                               select_devices)
+from ftspec.impls.api import (ACCUMULATION_KEYS, ALL_VARIANTS, FLOAT_DTYPES, REFUSAL_MODES, WIDER, Implementation,
+                               Limits, select_devices)
 from ftspec.spec import SPEC_VERSION
 from ftspec.spec.registry import REGISTRY
 from ftspec.spec.variants import VariantSet, _parse_value
@@ -146,9 +146,15 @@ def build(label: str, impl: Implementation, result: RunResult, *, settings: Any 
     implemented = [a for a in REGISTRY if a in impl.algorithms]
     missing = [a for a in REGISTRY if a not in impl.algorithms]
     results = [cell_dict(c) for c in result.cells if c.impl == label]
-    # what a pass at bfloat16 or float16 cannot tell apart (separation.py), per cell
+    # what a pass at bfloat16 or float16 cannot tell apart (separation.py), per cell, measured on the
+    # passing examples its search kept (cells on several devices searched together: the fullest)
+    kept: dict[tuple[str, str], list] = {}
+    for cell in result.cells:
+        if cell.impl == label and cell.status == "pass" and len(cell.sample) > len(kept.get((cell.algorithm,
+                                                                                               cell.dtype), [])):
+            kept[(cell.algorithm, cell.dtype)] = list(cell.sample)
     listed = listings(impl, [(c["algorithm"], c["dtype"]) for c in results if c["status"] == "pass"],
-                      seconds=max(MIN_SECONDS, FRACTION * float(result.seconds or 0.0)))
+                      seconds=max(MIN_SECONDS, FRACTION * float(result.seconds or 0.0)), samples=kept)
     for c in results:
         c["indistinguishable"] = listed.get((c["algorithm"], c["dtype"])) if c["status"] == "pass" else None
     per_algorithm = {}
@@ -175,6 +181,9 @@ def build(label: str, impl: Implementation, result: RunResult, *, settings: Any 
             "description": impl.description,
             "precision": impl.precision,
             "accumulation": impl.mixed_precision(),
+            # how it refuses what the spec refuses (issue 39): "raise", "nan", or {algorithm: mode}
+            "refuses_by": (str(impl.refuses_by) if isinstance(impl.refuses_by, str)
+                           else {a: impl.refuses_by_for(a) for a in impl.algorithms}),
             "dtypes": list(impl.dtypes),
             "dtypes_by_algorithm": {a: list(impl.dtypes_for(a)) for a in impl.algorithms
                                     if a in impl.dtypes_by_algorithm},
@@ -402,6 +411,33 @@ def _check_accumulation(value: Any, dtypes: list[str]) -> None:
                        f"{', '.join(WIDER[dtype])}", formats)
 
 
+def _check_refuses_by(value: Any) -> None:
+    """``subject.refuses_by``: one of ``REFUSAL_MODES``, or {registry algorithm: mode}."""
+    modes = " or ".join(f'"{m}"' for m in REFUSAL_MODES)
+    if isinstance(value, str):
+        if value not in REFUSAL_MODES:
+            raise _bad("subject.refuses_by", modes, value)
+        return
+    if not isinstance(value, dict) or len(value) > len(REGISTRY):
+        raise _bad("subject.refuses_by", f"{modes}, or an object of registry algorithms", value)
+    for algorithm, mode in value.items():
+        if algorithm not in REGISTRY or mode not in REFUSAL_MODES:
+            raise _bad(f"subject.refuses_by.{_show(str(algorithm))}", f"a registry algorithm mapped to {modes}", mode)
+
+
+def _refusal_text(value: Any) -> str:
+    """How the subject refuses what the spec refuses, in words (``subject.refuses_by``)."""
+    nan = "returning NaN in every output the refused input reaches (declared `refuses_by=\"nan\"`)"
+    if not isinstance(value, dict):
+        return nan if value == "nan" else "raising an exception"
+    by_nan = sorted(a for a, m in value.items() if m == "nan")
+    if not by_nan:
+        return "raising an exception"
+    if len(by_nan) == len(value):
+        return nan
+    return f"{nan} at {', '.join(by_nan)}; raising an exception at the others"
+
+
 #: the fields of a cell's ``indistinguishable`` record (separation.py), and the bounds on its counts
 LISTING_FIELDS = ("under", "cases", "alternatives", "separated", "same", "untestable", "complete")
 LISTING_LIMITS = {"cases": 64, "alternatives": 1_000, "count": 10_000, "change": 200}
@@ -498,6 +534,7 @@ def _check_schema(doc: dict[str, Any]) -> None:
         _names(listed, f"subject.dtypes_by_algorithm.{algorithm}", subject["dtypes"])
     _limits_of(subject.get("limits"))
     _check_accumulation(subject.get("accumulation"), subject["dtypes"])
+    _check_refuses_by(subject.get("refuses_by", "raise"))  # absent in certificates before issue 39: raising
     variants = _variant_sets(doc.get("variants"))
     coverage = _obj(doc, "coverage", "coverage")
     _names(coverage.get("implemented"), "coverage.implemented", list(REGISTRY))
@@ -965,28 +1002,31 @@ def listing_lines(results: Sequence[dict[str, Any]], *, width: Optional[int] = N
             seen[(c["algorithm"], c["dtype"])] = record
     if not seen:
         return []
-    items, quiet, unmeasured = [], 0, 0
+    items, quiet, unmeasured, unkept = [], 0, 0, 0
     for (algorithm, dtype), r in seen.items():
         alts = r["alternatives"]
         if most is not None and not alts:  # the short form: only the cells that list something
             quiet += bool(r["cases"])
-            unmeasured += not r["cases"]
+            unmeasured += not r["cases"] and not r["complete"]
+            unkept += not r["cases"] and bool(r["complete"])
             continue
         shown = alts if most is None else alts[:most]
         text = ", ".join(f"{a['change']} ({a['ratio']:.2g})" for a in shown)
         if len(shown) < len(alts):
             text += f", and {len(alts) - len(shown)} more"
         if not alts:
-            text = "nothing" if r["cases"] else "not measured (time budget)"
-        scope = f"under {r['under']['name']}, {r['cases']} sample case{'s' * (r['cases'] != 1)}" + (
+            text = "nothing" if r["cases"] else ("not measured (time budget)" if not r["complete"]
+                                                 else "not measured (no passing example kept)")
+        scope = f"under {r['under']['name']}, {r['cases']} passing example{'s' * (r['cases'] != 1)}" + (
             "" if r["complete"] else ", cut short by the time budget")
         items.append(f"{algorithm} at {dtype} ({scope}): {text}")
     head = ("Cannot tell apart: single switch changes of the declared set that stay within the bound on every "
-            "sample case, with the largest difference/bound (docs/reports.md, \"What a certificate cannot tell "
-            "apart\").")
-    if quiet or unmeasured:
+            "passing example kept from the search (none of them separates it), with the largest difference/bound "
+            "(docs/reports.md, \"What a certificate cannot tell apart\").")
+    if quiet or unmeasured or unkept:
         items.append(", ".join(([f"{quiet} other cell{'s list' if quiet != 1 else ' lists'} nothing"] if quiet else [])
-                               + ([f"{unmeasured} not measured within the time budget"] if unmeasured else []))
+                               + ([f"{unmeasured} not measured within the time budget"] if unmeasured else [])
+                               + ([f"{unkept} with no passing example kept"] if unkept else []))
                      + " (the certificate's Markdown lists every cell)")
     if width is None:
         return [head, ""] + [f"- {item}" for item in items]
@@ -1017,6 +1057,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         + "".join(f"; at {d}: accumulation in {a.get('accumulate', d)}, softmax in {a.get('softmax', d)}"
                   for d, a in (s.get("accumulation") or {}).items()),
         f"- Variant sets: {variants}",
+        f"- Refuses what the spec refuses by {_refusal_text(s.get('refuses_by', 'raise'))}",
         f"- Within limits: {_describe_limits(s.get('limits'), run.get('fixtures_outside_limits', 0))}",
         f"- Coverage: {doc['coverage']['fraction']} algorithms"
         + (f" (not implemented: {', '.join(missing)})" if missing else ""),

@@ -88,6 +88,8 @@ def cell_dict(c: Cell) -> dict[str, Any]:
         "note": c.note or None,
         #: > 0: every case the search can draw was judged (that many): complete below the minimum
         "exhausted": c.exhausted or None,
+        #: the first examples' error/bound ratios, in the order judged, 3 digits (running/results.py RATIOS_KEPT)
+        "ratios": [_finite(float(f"{r:.3g}")) if r == r else "nan" for r in c.ratios],
         "failure": None if c.failure is None else {
             "check": c.failure.check,
             "message": c.failure.message,

@@ -11,24 +11,31 @@ proves.
 For a cell (algorithm, dtype) the alternatives are the single switch changes
 of the set the cell is judged under (every value of each switch the entry
 reads, ε with its placement as one switch: ``identify.groups`` and
-``identify.options``). Each is measured on a small fixed sample of cases
-drawn as the search draws them: one per value style the entry shows
-(``available_styles``, at most ``CASES``), the styles designed to separate
-conventions at low precision first (``SEPARATING``: mean squares near ε,
-near-constant columns; issue 35 finding 7: a sample of three or
-four well-scaled cases listed ε = 1e-6 as indistinguishable from 1e-5 at
-bfloat16 where the search told them apart), at the sizes identify uses
+``identify.options``). Each is measured on cases: on each the spec is
+evaluated in binary64 under the alternative and compared with the cell's
+reference under the declared set (the spec's binary64 value and the bound
+the search judges with, at the dtype and the plugin's numerics,
+``Implementation.precision_for``). The alternative *cannot be told apart*
+when it stays within that bound on every case (``diagnosis._failing_elements``
+finds no element outside it); its ratio is the largest |difference| / bound
+over the cases. Alternatives whose outputs are bit-identical to the declared
+set's on every case (a switch the case does not exercise) are counted, not
+listed; so are those the cases cannot judge (they need other parameters, or
+the spec refuses them there).
+
+Which cases. A certificate measures on the examples its search actually ran
+and passed (``from_cases``: the runner keeps at most 32 value sets per
+bfloat16 and float16 cell when certifying, a uniform sample of all it passed
+chosen by a hash of their values, ``running.results.keep_sample``), so a
+change is listed only if no kept example separates it (issue 35 finding 7: a fixed sample of three or four
+well-scaled cases listed ε = 1e-6 as indistinguishable from 1e-5 at bfloat16
+where the search told them apart; conversely a designed case the search
+never ran says nothing about the plugin, so it separates nothing here).
+``indistinguishable`` measures a designed sample instead: one case per value
+style the entry shows (``available_styles``, at most ``CASES``, the
+``SEPARATING`` styles first), at the sizes identify uses
 (``identify.case_hyper``, within the plugin's limits), inputs rounded to the
-dtype. On each case the spec is evaluated in binary64 under the alternative
-and compared with the cell's reference under the declared set (the spec's
-binary64 value and the bound the search judges with, at the dtype and the
-plugin's numerics, ``Implementation.precision_for``). The alternative
-*cannot be told apart* when it stays within that bound on every case
-(``diagnosis._failing_elements`` finds no element outside it); its ratio is
-the largest |difference| / bound over the cases. Alternatives whose outputs
-are bit-identical to the declared set's on every case (a switch the case
-does not exercise) are counted, not listed; so are those the sample cannot
-judge (they need other parameters, or the spec refuses them there).
+dtype; it needs no run (tests, a cell whose examples were not kept).
 
 The measurement evaluates the spec only (never the plugin), so it runs in
 the certifying process after the searches; it is bounded by ``SECONDS`` per
@@ -36,9 +43,12 @@ cell and ``ALTERNATIVES`` alternatives, and a certificate's cells share
 ``FRACTION`` of the searches' wall time (at least ``MIN_SECONDS``); budgets
 are CPU seconds of this process (``time.process_time``), so a machine busy
 with other work lists what an idle one lists, only later. An alternative is
-dropped at the first case that separates it. ``complete`` is False when the
-budget ended it first. It is a property of the spec, the dtype, the declared set and the
-plugin's numerics, so cells on several devices share one measurement.
+dropped at the first case that separates it (the examples of the
+``SEPARATING`` styles are tried first). ``complete`` is False when the
+budget ended it first (a kept example whose reference it could not compute
+in time is not measured, and counts as not done). It is a property of the
+spec, the dtype, the declared set, the plugin's numerics and the examples,
+so cells on several devices share one measurement.
 """
 
 from __future__ import annotations
@@ -64,19 +74,20 @@ from ..core.values import EPSILONS
 from ..forensics.diagnosis import _failing_elements
 from ..forensics.identify import (IdentifyError, _params_for, call_variant, case_hyper, groups, options,
                                   project)
+from ..running.results import SAMPLED_DTYPES
 
 __all__ = ["ALTERNATIVES", "CASES", "DTYPES", "FRACTION", "MIN_SECONDS", "SECONDS", "SEPARATING", "change_text",
-           "from_examples", "indistinguishable", "listings"]
+           "from_cases", "from_examples", "indistinguishable", "listings"]
 
-#: the dtypes whose cells get the listing: at float32 and float64 the bound separates every
-#: catalogue difference the search can show
-DTYPES = ("bfloat16", "float16")
+#: the dtypes whose cells get the listing (those whose cells keep their passing examples): at
+#: float32 and float64 the bound separates every catalogue difference the search can show
+DTYPES = SAMPLED_DTYPES
 #: sample cases per cell (one per value style, ``SEPARATING`` first, then in ``STYLES`` order)
 CASES = 6
 #: the value styles built to tell conventions apart where the dtype can (strategies/_styles.py)
 SEPARATING = ("near-epsilon", "near-constant")
 #: CPU seconds and alternatives per cell
-SECONDS = 1.5
+SECONDS = 3.0
 ALTERNATIVES = 64
 
 
@@ -225,6 +236,54 @@ def from_examples(algorithm: str, declared: VariantSet, dtype: str,
     return _measure(entry, declared, usable, record, time.process_time() + seconds, alternatives)
 
 
+def from_cases(impl: Implementation, algorithm: str, dtype: str, cases: Sequence[Case], *,
+               seconds: float = SECONDS, alternatives: int = ALTERNATIVES) -> Optional[dict[str, Any]]:
+    """``indistinguishable``'s record measured on ``cases``: value sets a search of ``impl`` ran and
+    passed at ``dtype`` (``Cell.sample``), each judged again against its reference under its own
+    set at the plugin's numerics (evaluated here, as a case file's replay evaluates it: within the
+    budget, the examples of the ``SEPARATING`` styles first). The record is under the plugin's
+    first set declared for the algorithm, projected on the switches it reads, and uses the cases
+    drawn under it (a plugin declaring "all": the set most of them were drawn under). None at a
+    dtype of full precision or for an entry without switches."""
+    entry = REGISTRY[algorithm]
+    if dtype not in DTYPES or not entry.switches:
+        return None
+    deadline = time.process_time() + seconds
+    try:
+        declared = project(call_variant(impl, None, algorithm), entry)
+    except IdentifyError:
+        return None
+    mine = [c for c in cases if c.algorithm == algorithm and project(c.variant, entry) == declared]
+    if not mine and impl.variants_for(algorithm) == "all" and cases:
+        drawn = [project(c.variant, entry) for c in cases if c.algorithm == algorithm]
+        if drawn:
+            declared = max(drawn, key=lambda v: (drawn.count(v), -drawn.index(v)))
+            mine = [c for c, v in zip(cases, drawn) if v == declared]
+    record: dict[str, Any] = {"under": {"name": declared.describe(), "json": json.loads(declared.to_json())},
+                              "cases": 0, "alternatives": [], "separated": 0, "same": 0, "untestable": 0,
+                              "complete": False}
+    if seconds <= 0:
+        return record
+    ordered = [c for c in mine if c.style in SEPARATING] + [c for c in mine if c.style not in SEPARATING]
+    sample: list[tuple[Case, Prepared, Reference]] = []
+    cut = False
+    for case in ordered:
+        if time.process_time() > deadline:
+            cut = True
+            break
+        try:
+            prepared = Prepared(entry, case.inputs, case.params, dtype)
+            ref = reference(entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=case.variant,
+                            dtype=dtype, precision=impl.precision_for(dtype))
+        except (SpecError, ToleranceModelError, ValueError):
+            continue
+        if ref.in_range and ref.sampled is None:
+            sample.append((case, prepared, ref))
+    record = _measure(entry, declared, sample, record, deadline, alternatives)
+    record["complete"] = record["complete"] and not cut
+    return record
+
+
 def _measure(entry: Entry, declared: VariantSet, sample: Sequence[tuple[Case, Prepared, Reference]],
              record: dict[str, Any], deadline: float, alternatives: int) -> dict[str, Any]:
     """``record`` filled in from ``sample``: each single switch change of ``declared`` evaluated on every
@@ -277,18 +336,22 @@ FRACTION = 0.15
 MIN_SECONDS = 2.0
 
 
-def listings(impl: Implementation, cells: list[tuple[str, str]], seconds: float
+def listings(impl: Implementation, cells: list[tuple[str, str]], seconds: float,
+             samples: Optional[Mapping[tuple[str, str], Sequence[Case]]] = None
              ) -> dict[tuple[str, str], dict[str, Any]]:
-    """``indistinguishable`` of each (algorithm, dtype) of ``cells`` (those at ``DTYPES``), in order,
-    sharing ``seconds`` in all, each at most ``SECONDS``: a cell the budget does not reach records
-    0 cases and ``complete`` False."""
+    """The record of each (algorithm, dtype) of ``cells`` (those at ``DTYPES``), in order, sharing
+    ``seconds`` in all, each at most ``SECONDS``: a cell the budget does not reach records 0 cases
+    and ``complete`` False. With ``samples`` ({(algorithm, dtype): the passing value sets its search
+    kept}), measured on those (``from_cases``: a cell that kept none records 0 cases); without,
+    on the designed sample (``indistinguishable``)."""
     deadline = time.process_time() + seconds
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for algorithm, dtype in cells:
         if (algorithm, dtype) in out or dtype not in DTYPES:
             continue
-        left = max(0.0, deadline - time.process_time())
-        record = indistinguishable(impl, algorithm, dtype, seconds=min(SECONDS, left))
+        left = min(SECONDS, max(0.0, deadline - time.process_time()))
+        record = (indistinguishable(impl, algorithm, dtype, seconds=left) if samples is None
+                  else from_cases(impl, algorithm, dtype, samples.get((algorithm, dtype), ()), seconds=left))
         if record is not None:
             out[(algorithm, dtype)] = record
     return out

@@ -147,11 +147,11 @@ BERT_DTYPES: dict[str, dict[str, tuple[str, ...]]] = {
 }
 
 #: Llama (LlamaConfig defaults: rms_norm_eps 1e-6, SwiGLU, rotate_half RoPE at base 10000, no
-#: biases, a separate lm_head), grouped (kv_group = 2, the preset) and with one key/value head per
+#: biases, a separate lm_head), grouped (kv_group = 2: presets fix no size) and with one key/value head per
 #: query head (LlamaConfig's default num_key_value_heads = H). Eager attention gives a query with
 #: no key uniform weights (masked scores are the dtype's minimum); sdpa gives it zeros (torch's
 #: CPU kernel): the padded entries are declared under each path's own rule.
-VARIANT_LLAMA = preset("llama")
+VARIANT_LLAMA = preset("llama").replace(kv_group=2)
 LLAMA_EAGER = (VARIANT_LLAMA, VARIANT_LLAMA.replace(kv_group=1))
 LLAMA_SDPA = tuple(v.replace(empty_query="zeros") for v in LLAMA_EAGER)
 LLAMA_LIMITS = {"padded_d_transformer": Limits(equal=_TIED), "cached_decoding": Limits(equal=_TIED),

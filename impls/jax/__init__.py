@@ -135,7 +135,7 @@ def _algorithm(name: str):
         if name in ("attention", "mh_attention") and ctx.variant.empty_query == "error":
             check_empty_queries(name, inputs["Mask"])
         if name in PADDED and ctx.variant.empty_query == "error":
-            check_padding(name, inputs)
+            check_padding(name, inputs, ctx.variant.window)
         check_values(inputs, ctx.hyper)
         cfg = Config(tuple(sorted(ctx.hyper.items())), ctx.variant, ctx.dtype)
         dev = device(ctx.device)

@@ -237,6 +237,8 @@ def cached_decoding(x: Array, n_prefill: Array, theta: Params, ell_max: int, var
         token = jax.lax.dynamic_slice_in_dim(x, t, 1)  # (1,) x[t]
         Y = embed(token, theta, ell_max, variant, emb_norm, start=t)  # (1, d_e) at position t
         seen = slots <= t  # (ℓ,) cached positions < t and t itself
+        if variant.window:  # a sliding window: only the W newest, t itself counted
+            seen = seen & (slots > t - variant.window)
         r_t = rope_rows(r, t, 1)
         new = []
         for layer, cache in zip(layers, caches):

@@ -397,18 +397,26 @@ PADDED: dict[str, tuple[tuple[str, bool], ...]] = {
 }
 
 
-def check_padding(name: str, inputs: Mapping[str, Any]) -> None:
+def check_padding(name: str, inputs: Mapping[str, Any], window: int = 0) -> None:
     """``empty_query="error"``: refuse a padding vector that leaves a query with no key, on the
     concrete (..., ℓ) bool arrays before any tracing (JAX cannot raise inside jit). Bidirectionally
     that is every position padding; causally, query t_x has the keys t_z ≤ t_x with pad[t_z], so a
     padded start empties the first queries (Mask[t_z, t_x] ∧ pad[t_z], Hugging Face's
     ``attention_mask``). Each of the entry's vectors (``PADDED``) is checked under its own rule:
     ``pad_z`` bidirectionally (its keys serve every decoder query in the cross-attention, so all
-    padding empties them all), ``pad_x`` causally."""
+    padding empties them all), ``pad_x`` causally. Under a sliding ``window`` W ≥ 1 a causal query
+    t_x has only the keys t_x − W < t_z ≤ t_x: W padded positions in a row empty the last of them."""
     for arg, causal in PADDED[name]:
         pad = np.asarray(inputs[arg], dtype=bool)
-        has_key = np.logical_or.accumulate(pad, axis=-1) if causal else \
-            np.broadcast_to(pad.any(axis=-1, keepdims=True), pad.shape)  # (..., ℓ) per query t_x
+        if causal and window:
+            ell = pad.shape[-1]
+            t = np.arange(ell)
+            keys = (t[:, None] <= t[None, :]) & (t[:, None] > t[None, :] - window)  # (ℓ_z, ℓ_x) [t_z, t_x]
+            has_key = (pad[..., :, None] & keys).any(axis=-2)  # (..., ℓ) per query t_x
+        elif causal:
+            has_key = np.logical_or.accumulate(pad, axis=-1)  # (..., ℓ) per query t_x
+        else:
+            has_key = np.broadcast_to(pad.any(axis=-1, keepdims=True), pad.shape)  # (..., ℓ) per query t_x
         if not has_key.all():
             bad = sorted({int(t) for t in np.argwhere(~has_key)[:, -1]})
             raise ValueError(f"{name}: padding {arg} leaves query position(s) t_x = {bad} with no key "

@@ -179,7 +179,7 @@ def layer_norm(X: Array, gamma: Optional[Array], beta: Optional[Array], variant:
     v = jnp.sum(centred * centred, axis=-1, keepdims=True) / denom  # (ℓ, 1)
     out = centred / _sigma(v, variant)  # (ℓ, d)
     if gamma is not None:
-        out = out * gamma
+        out = out * _gain(gamma, variant)
     if beta is not None:
         out = out + beta
     return out
@@ -190,7 +190,13 @@ def rms_norm(X: Array, gamma: Optional[Array], variant: VariantSet, rows: Option
     refuse_zero_variance(X, variant, "rms_norm", rows)
     v = jnp.mean(X * X, axis=-1, keepdims=True)  # (ℓ, 1)
     out = X / _sigma(v, variant)  # (ℓ, d)
-    return out if gamma is None else out * gamma
+    return out if gamma is None else out * _gain(gamma, variant)
+
+
+def _gain(gamma: Array, variant: VariantSet) -> Array:
+    """What a norm multiplies by: γ, or 1 + γ under ``norm_gain="one_plus_gamma"`` (Gemma's
+    RMSNorm, ``output * (1.0 + weight)``), the sum rounded in γ's dtype first."""
+    return gamma if variant.norm_gain == "gamma" else 1 + gamma
 
 
 def _own_width(X: Array, p: Params, name: str) -> None:
@@ -427,11 +433,13 @@ def basic_single_query_attention(e: Array, E: Array, p: Params, variant: Variant
 
 def unidirectional_mask(ell_z: int, ell_x: int, variant: VariantSet) -> Array:
     """Alg. 4's causal mask, here [query t_x, key t_z]: top_left [[t_z ≤ t_x]],
-    bottom_right [[t_z ≤ t_x + ℓ_z − ℓ_x]] (the last query sees every key)."""
+    bottom_right [[t_z ≤ t_x + ℓ_z − ℓ_x]] (the last query sees every key). A sliding ``window``
+    W ≥ 1 (Mistral) keeps of these the keys less than W places back: t_z > t_x + shift − W."""
     t_x = jnp.arange(ell_x)[:, None]  # (ℓ_x, 1)
     t_z = jnp.arange(ell_z)[None, :]  # (1, ℓ_z)
     shift = ell_z - ell_x if variant.causal_alignment == "bottom_right" else 0
-    return t_z <= t_x + shift  # (ℓ_x, ℓ_z) bool
+    causal = t_z <= t_x + shift  # (ℓ_x, ℓ_z) bool
+    return causal & (t_z > t_x + shift - variant.window) if variant.window else causal
 
 
 # --------------------------------------------------------------------------

@@ -91,6 +91,12 @@ def block(X: Array, p: Params, variant: VariantSet, arch: str,
     key/value-cache decoder (architectures.py), whose ``attend`` reads and fills the cache."""
     placement = variant.resolved_norm_placement(arch)
     act = activation(variant.resolved_activation(arch))
+    if variant.residual != "sequential" and arch == "gpt2":  # both read the same X (GPT-NeoX, GPT-J, Falcon)
+        if placement != "pre":
+            raise ValueError(f"residual={variant.residual!r} is defined for pre-LN layers only; given {placement!r}")
+        Y1 = norm(X, p["norm1"], variant, rows=rows)  # (ℓ, d_e)
+        Y2 = Y1 if variant.residual == "parallel_shared" else norm(X, p["norm2"], variant, rows=rows)
+        return X + (attend(Y1) + mlp(Y2, p["mlp"], act, variant))  # the branches summed first, as HF does
     X = _sublayer(X, attend, p["norm1"], variant, placement, rows)
     X = _sublayer(X, lambda Y: mlp(Y, p["mlp"], act, variant), p["norm2"], variant, placement, rows)
     return X  # (ℓ, d_e)

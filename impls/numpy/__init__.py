@@ -177,6 +177,8 @@ def _causal_self_attention(i: Inputs, p: Params, ctx: Context):
     X = i["X"]  # (..., d_e, ℓ): the sequence and its own context
     ell = X.shape[-1]
     Mask = C.unidirectional_mask(ell, ell)  # (ℓ, ℓ) [t_z, t_x]: key t_z ≤ query t_x
+    if ctx.variant.window:  # and within the sliding window: t_z > t_x − W
+        Mask = Mask & C.unidirectional_mask(ell, ell, window=ctx.variant.window)
     W = _self_attention_weights(X, p, ctx)
     return Lyr.mh_attention(X, X, W, Mask, ctx.variant)  # (..., d_e, ℓ)
 
@@ -193,13 +195,14 @@ def _padded_causal_self_attention(i: Inputs, p: Params, ctx: Context):
     """Algorithm 5 with Z = X and Mask[t_z, t_x] = [[t_z ≤ t_x]] ∧ pad[t_z]."""
     X = i["X"]  # (..., d_e, ℓ)
     ell = X.shape[-1]
-    Mask = Lyr.padded(C.unidirectional_mask(ell, ell), i["pad"], ell)  # (..., ℓ, ℓ) [t_z, t_x]
+    Mask = Lyr.padded(C.unidirectional_mask(ell, ell, window=ctx.variant.window), i["pad"], ell)  # (..., ℓ, ℓ)
     W = _self_attention_weights(X, p, ctx)
     return Lyr.mh_attention(X, X, W, Mask, ctx.variant)  # (..., d_e, ℓ)
 
 
 def _unidirectional_mask(i: Inputs, p: Params, ctx: Context):
-    return C.unidirectional_mask(ctx.hyper["ell_z"], ctx.hyper["ell_x"], ctx.variant.causal_alignment)
+    return C.unidirectional_mask(ctx.hyper["ell_z"], ctx.hyper["ell_x"], ctx.variant.causal_alignment,
+                                 ctx.variant.window)
 
 
 # --- Algorithms 6-7 -------------------------------------------------------

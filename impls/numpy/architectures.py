@@ -22,7 +22,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 import numpy as np
 
 from .components import EmbedCache, KVCache, activation, embed_fwd, logits, softmax_columns
-from .layers import NamedNormCache, ResidualCache, decoder_layer_fwd, norm_fwd, stack_layer, stack_layer_fwd
+from .layers import LayerCache, NamedNormCache, decoder_layer_fwd, norm_fwd, stack_layer, stack_layer_fwd
 
 __all__ = [
     "DCache",
@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 Params = Mapping[str, Any]
-Layers = tuple[tuple[ResidualCache, ...], ...]
+Layers = tuple[tuple[LayerCache, ...], ...]
 
 
 def unembedding_matrix(params: Params, variant) -> np.ndarray:

@@ -266,7 +266,8 @@ def norm_fwd(X: np.ndarray, gamma, beta, variant, kind: str) -> tuple[np.ndarray
     under ``variance='unbiased'``); line 3 ê = (e − m)/σ ⊙ γ + β.
     rms_norm: v = Σ_i e[i]²/d (no mean, variance switch ignored), ê = e/σ ⊙ γ.
     σ = √v, √(v + ε) or √v + ε by ``epsilon_placement``. ``gamma``/``beta``
-    are None where the ``affine`` switch (or RMSnorm) removes them.
+    are None where the ``affine`` switch (or RMSnorm) removes them; ``norm_gain='one_plus_gamma'``
+    multiplies by 1 + γ (Gemma).
     Returns ê and the cache of the backward pass.
     """
     d = X.shape[-2]
@@ -294,6 +295,9 @@ def norm_fwd(X: np.ndarray, gamma, beta, variant, kind: str) -> tuple[np.ndarray
         raise ValueError(f"unknown epsilon_placement {variant.epsilon_placement!r}")
     normalised = centred / sigma  # (..., d, ℓ)  line 3, before the affine map
     out = normalised
+    if gamma is not None and variant.norm_gain == "one_plus_gamma":
+        gamma = 1 + gamma  # Gemma's gain 1 + γ, rounded in X's dtype before the product; the backward
+        # reads this gain from the cache, and ∂(1 + γ)/∂γ = 1 leaves its γ gradient unchanged
     if gamma is not None:
         out = out * gamma[:, None]  # ⊙ γ on every column
     if beta is not None:
@@ -388,15 +392,22 @@ def unembed(X: np.ndarray, W_u: np.ndarray, b_u=None) -> np.ndarray:
 # --------------------------------------------------------------------------
 
 
-def unidirectional_mask(ell_z: int, ell_x: int, alignment: str = "top_left") -> np.ndarray:
-    """Mask[t_z, t_x] = [[t_z ≤ t_x]] (top_left, the paper) or [[t_z ≤ t_x + ℓ_z − ℓ_x]] (bottom_right)."""
+def unidirectional_mask(ell_z: int, ell_x: int, alignment: str = "top_left", window: int = 0) -> np.ndarray:
+    """Mask[t_z, t_x] = [[t_z ≤ t_x]] (top_left, the paper) or [[t_z ≤ t_x + ℓ_z − ℓ_x]] (bottom_right);
+    a sliding ``window`` W ≥ 1 (Mistral) also drops the keys W or more places back: t_z > t_x − W
+    (shifted alike), so each query keeps W keys, itself counted."""
     t_z = np.arange(ell_z)[:, None]  # (ℓ_z, 1)
     t_x = np.arange(ell_x)[None, :]  # (1, ℓ_x)
+    if alignment not in ("top_left", "bottom_right"):
+        raise ValueError(f"unknown causal_alignment {alignment!r}")
+    if window < 0:
+        raise ValueError(f"window: expected a whole number >= 0, given {window}")
+    if window:
+        last = t_x + (ell_z - ell_x if alignment == "bottom_right" else 0)  # (1, ℓ_x): each query's newest key
+        return (t_z <= last) & (t_z > last - window)  # (ℓ_z, ℓ_x) bool
     if alignment == "top_left":
         return t_z <= t_x  # (ℓ_z, ℓ_x) bool
-    if alignment == "bottom_right":
-        return t_z <= t_x + (ell_z - ell_x)  # (ℓ_z, ℓ_x) bool
-    raise ValueError(f"unknown causal_alignment {alignment!r}")
+    return t_z <= t_x + (ell_z - ell_x)  # (ℓ_z, ℓ_x) bool
 
 
 def _divisor(variant, d_attn: int, d_model: int) -> float | None:

@@ -9,12 +9,12 @@ unembedding) simply receive two contributions.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Optional
+from typing import Iterable, Mapping, Optional, Union
 
 import numpy as np
 
 from .grad_components import activation_bwd, attention_bwd, linear_bwd, norm_bwd
-from .layers import MHACache, MLPCache, NamedNormCache, ResidualCache
+from .layers import MHACache, MLPCache, NamedNormCache, ParallelCache, ResidualCache
 
 __all__ = ["Grads", "decoder_layer_bwd", "mh_attention_bwd", "mlp_bwd", "named_norm_bwd", "stack_layer_bwd"]
 
@@ -134,11 +134,26 @@ def residual_bwd(dOut: np.ndarray, c: ResidualCache, grads: Grads) -> tuple[np.n
     raise ValueError(f"unknown norm placement {c.placement!r}")
 
 
-def stack_layer_bwd(dX: np.ndarray, caches: Iterable[ResidualCache], grads: Grads) -> np.ndarray:
-    """Backward of an encoder, BERT or GPT-2 layer (attention block, then MLP block)."""
+def stack_layer_bwd(dX: np.ndarray, caches: Iterable[Union[ResidualCache, ParallelCache]], grads: Grads) -> np.ndarray:
+    """Backward of an encoder, BERT or GPT-2 layer (attention block, then MLP block; or both side by
+    side under a parallel residual)."""
     for c in reversed(tuple(caches)):
-        dX, _ = residual_bwd(dX, c, grads)
+        if isinstance(c, ParallelCache):
+            dX = _parallel_bwd(dX, c, grads)
+        else:
+            dX, _ = residual_bwd(dX, c, grads)
     return dX
+
+
+def _parallel_bwd(dOut: np.ndarray, c: ParallelCache, grads: Grads) -> np.ndarray:
+    """out = X + (Attn(Y₁, Y₁) + MLP(Y₂)), Yᵢ = Nᵢ(X) (Y₂ = Y₁ with one shared norm):
+    dX = dOut + N₁ᵀ(dY₁) + N₂ᵀ(dY₂), the attention's primary and context gradients both into Y₁."""
+    dA_X, dA_Z = mh_attention_bwd(dOut, c.attn, grads)
+    dY1 = dA_X + dA_Z
+    dY2 = mlp_bwd(dOut, c.mlp, grads)
+    if c.norm2 is None:
+        return dOut + named_norm_bwd(dY1 + dY2, c.norm1, grads)
+    return dOut + named_norm_bwd(dY1, c.norm1, grads) + named_norm_bwd(dY2, c.norm2, grads)
 
 
 def decoder_layer_bwd(dX: np.ndarray, caches: Iterable[ResidualCache], grads: Grads) -> tuple[np.ndarray, np.ndarray]:

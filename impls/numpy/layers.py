@@ -28,7 +28,7 @@ Line numbers cite the restatement in ALGORITHMS.md. X is (..., d_e, ℓ).
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Callable, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Union
 
 import numpy as np
 
@@ -50,6 +50,7 @@ __all__ = [
     "MHACache",
     "MLPCache",
     "NamedNormCache",
+    "ParallelCache",
     "ResidualCache",
     "decoder_layer",
     "decoder_layer_fwd",
@@ -296,6 +297,10 @@ class ResidualCache(NamedTuple):
     norm: NamedNormCache
 
 
+#: one layer's caches: a ResidualCache per sublayer, or one ParallelCache (``residual`` not sequential)
+LayerCache = Union[ResidualCache, "ParallelCache"]
+
+
 def _residual_fwd(X: np.ndarray, f: Callable[[np.ndarray], tuple[np.ndarray, Any]], kind: str,
                   placement: str, params: Params, gamma: str, beta: str, variant) -> tuple[np.ndarray, ResidualCache]:
     """post: X ← norm(X + f(X)); pre: X ← X + f(norm(X)) (the residual adds the un-normalised X);
@@ -318,8 +323,9 @@ def _residual_fwd(X: np.ndarray, f: Callable[[np.ndarray], tuple[np.ndarray, Any
 
 
 def _causal(ell: int, variant) -> np.ndarray:
-    """The self-attention mask Mask[t, t'] = [[t ≤ t']] (square, so alignment does not matter)."""
-    return unidirectional_mask(ell, ell, variant.causal_alignment)
+    """The self-attention mask Mask[t, t'] = [[t ≤ t']] (square, so alignment does not matter),
+    narrowed to t > t' − W under a sliding ``window`` W."""
+    return unidirectional_mask(ell, ell, variant.causal_alignment, variant.window)
 
 
 def padded(Mask: Optional[np.ndarray], pad: Optional[np.ndarray], ell: int,
@@ -341,17 +347,20 @@ def padded(Mask: Optional[np.ndarray], pad: Optional[np.ndarray], ell: int,
     return base & pad[..., :, None]  # (..., ℓ, ℓ_x)  key t_z kept only where pad[t_z]
 
 
-def _after_cache(Mask: Optional[np.ndarray], cached: int, ell: int) -> Optional[np.ndarray]:
+def _after_cache(Mask: Optional[np.ndarray], cached: int, ell: int, window: int = 0) -> Optional[np.ndarray]:
     """A self-attention mask over ``cached`` earlier positions and X's ℓ: every query sees the cached
-    keys (they precede it), then Mask among X's own columns."""
+    keys (they precede it), then Mask among X's own columns; under a sliding ``window`` W only the
+    keys t_z > t_x − W at absolute positions (the causal mask aligned bottom-right over them all)."""
     if Mask is None or cached == 0:
         return Mask
+    if window:
+        return unidirectional_mask(cached + ell, ell, "bottom_right", window)  # (cached + ℓ, ℓ)
     return np.concatenate([np.ones((cached, ell), dtype=bool), Mask], axis=0)  # (cached + ℓ, ℓ)
 
 
 def stack_layer_fwd(X: np.ndarray, params: Params, prefix: str, variant, H: int, arch: str, *,
                     pad: Optional[np.ndarray] = None, offset: int = 0,
-                    kv_cache: Optional[KVCache] = None) -> tuple[np.ndarray, tuple[ResidualCache, ...]]:
+                    kv_cache: Optional[KVCache] = None) -> tuple[np.ndarray, tuple[LayerCache, ...]]:
     """One encoder (Alg. 8 lines 5-8), BERT (Alg. 9 lines 5-8) or GPT-2 (Alg. 10 lines 5-8) layer.
 
     arch ∈ {"ed_encoder", "bert", "gpt2"} picks the paper's norm placement and
@@ -370,7 +379,7 @@ def stack_layer_fwd(X: np.ndarray, params: Params, prefix: str, variant, H: int,
     act = variant.resolved_activation(arch)
     Mask = _causal(X.shape[-1], variant) if arch == "gpt2" else None
     if kv_cache is not None:
-        Mask = _after_cache(Mask, kv_cache.length, X.shape[-1])
+        Mask = _after_cache(Mask, kv_cache.length, X.shape[-1], variant.window if arch == "gpt2" else 0)
     Mask = padded(Mask, pad, X.shape[-1])
     W = gather_variant_mha(params, prefix + "attn.", H, variant)
 
@@ -380,9 +389,36 @@ def stack_layer_fwd(X: np.ndarray, params: Params, prefix: str, variant, H: int,
     def mlp(Y: np.ndarray):
         return mlp_fwd(Y, params, prefix, "1", "2", variant, act)
 
+    if variant.residual != "sequential" and arch == "gpt2":  # read by the decoder-only layer alone
+        return _parallel_fwd(X, attn, mlp, placement, params, prefix, variant)
     X, c1 = _residual_fwd(X, attn, "self", placement, params, prefix + "gamma1", prefix + "beta1", variant)  # lines 5-6
     X, c2 = _residual_fwd(X, mlp, "mlp", placement, params, prefix + "gamma2", prefix + "beta2", variant)  # lines 7-8
     return X, (c1, c2)
+
+
+class ParallelCache(NamedTuple):
+    """What the backward of a parallel-residual layer needs (``grad_layers.stack_layer_bwd``)."""
+
+    attn: Any  # MHACache of Attn(N₁X)
+    mlp: Any  # MLPCache of MLP(N₂X) (N₁X under parallel_shared)
+    norm1: NamedNormCache
+    norm2: Optional[NamedNormCache]  # None: the one shared norm (GPT-J)
+
+
+def _parallel_fwd(X: np.ndarray, attn: Callable[[np.ndarray], tuple[np.ndarray, Any]],
+                  mlp: Callable[[np.ndarray], tuple[np.ndarray, Any]], placement: str, params: Params, prefix: str,
+                  variant) -> tuple[np.ndarray, tuple[ParallelCache]]:
+    """Lines 5-8 side by side (``residual``): X + (Attn(N₁X) + MLP(N₂X)), N₂ = N₁ under
+    "parallel_shared" (GPT-J's ln_1; GPT-NeoX and Falcon-40B have two norms). Pre-LN only: every
+    source normalises each branch's input."""
+    if placement != "pre":
+        raise ValueError(f"residual={variant.residual!r} is defined for pre-LN layers only; given {placement!r}")
+    Y1, n1 = norm_fwd(X, params, prefix + "gamma1", prefix + "beta1", variant)  # (..., d_e, ℓ)
+    Y2, n2 = (Y1, None) if variant.residual == "parallel_shared" else \
+        norm_fwd(X, params, prefix + "gamma2", prefix + "beta2", variant)
+    a, a_cache = attn(Y1)  # (..., d_e, ℓ)
+    m, m_cache = mlp(Y2)  # (..., d_e, ℓ)
+    return X + (a + m), (ParallelCache(a_cache, m_cache, n1, n2),)  # the branches summed first, as HF does
 
 
 def stack_layer(X: np.ndarray, params: Params, prefix: str, variant, H: int, arch: str, **kw: Any) -> np.ndarray:

@@ -7,6 +7,8 @@ no NaN in gradients of the finite variants).
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from typing import Optional
 
@@ -105,10 +107,12 @@ def norm(X: Tensor, p: Norm, v: VariantSet, kind: Optional[str] = None) -> Tenso
     ``F.layer_norm`` computes (e − m)/√(v + ε) with biased v (ε = 0 is the
     paper's line 3), ``F.rms_norm`` computes e/√(Σe²/d + ε). Unbiased
     variance and ε outside the root are not expressible there, so those are
-    written out."""
+    written out. ``norm_gain="one_plus_gamma"`` (Gemma's RMSNorm) passes the kernels the gain 1 + γ."""
     kind = kind or v.norm
     d = X.shape[-1]
     check_norm_input(X, v, kind)
+    if p.gamma is not None and v.norm_gain == "one_plus_gamma":
+        p = dataclasses.replace(p, gamma=1 + p.gamma)  # (d,): Gemma's gain 1 + γ, rounded before the product
     eps = v.epsilon if v.epsilon_placement == "inside_root" else 0.0
     if kind == "layer_norm":
         if v.variance == "biased" and v.epsilon_placement != "outside_root":
@@ -157,13 +161,17 @@ def _sigma(var: Tensor, v: VariantSet) -> Tensor:
 # --------------------------------------------------------------------------
 
 
-def causal_mask(ell_x: int, ell_z: int, alignment: str, device) -> Tensor:
+def causal_mask(ell_x: int, ell_z: int, alignment: str, device, window: int = 0) -> Tensor:
     """Alg. 4 unidirectional mask, native [t_x, t_z], True = may attend.
 
     top_left [[t_z ≤ t_x]]; bottom_right [[t_z ≤ t_x + ℓ_z − ℓ_x]]: ``tril``
-    with that diagonal offset keeps exactly key j ≤ query i + offset."""
+    with that diagonal offset keeps exactly key j ≤ query i + offset. A sliding ``window`` W ≥ 1
+    (Mistral) keeps only j > i + offset − W too: ``triu`` from the diagonal offset − W + 1."""
     offset = 0 if alignment == "top_left" else ell_z - ell_x
-    return torch.ones(ell_x, ell_z, dtype=torch.bool, device=device).tril(offset)  # (ℓ_x, ℓ_z)
+    ones = torch.ones(ell_x, ell_z, dtype=torch.bool, device=device)
+    if window:
+        return ones.tril(offset) & ones.triu(offset - window + 1)  # (ℓ_x, ℓ_z)
+    return ones.tril(offset)  # (ℓ_x, ℓ_z)
 
 
 def _split_heads(Y: Tensor, H: int) -> Tensor:
@@ -287,7 +295,7 @@ def attend(Q: Tensor, K: Tensor, V: Tensor, v: VariantSet, d_x: int, mask: Optio
     K, V = expand_kv(K, H, v), expand_kv(V, H, v)  # (…, H, ℓ_z, ·)
     d = {"sqrt_d_attn": Q.shape[-1], "sqrt_d_model": d_x, "none": 1}[v.attn_scale]
     if causal:
-        mask = causal_mask(ell_x, ell_z, "top_left", Q.device)  # (ℓ_x, ℓ_z)
+        mask = causal_mask(ell_x, ell_z, "top_left", Q.device, v.window)  # (ℓ_x, ℓ_z)
     empty = None
     if mask is not None:
         empty = ~mask.any(dim=-1, keepdim=True)  # (…, ℓ_x, 1): queries with no key
@@ -306,7 +314,7 @@ def attend(Q: Tensor, K: Tensor, V: Tensor, v: VariantSet, d_x: int, mask: Optio
     if (d == 1 or v.scale_placement != "scores") and empty is None:
         # The scale is already applied (or 1), nothing is empty: SDPA's
         # definition is exactly lines 4-6. scale=1.0 keeps it from scaling again.
-        if causal:
+        if causal and not v.window:  # is_causal has no window: a windowed mask goes as attn_mask
             return F.scaled_dot_product_attention(Q, K, V, is_causal=True, scale=1.0)  # (…, H, ℓ_x, d_mid)
         return F.scaled_dot_product_attention(Q, K, V, attn_mask=mask, scale=1.0)  # (…, H, ℓ_x, d_mid)
     S = Q @ K.transpose(-1, -2)  # line 4, native Sᵀ: (…, H, ℓ_x, ℓ_z)
@@ -385,6 +393,8 @@ def cached_self_attention(X: Tensor, p: Attn, v: VariantSet, cache: list[Tensor]
     ell = Q.shape[-2]
     if start == 0:
         Y = attend(Q, K, V, v, X.shape[-1], causal=True)  # the prefill: top-left = bottom-right here
+    elif v.window:  # a sliding window drops the cached keys W or more places back, one token or many
+        Y = attend(Q, K, V, v, X.shape[-1], mask=causal_mask(ell, start + ell, "bottom_right", X.device, v.window))
     elif ell == 1:
         Y = attend(Q, K, V, v, X.shape[-1])  # one new token: every cached key and itself
     else:

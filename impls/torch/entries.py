@@ -89,7 +89,7 @@ def _self_attention_entry(causal: bool, padding: bool = False):
             raise ValueError(f"W_o has {p['W_o'].shape[0]} rows; self-attention returns d_e = {X.shape[-1]}")
         attn = A.attn_params(p)
         if padding:  # the layer's mask ∧ pad[t_z]
-            mask = layers.self_attention_mask(X.shape[-2], causal, i["pad"], X.device)
+            mask = layers.self_attention_mask(X.shape[-2], causal, i["pad"], X.device, window=ctx.variant.window)
             return A.rows_to_cols(C.mh_attention(X, X, attn, ctx.variant, mask=mask))  # (…, d_e, ℓ)
         return A.rows_to_cols(C.mh_attention(X, X, attn, ctx.variant, causal=causal))  # (…, d_e, ℓ)
     mask = "Mask[t_z, t_x] = [[t_z ≤ t_x]] built from ℓ (Alg. 10 line 6)" if causal else \
@@ -102,7 +102,8 @@ def _self_attention_entry(causal: bool, padding: bool = False):
 def unidirectional_mask(i: In, p: In, ctx: Context) -> Any:
     """Alg. 4's causal Mask, canonical [t_z, t_x] (ℓ_z, ℓ_x), True = may attend."""
     h = ctx.hyper
-    return A.mask_to_canonical(C.causal_mask(h["ell_x"], h["ell_z"], ctx.variant.causal_alignment, ctx.device))
+    return A.mask_to_canonical(C.causal_mask(h["ell_x"], h["ell_z"], ctx.variant.causal_alignment, ctx.device,
+                                             ctx.variant.window))
 
 
 def _norm_entry(kind: str):

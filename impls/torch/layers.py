@@ -38,27 +38,40 @@ def _sublayer(X: Tensor, f: Callable[[Tensor], Tensor], n: Norm, v: VariantSet, 
     return X + f(norm(X, n, v))
 
 
+def _parallel(X: Tensor, attn: Callable[[Tensor], Tensor], p: Block, v: VariantSet, placement: str,
+              act: str) -> Tensor:
+    """Lines 5-8 side by side (``residual``): X + (Attn(N₁X) + MLP(N₂X)), N₂ = N₁ under
+    "parallel_shared" (GPT-J's ln_1); the branches are summed first, as GPTNeoXLayer and GPTJBlock
+    do. Pre-LN only (every source normalises each branch's input)."""
+    if placement != "pre":
+        raise ValueError(f"residual={v.residual!r} is defined for pre-LN layers only; given {placement!r}")
+    Y1 = norm(X, p.norm1, v)  # (…, ℓ, d_e)
+    Y2 = Y1 if v.residual == "parallel_shared" else norm(X, p.norm2, v)
+    return X + (attn(Y1) + mlp(Y2, p.mlp, act, v))
+
+
 def padding_mask(ell_x: int, ell_z: int, causal: bool, pad: Optional[Tensor], device,
-                 name: str = "pad") -> Optional[Tensor]:
+                 name: str = "pad", window: int = 0) -> Optional[Tensor]:
     """The native mask (…, ℓ_x, ℓ_z) [query, key] of an attention with padding over its ℓ_z keys:
     the attention's own Mask (causal [[t_z ≤ t_x]], top-left, or ≡ 1) ∧ pad[t_z] (``name``: the
     decoder's ``pad_x`` or ``pad_z``); None without padding (the attention builds its own mask:
-    SDPA's ``is_causal`` or none)."""
+    SDPA's ``is_causal`` or none). ``window``: the causal mask's sliding window (0: none)."""
     if pad is None:
         return None
     keys = pad_to_native(pad).to(device)  # (…, 1, ℓ_z): a padding position is no query's key
     if keys.shape[-1] != ell_z:
         raise ValueError(f"{name} has {keys.shape[-1]} flags for a sequence of length {ell_z}")
-    base = causal_mask(ell_x, ell_z, "top_left", device) if causal else torch.ones(ell_x, ell_z, dtype=torch.bool,
-                                                                                      device=device)
+    base = causal_mask(ell_x, ell_z, "top_left", device, window) if causal else \
+        torch.ones(ell_x, ell_z, dtype=torch.bool, device=device)
     return base & keys  # (…, ℓ_x, ℓ_z)
 
 
 def self_attention_mask(ell: int, causal: bool, pad: Optional[Tensor], device,
-                        name: str = "pad") -> Optional[Tensor]:
+                        name: str = "pad", window: int = 0) -> Optional[Tensor]:
     """The native mask (…, ℓ, ℓ) [query, key] of a self-attention with padding: the layer's own
-    (causal [[t_z ≤ t_x]] or ≡ 1) ∧ pad[t_z]; None without padding (``padding_mask``, ℓ_x = ℓ_z)."""
-    return padding_mask(ell, ell, causal, pad, device, name)
+    (causal [[t_z ≤ t_x]], within ``window``, or ≡ 1) ∧ pad[t_z]; None without padding
+    (``padding_mask``, ℓ_x = ℓ_z)."""
+    return padding_mask(ell, ell, causal, pad, device, name, window)
 
 
 def _attention(Z: Optional[Tensor], p: Attn, v: VariantSet, mask: Optional[Tensor],
@@ -81,8 +94,10 @@ def block(X: Tensor, p: Block, v: VariantSet, arch: str, pad: Optional[Tensor] =
     placement = v.resolved_norm_placement(arch)
     act = v.resolved_activation(arch)
     causal = arch == "gpt2"  # Alg. 10 l. 6: Mask[t, t'] = [[t ≤ t']]; the others Mask ≡ 1
-    mask = self_attention_mask(X.shape[-2], causal, pad, X.device)  # (…, ℓ, ℓ) or None
+    mask = self_attention_mask(X.shape[-2], causal, pad, X.device, window=v.window)  # (…, ℓ, ℓ) or None
     attn = _attention(None, p.attn, v, mask, causal)
+    if v.residual != "sequential" and arch == "gpt2":  # read by the decoder-only layer alone
+        return _parallel(X, attn, p, v, placement, act)
     X = _sublayer(X, attn, p.norm1, v, placement)  # lines 5-6
     return _sublayer(X, lambda Y: mlp(Y, p.mlp, act, v), p.norm2, v, placement)  # lines 7-8
 
@@ -93,6 +108,8 @@ def cached_block(X: Tensor, p: Block, v: VariantSet, cache: list[Tensor], start:
     (``components.cached_self_attention``); the norms and the MLP act per token."""
     placement = v.resolved_norm_placement("gpt2")
     act = v.resolved_activation("gpt2")
+    if v.residual != "sequential":
+        return _parallel(X, lambda Y: cached_self_attention(Y, p.attn, v, cache, start), p, v, placement, act)
     X = _sublayer(X, lambda Y: cached_self_attention(Y, p.attn, v, cache, start), p.norm1, v, placement)
     return _sublayer(X, lambda Y: mlp(Y, p.mlp, act, v), p.norm2, v, placement)
 
@@ -106,7 +123,7 @@ def decoder_block(X: Tensor, Z: Tensor, p: DecBlock, v: VariantSet, pad_x: Optio
     placement = v.resolved_norm_placement("ed_decoder")
     act = v.resolved_activation("ed_decoder")
     ell_x, ell_z = X.shape[-2], Z.shape[-2]
-    self_mask = padding_mask(ell_x, ell_x, True, pad_x, X.device, "pad_x")  # (…, ℓ_x, ℓ_x) or None
+    self_mask = padding_mask(ell_x, ell_x, True, pad_x, X.device, "pad_x", v.window)  # (…, ℓ_x, ℓ_x) or None
     cross_mask = padding_mask(ell_x, ell_z, False, pad_z, X.device, "pad_z")  # (…, ℓ_x, ℓ_z) or None
     X = _sublayer(X, _attention(None, p.self_attn, v, self_mask, True), p.norm3, v, placement)  # 14-15
     X = _sublayer(X, _attention(Z, p.cross_attn, v, cross_mask, False), p.norm4, v, placement)  # 16-17

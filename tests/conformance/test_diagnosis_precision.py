@@ -24,7 +24,7 @@ from ftspec.impls.numpy import layers as numpy_layers
 from ftspec.spec.variants import preset
 
 NUMPY = load("numpy")
-LLAMA = preset("llama")
+LLAMA = preset("llama").replace(kv_group=2)  # grouped: the preset fixes no size (until spec 2.4.0 it held 2)
 #: four query heads, two RoPE pairs per head: a small layer every LLaMA convention acts on
 HYPER = {"H": 4, "d_e": 8, "d_attn": 4, "d_mid": 4, "d_mlp": 6, "ell": 4}
 

@@ -38,7 +38,7 @@ from ftspec.tools.zoo.injection import Edit, Mutant, build, change_inputs, sourc
 
 LY = "ftspec.impls.numpy.layers"
 ALL = tuple(load("numpy").algorithms)
-LLAMA = preset("llama")
+LLAMA = preset("llama").replace(kv_group=2)  # grouped: the preset fixes no size (until spec 2.4.0 it held 2)
 #: four query heads over two key/value heads: a head order shows (issue 27's sizes), one layer
 LLAMA_HYPER = {"N_V": 5, "ell_max": 4, "L": 1, "H": 4, "d_e": 8, "d_attn": 4, "d_mid": 4, "d_mlp": 6, "ell": 4}
 #: what a wrapped LLaMA code offers: its model, its norm and its attention

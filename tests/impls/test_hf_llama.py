@@ -28,7 +28,7 @@ from ftspec.impls.discovery import load  # noqa: E402
 from ftspec.spec import evaluate  # noqa: E402
 from ftspec.spec.variants import preset  # noqa: E402
 
-LLAMA = preset("llama")
+LLAMA = preset("llama").replace(kv_group=2)
 SETS = (LLAMA, LLAMA.replace(kv_group=1))
 ENTRIES = ("padded_d_transformer", "cached_decoding", "padded_causal_self_attention")
 TIED = (("d_attn", "d_mid"), ("d_e", "H*d_attn"))

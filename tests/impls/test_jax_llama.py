@@ -38,7 +38,7 @@ from ftspec.impls.discovery import load
 from ftspec.spec import SpecError
 from ftspec.spec.variants import VariantSet, preset
 
-LLAMA = preset("llama")
+LLAMA = preset("llama").replace(kv_group=2)  # grouped: the preset fixes no size (until spec 2.4.0 it held 2)
 #: interleaved RoPE pairs, strided key/value heads, Llama 3's base
 LLAMA_INTERLEAVED = LLAMA.replace(rotary="interleaved", kv_order="strided", rope_base=500000.0)
 #: H ≥ 4: two or more key/value heads under G = 2; d_attn ≥ 4: two or more RoPE pairs (at d_attn = 2

@@ -178,7 +178,7 @@ def test_ftspec_list_at_80_columns(monkeypatch, capsys):
     monkeypatch.setattr("ftspec.impls.discovery.listing", _rows)
     out = narrow()
     monkeypatch.setattr(console_module, "console", out)
-    assert main(["list"]) == 1  # one plugin failed to load
+    assert main(["list", "--long"]) == 1  # one plugin failed to load
     assert_whole(out.export_text(), ["torch-nn-layers-fast-pre", VERSION, "phuong-hutter"])
 
 

@@ -17,7 +17,8 @@ mutant); ``dtypes`` the dtypes it is run at. The lists live in
 from __future__ import annotations
 
 from . import (
-    catalogue_combined, catalogue_components, catalogue_llama, catalogue_models, catalogue_torch, catalogue_training,
+    catalogue_combined, catalogue_components, catalogue_families, catalogue_llama, catalogue_models, catalogue_torch,
+    catalogue_training,
 )
 from .injection import Mutant
 
@@ -25,7 +26,8 @@ __all__ = ["MUTANTS", "mutant"]
 
 MUTANTS: dict[str, Mutant] = {}
 for _m in (catalogue_components.MUTANTS + catalogue_models.MUTANTS + catalogue_training.MUTANTS
-           + catalogue_llama.MUTANTS + catalogue_torch.MUTANTS + catalogue_combined.MUTANTS):
+           + catalogue_llama.MUTANTS + catalogue_families.MUTANTS + catalogue_torch.MUTANTS
+           + catalogue_combined.MUTANTS):
     if _m.id in MUTANTS:
         raise ValueError(f"duplicate mutant id {_m.id!r}")
     MUTANTS[_m.id] = _m

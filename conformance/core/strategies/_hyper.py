@@ -28,7 +28,9 @@ the training and inference budgets, whose examples are whole models) have a
 *structural* simplest value (``STRUCTURAL``): their simplest draw is the
 smallest size at which order shows (ℓ = 2: a key before and after a query,
 so a causal mask masks one and RoPE rotates one position; H = 2, or two kv
-heads, H = 2·``kv_group``, under grouped-query attention). The draw is the
+heads, H = 2·``kv_group``, under grouped-query attention; ℓ = W + 2 under a
+sliding window W, whose bound it raises too: a key W places back shows the
+window and its off-by-one, ``_shows_window``). The draw is the
 plain one with the smallest value and the structural one swapped, so every
 size is drawn as often as before, but Hypothesis's first example (the
 simplest choices, and the simplest extension of every early prefix: its
@@ -125,6 +127,8 @@ def hyperparameters(draw: st.DrawFn, entry: Any, *, variant: VariantSet = PAPER,
             bound = max(bound, 2 * variant.kv_group)  # room for two kv heads: kv_order shows
         if name == "d_attn" and variant.rotary != "none" and "rotary" in e.switches:
             bound = max(bound, 4)  # room for two pairs: the pairing (half, interleaved) shows
+        if hyper_kind(name) == "length" and _shows_window(e, variant, b.context):
+            bound = max(bound, variant.window + 2)  # room for the first key past the window, and one more
         bound = min(bound, _most(lim, name, lengths))
         if name in lengths[1:] and (not lim.cross_lengths or not draw(st.booleans())):
             hyper[name] = hyper[lengths[0]]  # the same length as the first sequence
@@ -168,7 +172,17 @@ def structural_size(e: Any, name: str, variant: VariantSet) -> Optional[int]:
         return None
     if name == "H" and variant.kv_group > 1 and "kv_group" in e.switches:
         return 2 * variant.kv_group
+    if kind == "length" and _shows_window(e, variant, None):
+        return max(STRUCTURAL[kind], variant.window + 2)  # a key W places back, and one W + 1 back
     return STRUCTURAL[kind]
+
+
+def _shows_window(e: Any, variant: VariantSet, context: Optional[int]) -> bool:
+    """Whether lengths are raised so that a sliding window W drops keys: ℓ = W + 2 keeps a key W
+    places back (which W + 1 keys, the classic off-by-one, would read) and one more. Only for a
+    window the budget's context holds (``context`` None: any): a declared W of thousands is shown
+    by a configuration with a small one, not by sequences of thousands."""
+    return bool(variant.window) and "window" in e.switches and (context is None or variant.window + 2 <= context)
 
 
 def _swapped(drawn: int, low: int, aim: Optional[int], top: int) -> int:

@@ -93,7 +93,8 @@ def inputs(draw: st.DrawFn, entry: Any, hyper: Mapping[str, int], variant: Varia
             n = int(np.prod(shape, dtype=np.int64))
             out[spec.name] = draw(lengths(n, hyper[spec.bound])).reshape(shape)
         elif spec.kind == Kind.PADDING:
-            out[spec.name] = draw(paddings(int(np.prod(shape, dtype=np.int64)), empty_query=variant.empty_query))
+            out[spec.name] = draw(paddings(int(np.prod(shape, dtype=np.int64)), empty_query=variant.empty_query,
+                                           window=variant.window))
         elif spec.kind == Kind.FLAG:
             out[spec.name] = draw(flags(shape))
         elif spec.kind == Kind.PROBABILITY:

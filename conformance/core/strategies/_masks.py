@@ -47,11 +47,13 @@ PADDING_FAMILIES = ("none", "right", "left", "random", "all")
 
 
 @st.composite
-def paddings(draw: st.DrawFn, ell: int, *, empty_query: str = "error") -> np.ndarray:
+def paddings(draw: st.DrawFn, ell: int, *, empty_query: str = "error", window: int = 0) -> np.ndarray:
     """A bool (ℓ,) padding vector, True = a real token. Under ``empty_query="error"`` position 0 is
     always real, so no query is left without a key (bidirectional or causal; the spec refuses
     such a case and the refusal is checked on its own, ``spec.refusals.empty_padding``); under the
-    other conventions left padding (a causal query with no key) and all-padding are drawn too."""
+    other conventions left padding (a causal query with no key) and all-padding are drawn too.
+    Under a sliding ``window`` W ≥ 1 as well (a causal query t reads keys t − W < t_z ≤ t only),
+    the last position of every W padded in a row is made real again, so each window keeps a key."""
     ell = check_int("ell", ell)
     if empty_query not in _EMPTY_QUERY:
         raise ValueError(f"empty_query: expected one of {_EMPTY_QUERY}, given {empty_query!r}")
@@ -72,6 +74,10 @@ def paddings(draw: st.DrawFn, ell: int, *, empty_query: str = "error") -> np.nda
         pad = rng.random(ell) < rng.uniform(0.3, 0.9)
         if empty_query == "error":
             pad[0] = True
+    if empty_query == "error" and window:
+        for t in range(window - 1, ell):
+            if not pad[t - window + 1:t + 1].any():
+                pad[t] = True  # W padded in a row would leave query t with no key in its window
     return pad
 
 

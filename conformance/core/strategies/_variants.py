@@ -12,7 +12,9 @@ hashed) variant sets. The draw is weighted towards what real code uses:
 ε and its placement move together (ε > 0 exactly when placed): a placement
 is drawn with ε from ``EPSILONS``. RoPE's base moves with ``rotary``: it is
 read only when a pairing is on, so it is drawn only with one; likewise the
-key/value head order with a group size above 1.
+key/value head order with a group size above 1. A parallel ``residual`` is defined for the pre-LN
+placement only, so it is drawn with the paper's placement (pre for GPT-2), overriding a placement
+drawn beside it.
 
 A value of ``SAME_MATHEMATICS`` (``variance="one_pass"``: another value's
 mathematics in another order) is not drawn here: for an implementation
@@ -91,6 +93,9 @@ def _changed(group: str) -> st.SearchStrategy[dict[str, Any]]:
         return st.builds(lambda g, o: {"kv_group": g, "kv_order": o},
                          st.sampled_from(SWITCHES["kv_group"].choices[1:]),
                          st.sampled_from(SWITCHES["kv_order"].choices))
+    if group == "residual":  # defined for the pre-LN placement only: drawn with the paper's (GPT-2: pre),
+        # after any placement a several-switch draw chose (groups are applied in sorted order)
+        return st.sampled_from([{"residual": r, "norm_placement": "paper"} for r in SWITCHES["residual"].choices[1:]])
     if group == "rotary":
         return st.builds(lambda r, b: {"rotary": r, "rope_base": b},
                          st.sampled_from(SWITCHES["rotary"].choices[1:]),

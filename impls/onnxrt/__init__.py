@@ -1,0 +1,146 @@
+"""ONNX Runtime and the ONNX reference evaluator as implementations (plugins ``onnxruntime``,
+``onnxruntime-fused``, ``onnx-reference``).
+
+Written against onnx 1.23.2, onnxruntime 1.32.0, onnxscript 0.7.2 and torch 2.13.0.
+
+``onnxruntime``        torch.nn modules a user would export (LayerNorm, Linear + SDPA,
+                       MultiheadAttention, TransformerEncoderLayer post-LN ReLU/GELU and pre-LN
+                       GELU with a causal mask) and Hugging Face ``GPT2LMHeadModel``
+                       (d_transformer) and ``BertForMaskedLM`` (e_transformer) with the
+                       softmax over their logits, exported with
+                       ``torch.onnx.export(dynamo=True)`` at opset 20 and run by
+                       ``onnxruntime.InferenceSession`` on the CPU execution provider
+                       (``graphs``, ``entries``).
+``onnxruntime-fused``  the same graphs after ``onnxruntime.transformers.optimizer.optimize_model``
+                       (model type "bert", the head count and width given), which fuses
+                       SkipLayerNormalization, Gelu and FastGelu at float32 (docs/libraries.md
+                       says which fired where).
+``onnx-reference``     graphs written here from the standard's operators (LayerNormalization,
+                       RMSNormalization, MatMul, Softmax, Gelu, the opset-23 Attention) in the
+                       spec's column layout, run by ``onnx.reference.ReferenceEvaluator``: the
+                       ONNX standard's own executable semantics, a second specification
+                       (``reference``).
+
+Variant sets (docs/libraries.md, "ONNX Runtime", says why, switch by switch): see
+``VARIANT_ORT``, ``VARIANT_FUSED`` and ``VARIANT_REFERENCE`` below.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime  # type: ignore[import-untyped]  # ships no type information
+import torch
+
+from ftspec.impls.api import Implementation, Limits
+from ftspec.spec.variants import PAPER, preset
+
+from .entries import LAYER_EPS, algorithms
+from .graphs import OPSET
+from .reference import REFERENCE_ALGORITHMS, REFERENCE_EPS, REFERENCE_OPSET
+
+__all__ = ["implementation", "implementation_fused", "implementation_reference", "VARIANT_ORT",
+           "VARIANT_ORT_SDPA", "VARIANT_FUSED", "VARIANT_FUSED_SDPA", "VARIANT_GPT2", "VARIANT_BERT",
+           "VARIANT_REFERENCE", "VARIANT_REFERENCE_QK", "ORT_DTYPES", "REFERENCE_DTYPES", "REFERENCE_EPSILON", "OPSET",
+           "REFERENCE_OPSET"]
+
+_NP = {"float64": np.float64, "float32": np.float32, "float16": np.float16, "int64": np.int64, "bool": np.bool_}
+
+_NORM = dict(epsilon=LAYER_EPS, epsilon_placement="inside_root", variance="biased", affine="scale_shift")
+#: The exported graphs: LayerNormalization(ε = 1e-5, inside the root, biased variance); SDPA
+#: exported by torchlib as √scale multiplied into q and into k before q·kᵀ (``query_key_sqrt``);
+#: MultiheadAttention's boolean attn_mask becomes an additive −inf mask before SDPA's float-mask
+#: path, so a query whose every key is masked is 0/0 in Softmax: NaN (``empty_query="nan"``).
+VARIANT_ORT = PAPER.replace(empty_query="nan", scale_placement="query_key_sqrt", **_NORM)
+#: ``attention`` (SDPA called with a boolean mask): torchlib's bool-mask SDPA fills masked scores
+#: with the dtype's minimum, not −inf (onnxscript 0.7.2 function_libs/torch_lib/ops/nn.py
+#: ``_aten_scaled_dot_product_attention_bool_mask_onnx``), so a query with no key gets equal
+#: scores and uniform weights, where torch itself gives zeros; its IsNaN guard never fires.
+VARIANT_ORT_SDPA = VARIANT_ORT.replace(empty_query="uniform")
+#: At float16 that minimum is −65504, where the spacing is 32: s − 65504 rounds to one value only
+#: while |s| < 16, so larger scores make an empty query's weights non-uniform (found by the
+#: search: error/bound 15 on a one-key case with large logits). ``attention`` is declared at
+#: float32 only, the dtype at which it computes what the spec states.
+ORT_DTYPES = {"attention": ("float32",)}
+#: The fused graphs: the fusions that fire (SkipLayerNormalization, BiasGelu) keep every
+#: convention of the unfused graph (docs/libraries.md).
+VARIANT_FUSED = VARIANT_ORT
+VARIANT_FUSED_SDPA = VARIANT_ORT_SDPA
+#: ``d_transformer``: Hugging Face GPT-2 (tanh GELU, ε 1e-5, pre-LN with a final LN, tied
+#: unembedding); fused, its tanh GELU becomes FastGelu, the same approximation.
+VARIANT_GPT2 = preset("hf-gpt2")
+#: ``e_transformer``: Hugging Face BERT (erf GELU, ε 1e-12, post-LN, LayerNorm after the
+#: embeddings, tied decoder with a bias of its own).
+VARIANT_BERT = preset("hf-bert")
+#: ONNX attributes are float32 (AttributeProto.f): LayerNormalization's and RMSNormalization's
+#: default ε is float32(1e-5) = 9.99999974737875e-06, visible at float64.
+REFERENCE_EPSILON = float(np.float32(REFERENCE_EPS))
+#: layer_norm, rms_norm, attention (Softmax over an all −inf column: 0/0, NaN)
+VARIANT_REFERENCE = PAPER.replace(empty_query="nan", epsilon=REFERENCE_EPSILON, epsilon_placement="inside_root")
+#: mh_attention and the layers, through the opset-23 Attention operator: q and k each multiplied
+#: by √scale, and a fully masked query row gives a zero output row (the operator's text and
+#: onnx/reference/ops/op_attention.py ``_softmax``)
+VARIANT_REFERENCE_QK = VARIANT_REFERENCE.replace(scale_placement="query_key_sqrt", empty_query="zeros")
+#: The reference's Erf rounds through float32 (``np.vectorize(erf, otypes=["f"])``,
+#: onnx/reference/ops/op_erf.py), and Gelu runs as its function body (Erf): the GELU layers are
+#: float32-accurate at float64, so they are declared at float32 and float16 only.
+REFERENCE_DTYPES = {"bert_layer": ("float32", "float16"), "gpt2_layer": ("float32", "float16")}
+
+
+def from_numpy(array: Any, dtype: str, device: str) -> np.ndarray:
+    """A NumPy array → a fresh NumPy array of ``dtype`` (exact: the harness sends values
+    representable in ``dtype``); ONNX Runtime and the reference evaluator take NumPy."""
+    if dtype not in _NP:
+        raise ValueError(f"unknown dtype {dtype!r}; expected one of {sorted(_NP)}")
+    return np.array(array, dtype=_NP[dtype], copy=True)
+
+
+def to_numpy(value: Any) -> np.ndarray:
+    return np.asarray(value)
+
+
+_TIED = (("d_attn", "d_mid"), ("d_e", "H*d_attn"))
+#: ORT: MultiheadAttention and the layers tie their head sizes (as ``torch-nn``). No batching: a
+#: batch is another input shape, hence another export (2-5 s each on a loaded 2-core machine),
+#: which left the layers' searches at 5 examples inside the quick profile's time cap; batched
+#: graphs are therefore not certified (docs/libraries.md).
+_LIMITS = {"layer_norm": Limits(batching=False), "attention": Limits(batching=False),
+           "mh_attention": Limits(equal=(("d_attn", "d_mid"), ("d_x", "H*d_attn"), ("d_out", "d_x")), batching=False),
+           **{a: Limits(equal=_TIED, batching=False)
+              for a in ("encoder_layer", "bert_layer", "gpt2_layer", "d_transformer")},
+           "e_transformer": Limits(equal=_TIED + (("d_f", "d_e"),), batching=False)}
+
+_VERSION = f"onnxruntime{onnxruntime.__version__}+onnx{onnx.__version__}+torch{torch.__version__}"
+
+
+def _ort(name: str, fused: bool, variants: Any, description: str) -> Implementation:
+    return Implementation(
+        name=name, version=_VERSION, algorithms=algorithms(fused), dtypes=("float32", "float16"),
+        devices=lambda: ["cpu"], from_numpy=from_numpy, to_numpy=to_numpy, variants=variants,
+        description=description, limits=_LIMITS, dtypes_by_algorithm=ORT_DTYPES,
+        extra={"onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__, "torch": torch.__version__,
+               "opset": OPSET, "exporter": "torch.onnx.export(dynamo=True)", "provider": "CPUExecutionProvider",
+               "shapes_per_search": 2})
+
+
+def _sets(layers: Any, sdpa: Any) -> dict[str, list]:
+    """{algorithm: sets}: the torch.nn graphs' set, SDPA's, and the Hugging Face models' presets."""
+    return {"*": [layers], "attention": [sdpa], "d_transformer": [VARIANT_GPT2], "e_transformer": [VARIANT_BERT]}
+
+
+implementation = _ort("onnxruntime", False, _sets(VARIANT_ORT, VARIANT_ORT_SDPA),
+                      "torch.nn modules and HF GPT-2/BERT exported to ONNX (dynamo, opset 20), run by "
+                      "ONNX Runtime on CPU")
+implementation_fused = _ort("onnxruntime-fused", True, _sets(VARIANT_FUSED, VARIANT_FUSED_SDPA),
+                            "the same ONNX graphs after onnxruntime.transformers.optimizer fusion, on CPU")
+implementation_reference = Implementation(
+    name="onnx-reference", version=f"onnx{onnx.__version__}", algorithms=REFERENCE_ALGORITHMS,
+    dtypes=("float64", "float32", "float16"), devices=lambda: ["cpu"], from_numpy=from_numpy,
+    to_numpy=to_numpy,
+    variants={"*": [VARIANT_REFERENCE_QK], "layer_norm": [VARIANT_REFERENCE], "rms_norm": [VARIANT_REFERENCE],
+              "attention": [VARIANT_REFERENCE]}, dtypes_by_algorithm=REFERENCE_DTYPES,
+    description="graphs of ONNX standard operators run by onnx.reference.ReferenceEvaluator",
+    limits={a: Limits(equal=_TIED) for a in ("encoder_layer", "bert_layer", "gpt2_layer")},
+    extra={"onnx": onnx.__version__, "opset": REFERENCE_OPSET, "shapes_per_search": 4})

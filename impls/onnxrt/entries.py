@@ -1,0 +1,294 @@
+"""The registry entries of ``onnxruntime`` and ``onnxruntime-fused``: torch.nn modules a user
+would export, holding ftspec's parameters, exported and run by ONNX Runtime (``graphs``).
+
+The modules are the ones the ``torch-nn`` and ``torch-nn-layers`` plugins call (torch 2.13.0,
+nn/modules/normalization.py LayerNorm, nn/modules/activation.py MultiheadAttention,
+nn/functional.py scaled_dot_product_attention, nn/modules/transformer.py
+TransformerEncoderLayer), loaded by the same adapter (``ftspec.impls.torch_nn.adapter``), in
+torch's row layout with a batch axis (an unbatched call is a batch of one). Each exported graph
+takes the call's inputs as its graph inputs, in the module's layout; the weights are
+initializers. The whole models are Hugging Face's (transformers 5.24.0, GPT2LMHeadModel and
+BertForMaskedLM), built and loaded by ``ftspec.impls.hf.adapter``. Nothing here reads
+``ctx.variant``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ftspec.impls.api import Context
+from ftspec.impls.torch_nn import adapter as A
+
+from .graphs import Fusion, run_exported
+
+__all__ = ["algorithms", "LAYER_EPS"]
+
+In = Mapping[str, np.ndarray]
+Fn = Callable[[In, In, Context], Any]
+#: torch.nn.LayerNorm's default ε, the one every module here has (exported as the
+#: LayerNormalization node's ``epsilon`` attribute)
+LAYER_EPS = 1e-5
+
+
+def _t(p: In, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    return {k: torch.from_numpy(np.array(v, copy=True)).to(dtype) for k, v in p.items()}
+
+
+def _rows(X: np.ndarray, batched: bool) -> np.ndarray:
+    """Canonical (…, d, ℓ) → (N, ℓ, d), a batch of one when unbatched."""
+    R = np.swapaxes(X, -1, -2)
+    return np.ascontiguousarray(R if batched else R[None])
+
+
+def _cols(Y: np.ndarray, batched: bool) -> np.ndarray:
+    """(N, ℓ, d) → canonical (…, d, ℓ)."""
+    return np.swapaxes(Y if batched else Y[0], -1, -2)
+
+
+def _key(name: str, ctx: Context, *arrays: np.ndarray) -> tuple:
+    """A structure: the entry, the dtype, every size (they fix the parameters' shapes) and every
+    graph input's shape."""
+    return (name, ctx.dtype, tuple(sorted(ctx.hyper.items()))) + tuple(a.shape for a in arrays)
+
+
+class _LayerNorm(nn.Module):
+    def __init__(self, d_e: int, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.m = nn.LayerNorm(d_e, eps=LAYER_EPS, dtype=dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.m(x)
+
+
+class _Attention(nn.Module):
+    """Algorithm 4 as torch code is written: three ``nn.Linear`` and
+    ``F.scaled_dot_product_attention`` with a boolean mask [query, key], True = may attend."""
+
+    def __init__(self, d_x: int, d_z: int, d_attn: int, d_out: int, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.q = nn.Linear(d_x, d_attn, dtype=dtype)
+        self.k = nn.Linear(d_z, d_attn, dtype=dtype)
+        self.v = nn.Linear(d_z, d_out, dtype=dtype)
+
+    def forward(self, x: torch.Tensor, z: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        # one head axis: the exporter translates 4-D SDPA only (torchlib asserts "only 4D query,
+        # key, and value are supported")
+        q, k, v = (t.unsqueeze(1) for t in (self.q(x), self.k(z), self.v(z)))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask.unsqueeze(1)).squeeze(1)
+
+
+class _MHA(nn.Module):
+    """``nn.MultiheadAttention(..., need_weights=False)`` with a boolean attn_mask, True = blocked,
+    (N·H, ℓ_x, ℓ_z)."""
+
+    def __init__(self, d_x: int, d_z: int, H: int, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.m = nn.MultiheadAttention(d_x, H, kdim=d_z, vdim=d_z, batch_first=True, dtype=dtype)
+
+    def forward(self, x: torch.Tensor, z: torch.Tensor, blocked: torch.Tensor) -> torch.Tensor:
+        return self.m(x, z, z, attn_mask=blocked, need_weights=False)[0]
+
+
+class _Layer(nn.Module):
+    """``nn.TransformerEncoderLayer`` (dropout 0, batch_first), with the causal src_mask built
+    inside forward (what a GPT-style model does) when ``causal``."""
+
+    def __init__(self, d_e: int, H: int, d_mlp: int, norm_first: bool, activation: str, causal: bool,
+                 dtype: torch.dtype) -> None:
+        super().__init__()
+        self.causal = causal
+        self.m = nn.TransformerEncoderLayer(d_e, H, dim_feedforward=d_mlp, dropout=0.0, activation=activation,
+                                            layer_norm_eps=LAYER_EPS, batch_first=True, norm_first=norm_first,
+                                            dtype=dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ell = x.shape[-2]
+        mask = torch.ones(ell, ell, dtype=torch.bool).triu(1) if self.causal else None  # True = blocked
+        return self.m(x, src_mask=mask)
+
+
+def _fusion(fused: bool, model_type: str = "bert", H: int = 0, hidden: int = 0) -> Optional[Fusion]:
+    return Fusion(model_type, H, hidden) if fused else None
+
+
+def _layer_norm(fused: bool) -> Fn:
+    def layer_norm(i: In, p: In, ctx: Context) -> Any:
+        """Alg. 6 via ``nn.LayerNorm(d_e)`` (ε 1e-5), exported: one LayerNormalization node."""
+        dt = getattr(torch, ctx.dtype)
+        X = _rows(i["X"], ctx.batched)  # (N, ℓ, d_e)
+
+        def build() -> nn.Module:
+            m = _LayerNorm(ctx.hyper["d_e"], dt)
+            A.load_norm(m.m, _t(p, dt))
+            return m.eval()
+
+        Y = run_exported(_key("layer_norm", ctx, X), build, (torch.from_numpy(X),), [X], _fusion(fused))
+        return _cols(Y, ctx.batched)
+    return layer_norm
+
+
+def _attention(fused: bool) -> Fn:
+    def attention(i: In, p: In, ctx: Context) -> Any:
+        """Alg. 4: ``nn.Linear`` projections and SDPA with a boolean mask, exported."""
+        dt = getattr(torch, ctx.dtype)
+        X, Z = _rows(i["X"], ctx.batched), _rows(i["Z"], ctx.batched)  # (N, ℓ_x, d_x), (N, ℓ_z, d_z)
+        M = np.ascontiguousarray(_rows(i["Mask"], ctx.batched))  # (N, ℓ_x, ℓ_z): [query, key], True = may attend
+        h = ctx.hyper
+
+        def build() -> nn.Module:
+            m = _Attention(h["d_x"], h["d_z"], h["d_attn"], h["d_out"], dt)
+            w = _t(p, dt)
+            for lin, n in ((m.q, "q"), (m.k, "k"), (m.v, "v")):
+                A.load_linear(lin, w[f"W_{n}"], w[f"b_{n}"])
+            return m.eval()
+
+        args = (torch.from_numpy(X), torch.from_numpy(Z), torch.from_numpy(M))
+        Y = run_exported(_key("attention", ctx, X, Z, M), build, args, [X, Z, M], _fusion(fused))
+        return _cols(Y, ctx.batched)
+    return attention
+
+
+def _mh_attention(fused: bool) -> Fn:
+    def mh_attention(i: In, p: In, ctx: Context) -> Any:
+        """Alg. 5: ``nn.MultiheadAttention(..., need_weights=False)``, exported."""
+        dt = getattr(torch, ctx.dtype)
+        h = ctx.hyper
+        X, Z = _rows(i["X"], ctx.batched), _rows(i["Z"], ctx.batched)
+        M = i["Mask"] if ctx.batched else i["Mask"][None]  # (N, ℓ_z, ℓ_x)
+        blocked = np.ascontiguousarray(
+            np.repeat(~np.swapaxes(M, -1, -2), h["H"], axis=0))  # (N·H, ℓ_x, ℓ_z), True = blocked
+
+        def build() -> nn.Module:
+            m = _MHA(h["d_x"], h["d_z"], h["H"], dt)
+            A.copy_mha(m.m, _t(p, dt), h["H"])
+            return m.eval()
+
+        args = (torch.from_numpy(X), torch.from_numpy(Z), torch.from_numpy(blocked))
+        Y = run_exported(_key("mh_attention", ctx, X, Z, blocked), build, args, [X, Z, blocked],
+                         _fusion(fused, "bert", h["H"], h["d_x"]))
+        return _cols(Y, ctx.batched)
+    return mh_attention
+
+
+def _layer(name: str, norm_first: bool, activation: str, causal: bool, fused: bool) -> Fn:
+    io = "Z" if name == "encoder_layer" else "X"
+
+    def fn(i: In, p: In, ctx: Context) -> Any:
+        dt = getattr(torch, ctx.dtype)
+        h = ctx.hyper
+        X = _rows(i[io], ctx.batched)  # (N, ℓ, d_e)
+
+        def build() -> nn.Module:
+            m = _Layer(h["d_e"], h["H"], h["d_mlp"], norm_first, activation, causal, dt)
+            w = _t(p, dt)
+            A.copy_mha(m.m.self_attn, A.sub(w, "attn."), h["H"])
+            A.load_norm(m.m.norm1, {"gamma": w["gamma1"], "beta": w["beta1"]})
+            A.load_norm(m.m.norm2, {"gamma": w["gamma2"], "beta": w["beta2"]})
+            A.load_linear(m.m.linear1, w["W_mlp1"], w["b_mlp1"])
+            A.load_linear(m.m.linear2, w["W_mlp2"], w["b_mlp2"])
+            return m.eval()
+
+        Y = run_exported(_key(name, ctx, X), build, (torch.from_numpy(X),), [X],
+                         _fusion(fused, "bert", h["H"], h["d_e"]))
+        return _cols(Y, ctx.batched)
+
+    fn.__name__ = name
+    fn.__doc__ = (f"nn.TransformerEncoderLayer(norm_first={norm_first}, activation={activation!r})"
+                  f"{' with a causal src_mask' if causal else ''}, exported.")
+    return fn
+
+
+class _GPT2(nn.Module):
+    """Hugging Face ``GPT2LMHeadModel`` (its default attention, "sdpa") and the softmax over the
+    vocabulary a user of its logits applies: P, Algorithm 10's output, as one exported graph."""
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        from transformers import GPT2LMHeadModel
+
+        self.m = GPT2LMHeadModel(config)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.m(input_ids=x, use_cache=False).logits, dim=-1)
+
+
+def _d_transformer(fused: bool) -> Fn:
+    def d_transformer(i: In, p: In, ctx: Context) -> Any:
+        """Alg. 10: ``GPT2LMHeadModel`` (transformers, randomly initialised from a tiny config, then
+        loaded with ftspec's parameters by ``ftspec.impls.hf.adapter``), exported with its softmax.
+        Fused with model type "bert": "gpt2" raises IndexError in ``Gpt2OnnxModel.postprocess`` on
+        this export (its lm_head Gemm has no bias input; onnxruntime 1.32.0)."""
+        from ftspec.impls.hf import adapter as HA
+
+        dt = getattr(torch, ctx.dtype)
+        h = ctx.hyper
+        x = np.ascontiguousarray(i["x"] if ctx.batched else i["x"][None])  # (N, ℓ) token IDs
+        # ONNX Gather takes a negative index from the back (the standard's Gather), so the graph
+        # embeds token −1 as token N_V − 1 where torch raises: refused here, at the boundary, as a
+        # server in front of the graph must (docs/libraries.md); IDs ≥ N_V make ORT raise anyway
+        HA.check_tokens(torch.from_numpy(x), h)
+
+        def build() -> nn.Module:
+            m = _GPT2(HA.gpt2_config(h, "sdpa"))
+            HA.load(m.m, HA.gpt2_lm_weights(_t(p, dt), h["L"], h["H"]), dt, "cpu")
+            return m.eval()
+
+        P = run_exported(_key("d_transformer", ctx, x), build, (torch.from_numpy(x),), [x],
+                         _fusion(fused, "bert", h["H"], h["d_e"]))  # (N, ℓ, N_V)
+        return _cols(P, ctx.batched)
+    return d_transformer
+
+
+class _Bert(nn.Module):
+    """Hugging Face ``BertForMaskedLM`` (default "sdpa" attention) and the softmax over the
+    vocabulary: P, Algorithm 9's output, as one exported graph."""
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        from transformers import BertForMaskedLM
+
+        self.m = BertForMaskedLM(config)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.m(input_ids=x).logits, dim=-1)
+
+
+def _e_transformer(fused: bool) -> Fn:
+    def e_transformer(i: In, p: In, ctx: Context) -> Any:
+        """Alg. 9: ``BertForMaskedLM`` (tiny config, ftspec's parameters loaded by
+        ``ftspec.impls.hf.adapter``), exported with its softmax; fused with model type "bert"."""
+        from ftspec.impls.hf import adapter as HA
+
+        dt = getattr(torch, ctx.dtype)
+        h = ctx.hyper
+        x = np.ascontiguousarray(i["x"] if ctx.batched else i["x"][None])  # (N, ℓ) token IDs
+        HA.check_tokens(torch.from_numpy(x), h)  # Gather reads −1 from the back (d_transformer)
+
+        def build() -> nn.Module:
+            m = _Bert(HA.bert_config(h, "sdpa"))
+            HA.load(m.m, HA.bert_mlm_weights(_t(p, dt), h["L"], h["H"]), dt, "cpu")
+            return m.eval()
+
+        P = run_exported(_key("e_transformer", ctx, x), build, (torch.from_numpy(x),), [x],
+                         _fusion(fused, "bert", h["H"], h["d_e"]))  # (N, ℓ, N_V)
+        return _cols(P, ctx.batched)
+    return e_transformer
+
+
+def algorithms(fused: bool) -> dict[str, Fn]:
+    """The entries of one plugin: the torch.nn graphs, fused by ``optimize_model`` or not."""
+    return {
+        "layer_norm": _layer_norm(fused),
+        "attention": _attention(fused),
+        "mh_attention": _mh_attention(fused),
+        "encoder_layer": _layer("encoder_layer", False, "relu", False, fused),
+        "bert_layer": _layer("bert_layer", False, "gelu", False, fused),
+        "gpt2_layer": _layer("gpt2_layer", True, "gelu", True, fused),
+        "d_transformer": _d_transformer(fused),
+        "e_transformer": _e_transformer(fused),
+    }

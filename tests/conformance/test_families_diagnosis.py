@@ -1,0 +1,40 @@
+"""A plugin that declares one of the issue-38 conventions and computes the paper's is caught at
+float32, and the diagnosis names the convention it computes: Gemma's gain 1 + γ computed as γ, a
+sliding window not applied, a parallel residual computed sequentially.
+
+The wrong plugin is the bundled NumPy one run under the other value: what a port that reuses a
+Llama RMSNorm for Gemma, drops Mistral's ``sliding_window`` or GPT-NeoX's ``use_parallel_residual``
+computes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ftspec.conformance.core.calling import Prepared, call
+from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.judge import judge
+from ftspec.conformance.core.tolerances import reference
+from ftspec.conformance.forensics.diagnosis import diagnose
+from ftspec.impls.discovery import load
+from ftspec.spec.variants import PAPER, parse
+
+NUMPY = load("numpy")
+#: ℓ = 4 > W = 2: the window drops a key of the last two queries
+HYPER = {"H": 2, "d_e": 4, "d_attn": 2, "d_mid": 2, "d_mlp": 6, "ell": 4}
+DECLARED = {"norm_gain": parse("gemma"), "window": PAPER.replace(window=2),
+            "residual": PAPER.replace(residual="parallel")}
+
+
+@pytest.mark.parametrize("switch", sorted(DECLARED))
+def test_a_missing_family_convention_is_caught_and_named_at_float32(switch):
+    declared = DECLARED[switch]
+    computed = declared.replace(**{switch: getattr(PAPER, switch)})
+    case = Case.build("gpt2_layer", HYPER, declared, seed=2)
+    p = Prepared(case.entry, case.inputs, case.params, "float32")
+    wrong = call(NUMPY, case.entry, p.inputs, p.params, hyper=case.hyper, variant=computed, dtype="float32",
+                 device="cpu")
+    ref = reference(case.entry, p.inputs, p.params, hyper=case.hyper, variant=declared, dtype="float32")
+    assert not judge(case.entry, wrong, ref).ok  # caught
+    d = diagnose(case.entry, case, wrong, "float32", evaluations=80)
+    assert any(m["changes"].get(switch) == getattr(PAPER, switch) for m in d.matches), d.summary()

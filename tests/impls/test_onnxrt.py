@@ -1,0 +1,241 @@
+"""The ONNX plugins (``onnxruntime``, ``onnxruntime-fused``, ``onnx-reference``).
+
+Always (a few seconds): the plugins load; an exported LayerNorm judged by the harness on two
+cases of one structure with different weights (the export is cached per structure, so the
+second passes only if its own weights reached the graph); and the ONNX reference evaluator's
+three disagreements with a plain reading of the paper, each passing under the declared set and
+failing under its neighbour: ε is a float32 attribute (seen at float64), Softmax over an all
+−inf column is NaN while the opset-23 Attention operator gives a zero row.
+
+With ``FTSPEC_ALL_LIBRARIES=1`` (the heavy-library switch of
+tests/impls/test_library_certificates.py; ``make bench`` certifies them in any case): the three
+plugins certified through the CLI at the quick profile, what ONNX Runtime gives a query with
+no key on each exported attention path, and which fusions fire.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnx")
+pytest.importorskip("torch")
+
+from ftspec.conformance.core.calling import Prepared
+from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.execute import Member, examine
+from ftspec.conformance.core.findings import Judgement
+from ftspec.conformance.core.tolerances import reference
+from ftspec.impls.discovery import load
+from ftspec.spec.registry import REGISTRY
+from ftspec.spec.variants import PAPER
+
+from .cases import accepted_case, make_case
+
+PLUGINS = ("onnxruntime", "onnxruntime-fused", "onnx-reference")
+HEAVY = bool(os.environ.get("FTSPEC_ALL_LIBRARIES"))
+FTSPEC = Path(sys.executable).with_name("ftspec")
+
+
+def _judged(impl, case: Case, dtype: str, variant) -> Judgement:
+    """The harness's judgement (the path of ``ftspec replay``) of ``impl`` on ``case`` under ``variant``."""
+    case = Case(case.algorithm, case.hyper, variant, case.inputs, case.params)
+    entry = REGISTRY[case.algorithm]
+    prepared = Prepared(entry, case.inputs, case.params, dtype)
+    ref = reference(entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=variant, dtype=dtype,
+                    precision=impl.precision_for(dtype))
+    return examine(Member(impl.name, impl, "cpu"), case, prepared.inputs, prepared.params, ref, dtype=dtype,
+                   timeout=120.0).judgement
+
+
+def test_the_three_plugins_load_with_their_library_versions() -> None:
+    import onnx
+    import onnxruntime
+
+    for name in PLUGINS:
+        impl = load(name)
+        assert impl.name == name
+        assert f"onnx{onnx.__version__}" in impl.version
+    assert f"onnxruntime{onnxruntime.__version__}" in load("onnxruntime").version
+
+
+def test_an_exported_layer_norm_runs_each_calls_own_weights() -> None:
+    """ε 1e-5 inside the root (torch.nn.LayerNorm's default, exported as LayerNormalization's
+    attribute). The two cases share every shape, so the second reuses the first's export."""
+    impl = load("onnxruntime")
+    declared = PAPER.replace(epsilon=1e-5, epsilon_placement="inside_root")
+    entry = REGISTRY["layer_norm"]
+    first = accepted_case(entry, declared, seed=0)
+    second = accepted_case(entry, declared, seed=1, hyper=dict(first.hyper))
+    assert not np.array_equal(first.params["gamma"], second.params["gamma"])
+    for case in (first, second):
+        j = _judged(impl, case, "float32", declared)
+        assert j.ok, [f.message for f in j.findings]
+
+
+def _reference_verdicts(algorithm: str, dtype: str, variants: dict, empty_query: bool = False) -> dict[str, bool]:
+    impl = load("onnx-reference")
+    entry = REGISTRY[algorithm]
+    out = {}
+    for label, v in variants.items():
+        case = make_case(entry, v, seed=3, empty_query=True) if empty_query else accepted_case(entry, v, seed=3)
+        out[label] = _judged(impl, case, dtype, v).ok
+    return out
+
+
+@pytest.mark.parametrize("algorithm", ["layer_norm", "rms_norm"])
+def test_the_reference_epsilon_is_float32_1e_5_visible_at_float64(algorithm: str) -> None:
+    """An ONNX float attribute is a float32 (AttributeProto.f): LayerNormalization's and
+    RMSNormalization's default ε is 1e-5 rounded to float32, 9.99999974737875e-06, which float64
+    arithmetic tells apart from 1e-5 (relative 2.5e-8 of ε)."""
+    stored = float(np.float32(1e-5))
+    assert stored != 1e-5
+    verdicts = _reference_verdicts(algorithm, "float64", {
+        "float32(1e-5)": PAPER.replace(epsilon=stored, epsilon_placement="inside_root"),
+        "1e-5": PAPER.replace(epsilon=1e-5, epsilon_placement="inside_root")})
+    assert verdicts == {"float32(1e-5)": True, "1e-5": False}
+
+
+def test_softmax_over_a_fully_masked_column_is_nan_the_attention_operator_gives_zeros() -> None:
+    """A query with no key: the standard's Softmax is exp(x − max)/Σ, so an all −inf column is
+    −inf − (−inf) = NaN; the opset-23 Attention operator states a zero output row instead."""
+    eps = dict(epsilon=float(np.float32(1e-5)), epsilon_placement="inside_root")
+    softmax = _reference_verdicts("attention", "float32", {
+        q: PAPER.replace(empty_query=q, **eps) for q in ("nan", "zeros")}, empty_query=True)
+    operator = _reference_verdicts("mh_attention", "float32", {
+        q: PAPER.replace(empty_query=q, scale_placement="query_key_sqrt", **eps) for q in ("nan", "zeros")},
+        empty_query=True)
+    assert softmax == {"nan": True, "zeros": False}
+    assert operator == {"nan": False, "zeros": True}
+
+
+def test_onnx_runtime_gather_reads_a_negative_token_id_from_the_back() -> None:
+    """Why the d_transformer entries check token IDs at the boundary: the exported embedding is a
+    Gather, and ONNX Gather (ONNX Runtime with it) takes index −1 as the last row where
+    torch.nn.Embedding raises, so an exported GPT-2 embeds token −1 as token N_V − 1."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("Gather", ["W", "x"], ["y"], axis=0)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("W", TensorProto.FLOAT, [3, 2]),
+                                            helper.make_tensor_value_info("x", TensorProto.INT64, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    W = np.arange(6, dtype=np.float32).reshape(3, 2)
+    (y,) = session.run(None, {"W": W, "x": np.array([-1], dtype=np.int64)})
+    assert y.tolist() == [[4.0, 5.0]]
+    torch = pytest.importorskip("torch")
+    with pytest.raises(IndexError):
+        torch.nn.functional.embedding(torch.tensor([-1]), torch.from_numpy(W))
+
+
+# -- heavy: behind FTSPEC_ALL_LIBRARIES ------------------------------------------------------
+
+heavy = pytest.mark.skipif(not HEAVY, reason="ONNX certifications: FTSPEC_ALL_LIBRARIES=1 (make bench runs them)")
+
+
+@heavy
+@pytest.mark.slow
+@pytest.mark.parametrize("name", PLUGINS)
+def test_certified_conformant_at_the_quick_profile(name: str, tmp_path: Path) -> None:
+    out = tmp_path / "cert"
+    proc = subprocess.run([str(FTSPEC), "certify", name, "--profile", "quick", "--jobs", "1", "--quiet",
+                           "--out", str(out), "--case-dir", str(tmp_path / "cases")],
+                          capture_output=True, text=True, timeout=1800, cwd=tmp_path)
+    doc = json.loads((out / "certificate.json").read_text()) if (out / "certificate.json").exists() else {}
+    impl = load(name)
+    failed = [c for c in doc.get("results", []) if c["status"] not in ("pass", "not implemented")]
+    if name == "onnxruntime-fused":  # only the load failure of a fused BERT whose norms share a weight
+        failed = [c for c in failed if not (c["algorithm"] == "e_transformer" and c["failure"]["check"] == "exception"
+                                            and "Attempt to replace the existing tensor" in c["failure"]["message"])]
+        assert not failed and doc.get("verdict") in ("conformant", "non-conformant"), (doc.get("reasons"), failed)
+        return
+    assert proc.returncode == 0 and doc.get("verdict") == "conformant", (
+        f"{name}: exit {proc.returncode}, {doc.get('verdict')}: {doc.get('reasons')}\n{proc.stdout[-2000:]}")
+    cells = {(c["algorithm"], c["dtype"]) for c in doc["results"] if c["status"] == "pass"}
+    assert cells == {(a, d) for a in impl.algorithms for d in impl.dtypes_for(a)}
+
+
+@heavy
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["onnxruntime", "onnxruntime-fused"])
+def test_an_empty_query_is_uniform_through_sdpa_and_nan_through_multihead_attention(name: str) -> None:
+    """torch itself gives both paths zeros (plugin ``torch-nn``). Exported: SDPA's boolean mask is
+    filled with the dtype's minimum (uniform weights); MultiheadAttention's becomes −inf (NaN)."""
+    impl = load(name)
+    base = PAPER.replace(epsilon=1e-5, epsilon_placement="inside_root", scale_placement="query_key_sqrt")
+    for algorithm, expected in (("attention", "uniform"), ("mh_attention", "nan")):
+        verdicts = {}
+        for q in ("zeros", "nan", "uniform"):
+            v = base.replace(empty_query=q)
+            case = make_case(REGISTRY[algorithm], v, seed=1, empty_query=True)
+            if not impl.admits(algorithm, case.hyper):
+                case = make_case(REGISTRY[algorithm], v, seed=1, empty_query=True,
+                                 hyper=impl.limits_for(algorithm).settle(case.hyper))
+            verdicts[q] = _judged(impl, case, "float32", v).ok
+        assert verdicts == {q: q == expected for q in ("zeros", "nan", "uniform")}, (algorithm, verdicts)
+
+
+@heavy
+@pytest.mark.slow
+def test_the_fused_float32_bert_layer_has_skip_layer_norms_and_a_gelu_kernel() -> None:
+    """At float32 both residual + LayerNorm pairs become SkipLayerNormalization and the erf GELU
+    one contrib Gelu (or BiasGelu); the layer still passes under the unfused graph's set."""
+    from ftspec.impls.onnxrt import graphs
+
+    impl = load("onnxruntime-fused")
+    v = impl.variants_for("bert_layer")[0]
+    case = accepted_case(REGISTRY["bert_layer"], v, seed=0)
+    assert _judged(impl, case, "float32", v).ok
+    fired = [stats for key, stats in graphs.FUSED_OPS.items() if key[:2] == ("bert_layer", "float32")]
+    assert fired and all(s.get("SkipLayerNormalization", 0) == 2 and s.get("Gelu", 0) + s.get("BiasGelu", 0) == 1
+                         for s in fired), fired
+
+
+@heavy
+@pytest.mark.slow
+def test_two_structures_with_the_same_input_shapes_get_two_exports() -> None:
+    """attention's graph inputs (X, Z, Mask) do not show d_attn or d_out; the parameters' shapes
+    do. Two cases that differ only there must each run their own export."""
+    impl = load("onnxruntime")
+    v = impl.variants_for("attention")[0]
+    entry = REGISTRY["attention"]
+    first = accepted_case(entry, v, seed=0)
+    second = accepted_case(entry, v, seed=1, hyper=dict(first.hyper, d_attn=first.hyper["d_attn"] + 1,
+                                                          d_out=first.hyper["d_out"] + 1))
+    for case in (first, second):
+        j = _judged(impl, case, "float32", v)
+        assert j.ok, [f.message for f in j.findings]
+
+
+@heavy
+@pytest.mark.slow
+def test_a_fused_bert_fails_to_load_with_one_layer_or_two_equal_weights() -> None:
+    """ONNX Runtime refuses the fused BERT graph at session creation (an exception, not a value)
+    when it has one layer, and with two layers when two weights are equal (the exporter's
+    optimisation merges them into one initializer, here two layers' γ1). The unfused graph runs
+    the same cases; a fused GELU layer with γ1 = γ2 runs too."""
+    fused, plain = load("onnxruntime-fused"), load("onnxruntime")
+    v = fused.variants_for("e_transformer")[0]
+    hyper = dict(N_V=3, ell_max=3, L=2, H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=5, d_f=4, ell=3)
+    case = accepted_case(REGISTRY["e_transformer"], v, seed=0, hyper=hyper)
+    assert _judged(fused, case, "float32", v).ok
+    case.params["layers.1.gamma1"] = case.params["layers.0.gamma1"].copy()
+    j = _judged(fused, case, "float32", v)
+    assert [f.check for f in j.findings] == ["exception"]
+    assert "Attempt to replace the existing tensor" in j.findings[0].message
+    assert _judged(plain, case, "float32", v).ok
+    one = accepted_case(REGISTRY["e_transformer"], v, seed=0, hyper=dict(hyper, L=1))
+    assert [f.check for f in _judged(fused, one, "float32", v).findings] == ["exception"]
+    assert _judged(plain, one, "float32", v).ok
+    layer = accepted_case(REGISTRY["bert_layer"], fused.variants_for("bert_layer")[0], seed=0)
+    layer.params["gamma2"] = layer.params["gamma1"].copy()
+    assert _judged(fused, layer, "float32", fused.variants_for("bert_layer")[0]).ok
