@@ -98,8 +98,8 @@ from ftspec.spec.numbers import FLOAT
 from . import portable_math as pm
 
 if TYPE_CHECKING:
-    from ftspec.spec.numbers import (Batched, NumberSystem, OnePassMoments, PerValueMax, PerValueStep,
-                                     UncentredBackward)
+    from ftspec.spec.numbers import (Batched, NumberSystem, OnePassMoments, PerValueMax, PerValueSign,
+                                     PerValueStep, UncentredBackward)
 
 __all__ = ["BLOCK_SPLITS", "BlockMismatch", "Lanes", "MonteCarloNumbers", "lanes_array"]
 
@@ -632,14 +632,45 @@ class MonteCarloNumbers:
 
     # -- hooks: many entries per NumPy call (module docstring) -------------------
     def matmul(self, A: Sequence[Sequence[Any]], B: Sequence[Sequence[Any]]) -> list[list[Lanes]]:
-        """All entries of A B at once; the same perturbation model as ``dot``."""
+        """All entries of A B at once, each rounded as ``dot`` rounds it, its fresh error drawn whole.
+
+        Every lane sums its own products left to right in binary64 (lane 0 is ``dot``'s lane 0
+        bit for bit). The rounding this product adds is, to first order, Σ_i p_i δ_i +
+        Σ_{j≥2} S_j ε_j over its products p_i and partial sums S_j with δ, ε independent and
+        uniform in [−u, u]: a sum of strictly sub-Gaussian terms (a uniform's variance is its
+        variance proxy), so a normal draw of the same variance, u²/3·(Σ p_i² + Σ S_j²), has
+        tails at least as heavy. That one draw per entry and lane replaces the 2k draws and the
+        (m, k, n, lanes) arrays of drawing each term (docs/tolerances.md, "Whole products"); the
+        weights p_i, S_j are each value set's lane 0 (lanes differ from it by O(u) relatively).
+        Products and partial sums near the underflow threshold add η²/3 each, as ``dot``'s η
+        (without its rule that keeps a zero or a sign, which only shrinks an error)."""
         if self._batch:
             raise _Diverged  # no product of batches: the caller evaluates entry by entry
-        a = self._stack([x for row in A for x in row]).reshape(len(A), len(A[0]), -1)  # (m, k, K+1)
-        b = self._stack([x for row in B for x in row]).reshape(len(B), len(B[0]), -1)  # (k, n, K+1)
-        prod = a[:, :, None, :] * b[None, :, :, :]  # (m, k, n, K+1)
-        self._perturb_products(prod)
-        total = self._accumulate(np.moveaxis(prod, 1, 0), self.mu)  # (m, n, K+1)
+        a = self._stack([x for row in A for x in row]).reshape(len(A), len(A[0]), -1)  # (m, k, L)
+        b = self._stack([x for row in B for x in row]).reshape(len(B), len(B[0]), -1)  # (k, n, L)
+        k = a.shape[1]
+        total = a[:, 0, None, :] * b[None, 0, :, :]  # (m, n, L): left to right, each lane alone
+        for i in range(1, k):
+            total += a[:, i, None, :] * b[None, i, :, :]
+        # lane 0 of each value set (lane F in a block: the same numbers up to the sums' last bits)
+        a0, b0 = self._sets(a)[..., 0], self._sets(b)[..., 0]  # (m, k, V), (k, n, V)
+        p = a0[:, :, None, :] * b0[None, :, :, :]  # (m, k, n, V)
+        self._note(p)
+        partial = np.cumsum(p, axis=1)[:, 1:]
+        with np.errstate(all="ignore"):
+            var = np.sum(p * p, axis=1) + np.sum(partial * partial, axis=1)  # (m, n, V)
+            var = var * (self.mu * self.mu / 3.0)
+            near = (np.abs(p) < self.zone) & (p != 0)
+            t0 = self._sets(total)[..., 0]
+            near_total = (np.abs(t0) < self.zone) & (t0 != 0)
+            var += (self.eta * self.eta / 3.0) * (near.sum(axis=1) + np.where(near_total, k - 1, 0))
+        sd = np.sqrt(np.where(np.isfinite(var), var, np.inf))
+        sets = self._sets(total)
+        with np.errstate(invalid="ignore"):  # an infinite weight: the lanes are infinite already
+            sets[..., self.p] += sd[..., None] * self.rng.standard_normal(size=sets[..., self.p].shape)
+        if self.f:  # lane F: each entry's correctly rounded sum, as ``FLOAT.dot``
+            pf = self._sets(a)[..., self.f][:, :, None, :] * self._sets(b)[..., self.f][None, :, :, :]
+            sets[..., self.f] = correctly_rounded_sums(np.moveaxis(pf, 1, 0))
         if self.acc is not None:  # accumulated in a wider format, stored in the dtype
             total = self._stored(total)
         return _rows_of(total, self)
@@ -759,16 +790,28 @@ class MonteCarloNumbers:
         """
         d = len(e)
         terms = self._stack(e)  # (d, K+1), or (d, B, K+1) in a batch
-        copies = np.repeat(terms[:, None], d, axis=1)  # (d terms, d copies, ...): one sum per copy
         wider = self.acc is not None and self.acc < self.u and d > 1  # the sum accumulated wider, then stored
-        with self._computing_at(self.acc if wider else None):
-            if d > 1:
-                self._round_terms(copies)  # as ``fsum`` rounds them
-            centres = self._accumulate(copies, self.u) / float(d)  # (d, ..., K+1)
+        unit = self.acc if wider else self.u
+        # every centre is the same left-to-right sum of the lanes' own terms plus its own fresh
+        # rounding: the terms' (if d > 1), the partial sums', the division's (twice if wider), to
+        # first order a sum of independent uniforms, drawn whole as a normal of its variance
+        # (``matmul``: the normal's tails are at least as heavy); weights from lane 0
+        partial = np.cumsum(terms, axis=0)
+        lane0 = self._sets(partial)[..., 0]  # (d, ..., V)
+        self._note(lane0)
+        mean = partial[-1] / float(d)
+        t0 = self._sets(terms)[..., 0]
+        m0 = lane0[-1] / float(d)
+        with np.errstate(all="ignore"):
+            var = (np.sum(t0 * t0, axis=0) if d > 1 else 0.0) + np.sum(lane0[1:] * lane0[1:], axis=0)
+            var = var * (unit * unit / 3.0) / float(d * d) + (self.u * self.u / 3.0) * (2 if wider else 1) * m0 * m0
+            near = (np.abs(lane0[-1]) < self.zone) & (t0 != 0).any(axis=0)
+            var = var + np.where(near, (self.eta * self.eta / 3.0) * (d - 1) / float(d * d), 0.0)
+        sd = np.sqrt(np.where(np.isfinite(var), var, np.inf))
+        centres = np.repeat(mean[None], d, axis=0)  # (d, ..., L)
         sets = self._sets(centres)
-        sets[..., self.p] *= 1.0 + self.u * self.rng.uniform(-1.0, 1.0, size=sets[..., self.p].shape)
-        if wider:
-            sets[..., self.p] *= 1.0 + self.u * self.rng.uniform(-1.0, 1.0, size=sets[..., self.p].shape)
+        with np.errstate(invalid="ignore"):
+            sets[..., self.p] += sd[None, ..., None] * self.rng.standard_normal(size=sets[..., self.p].shape)
         exact = self._sets(m.x) if type(m) is Lanes else np.full((self.v, self.width), float(m))
         sets[..., 0] = exact[..., 0]
         if self.f:
@@ -838,6 +881,24 @@ class MonteCarloNumbers:
             self._sets(r)[..., self.f] = np.array([FLOAT.pow(x, y) for x, y in zip(bs, es)]).reshape(
                 self._sets(r)[..., self.f].shape)
         return self._rounded(r, self.t)
+
+    def by_sign(self, x: Any, nonnegative: Callable[[Any], Any], negative: Callable[[Any], Any]) -> Any:
+        """``PerValueSign``: each number (each entry of a batch, each value set of a block) takes
+        the branch its lane 0 (lane F in a block) takes alone, so every entry draws what its own
+        branch draws, the scalar evaluation's distribution. Where a batch or block mixes signs,
+        both forms run, each on the entries that take it (the others read 0 there, so a form's
+        overflow outside its domain, such as exp(−x) for x ≪ 0, never reaches ``ranges``)."""
+        if type(x) is not Lanes:
+            x = self.num(x)
+        ahead = self._branch(x.x) >= 0  # (..., V); NaN takes the negative form, as ``x >= 0`` does
+        if ahead.all():
+            return nonnegative(x)
+        if not ahead.any():
+            return negative(x)
+        mask = np.repeat(ahead, self.width, axis=-1)
+        up = nonnegative(Lanes(np.where(mask, x.x, 0.0), self))
+        down = negative(Lanes(np.where(mask, 0.0, x.x), self))
+        return Lanes(np.where(mask, _lane(up), _lane(down)), self)
 
     def step(self, x: Any) -> Lanes:
         """[[x > 0]] per lane: ReLU's derivative, so a sign that rounding flips flips the branch."""
@@ -912,3 +973,4 @@ if TYPE_CHECKING:  # mypy checks the class against the spec's protocol and the o
     _backward: type[UncentredBackward] = MonteCarloNumbers
     _step: type[PerValueStep] = MonteCarloNumbers
     _most: type[PerValueMax] = MonteCarloNumbers
+    _sign: type[PerValueSign] = MonteCarloNumbers
