@@ -518,30 +518,45 @@ class MonteCarloNumbers:
         f = _first(x)
         return math.isnan(f) if type(f) is not np.ndarray else _truth(np.isnan(f))
 
-    def _accumulate(self, terms: np.ndarray, u: float) -> np.ndarray:
-        """Left-to-right sum over axis 0 of (n, ..., K+1) terms, partial sums perturbed."""
+    def _drawn_whole(self, terms: np.ndarray, term_u: float, sum_u: float, term_eta: bool = False) -> np.ndarray:
+        """Left-to-right sum over axis 0 of (n, ..., V·W) terms, each lane on its own, plus one normal
+        draw per result and lane of the variance that rounding each term (at ``term_u``; 0: exact
+        terms) and each partial sum (at ``sum_u``) adds to first order (``matmul``'s argument;
+        docs/tolerances.md, "Whole products"). ``term_eta``: the terms are products, whose own
+        underflow adds η near the threshold; a total near it adds η per partial sum."""
         n = terms.shape[0]
         partial = np.cumsum(terms, axis=0)
-        sets = self._sets(partial)  # (n, ..., V, K+1)
-        self._note(sets[..., 0])
         total = partial[-1].copy()
+        p0 = self._sets(partial)[..., 0]
+        t0 = self._sets(terms)[..., 0]
+        if term_eta:  # products: results of this operation, seen as ``dot`` sees them
+            self._note(t0)
+        self._note(p0)
         if n > 1:
-            tot = self._sets(total)
-            shape = sets[1:, ..., self.p].shape
-            delta = self.rng.uniform(-1.0, 1.0, size=shape)
-            tot[..., self.p] += u * np.sum(sets[1:, ..., self.p] * delta, axis=0)
-            near = (np.abs(tot[..., 0]) < self.zone) & tot[..., :self.k + 1].any(axis=-1)
-            if near.any():
-                eta = self.eta * np.sum(self.rng.uniform(-1.0, 1.0, size=shape), axis=0)
-                perturbed = tot[..., self.p]
-                perturbed[near] = _underflow(perturbed[near], eta[near])
+            with np.errstate(all="ignore"):
+                var = (term_u * term_u / 3.0) * np.sum(t0 * t0, axis=0) + (sum_u * sum_u / 3.0) * np.sum(
+                    p0[1:] * p0[1:], axis=0)
+                near_total = (np.abs(p0[-1]) < self.zone) & (t0 != 0).any(axis=0)
+                count = np.where(near_total, n - 1, 0)
+                if term_eta:
+                    count = count + ((np.abs(t0) < self.zone) & (t0 != 0)).sum(axis=0)
+                var = var + (self.eta * self.eta / 3.0) * count
+            self._add_drawn(total, var)
         if self.f:  # lane F: the correctly rounded sum, as ``FLOAT.fsum``
             self._sets(total)[..., self.f] = correctly_rounded_sums(self._sets(terms)[..., self.f])
         return total
 
+    def _add_drawn(self, total: np.ndarray, var: np.ndarray) -> None:
+        """total (..., V·W) += a normal draw of variance ``var`` (..., V) in each perturbed lane."""
+        sd = np.sqrt(np.where(np.isfinite(var), var, np.inf))
+        sets = self._sets(total)
+        with np.errstate(invalid="ignore"):  # an infinite weight: the lanes are infinite already
+            sets[..., self.p] += sd[..., None] * self.rng.standard_normal(size=sets[..., self.p].shape)
+
     def _sum_rows(self, terms: np.ndarray, u: float) -> np.ndarray:
-        """``_accumulate`` for one sum, (n, K+1) terms: the same model, drawn from the row buffer
-        (a sum of a few terms is called often, from the backward pass above all)."""
+        """Left-to-right sum of one sum's (n, K+1) terms with every partial sum perturbed (the model's
+        definition; a batch's or a block's sums draw their rounding whole, ``_drawn_whole``), drawn
+        from the row buffer (a sum of a few terms is called often, from the backward pass above all)."""
         n = len(terms)
         partial = terms.cumsum(axis=0)
         lane0 = np.abs(partial[:, 0])
@@ -561,20 +576,22 @@ class MonteCarloNumbers:
         if not items:
             return self.num(0)
         terms = self._stack(items)
+        if terms.ndim > 2 or self.v > 1:  # a batch or a block: each sum's rounding drawn whole
+            wider = self.acc is not None and self.acc < self.u and len(terms) > 1
+            unit = self.acc if wider else self.u
+            total = self._drawn_whole(terms, unit, unit)
+            return Lanes(self._stored(total) if wider else total, self)
         if self.acc is not None and self.acc < self.u and len(terms) > 1:  # accumulated wider, then stored
             with self._computing_at(self.acc):
                 self._round_terms(terms)
-                total = (self._sum_rows(terms, self.u) if terms.ndim == 2 and self.v == 1
-                         else self._accumulate(terms, self.u))
+                total = self._sum_rows(terms, self.u)
             return Lanes(self._stored(total), self)
         if len(terms) > 1:
             self._round_terms(terms)
-        if terms.ndim == 2 and self.v == 1:
-            return Lanes(self._sum_rows(terms, self.u), self)
-        return Lanes(self._accumulate(terms, self.u), self)
+        return Lanes(self._sum_rows(terms, self.u), self)
 
     def _round_terms(self, terms: np.ndarray) -> None:
-        """Each term of a sum (n, ..., K+1) rounded once, in place, at its own scale.
+        """Each term of one sum (n, K+1) rounded once, in place, at its own scale.
 
         The left-to-right partial sums model one order; another order (pairwise, blocked SIMD
         lanes, Welford's running mean) adds each term to a partial sum of another size, and where
@@ -582,11 +599,7 @@ class MonteCarloNumbers:
         terms). Any order's error is Σ x_i θ_i with |θ_i| ≤ (n − 1)u (Higham 2002, §4.2): one
         rounding per term at |x_i| is its part that no order avoids. A dot product's terms are
         its products, rounded already."""
-        if terms.ndim == 2:
-            terms *= 1.0 + self.u * self._rows(len(terms))
-        else:
-            sets = self._sets(terms)
-            sets[..., self.p] *= 1.0 + self.u * self.rng.uniform(-1.0, 1.0, size=sets[..., self.p].shape)
+        terms *= 1.0 + self.u * self._rows(len(terms))
 
     def dot(self, xs: Sequence[Any], ys: Sequence[Any]) -> Lanes:
         if len(xs) != len(ys):
@@ -601,17 +614,9 @@ class MonteCarloNumbers:
             prod *= 1.0 + self.mu * self._rows(len(prod))
             self._underflowing_products(prod)
             total = self._sum_rows(prod, self.mu)
-        else:
-            self._perturb_products(prod)
-            total = self._accumulate(prod, self.mu)
+        else:  # a batch or a block: each dot product's rounding drawn whole, as ``matmul``'s
+            total = self._drawn_whole(prod, self.mu, self.mu, term_eta=True)
         return Lanes(self._stored(total) if self.acc is not None else total, self)
-
-    def _perturb_products(self, prod: np.ndarray) -> None:
-        """Products (..., V·(K+1)) seen and rounded once each, in place (lane 0 unchanged)."""
-        sets = self._sets(prod)
-        self._note(sets[..., 0])
-        sets[..., self.p] *= 1.0 + self.mu * self.rng.uniform(-1.0, 1.0, size=sets[..., self.p].shape)
-        self._underflowing_products(prod)
 
     def _underflowing_products(self, prod: np.ndarray) -> None:
         """The absolute error η of each product (..., V·(K+1)) near the underflow threshold, in place.
@@ -655,8 +660,10 @@ class MonteCarloNumbers:
         # lane 0 of each value set (lane F in a block: the same numbers up to the sums' last bits)
         a0, b0 = self._sets(a)[..., 0], self._sets(b)[..., 0]  # (m, k, V), (k, n, V)
         p = a0[:, :, None, :] * b0[None, :, :, :]  # (m, k, n, V)
+        sums = np.cumsum(p, axis=1)
         self._note(p)
-        partial = np.cumsum(p, axis=1)[:, 1:]
+        self._note(sums)
+        partial = sums[:, 1:]
         with np.errstate(all="ignore"):
             var = np.sum(p * p, axis=1) + np.sum(partial * partial, axis=1)  # (m, n, V)
             var = var * (self.mu * self.mu / 3.0)
@@ -753,10 +760,8 @@ class MonteCarloNumbers:
             m = self._sets(Z)[top, np.arange(self.v)].reshape(self.total)  # each value set's own max
             shifted = Lanes(Z, self) - Lanes(m, self)  # x − m, rounded
             ex = self._fn(pm.exp, shifted, FLOAT.exp)  # exp, t·u
-            terms = ex.x.copy()  # the exps are divided below: round the copy
-            if len(terms) > 1:
-                self._round_terms(terms)
-            s = Lanes(self._accumulate(terms, self.u), self)  # fsum: terms rounded, then left to right
+            # fsum: terms rounded, then left to right, the rounding drawn whole (``_drawn_whole``)
+            s = Lanes(self._drawn_whole(ex.x, self.u, self.u), self)
             y = ex / s  # rounded
         finally:
             self._batch = 0
