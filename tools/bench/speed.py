@@ -176,7 +176,8 @@ def plain_checks(examples: int = 200, *, seed: int = 0, dtype: str = "float32",
     draws the real inputs and parameters (standard normal; tokens uniform, masks all ones), the
     NumPy plugin at float64 on the same rounded values is the reference, the plugin at ``dtype``
     is judged by ``numpy.allclose`` (rtol 1e-3, atol 1e-4; a mismatch is counted, not raised, so
-    both run every example; a refusal ends the example, as ``assume`` would). Examples per second of each and their ratio."""
+    both run every example; a refusal ends the example, as ``assume`` would). Examples per second
+    of each and their ratio."""
     import numpy as np
     from hypothesis import HealthCheck, given, settings
     from hypothesis import seed as hypothesis_seed
