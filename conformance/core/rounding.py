@@ -42,9 +42,13 @@ interface ``Batched`` (``spec/numbers.py``; used by ``spec/linalg.py`` and
 ``spec/functions.py``) and evaluates many entries in one call, under the
 same model:
 
-- ``matmul``: every entry of A B as ``dot`` would compute it (each product
-  and each partial sum of the left-to-right sum perturbed), over an
-  (m, k, n, K+1) array of products;
+- ``matmul``: every entry of A B, each lane summing its own products left
+  to right, and the rounding ``dot`` would add to it (each product and each
+  partial sum perturbed) drawn whole: one normal draw per entry and lane of
+  that sum's first-order variance, which has tails at least as heavy
+  (``matmul``'s docstring; docs/tolerances.md, "Whole products"). Sums and
+  dot products inside a batch or a block, softmax's denominator and layer
+  norm's centres draw their rounding the same way (``_drawn_whole``);
 - ``map_matrix(f, A, ...)`` (activations, residual sums, biases) and
   ``map_columns(f, X)`` (layer norm of each token): ``f`` runs *once* on a
   *batch*, a ``Lanes`` of shape (B, K+1) holding B independent numbers. While
