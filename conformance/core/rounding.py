@@ -582,7 +582,7 @@ class MonteCarloNumbers:
         terms = self._stack(items)
         if terms.ndim > 2 or self.v > 1:  # a batch or a block: each sum's rounding drawn whole
             wider = self.acc is not None and self.acc < self.u and len(terms) > 1
-            unit = self.acc if wider else self.u
+            unit = self.acc if wider and self.acc is not None else self.u
             total = self._drawn_whole(terms, unit, unit)
             return Lanes(self._stored(total) if wider else total, self)
         if self.acc is not None and self.acc < self.u and len(terms) > 1:  # accumulated wider, then stored
@@ -800,7 +800,7 @@ class MonteCarloNumbers:
         d = len(e)
         terms = self._stack(e)  # (d, K+1), or (d, B, K+1) in a batch
         wider = self.acc is not None and self.acc < self.u and d > 1  # the sum accumulated wider, then stored
-        unit = self.acc if wider else self.u
+        unit = self.acc if wider and self.acc is not None else self.u
         # every centre is the same left-to-right sum of the lanes' own terms plus its own fresh
         # rounding: the terms' (if d > 1), the partial sums', the division's (twice if wider), to
         # first order a sum of independent uniforms, drawn whole as a normal of its variance

@@ -876,9 +876,8 @@ class _Search:
             each = {p: self.runner.references_for(self.entry, extras, case, self.dtype, p) for p in precisions}
         for i, extra_prep in enumerate(extras):
             extra_refs = {p: each[p][i] for p in precisions}
-            if not all(isinstance(r, Reference) for r in extra_refs.values()):
-                continue  # refused, or not bounded
-            if all(r.in_range for r in extra_refs.values()):
+            refs = [r for r in extra_refs.values() if isinstance(r, Reference)]
+            if len(refs) == len(extra_refs) and all(r.in_range for r in refs):
                 for p in precisions:
                     batch[p].append((extra_prep.inputs, extra_refs[p]))
         return batch

@@ -195,7 +195,7 @@ def plain_checks(examples: int = 200, *, seed: int = 0, dtype: str = "float32",
     impl = load("numpy")
     rows = []
     for name in algorithms:
-        e, fn, top = entry(name), impl.algorithms[name], GROWTH_ENTRIES.get(name, PLAIN_SIZES.get(name))
+        e, fn, top = entry(name), impl.algorithms[name], GROWTH_ENTRIES.get(name) or PLAIN_SIZES[name]
         count, mismatched, refused = [0], [0], [0]
 
         @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
