@@ -67,10 +67,15 @@ def silu(x: Any) -> Any:
     Ramachandran et al. 2017): the nonlinearity of LLaMA's SwiGLU and of seed 000's list of
     variations ("a different nonlinearity than ReLU")."""
     N = numbers.current()
-    if N.to_float(x) >= 0:
+
+    def nonnegative(x: Any) -> Any:
         return x / (N.num(1) + N.exp(-x))
-    e = N.exp(x)  # the same number for x < 0, with exp of a negative argument (no overflow)
-    return x * e / (N.num(1) + e)
+
+    def negative(x: Any) -> Any:
+        e = N.exp(x)  # the same number for x < 0, with exp of a negative argument (no overflow)
+        return x * e / (N.num(1) + e)
+
+    return numbers.by_sign(x, nonnegative, negative)
 
 
 ACTIVATIONS: dict[str, Callable[[Any], Any]] = {

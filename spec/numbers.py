@@ -74,10 +74,12 @@ __all__ = [
     "Numbers",
     "OnePassMoments",
     "PerValueMax",
+    "PerValueSign",
     "PerValueStep",
     "Tracked",
     "TrackedNumbers",
     "UncentredBackward",
+    "by_sign",
     "centred",
     "current",
     "offered",
@@ -226,6 +228,27 @@ def largest(z: Sequence[Any]) -> Any:
     system's ``PerValueMax`` where it offers one."""
     most = offered(current(), PerValueMax)
     return most.largest(z) if most is not None else max(z)
+
+
+class PerValueSign(Protocol):
+    """A system that carries several values per number takes a sign branch per value."""
+
+    def by_sign(self, x: Any, nonnegative: Callable[[Any], Any], negative: Callable[[Any], Any]) -> Any:
+        """nonnegative(x) for each value of x that is ≥ 0, negative(x) for the others (NaN
+        included), each value as it would be computed alone (SiLU's two forms,
+        ``spec/functions.py``): a comparison can branch only once for all."""
+        ...
+
+
+def by_sign(x: Any, nonnegative: Callable[[Any], Any], negative: Callable[[Any], Any]) -> Any:
+    """``nonnegative(x) if x >= 0 else negative(x)`` in the current number system: the branch on
+    x's value, or per value where the system offers ``PerValueSign``. The two functions compute
+    the same mathematics in two forms (which form is a matter of overflow, not of value)."""
+    N = current()
+    sign = offered(N, PerValueSign)
+    if sign is not None:
+        return sign.by_sign(x, nonnegative, negative)
+    return nonnegative(x) if N.to_float(x) >= 0 else negative(x)
 
 
 _Offer = TypeVar("_Offer")

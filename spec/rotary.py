@@ -24,7 +24,7 @@ from typing import Any
 
 from . import numbers
 from .errors import SpecError
-from .linalg import Matrix
+from .linalg import Matrix, map_matrix
 from .variants import VariantSet
 
 __all__ = ["pairs", "rotate"]
@@ -38,20 +38,39 @@ def pairs(d: int, pairing: str) -> list[tuple[int, int]]:
 
 
 def rotate(M: Matrix, variant: VariantSet) -> Matrix:
-    """RoFormer eq. 34: column t of M (d×ℓ) rotated by R^d_{Θ,t}, pairs as ``variant.rotary``."""
+    """RoFormer eq. 34: column t of M (d×ℓ) rotated by R^d_{Θ,t}, pairs as ``variant.rotary``.
+
+    Row i of the angle matrix holds pair i's angles t·θ_i over the columns t; each line below
+    acts entry by entry (``map_matrix``), so a number system that offers ``Batched`` takes a
+    line in one call."""
     N = numbers.current()
     d = len(M)
     if d % 2:
         raise SpecError("d_attn", "an even query/key width (RoPE rotates pairs)", f"d_attn = {d}")
     ell = len(M[0]) if M else 0
-    base = N.num(variant.rope_base)
     out: list[list[Any]] = [list(row) for row in M]
-    for i, (a, b) in enumerate(pairs(d, variant.rotary)):
-        theta = N.pow(base, N.num(-2 * i) / N.num(d))  # θ_i = base^(−2i/d)
-        for t in range(ell):
-            angle = N.num(t) * theta
-            c, s = N.cos(angle), N.sin(angle)
-            x, y = M[a][t], M[b][t]
-            out[a][t] = x * c - y * s
-            out[b][t] = y * c + x * s
+    P = pairs(d, variant.rotary)
+    if not ell or not P:
+        return out
+    base = N.num(variant.rope_base)
+    theta = [N.pow(base, N.num(-2 * i) / N.num(d)) for i in range(len(P))]  # θ_i = base^(−2i/d)
+    angle = map_matrix(_times, [[N.num(t) for t in range(ell)] for _ in P], [[th] * ell for th in theta])
+    c, s = map_matrix(N.cos, angle), map_matrix(N.sin, angle)
+    x, y = [M[a] for a, _ in P], [M[b] for _, b in P]
+    first = map_matrix(_first, x, y, c, s)  # x cos − y sin
+    second = map_matrix(_second, x, y, c, s)  # y cos + x sin
+    for i, (a, b) in enumerate(P):
+        out[a], out[b] = first[i], second[i]
     return out
+
+
+def _times(t: Any, theta: Any) -> Any:
+    return t * theta
+
+
+def _first(x: Any, y: Any, c: Any, s: Any) -> Any:
+    return x * c - y * s
+
+
+def _second(x: Any, y: Any, c: Any, s: Any) -> Any:
+    return y * c + x * s

@@ -42,9 +42,13 @@ interface ``Batched`` (``spec/numbers.py``; used by ``spec/linalg.py`` and
 ``spec/functions.py``) and evaluates many entries in one call, under the
 same model:
 
-- ``matmul``: every entry of A B as ``dot`` would compute it (each product
-  and each partial sum of the left-to-right sum perturbed), over an
-  (m, k, n, K+1) array of products;
+- ``matmul``: every entry of A B, each lane summing its own products left
+  to right, and the rounding ``dot`` would add to it (each product and each
+  partial sum perturbed) drawn whole: one normal draw per entry and lane of
+  that sum's first-order variance, which has tails at least as heavy
+  (``matmul``'s docstring; docs/tolerances.md, "Whole products"). Sums and
+  dot products inside a batch or a block, softmax's denominator and layer
+  norm's centres draw their rounding the same way (``_drawn_whole``);
 - ``map_matrix(f, A, ...)`` (activations, residual sums, biases) and
   ``map_columns(f, X)`` (layer norm of each token): ``f`` runs *once* on a
   *batch*, a ``Lanes`` of shape (B, K+1) holding B independent numbers. While
@@ -98,8 +102,8 @@ from ftspec.spec.numbers import FLOAT
 from . import portable_math as pm
 
 if TYPE_CHECKING:
-    from ftspec.spec.numbers import (Batched, NumberSystem, OnePassMoments, PerValueMax, PerValueStep,
-                                     UncentredBackward)
+    from ftspec.spec.numbers import (Batched, NumberSystem, OnePassMoments, PerValueMax, PerValueSign,
+                                     PerValueStep, UncentredBackward)
 
 __all__ = ["BLOCK_SPLITS", "BlockMismatch", "Lanes", "MonteCarloNumbers", "lanes_array"]
 
@@ -518,30 +522,45 @@ class MonteCarloNumbers:
         f = _first(x)
         return math.isnan(f) if type(f) is not np.ndarray else _truth(np.isnan(f))
 
-    def _accumulate(self, terms: np.ndarray, u: float) -> np.ndarray:
-        """Left-to-right sum over axis 0 of (n, ..., K+1) terms, partial sums perturbed."""
+    def _drawn_whole(self, terms: np.ndarray, term_u: float, sum_u: float, term_eta: bool = False) -> np.ndarray:
+        """Left-to-right sum over axis 0 of (n, ..., V·W) terms, each lane on its own, plus one normal
+        draw per result and lane of the variance that rounding each term (at ``term_u``; 0: exact
+        terms) and each partial sum (at ``sum_u``) adds to first order (``matmul``'s argument;
+        docs/tolerances.md, "Whole products"). ``term_eta``: the terms are products, whose own
+        underflow adds η near the threshold; a total near it adds η per partial sum."""
         n = terms.shape[0]
         partial = np.cumsum(terms, axis=0)
-        sets = self._sets(partial)  # (n, ..., V, K+1)
-        self._note(sets[..., 0])
         total = partial[-1].copy()
+        p0 = self._sets(partial)[..., 0]
+        t0 = self._sets(terms)[..., 0]
+        if term_eta:  # products: results of this operation, seen as ``dot`` sees them
+            self._note(t0)
+        self._note(p0)
         if n > 1:
-            tot = self._sets(total)
-            shape = sets[1:, ..., self.p].shape
-            delta = self.rng.uniform(-1.0, 1.0, size=shape)
-            tot[..., self.p] += u * np.sum(sets[1:, ..., self.p] * delta, axis=0)
-            near = (np.abs(tot[..., 0]) < self.zone) & tot[..., :self.k + 1].any(axis=-1)
-            if near.any():
-                eta = self.eta * np.sum(self.rng.uniform(-1.0, 1.0, size=shape), axis=0)
-                perturbed = tot[..., self.p]
-                perturbed[near] = _underflow(perturbed[near], eta[near])
+            with np.errstate(all="ignore"):
+                var = (term_u * term_u / 3.0) * np.sum(t0 * t0, axis=0) + (sum_u * sum_u / 3.0) * np.sum(
+                    p0[1:] * p0[1:], axis=0)
+                near_total = (np.abs(p0[-1]) < self.zone) & (t0 != 0).any(axis=0)
+                count = np.where(near_total, n - 1, 0)
+                if term_eta:
+                    count = count + ((np.abs(t0) < self.zone) & (t0 != 0)).sum(axis=0)
+                var = var + (self.eta * self.eta / 3.0) * count
+            self._add_drawn(total, var)
         if self.f:  # lane F: the correctly rounded sum, as ``FLOAT.fsum``
             self._sets(total)[..., self.f] = correctly_rounded_sums(self._sets(terms)[..., self.f])
         return total
 
+    def _add_drawn(self, total: np.ndarray, var: np.ndarray) -> None:
+        """total (..., V·W) += a normal draw of variance ``var`` (..., V) in each perturbed lane."""
+        sd = np.sqrt(np.where(np.isfinite(var), var, np.inf))
+        sets = self._sets(total)
+        with np.errstate(invalid="ignore"):  # an infinite weight: the lanes are infinite already
+            sets[..., self.p] += sd[..., None] * self.rng.standard_normal(size=sets[..., self.p].shape)
+
     def _sum_rows(self, terms: np.ndarray, u: float) -> np.ndarray:
-        """``_accumulate`` for one sum, (n, K+1) terms: the same model, drawn from the row buffer
-        (a sum of a few terms is called often, from the backward pass above all)."""
+        """Left-to-right sum of one sum's (n, K+1) terms with every partial sum perturbed (the model's
+        definition; a batch's or a block's sums draw their rounding whole, ``_drawn_whole``), drawn
+        from the row buffer (a sum of a few terms is called often, from the backward pass above all)."""
         n = len(terms)
         partial = terms.cumsum(axis=0)
         lane0 = np.abs(partial[:, 0])
@@ -561,20 +580,22 @@ class MonteCarloNumbers:
         if not items:
             return self.num(0)
         terms = self._stack(items)
+        if terms.ndim > 2 or self.v > 1:  # a batch or a block: each sum's rounding drawn whole
+            wider = self.acc is not None and self.acc < self.u and len(terms) > 1
+            unit = self.acc if wider and self.acc is not None else self.u
+            total = self._drawn_whole(terms, unit, unit)
+            return Lanes(self._stored(total) if wider else total, self)
         if self.acc is not None and self.acc < self.u and len(terms) > 1:  # accumulated wider, then stored
             with self._computing_at(self.acc):
                 self._round_terms(terms)
-                total = (self._sum_rows(terms, self.u) if terms.ndim == 2 and self.v == 1
-                         else self._accumulate(terms, self.u))
+                total = self._sum_rows(terms, self.u)
             return Lanes(self._stored(total), self)
         if len(terms) > 1:
             self._round_terms(terms)
-        if terms.ndim == 2 and self.v == 1:
-            return Lanes(self._sum_rows(terms, self.u), self)
-        return Lanes(self._accumulate(terms, self.u), self)
+        return Lanes(self._sum_rows(terms, self.u), self)
 
     def _round_terms(self, terms: np.ndarray) -> None:
-        """Each term of a sum (n, ..., K+1) rounded once, in place, at its own scale.
+        """Each term of one sum (n, K+1) rounded once, in place, at its own scale.
 
         The left-to-right partial sums model one order; another order (pairwise, blocked SIMD
         lanes, Welford's running mean) adds each term to a partial sum of another size, and where
@@ -582,11 +603,7 @@ class MonteCarloNumbers:
         terms). Any order's error is Σ x_i θ_i with |θ_i| ≤ (n − 1)u (Higham 2002, §4.2): one
         rounding per term at |x_i| is its part that no order avoids. A dot product's terms are
         its products, rounded already."""
-        if terms.ndim == 2:
-            terms *= 1.0 + self.u * self._rows(len(terms))
-        else:
-            sets = self._sets(terms)
-            sets[..., self.p] *= 1.0 + self.u * self.rng.uniform(-1.0, 1.0, size=sets[..., self.p].shape)
+        terms *= 1.0 + self.u * self._rows(len(terms))
 
     def dot(self, xs: Sequence[Any], ys: Sequence[Any]) -> Lanes:
         if len(xs) != len(ys):
@@ -601,17 +618,9 @@ class MonteCarloNumbers:
             prod *= 1.0 + self.mu * self._rows(len(prod))
             self._underflowing_products(prod)
             total = self._sum_rows(prod, self.mu)
-        else:
-            self._perturb_products(prod)
-            total = self._accumulate(prod, self.mu)
+        else:  # a batch or a block: each dot product's rounding drawn whole, as ``matmul``'s
+            total = self._drawn_whole(prod, self.mu, self.mu, term_eta=True)
         return Lanes(self._stored(total) if self.acc is not None else total, self)
-
-    def _perturb_products(self, prod: np.ndarray) -> None:
-        """Products (..., V·(K+1)) seen and rounded once each, in place (lane 0 unchanged)."""
-        sets = self._sets(prod)
-        self._note(sets[..., 0])
-        sets[..., self.p] *= 1.0 + self.mu * self.rng.uniform(-1.0, 1.0, size=sets[..., self.p].shape)
-        self._underflowing_products(prod)
 
     def _underflowing_products(self, prod: np.ndarray) -> None:
         """The absolute error η of each product (..., V·(K+1)) near the underflow threshold, in place.
@@ -632,14 +641,47 @@ class MonteCarloNumbers:
 
     # -- hooks: many entries per NumPy call (module docstring) -------------------
     def matmul(self, A: Sequence[Sequence[Any]], B: Sequence[Sequence[Any]]) -> list[list[Lanes]]:
-        """All entries of A B at once; the same perturbation model as ``dot``."""
+        """All entries of A B at once, each rounded as ``dot`` rounds it, its fresh error drawn whole.
+
+        Every lane sums its own products left to right in binary64 (lane 0 is ``dot``'s lane 0
+        bit for bit). The rounding this product adds is, to first order, Σ_i p_i δ_i +
+        Σ_{j≥2} S_j ε_j over its products p_i and partial sums S_j with δ, ε independent and
+        uniform in [−u, u]: a sum of strictly sub-Gaussian terms (a uniform's variance is its
+        variance proxy), so a normal draw of the same variance, u²/3·(Σ p_i² + Σ S_j²), has
+        tails at least as heavy. That one draw per entry and lane replaces the 2k draws and the
+        (m, k, n, lanes) arrays of drawing each term (docs/tolerances.md, "Whole products"); the
+        weights p_i, S_j are each value set's lane 0 (lanes differ from it by O(u) relatively).
+        Products and partial sums near the underflow threshold add η²/3 each, as ``dot``'s η
+        (without its rule that keeps a zero or a sign, which only shrinks an error)."""
         if self._batch:
             raise _Diverged  # no product of batches: the caller evaluates entry by entry
-        a = self._stack([x for row in A for x in row]).reshape(len(A), len(A[0]), -1)  # (m, k, K+1)
-        b = self._stack([x for row in B for x in row]).reshape(len(B), len(B[0]), -1)  # (k, n, K+1)
-        prod = a[:, :, None, :] * b[None, :, :, :]  # (m, k, n, K+1)
-        self._perturb_products(prod)
-        total = self._accumulate(np.moveaxis(prod, 1, 0), self.mu)  # (m, n, K+1)
+        a = self._stack([x for row in A for x in row]).reshape(len(A), len(A[0]), -1)  # (m, k, L)
+        b = self._stack([x for row in B for x in row]).reshape(len(B), len(B[0]), -1)  # (k, n, L)
+        k = a.shape[1]
+        total = a[:, 0, None, :] * b[None, 0, :, :]  # (m, n, L): left to right, each lane alone
+        for i in range(1, k):
+            total += a[:, i, None, :] * b[None, i, :, :]
+        # lane 0 of each value set (lane F in a block: the same numbers up to the sums' last bits)
+        a0, b0 = self._sets(a)[..., 0], self._sets(b)[..., 0]  # (m, k, V), (k, n, V)
+        p = a0[:, :, None, :] * b0[None, :, :, :]  # (m, k, n, V)
+        sums = np.cumsum(p, axis=1)
+        self._note(p)
+        self._note(sums)
+        partial = sums[:, 1:]
+        with np.errstate(all="ignore"):
+            var = np.sum(p * p, axis=1) + np.sum(partial * partial, axis=1)  # (m, n, V)
+            var = var * (self.mu * self.mu / 3.0)
+            near = (np.abs(p) < self.zone) & (p != 0)
+            t0 = self._sets(total)[..., 0]
+            near_total = (np.abs(t0) < self.zone) & (t0 != 0)
+            var += (self.eta * self.eta / 3.0) * (near.sum(axis=1) + np.where(near_total, k - 1, 0))
+        sd = np.sqrt(np.where(np.isfinite(var), var, np.inf))
+        sets = self._sets(total)
+        with np.errstate(invalid="ignore"):  # an infinite weight: the lanes are infinite already
+            sets[..., self.p] += sd[..., None] * self.rng.standard_normal(size=sets[..., self.p].shape)
+        if self.f:  # lane F: each entry's correctly rounded sum, as ``FLOAT.dot``
+            pf = self._sets(a)[..., self.f][:, :, None, :] * self._sets(b)[..., self.f][None, :, :, :]
+            sets[..., self.f] = correctly_rounded_sums(np.moveaxis(pf, 1, 0))
         if self.acc is not None:  # accumulated in a wider format, stored in the dtype
             total = self._stored(total)
         return _rows_of(total, self)
@@ -722,10 +764,8 @@ class MonteCarloNumbers:
             m = self._sets(Z)[top, np.arange(self.v)].reshape(self.total)  # each value set's own max
             shifted = Lanes(Z, self) - Lanes(m, self)  # x − m, rounded
             ex = self._fn(pm.exp, shifted, FLOAT.exp)  # exp, t·u
-            terms = ex.x.copy()  # the exps are divided below: round the copy
-            if len(terms) > 1:
-                self._round_terms(terms)
-            s = Lanes(self._accumulate(terms, self.u), self)  # fsum: terms rounded, then left to right
+            # fsum: terms rounded, then left to right, the rounding drawn whole (``_drawn_whole``)
+            s = Lanes(self._drawn_whole(ex.x, self.u, self.u), self)
             y = ex / s  # rounded
         finally:
             self._batch = 0
@@ -759,16 +799,28 @@ class MonteCarloNumbers:
         """
         d = len(e)
         terms = self._stack(e)  # (d, K+1), or (d, B, K+1) in a batch
-        copies = np.repeat(terms[:, None], d, axis=1)  # (d terms, d copies, ...): one sum per copy
         wider = self.acc is not None and self.acc < self.u and d > 1  # the sum accumulated wider, then stored
-        with self._computing_at(self.acc if wider else None):
-            if d > 1:
-                self._round_terms(copies)  # as ``fsum`` rounds them
-            centres = self._accumulate(copies, self.u) / float(d)  # (d, ..., K+1)
+        unit = self.acc if wider and self.acc is not None else self.u
+        # every centre is the same left-to-right sum of the lanes' own terms plus its own fresh
+        # rounding: the terms' (if d > 1), the partial sums', the division's (twice if wider), to
+        # first order a sum of independent uniforms, drawn whole as a normal of its variance
+        # (``matmul``: the normal's tails are at least as heavy); weights from lane 0
+        partial = np.cumsum(terms, axis=0)
+        lane0 = self._sets(partial)[..., 0]  # (d, ..., V)
+        self._note(lane0)
+        mean = partial[-1] / float(d)
+        t0 = self._sets(terms)[..., 0]
+        m0 = lane0[-1] / float(d)
+        with np.errstate(all="ignore"):
+            var = (np.sum(t0 * t0, axis=0) if d > 1 else 0.0) + np.sum(lane0[1:] * lane0[1:], axis=0)
+            var = var * (unit * unit / 3.0) / float(d * d) + (self.u * self.u / 3.0) * (2 if wider else 1) * m0 * m0
+            near = (np.abs(lane0[-1]) < self.zone) & (t0 != 0).any(axis=0)
+            var = var + np.where(near, (self.eta * self.eta / 3.0) * (d - 1) / float(d * d), 0.0)
+        sd = np.sqrt(np.where(np.isfinite(var), var, np.inf))
+        centres = np.repeat(mean[None], d, axis=0)  # (d, ..., L)
         sets = self._sets(centres)
-        sets[..., self.p] *= 1.0 + self.u * self.rng.uniform(-1.0, 1.0, size=sets[..., self.p].shape)
-        if wider:
-            sets[..., self.p] *= 1.0 + self.u * self.rng.uniform(-1.0, 1.0, size=sets[..., self.p].shape)
+        with np.errstate(invalid="ignore"):
+            sets[..., self.p] += sd[None, ..., None] * self.rng.standard_normal(size=sets[..., self.p].shape)
         exact = self._sets(m.x) if type(m) is Lanes else np.full((self.v, self.width), float(m))
         sets[..., 0] = exact[..., 0]
         if self.f:
@@ -838,6 +890,24 @@ class MonteCarloNumbers:
             self._sets(r)[..., self.f] = np.array([FLOAT.pow(x, y) for x, y in zip(bs, es)]).reshape(
                 self._sets(r)[..., self.f].shape)
         return self._rounded(r, self.t)
+
+    def by_sign(self, x: Any, nonnegative: Callable[[Any], Any], negative: Callable[[Any], Any]) -> Any:
+        """``PerValueSign``: each number (each entry of a batch, each value set of a block) takes
+        the branch its lane 0 (lane F in a block) takes alone, so every entry draws what its own
+        branch draws, the scalar evaluation's distribution. Where a batch or block mixes signs,
+        both forms run, each on the entries that take it (the others read 0 there, so a form's
+        overflow outside its domain, such as exp(−x) for x ≪ 0, never reaches ``ranges``)."""
+        if type(x) is not Lanes:
+            x = self.num(x)
+        ahead = self._branch(x.x) >= 0  # (..., V); NaN takes the negative form, as ``x >= 0`` does
+        if ahead.all():
+            return nonnegative(x)
+        if not ahead.any():
+            return negative(x)
+        mask = np.repeat(ahead, self.width, axis=-1)
+        up = nonnegative(Lanes(np.where(mask, x.x, 0.0), self))
+        down = negative(Lanes(np.where(mask, 0.0, x.x), self))
+        return Lanes(np.where(mask, _lane(up), _lane(down)), self)
 
     def step(self, x: Any) -> Lanes:
         """[[x > 0]] per lane: ReLU's derivative, so a sign that rounding flips flips the branch."""
@@ -912,3 +982,4 @@ if TYPE_CHECKING:  # mypy checks the class against the spec's protocol and the o
     _backward: type[UncentredBackward] = MonteCarloNumbers
     _step: type[PerValueStep] = MonteCarloNumbers
     _most: type[PerValueMax] = MonteCarloNumbers
+    _sign: type[PerValueSign] = MonteCarloNumbers

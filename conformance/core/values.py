@@ -515,17 +515,38 @@ def _subnormal(entry: Entry, hyper: Mapping[str, int], variant: VariantSet, para
     if base is None or not any(np.abs(v).max(initial=0.0) > 0 for v in base):
         return
     groups = _groups_from_the_end(symbolic_schema(entry, variant, hyper))
-    for k in range(1, min(3, len(groups)) + 1):
+    # which groups the outputs are linear in is a property of the structure: found on its first
+    # value set, then taken (a block's further value sets skip up to three evaluations each)
+    key = (entry.name, tuple(sorted(hyper.items())), variant.to_json(), dtype)
+    known = _LINEAR_GROUPS.get(key, ...)
+    for k in ([known] if known is not ... else range(1, min(3, len(groups)) + 1)):
+        if k is None:
+            return
         chosen = [n for g in groups[:k] for n in g]
-        doubled = _spec_outputs(entry, hyper, variant, inputs, {**params, **{n: 2.0 * params[n] for n in chosen}})
-        if doubled is None or not all(np.allclose(d, 2.0 * b, rtol=1e-12, atol=0.0) for d, b in zip(doubled, base)):
-            continue
+        if known is ...:
+            doubled = _spec_outputs(entry, hyper, variant, inputs, {**params, **{n: 2.0 * params[n] for n in chosen}})
+            if doubled is None or not all(np.allclose(d, 2.0 * b, rtol=1e-12, atol=0.0)
+                                          for d, b in zip(doubled, base)):
+                continue
+            _remember(key, k)
         lo, hi = subnormal_range(dtype)
         target = 10.0 ** generator(seed, "subnormal").uniform(math.log10(lo), math.log10(hi))
         f = target / max(float(np.abs(v).max(initial=0.0)) for v in base)
         for n in chosen:
             params[n] = params[n] * f
         return
+    _remember(key, None)
+
+
+#: (entry, hyper, variant, dtype) -> how many of the last parameter groups the outputs are linear in
+#: (None: none of one to three), for the subnormal style; bounded, cleared when full
+_LINEAR_GROUPS: dict[tuple, Optional[int]] = {}
+
+
+def _remember(key: tuple, k: Optional[int]) -> None:
+    if len(_LINEAR_GROUPS) >= 4096:
+        _LINEAR_GROUPS.clear()
+    _LINEAR_GROUPS[key] = k
 
 
 def _columns(x: np.ndarray) -> np.ndarray:

@@ -567,6 +567,8 @@ class _Search:
     def __init__(self, runner: Runner, entry: Entry, dtype: str, group: Group, cells: dict,
                  result: RunResult) -> None:
         self.runner, self.entry, self.dtype, self.cells, self.result = runner, entry, dtype, cells, result
+        #: the current drawn case's batch of further input sets (``example``)
+        self._extras: list[Prepared] = []
         self.variants, self.limits, self.members = group
         self.active = list(self.members)
         self.budget = shard_examples(runner.examples, runner.shard)
@@ -777,6 +779,7 @@ class _Search:
         # the batch as judged: the further input sets whose references the spec gives in range (their
         # references are cached, so a repeat costs no evaluation)
         batch = self._batch_references(case, extras, precisions)
+        self._extras = extras  # a failure is confirmed on the batch's references evaluated alone
         judged = next(iter(batch.values()), [])
         # the case as examined: a batch left out, or an input set of it the spec did not judge, is no
         # part of it (a key with the batch as drawn let the same examination happen twice)
@@ -866,17 +869,23 @@ class _Search:
             reject()
         return out
 
-    def _batch_references(self, case: Case, extras: list[Prepared], precisions: set[str]) -> dict[str, list]:
+    def _batch_references(self, case: Case, extras: list[Prepared], precisions: set[str], *,
+                          alone: bool = False) -> dict[str, list]:
         """Per precision, the batch's further input sets with their references (those the spec
-        takes and finds in range)."""
+        takes and finds in range). The input sets share the case's structure and parameters, so
+        their references share one evaluation (``references_for``); ``alone``: each evaluated
+        alone, as a case file's replay evaluates it (``_examine`` confirms a failure so)."""
         batch: dict[str, list] = {p: [] for p in precisions}
-        for extra_prep in extras:
-            try:
-                extra_refs = {p: self.runner.reference_for(self.entry, extra_prep, case, self.dtype, p)
-                              for p in precisions}
-            except (SpecError, ToleranceModelError):
-                continue
-            if all(r.in_range for r in extra_refs.values()):
+        if not extras:
+            return batch
+        if alone:
+            each = {p: [self.runner.alone(self.entry, x, case, self.dtype, p) for x in extras] for p in precisions}
+        else:
+            each = {p: self.runner.references_for(self.entry, extras, case, self.dtype, p) for p in precisions}
+        for i, extra_prep in enumerate(extras):
+            extra_refs = {p: each[p][i] for p in precisions}
+            refs = [r for r in extra_refs.values() if isinstance(r, Reference)]
+            if len(refs) == len(extra_refs) and all(r.in_range for r in refs):
                 for p in precisions:
                     batch[p].append((extra_prep.inputs, extra_refs[p]))
         return batch
@@ -903,8 +912,11 @@ class _Search:
             if not outcome.judgement.ok and not outcome.timed_out:
                 alone = self.runner.alone(self.entry, prepared, case, self.dtype, precision)
                 if alone is not None:
+                    each = batch[precision]
+                    if each:  # the batch's input sets too, alone: the references their replay takes
+                        each = self._batch_references(case, self._extras, {precision}, alone=True)[precision]
                     outcome = examine(m, case, prepared.inputs, prepared.params, alone, dtype=self.dtype,
-                                      timeout=self.runner.timeout, batch=batch[precision])
+                                      timeout=self.runner.timeout, batch=each)
             if self.runner.refusals:  # what the spec refuses, the member must refuse
                 check_refusals_into(outcome, m, case, self.dtype, timeout=self.runner.timeout)
             cell = self.cells[m.key]

@@ -325,3 +325,59 @@ def test_a_seed_fixes_every_lane_of_a_batched_evaluation(name):
     case = make_case(REGISTRY[name], PAPER)
     a, b = _lanes(name, case, _mc(seed=21)), _lanes(name, case, _mc(seed=21))
     assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+# -- SiLU's two forms, chosen per value (spec/numbers.py ``by_sign``) --------------------------------
+
+def test_silu_takes_its_form_per_value_in_a_batch_and_a_block():
+    """A batch of mixed signs runs as one batch (no entry-by-entry fallback, which made every SiLU
+    block of a search split into value sets evaluated alone), lane 0 is FLOAT's SiLU bit for bit,
+    and the form not taken never reaches the range check: exp(−x) of x = −100 overflows float16
+    and float32, where the negative form's values stay below 1."""
+    xs = [[-100.0, -1.5, 0.0, 2.0], [3.0, -0.25, 7.5, -40.0]]
+    ns = MonteCarloNumbers(u=2.0**-11, eta=2.0**-25, lanes=K, seed=5)
+    calls = []
+    with using(ns), np.errstate(all="ignore"):
+        original = ns._in_batch
+
+        def counted(size, run):
+            out = original(size, run)
+            calls.append(out is not None)
+            return out
+        ns._in_batch = counted
+        out = apply("silu", [[ns.num(v) for v in row] for row in xs])
+    assert calls == [True], "the SiLU batch fell back to entry-by-entry evaluation"
+    got = np.array([[x.x[0] for x in row] for row in out])
+    want = np.array([[FloatNumbers().to_float(_silu_float(v)) for v in row] for row in xs])
+    assert np.array_equal(got, want)
+    assert ns.max_abs <= 40.0, f"an unselected form reached the range check: max |value| {ns.max_abs}"
+    dev = np.array([[np.abs(x.x[1:] - x.x[0]).max() for x in row] for row in out])
+    assert (dev[np.array(xs) != 0] > 0).all(), "a rounded SiLU output has no spread"
+
+
+def _silu_float(v):
+    from ftspec.spec.functions import silu
+    with using(FloatNumbers()):
+        return silu(v)
+
+
+def test_a_block_of_silu_value_sets_shares_one_evaluation():
+    """Value sets whose SiLU inputs differ in sign share one Monte Carlo evaluation
+    (``tolerances.references``), and each gets the lane F values of its own FLOAT evaluation."""
+    from ftspec.conformance.core import tolerances as T
+    from ftspec.conformance.core.blocks import value_sets
+    from ftspec.conformance.core.case import Case
+    from ftspec.spec.variants import PAPER as P
+
+    variant = P.replace(activation="silu")
+    case = Case.build("gpt2_layer", hyper={"H": 2, "d_e": 4, "d_attn": 2, "d_mid": 2, "d_mlp": 8, "ell": 3},
+                      dtype="float32", variant=variant)
+    sets = value_sets(case, 6, "float32")
+    e = REGISTRY["gpt2_layer"]
+    shared = T._block(e, [(c.inputs, c.params) for c in sets], None, hyper=case.hyper, variant=case.variant,
+                      dtype="float32", precision="highest")
+    assert shared is not None and all(r is not None for r in shared), "the SiLU block was split"
+    for c, r in zip(sets, shared):
+        alone = T.reference(e, c.inputs, c.params, hyper=case.hyper, variant=case.variant, dtype="float32")
+        for name in alone.outputs:
+            assert np.array_equal(r.outputs[name], alone.outputs[name])

@@ -156,13 +156,13 @@ def speed_section(examples: int, *, dtype: str, seed: int, xdist_command: Option
     (``results["speed"]``)."""
     import shlex
 
-    from .speed import blocks, growth, plain_hypothesis, rate, throughput, xdist
+    from .speed import blocks, growth, plain_checks, rate, throughput, xdist
 
     speed: dict[str, Any] = {"throughput_examples": examples}
     say("bench speed: blocks against one value set per draw (numpy, float32, back to back)")
     speed["blocks"] = blocks(examples=max(16 * examples, 256), seed=seed)  # blocks of 8: runner.MIN_DRAWS
-    say("bench speed: ftspec against a plain Hypothesis + NumPy check of layer_norm")
-    speed["plain"] = plain_hypothesis(max(10 * examples, 200), seed=seed)
+    say("bench speed: ftspec against a plain Hypothesis + NumPy check, five entries")
+    speed["plain"] = plain_checks(max(10 * examples, 200), seed=seed)
     say(f"bench speed: throughput ({examples} examples per search at {dtype})")
     speed["throughput"] = throughput(examples=examples, dtype=dtype, seed=seed)
     say(f"bench speed: numpy over every algorithm at float32 and float64 ({examples} examples per search)")
