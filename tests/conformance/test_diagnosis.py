@@ -62,6 +62,14 @@ CONVENTION_BUGS = [
 ]
 
 
+#: searches longer than 30 examples, and why. ε fixed at 1e-6 on layer_norm at float64 is found late at
+#: seed 0: at example 23 (of 30 before issue 36, of 50 after it: the redrawn bounds change what
+#: Hypothesis's targeting climbs, and 30 ended first; seeds 1-9 find it at 3-8 with either model, and
+#: seed 3 with neither in 30). This test is about the diagnosis of a failure, so it gives the search
+#: the minimum a default cell runs (50); the zoo's power figures are the bench's (docs/benchmarks.md).
+EXAMPLES = {"epsilon-fixed-1e-6": 50}
+
+
 def _names(match: dict, want: dict) -> bool:
     return all(k in match["changes"] and match["changes"][k] == v for k, v in want.items())
 
@@ -74,7 +82,8 @@ def test_failure_names_the_convention(tmp_path, mutant_id, algorithm, want):
     # without the refusal check: a mutant that also answers a case the spec refuses (mask-transposed
     # looks for an empty query along the wrong axis) fails that check first, rightly, with no value
     # failure to diagnose; this test is about the value failure its convention causes
-    result = run_mutant(mutant_id, [algorithm], ["float64"], tmp_path, examples=30, refusals=False)
+    result = run_mutant(mutant_id, [algorithm], ["float64"], tmp_path, examples=EXAMPLES.get(mutant_id, 30),
+                        refusals=False)
     cell = next(c for c in result.cells if c.algorithm == algorithm)
     assert cell.status == "fail" and cell.failure is not None, f"{mutant_id} survived {algorithm} at float64"
     diagnosis = cell.failure.diagnosis

@@ -26,7 +26,8 @@ from ftspec.spec.registry import entry
 from ftspec.spec.variants import PAPER, preset
 
 #: a LLaMA layer with RoPE on interleaved pairs (Meta's and llama2.c's reference code)
-INTERLEAVED = preset("llama").replace(rotary="interleaved")
+# grouped (kv_group 2, the llama preset before presets stopped fixing sizes): kv_order matters
+INTERLEAVED = preset("llama").replace(rotary="interleaved", kv_group=2)
 
 
 def _plugin(declared, computes=None, limits: Limits = Limits()):

@@ -260,8 +260,8 @@ _LAYERS = [
        bench=("gpt2_layer",), witness=Witness("gpt2_layer")),
     _m("causal-mask-transposed-in-layers", "the layers' causal mask built as [query, key] and used as "
        "[key, query]: each token attends to itself and the future", CAUSAL_LAYERS,
-       Edit(L, "_causal", "return unidirectional_mask(ell, ell, variant.causal_alignment)",
-            "return unidirectional_mask(ell, ell, variant.causal_alignment).T"),
+       Edit(L, "_causal", "return unidirectional_mask(ell, ell, variant.causal_alignment, variant.window)",
+            "return unidirectional_mask(ell, ell, variant.causal_alignment, variant.window).T"),
        source="torch.tril(ones) (row layout: [query, key]) passed to code indexed [key, query]",
        bench=("gpt2_layer",), witness=Witness("gpt2_layer"), equivalence="equivalent when ℓ = 1"),
     _m("cross-attention-causal-mask", "decoder cross-attention masked with a causal mask over the encoder "
