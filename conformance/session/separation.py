@@ -210,12 +210,16 @@ def indistinguishable(impl: Implementation, algorithm: str, dtype: str, *, secon
         declared = project(call_variant(impl, None, algorithm), entry)
     except IdentifyError:
         return None
-    record: dict[str, Any] = {"under": {"name": declared.describe(), "json": json.loads(declared.to_json())},
-                              "cases": 0, "alternatives": [], "separated": 0, "same": 0, "untestable": 0,
-                              "complete": False}
+    record = _record(declared)
     if seconds <= 0:
         return record
     return _measure(entry, declared, _cases(impl, entry, declared, dtype, deadline), record, deadline, alternatives)
+
+
+def _record(declared: VariantSet) -> dict[str, Any]:
+    """A record under ``declared`` with nothing measured yet (``indistinguishable``'s fields)."""
+    return {"under": {"name": declared.describe(), "json": json.loads(declared.to_json())}, "cases": 0,
+            "alternatives": [], "separated": 0, "same": 0, "untestable": 0, "complete": False}
 
 
 def from_examples(algorithm: str, declared: VariantSet, dtype: str,
@@ -229,9 +233,7 @@ def from_examples(algorithm: str, declared: VariantSet, dtype: str,
     if dtype not in DTYPES or not entry.switches:
         return None
     declared = project(declared, entry)
-    record: dict[str, Any] = {"under": {"name": declared.describe(), "json": json.loads(declared.to_json())},
-                              "cases": 0, "alternatives": [], "separated": 0, "same": 0, "untestable": 0,
-                              "complete": False}
+    record = _record(declared)
     usable = [(c, p, r) for c, p, r in examples if r.in_range and r.sampled is None]
     return _measure(entry, declared, usable, record, time.process_time() + seconds, alternatives)
 
@@ -259,9 +261,7 @@ def from_cases(impl: Implementation, algorithm: str, dtype: str, cases: Sequence
         if drawn:
             declared = max(drawn, key=lambda v: (drawn.count(v), -drawn.index(v)))
             mine = [c for c, v in zip(cases, drawn) if v == declared]
-    record: dict[str, Any] = {"under": {"name": declared.describe(), "json": json.loads(declared.to_json())},
-                              "cases": 0, "alternatives": [], "separated": 0, "same": 0, "untestable": 0,
-                              "complete": False}
+    record = _record(declared)
     if seconds <= 0:
         return record
     ordered = [c for c in mine if c.style in SEPARATING] + [c for c in mine if c.style not in SEPARATING]
