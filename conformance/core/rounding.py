@@ -224,6 +224,14 @@ def _underflow(rel: np.ndarray, absolute: np.ndarray) -> np.ndarray:
         return np.where((rel == 0) | (rel * out < 0), 0.0 * rel, out)
 
 
+def _scale_of(*parts: np.ndarray, axis: int) -> np.ndarray:
+    """The largest finite |x| over ``axis`` of the parts (1 where none is positive): a drawn
+    rounding's weights are divided by it before they are squared, so that Σ x² cannot overflow
+    where the weights themselves are finite (|x| above 1e154 in binary64)."""
+    top = np.max([np.max(np.where(np.isfinite(x), np.abs(x), 0.0), axis=axis, initial=0.0) for x in parts], axis=0)
+    return np.where(top > 0, top, 1.0)
+
+
 def _lane(o: Any) -> Any:
     return o.x if type(o) is Lanes else float(o)
 
@@ -537,22 +545,26 @@ class MonteCarloNumbers:
             self._note(t0)
         self._note(p0)
         if n > 1:
+            c = _scale_of(t0, p0, axis=0)
             with np.errstate(all="ignore"):
-                var = (term_u * term_u / 3.0) * np.sum(t0 * t0, axis=0) + (sum_u * sum_u / 3.0) * np.sum(
-                    p0[1:] * p0[1:], axis=0)
+                t, q = t0 / c, p0[1:] / c
+                var = (term_u * term_u / 3.0) * np.sum(t * t, axis=0) + (sum_u * sum_u / 3.0) * np.sum(q * q, axis=0)
                 near_total = (np.abs(p0[-1]) < self.zone) & (t0 != 0).any(axis=0)
                 count = np.where(near_total, n - 1, 0)
                 if term_eta:
                     count = count + ((np.abs(t0) < self.zone) & (t0 != 0)).sum(axis=0)
-                var = var + (self.eta * self.eta / 3.0) * count
-            self._add_drawn(total, var)
+                e = self.eta / c  # η in units of the scale (c·c can underflow where c is subnormal)
+                var = var + (e * e / 3.0) * count
+                sd = c * np.sqrt(var)
+            self._add_drawn(total, sd)
         if self.f:  # lane F: the correctly rounded sum, as ``FLOAT.fsum``
             self._sets(total)[..., self.f] = correctly_rounded_sums(self._sets(terms)[..., self.f])
         return total
 
-    def _add_drawn(self, total: np.ndarray, var: np.ndarray) -> None:
-        """total (..., V·W) += a normal draw of variance ``var`` (..., V) in each perturbed lane."""
-        sd = np.sqrt(np.where(np.isfinite(var), var, np.inf))
+    def _add_drawn(self, total: np.ndarray, sd: np.ndarray) -> None:
+        """total (..., V·W) += a normal draw of standard deviation ``sd`` (..., V) in each perturbed
+        lane (an infinite or NaN one, from infinite weights: infinite)."""
+        sd = np.where(np.isfinite(sd), sd, np.inf)
         sets = self._sets(total)
         with np.errstate(invalid="ignore"):  # an infinite weight: the lanes are infinite already
             sets[..., self.p] += sd[..., None] * self.rng.standard_normal(size=sets[..., self.p].shape)
@@ -668,17 +680,18 @@ class MonteCarloNumbers:
         self._note(p)
         self._note(sums)
         partial = sums[:, 1:]
+        c = _scale_of(p, sums, axis=1)  # (m, n, V)
         with np.errstate(all="ignore"):
-            var = np.sum(p * p, axis=1) + np.sum(partial * partial, axis=1)  # (m, n, V)
-            var = var * (self.mu * self.mu / 3.0)
+            x, y = p / c[:, None], partial / c[:, None]
+            var = (np.sum(x * x, axis=1) + np.sum(y * y, axis=1)) * (self.mu * self.mu / 3.0)
             near = (np.abs(p) < self.zone) & (p != 0)
             t0 = self._sets(total)[..., 0]
             near_total = (np.abs(t0) < self.zone) & (t0 != 0)
-            var += (self.eta * self.eta / 3.0) * (near.sum(axis=1) + np.where(near_total, k - 1, 0))
-        sd = np.sqrt(np.where(np.isfinite(var), var, np.inf))
+            e = self.eta / c  # η in units of the scale (c·c can underflow where c is subnormal)
+            var += (e * e / 3.0) * (near.sum(axis=1) + np.where(near_total, k - 1, 0))
+            sd = c * np.sqrt(var)
+        self._add_drawn(total, sd)
         sets = self._sets(total)
-        with np.errstate(invalid="ignore"):  # an infinite weight: the lanes are infinite already
-            sets[..., self.p] += sd[..., None] * self.rng.standard_normal(size=sets[..., self.p].shape)
         if self.f:  # lane F: each entry's correctly rounded sum, as ``FLOAT.dot``
             pf = self._sets(a)[..., self.f][:, :, None, :] * self._sets(b)[..., self.f][None, :, :, :]
             sets[..., self.f] = correctly_rounded_sums(np.moveaxis(pf, 1, 0))
@@ -811,16 +824,18 @@ class MonteCarloNumbers:
         mean = partial[-1] / float(d)
         t0 = self._sets(terms)[..., 0]
         m0 = lane0[-1] / float(d)
+        c = _scale_of(t0, lane0, axis=0)
         with np.errstate(all="ignore"):
-            var = (np.sum(t0 * t0, axis=0) if d > 1 else 0.0) + np.sum(lane0[1:] * lane0[1:], axis=0)
-            var = var * (unit * unit / 3.0) / float(d * d) + (self.u * self.u / 3.0) * (2 if wider else 1) * m0 * m0
+            t, q, mc = t0 / c, lane0[1:] / c, m0 / c
+            var = (np.sum(t * t, axis=0) if d > 1 else 0.0) + np.sum(q * q, axis=0)
+            var = var * (unit * unit / 3.0) / float(d * d) + (self.u * self.u / 3.0) * (2 if wider else 1) * mc * mc
             near = (np.abs(lane0[-1]) < self.zone) & (t0 != 0).any(axis=0)
-            var = var + np.where(near, (self.eta * self.eta / 3.0) * (d - 1) / float(d * d), 0.0)
-        sd = np.sqrt(np.where(np.isfinite(var), var, np.inf))
+            e = self.eta / c  # η in units of the scale (c·c can underflow where c is subnormal)
+            var = var + np.where(near, (e * e / 3.0) * (d - 1) / float(d * d), 0.0)
+            sd = c * np.sqrt(var)
         centres = np.repeat(mean[None], d, axis=0)  # (d, ..., L)
+        self._add_drawn(centres, np.broadcast_to(sd, centres.shape[:-1] + (self.v,)))
         sets = self._sets(centres)
-        with np.errstate(invalid="ignore"):
-            sets[..., self.p] += sd[None, ..., None] * self.rng.standard_normal(size=sets[..., self.p].shape)
         exact = self._sets(m.x) if type(m) is Lanes else np.full((self.v, self.width), float(m))
         sets[..., 0] = exact[..., 0]
         if self.f:
