@@ -553,8 +553,8 @@ class MonteCarloNumbers:
                 count = np.where(near_total, n - 1, 0)
                 if term_eta:
                     count = count + ((np.abs(t0) < self.zone) & (t0 != 0)).sum(axis=0)
-                e = self.eta / c  # η in units of the scale (c·c can underflow where c is subnormal)
-                var = var + (e * e / 3.0) * count
+                eta_c = self.eta / c  # η in units of the scale (c·c can underflow where c is subnormal)
+                var = var + (eta_c * eta_c / 3.0) * count
                 sd = c * np.sqrt(var)
             self._add_drawn(total, sd)
         if self.f:  # lane F: the correctly rounded sum, as ``FLOAT.fsum``
@@ -687,8 +687,8 @@ class MonteCarloNumbers:
             near = (np.abs(p) < self.zone) & (p != 0)
             t0 = self._sets(total)[..., 0]
             near_total = (np.abs(t0) < self.zone) & (t0 != 0)
-            e = self.eta / c  # η in units of the scale (c·c can underflow where c is subnormal)
-            var += (e * e / 3.0) * (near.sum(axis=1) + np.where(near_total, k - 1, 0))
+            eta_c = self.eta / c  # η in units of the scale (c·c can underflow where c is subnormal)
+            var += (eta_c * eta_c / 3.0) * (near.sum(axis=1) + np.where(near_total, k - 1, 0))
             sd = c * np.sqrt(var)
         self._add_drawn(total, sd)
         sets = self._sets(total)
@@ -830,8 +830,8 @@ class MonteCarloNumbers:
             var = (np.sum(t * t, axis=0) if d > 1 else 0.0) + np.sum(q * q, axis=0)
             var = var * (unit * unit / 3.0) / float(d * d) + (self.u * self.u / 3.0) * (2 if wider else 1) * mc * mc
             near = (np.abs(lane0[-1]) < self.zone) & (t0 != 0).any(axis=0)
-            e = self.eta / c  # η in units of the scale (c·c can underflow where c is subnormal)
-            var = var + np.where(near, (e * e / 3.0) * (d - 1) / float(d * d), 0.0)
+            eta_c = self.eta / c  # η in units of the scale (c·c can underflow where c is subnormal)
+            var = var + np.where(near, (eta_c * eta_c / 3.0) * (d - 1) / float(d * d), 0.0)
             sd = c * np.sqrt(var)
         centres = np.repeat(mean[None], d, axis=0)  # (d, ..., L)
         self._add_drawn(centres, np.broadcast_to(sd, centres.shape[:-1] + (self.v,)))
