@@ -125,7 +125,7 @@ def _layer_norm(fused: bool) -> Fn:
         def build() -> nn.Module:
             m = _LayerNorm(ctx.hyper["d_e"], dt)
             A.load_norm(m.m, _t(p, dt))
-            return m.eval()
+            return m.train(False)  # eval mode: no dropout
 
         Y = run_exported(_key("layer_norm", ctx, X), build, (torch.from_numpy(X),), [X], _fusion(fused))
         return _cols(Y, ctx.batched)
@@ -145,7 +145,7 @@ def _attention(fused: bool) -> Fn:
             w = _t(p, dt)
             for lin, n in ((m.q, "q"), (m.k, "k"), (m.v, "v")):
                 A.load_linear(lin, w[f"W_{n}"], w[f"b_{n}"])
-            return m.eval()
+            return m.train(False)  # eval mode: no dropout
 
         args = (torch.from_numpy(X), torch.from_numpy(Z), torch.from_numpy(M))
         Y = run_exported(_key("attention", ctx, X, Z, M), build, args, [X, Z, M], _fusion(fused))
@@ -166,7 +166,7 @@ def _mh_attention(fused: bool) -> Fn:
         def build() -> nn.Module:
             m = _MHA(h["d_x"], h["d_z"], h["H"], dt)
             A.copy_mha(m.m, _t(p, dt), h["H"])
-            return m.eval()
+            return m.train(False)  # eval mode: no dropout
 
         args = (torch.from_numpy(X), torch.from_numpy(Z), torch.from_numpy(blocked))
         Y = run_exported(_key("mh_attention", ctx, X, Z, blocked), build, args, [X, Z, blocked],
@@ -191,7 +191,7 @@ def _layer(name: str, norm_first: bool, activation: str, causal: bool, fused: bo
             A.load_norm(m.m.norm2, {"gamma": w["gamma2"], "beta": w["beta2"]})
             A.load_linear(m.m.linear1, w["W_mlp1"], w["b_mlp1"])
             A.load_linear(m.m.linear2, w["W_mlp2"], w["b_mlp2"])
-            return m.eval()
+            return m.train(False)  # eval mode: no dropout
 
         Y = run_exported(_key(name, ctx, X), build, (torch.from_numpy(X),), [X],
                          _fusion(fused, "bert", h["H"], h["d_e"]))
@@ -236,7 +236,7 @@ def _d_transformer(fused: bool) -> Fn:
         def build() -> nn.Module:
             m = _GPT2(HA.gpt2_config(h, "sdpa"))
             HA.load(m.m, HA.gpt2_lm_weights(_t(p, dt), h["L"], h["H"]), dt, "cpu")
-            return m.eval()
+            return m.train(False)  # eval mode: no dropout
 
         P = run_exported(_key("d_transformer", ctx, x), build, (torch.from_numpy(x),), [x],
                          _fusion(fused, "bert", h["H"], h["d_e"]))  # (N, ℓ, N_V)
@@ -272,7 +272,7 @@ def _e_transformer(fused: bool) -> Fn:
         def build() -> nn.Module:
             m = _Bert(HA.bert_config(h, "sdpa"))
             HA.load(m.m, HA.bert_mlm_weights(_t(p, dt), h["L"], h["H"]), dt, "cpu")
-            return m.eval()
+            return m.train(False)  # eval mode: no dropout
 
         P = run_exported(_key("e_transformer", ctx, x), build, (torch.from_numpy(x),), [x],
                          _fusion(fused, "bert", h["H"], h["d_e"]))  # (N, ℓ, N_V)
