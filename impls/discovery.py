@@ -362,15 +362,24 @@ def failing_devices(impl: Implementation, error: BaseException) -> Implementatio
     return _with(impl, _Devices(None, error))
 
 
-def listing(timeout: float = DEFAULT_LOAD_TIMEOUT) -> list[dict[str, Any]]:
+def listing(timeout: float = DEFAULT_LOAD_TIMEOUT, names: Optional[Sequence[str]] = None) -> list[dict[str, Any]]:
     """Every registered plugin as plain values: name, target, distribution, and what it declares
     (version, devices, dtypes, precision, variants, algorithms covered and missing, shape limits and
     dtypes per algorithm where declared, the formats a mixed-precision call computes in), or why it
     failed to load (``ftspec list``). Loading and ``devices()``
     each run in a helper thread abandoned after ``timeout`` seconds (``in_thread``: a hang that
-    holds the GIL is not caught)."""
+    holds the GIL is not caught). ``names``: those registered plugins only, in that order
+    (LookupError naming the registered ones for an unknown name: ``ftspec list NAME``)."""
+    found = discover()
+    if names is None:
+        chosen = sorted(found.items())
+    else:
+        unknown = [n for n in names if n not in found]
+        if unknown:
+            raise LookupError(f"no plugin named {unknown[0]!r}; registered: {', '.join(sorted(found)) or 'none'}")
+        chosen = [(n, found[n]) for n in dict.fromkeys(names)]
     rows = []
-    for name, record in sorted(discover().items()):
+    for name, record in chosen:
         load_record(record, timeout=timeout)
         row: dict[str, Any] = {"name": name, "target": record.target, "distribution": record.distribution,
                                "bundled": record.bundled}

@@ -70,40 +70,10 @@ def run(args: argparse.Namespace) -> int:
 
 def detail_rows(names: Sequence[str], timeout: float) -> list[dict[str, Any]]:
     """``listing()``'s rows of the registered plugins ``names`` only, each loaded now (LookupError
-    naming the registered ones for an unknown name). The same fields as ``discovery.listing``, which
-    loads every plugin (tests/tools/test_list_short.py holds them equal)."""
-    from ftspec.impls.discovery import _variants_row, discover, in_thread, load_record
-    from ftspec.spec.registry import REGISTRY
+    naming the registered ones for an unknown name)."""
+    from ftspec.impls.discovery import listing
 
-    found = discover()
-    unknown = [n for n in names if n not in found]
-    if unknown:
-        raise LookupError(f"no plugin named {unknown[0]!r}; registered: {', '.join(sorted(found)) or 'none'}")
-    rows = []
-    for name in dict.fromkeys(names):
-        record = load_record(found[name], timeout=timeout)
-        row: dict[str, Any] = {"name": name, "target": record.target, "distribution": record.distribution,
-                               "bundled": record.bundled}
-        if record.impl is None:
-            row.update(loaded=False, error=record.error, hint=record.hint)
-            rows.append(row)
-            continue
-        impl = record.impl
-        try:
-            devices = [str(d) for d in in_thread(impl.devices, timeout, f"devices() of {name}")]
-        except Exception as exc:  # noqa: BLE001 - the plugin's failure, shown in the listing
-            devices = [f"error: {type(exc).__name__}: {exc}"]
-        covered = [a for a in REGISTRY if a in impl.algorithms]
-        row.update(loaded=True, version=impl.version, description=impl.description, devices=devices,
-                   dtypes=list(impl.dtypes), precision=impl.precision, variants=_variants_row(impl, covered),
-                   algorithms=covered, missing=[a for a in REGISTRY if a not in impl.algorithms],
-                   coverage=f"{len(covered)}/{len(REGISTRY)}",
-                   limits={a: impl.limits_for(a).describe() for a in covered
-                           if not impl.limits_for(a).unconstrained},
-                   dtypes_by_algorithm={a: list(ds) for a, ds in impl.dtypes_by_algorithm.items() if a in covered},
-                   mixed_precision=impl.mixed_precision())
-        rows.append(row)
-    return rows
+    return listing(timeout, names=names)
 
 
 def short_rows(timeout: float, *, fresh: bool = False) -> tuple[list[dict[str, Any]], str]:

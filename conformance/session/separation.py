@@ -202,18 +202,28 @@ def indistinguishable(impl: Implementation, algorithm: str, dtype: str, *, secon
     (those within the bound on every case, the nearest to being told apart first), "separated",
     "same", "untestable": counts of the others, "complete": every alternative judged within the
     budget}."""
-    entry = REGISTRY[algorithm]
-    if dtype not in DTYPES or not entry.switches:
+    found = _declared(impl, algorithm, dtype)
+    if found is None:
         return None
+    entry, declared = found
     deadline = time.process_time() + seconds
-    try:
-        declared = project(call_variant(impl, None, algorithm), entry)
-    except IdentifyError:
-        return None
     record = _record(declared)
     if seconds <= 0:
         return record
     return _measure(entry, declared, _cases(impl, entry, declared, dtype, deadline), record, deadline, alternatives)
+
+
+def _declared(impl: Implementation, algorithm: str, dtype: str) -> Optional[tuple[Entry, VariantSet]]:
+    """The entry and the plugin's first set declared for it, projected on the switches it reads;
+    None at a dtype of full precision, for an entry without switches or a declaration identify
+    cannot read."""
+    entry = REGISTRY[algorithm]
+    if dtype not in DTYPES or not entry.switches:
+        return None
+    try:
+        return entry, project(call_variant(impl, None, algorithm), entry)
+    except IdentifyError:
+        return None
 
 
 def _record(declared: VariantSet) -> dict[str, Any]:
@@ -247,14 +257,11 @@ def from_cases(impl: Implementation, algorithm: str, dtype: str, cases: Sequence
     first set declared for the algorithm, projected on the switches it reads, and uses the cases
     drawn under it (a plugin declaring "all": the set most of them were drawn under). None at a
     dtype of full precision or for an entry without switches."""
-    entry = REGISTRY[algorithm]
-    if dtype not in DTYPES or not entry.switches:
+    found = _declared(impl, algorithm, dtype)
+    if found is None:
         return None
+    entry, declared = found
     deadline = time.process_time() + seconds
-    try:
-        declared = project(call_variant(impl, None, algorithm), entry)
-    except IdentifyError:
-        return None
     mine = [c for c in cases if c.algorithm == algorithm and project(c.variant, entry) == declared]
     if not mine and impl.variants_for(algorithm) == "all" and cases:
         drawn = [project(c.variant, entry) for c in cases if c.algorithm == algorithm]
