@@ -25,6 +25,7 @@ from .linalg import (
     transpose,
 )
 from .params import AttentionParams, MHAttentionParams
+from .position_bias import alibi_slopes
 from .rotary import rotate
 from .variants import PAPER, VariantSet
 
@@ -111,7 +112,7 @@ def _check_mask(Mask: Sequence[Sequence[Any]], ell_z: int, ell_x: int) -> None:
 
 
 def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[Any]], *,
-              variant: VariantSet = PAPER) -> Matrix:
+              variant: VariantSet = PAPER, slope: Optional[Any] = None) -> Matrix:
     """Algorithm 4: Ṽ ← Attention(X, Z | W_qkv, Mask).
 
     X ∈ R^{d_x×ℓ_x} (primary), Z ∈ R^{d_z×ℓ_z} (context).
@@ -132,6 +133,11 @@ def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[
     the fourth root before line 4) change line 6; ``attn_bias`` drops b_q,
     b_k, b_v. Variant ``rotary`` (RoPE, ``spec/rotary.py``) rotates each
     column of Q and K by its position (t_x, t_z) after lines 1-2.
+
+    ``slope`` m (ALiBi, ``position_bias="alibi"``: Press et al. 2022, ``spec/position_bias.py``;
+    given by ``mh_attention`` for a causal self-attention) adds the linear bias after the scale and
+    before the mask: line 4' S[t_z, t_x] ← S[t_z, t_x]/√d_attn + m·(t_z − t_x), then lines 5-6 with
+    no further division (the scale placements divide Q, K as before; the bias is added to KᵀQ).
 
     Intermediates (``spec/intermediates.py``): Q, K, V (lines 1-3, before any
     scaling), scores (line 4: KᵀQ, of Q and K already divided under the
@@ -163,6 +169,9 @@ def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[
             divisor = None
         S = matmul(transpose(K), Q)  # line 4
         record("scores", S)  # KᵀQ (of Q, K already divided under scale_placement query*)
+        if slope is not None:  # line 4': ALiBi's m·(t_z − t_x), added to the scaled scores
+            S = [[_over(s, divisor) + slope * N.num(tz - tx) for tx, s in enumerate(row)] for tz, row in enumerate(S)]
+            divisor = None
         minus_inf = -N.inf
         S = [[s if Mask[tz][tx] else minus_inf for tx, s in enumerate(row)]
              for tz, row in enumerate(S)]  # line 5
@@ -181,6 +190,10 @@ def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[
         return matmul(V, A)
 
 
+def _over(s: Any, divisor: Optional[Any]) -> Any:
+    return s if divisor is None else s / divisor
+
+
 def _empty_query_weights(variant: VariantSet, ell_z: int, tx: int) -> Vector:
     N = numbers.current()
     if variant.empty_query == "error":
@@ -196,7 +209,7 @@ def _empty_query_weights(variant: VariantSet, ell_z: int, tx: int) -> Vector:
 
 
 def mh_attention(X: Matrix, Z: Matrix, W: MHAttentionParams, Mask: Sequence[Sequence[Any]], *,
-                 variant: VariantSet = PAPER) -> Matrix:
+                 variant: VariantSet = PAPER, causal_self: bool = False) -> Matrix:
     """Algorithm 5: Ṽ ← MHAttention(X, Z | W, Mask).
 
     1-2. Y^h ← Attention(X, Z | W^h_qkv, Mask) for h = 0..H-1 (the paper's 1..H)
@@ -212,13 +225,20 @@ def mh_attention(X: Matrix, Z: Matrix, W: MHAttentionParams, Mask: Sequence[Sequ
     Variant ``attn_bias_at`` keeps the heads' b_q, b_k, b_v only ("qkv") or b_o only ("out"): a
     bias the variant drops is absent from W (None), as under ``attn_bias=False``.
 
+    ALiBi (``position_bias="alibi"``; Press et al. 2022): where the attention is a causal
+    self-attention (``causal_self``: Z = X read under a causal mask, the only attention the bias is
+    defined for), head h adds m_h·(t_z − t_x) to its scaled scores, m_h = ``alibi_slopes(H)[h]``
+    (the non-power-of-two rule of ``spec/position_bias.py``).
+
     Intermediates: heads.{h} (Y^h, with Algorithm 4's inside it: heads.{h}.Q, ...), Y (line 3).
     """
     with in_algorithm("mh_attention"):
         if not W.heads:
             raise SpecError("heads", "at least one head (H ≥ 1)", "H = 0")
         heads = _grouped(W, variant.kv_group, variant.kv_order)
-        Ys = [step(f"heads.{h}", attention, X, Z, head, Mask, variant=variant)
+        slopes: list[Any] = alibi_slopes(len(heads)) if causal_self and variant.position_bias == "alibi" \
+            else [None] * len(heads)
+        Ys = [step(f"heads.{h}", attention, X, Z, head, Mask, variant=variant, slope=slopes[h])
               for h, head in enumerate(heads)]  # lines 1-2
         Y = [row for Yh in Ys for row in Yh]  # line 3
         record("Y", Y)

@@ -68,7 +68,8 @@ def _self_attention(causal: bool) -> Callable[[Any, Any, Hyper, VariantSet], dic
         _, ell = shape(X)
         Mask = unidirectional_mask(ell, ell, variant=v) if causal else bidirectional_mask(ell, ell)  # (ℓ, ℓ) [t_z, t_x]
         Mask = padded(Mask, i.get("pad"), v)
-        return {"V_tilde": mh_attention(X, X, P.from_flat(P.MHAttentionParams, p), Mask, variant=v)}
+        return {"V_tilde": mh_attention(X, X, P.from_flat(P.MHAttentionParams, p), Mask, variant=v,
+                                        causal_self=causal)}
     return reference
 
 
@@ -131,7 +132,7 @@ def _model_entry(model: str, **kw: Any) -> Entry:
     layer and head counts read from the parameters, and the refusals of a token model (a
     zero-variance first column, ℓ_max one short) plus ``extra_refusals``."""
     extra = kw.pop("extra_refusals", ())
-    shared = dict(family="architecture", outputs=(TensorSpec("P", ("N_V", "ell")),), structural=("L", "H"),
+    shared = dict(family="architecture", outputs=(TensorSpec("P", ("N_V", "ell"), scale="log"),), structural=("L", "H"),
                   refusals=(zero_variance(tokens="x", attention="layers.0.attn.", when=_DATA_POSITIONS),
                             too_long("ell"), *extra), **_MODEL_SHARED[model])
     return Entry(**{**shared, **kw})
@@ -234,7 +235,7 @@ def _ed_transformer_entry(padding: bool) -> Entry:
         sizes=dict(N_V=7, ell_max=6, L_enc=2, L_dec=2, H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, ell_z=4, ell_x=3),
         inputs=(_X("z", ("ell_z",), Kind.TOKEN, "source sequence"),
                 _X("x", ("ell_x",), Kind.TOKEN, "target sequence"), *((_PAD_Z, _PAD_X) if padding else ())),
-        outputs=(_X("P", ("N_V", "ell_x")),),
+        outputs=(_X("P", ("N_V", "ell_x"), scale="log"),),
         param_schema=ed_schema,
         switches=ARCHITECTURE | CAUSAL | ({"empty_query"} if padding else set()),
         reference=reference,
@@ -368,7 +369,7 @@ ENTRIES: list[Entry] = [
         inputs=(),
         outputs=(_X("Mask", ("ell_z", "ell_x"), Kind.MASK),),
         param_schema=no_params,
-        switches=frozenset({"causal_alignment"}) | CAUSAL,
+        switches=frozenset({"causal_alignment", "window"}),  # a mask: no scores for a position bias
         reference=lambda i, p, h, v: {"Mask": unidirectional_mask(h["ell_z"], h["ell_x"], variant=v)},
     ),
     Entry(
@@ -405,7 +406,7 @@ ENTRIES: list[Entry] = [
         hyper=("N_V", "d_e", "ell"),
         sizes=dict(N_V=7, d_e=4, ell=3),
         inputs=(_X("X", ("d_e", "ell")),),
-        outputs=(_X("P", ("N_V", "ell")),),
+        outputs=(_X("P", ("N_V", "ell"), scale="log"),),
         param_schema=_unembedding_schema,
         switches=frozenset({"unembedding", "logit_bias"}),
         reference=lambda i, p, h, v: {"P": unembed(i["X"], unembedding_matrix(p.get("W_u"), p.get("W_e"), v),
@@ -439,7 +440,7 @@ ENTRIES: list[Entry] = [
         hyper=("N_V", "ell_max", "L", "H", "d_e", "d_attn", "d_mid", "d_mlp", "ell"),
         sizes=dict(N_V=7, ell_max=6, L=2, H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, ell=4),
         inputs=(_X("x", ("ell",), Kind.TOKEN, "token sequence"),),
-        outputs=(_X("p", ("N_V",), doc="distribution over the token after the last position"),),
+        outputs=(_X("p", ("N_V",), doc="distribution over the token after the last position", scale="log"),),
         param_schema=next_token_schema,
         switches=ARCHITECTURE,
         reference=lambda i, p, h, v: {"p": next_token_encoder(i["x"], P.from_flat(P.DTransformerParams, p),
@@ -476,7 +477,8 @@ ENTRIES: list[Entry] = [
         inputs=(_X("x", ("ell",), Kind.TOKEN, "token sequence"),
                 _X("n_prefill", (), Kind.LENGTH, "tokens run in the first call (the prompt); each later token "
                    "is run alone, reading the keys and values cached so far", bound="ell")),
-        outputs=(_X("P", ("N_V", "ell"), doc="column t: the prefill's (t < n_prefill) or step t's distribution"),),
+        outputs=(_X("P", ("N_V", "ell"), scale="log",
+                    doc="column t: the prefill's (t < n_prefill) or step t's distribution"),),
         switches=ARCHITECTURE | CAUSAL | PARALLEL,
         # Causal attention makes column t a function of x[:t+1] alone, so decoding with a cache must
         # give the full pass's columns (the cache is how, not what: Algorithm 10 is the reference)

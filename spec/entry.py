@@ -80,6 +80,10 @@ class TensorSpec:
     doc: str = ""
     #: for ``length`` inputs: the hyperparameter (padded width) bounding them
     bound: str = ""
+    #: for real outputs: ``"log"`` where the output is a softmax's (an exponential's), so that a
+    #: rounding error of its argument moves it by a factor: its tolerance is then also taken on
+    #: the log scale (conformance/core/tolerances.py, docs/tolerances.md "Probabilities")
+    scale: str = "linear"
 
     def __post_init__(self) -> None:
         try:  # a plain string is accepted and stored as its member; an unknown one is refused
@@ -87,6 +91,8 @@ class TensorSpec:
         except ValueError:
             raise ValueError(f"TensorSpec {self.name!r}: kind {self.kind!r} is not one of "
                              f"{[k.value for k in Kind]}") from None
+        if self.scale not in ("linear", "log"):
+            raise ValueError(f"TensorSpec {self.name!r}: scale {self.scale!r} is not 'linear' or 'log'")
 
     @property
     def is_real(self) -> bool:
@@ -170,7 +176,7 @@ class Entry:
 #: Algorithm 3's switches (one query, no positions)
 BASIC_ATTENTION = frozenset({"attn_scale", "scale_placement", "attn_bias"})
 #: Algorithm 4's: RoPE rotates Q and K by their columns' positions
-ATTENTION = BASIC_ATTENTION | {"rotary", "rope_base"}
+ATTENTION = BASIC_ATTENTION | {"rotary", "rope_base", "rotary_fraction"}
 #: Algorithm 5's: key/value heads shared by groups of query heads
 MH_ATTENTION = ATTENTION | {"kv_group", "kv_order", "attn_bias_at"}
 NORM_LN = frozenset({"epsilon", "epsilon_placement", "variance", "affine", "norm_gain"})
@@ -178,9 +184,11 @@ NORM_ANY = NORM_LN | {"norm"}
 LAYER = MH_ATTENTION | NORM_ANY | {"norm_placement", "activation", "mlp_bias", "mlp_depth", "mlp"}
 EMBEDDING = frozenset({"positions", "embedding_scale", "embedding_norm"}) | NORM_ANY
 ARCHITECTURE = LAYER | EMBEDDING | {"final_norm", "unembedding", "logit_bias"}
-#: where a causal mask is built: the sliding window narrows it (listed only by the entries that
-#: build one: a bidirectional layer has no window to read)
-CAUSAL = frozenset({"window"})
+#: where a causal self-attention is computed: the sliding window narrows its mask, ALiBi's position
+#: bias is added to its scores (listed only by the entries that have one: a bidirectional layer has
+#: no window to read, and ALiBi is defined for causal self-attention alone; the mask entry lists the
+#: window only)
+CAUSAL = frozenset({"window", "position_bias"})
 #: the pre-LN decoder layer's wiring (GPT-NeoX, GPT-J, Falcon): listed by the GPT-2 layer and the
 #: decoder-only models (the paper's encoder and BERT layers are post-LN, where it is not defined)
 PARALLEL = frozenset({"residual"})
@@ -224,16 +232,39 @@ def implied_multiples(entry: "Entry", variant: VariantSet) -> dict[str, int]:
     conditions ``Entry`` adds to ``check``; strategies draw them so, as for ``Limits.multiple_of``)."""
     out: dict[str, int] = {}
     if "rotary" in entry.switches and "d_attn" in entry.hyper and variant.rotary != "none":
-        out["d_attn"] = 2
+        out["d_attn"] = rotary_multiple(variant.rotary_fraction)
     if "kv_group" in entry.switches and "H" in entry.hyper and variant.kv_group > 1:
         out["H"] = variant.kv_group
     return out
 
 
+def rotary_rows(d_attn: int, fraction: float) -> int:
+    """How many rows of each head's Q and K RoPE rotates: r = ⌊f·d_attn⌋ (Hugging Face's
+    ``int(head_dim * partial_rotary_factor)``; GPT-NeoX's ``int(head_size * rotary_pct)``)."""
+    return int(d_attn * fraction)
+
+
+def rotary_multiple(fraction: float) -> int:
+    """The least k such that d_attn a multiple of k makes ⌊f·d_attn⌋ even and positive (2 for the
+    whole width; 4 for f = 1/2, 8 for 1/4): what the strategies draw d_attn a multiple of. A
+    fraction no multiple up to 64 serves (an irrational-looking f) gets 2, and the check refuses."""
+    for k in range(2, 65, 2):
+        r = rotary_rows(k, fraction)
+        if r >= 2 and r % 2 == 0 and all(rotary_rows(m * k, fraction) % 2 == 0 for m in (2, 3)):
+            return k
+    return 2
+
+
 def _rotary_width(hyper: Hyper, variant: VariantSet) -> None:
-    """RoPE rotates pairs of rows of Q and K: d_attn even (RoFormer §3.2.2)."""
-    if variant.rotary != "none" and hyper["d_attn"] % 2:
-        raise SpecError("d_attn", f"an even d_attn (rotary={variant.rotary!r} rotates pairs)",
+    """RoPE rotates pairs of rows of Q and K: the rotated width r = ⌊f·d_attn⌋ even (RoFormer §3.2.2)
+    and at least one pair (``rotary_fraction`` f; f = 1: d_attn even)."""
+    if variant.rotary == "none":
+        return
+    r = rotary_rows(hyper["d_attn"], variant.rotary_fraction)
+    if r % 2 or r < 2:
+        need = "an even d_attn" if variant.rotary_fraction == 1.0 else \
+            f"⌊{variant.rotary_fraction}·d_attn⌋ even and ≥ 2"
+        raise SpecError("d_attn", f"{need} (rotary={variant.rotary!r} rotates pairs)",
                         f"d_attn = {hyper['d_attn']}")
 
 

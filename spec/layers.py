@@ -103,16 +103,18 @@ def _layer(X: Matrix, W: LayerParams, variant: VariantSet, arch: str, causal: bo
     # intermediates: attn, norm1, mlp, norm2 (each a scope: its result and what it records inside),
     # res1 and res2 (the residual sums), in the order computed
     if placement == "post":
-        X = kept("res1", add(X, step("attn", mh_attention, X, X, W.attn, Mask, variant=variant)))  # Alg. 8/9 line 5
+        X = kept("res1", add(X, step("attn", mh_attention, X, X, W.attn, Mask, variant=variant,
+                                     causal_self=causal)))  # Alg. 8/9 line 5
         X = step("norm1", norm_columns, X, W.gamma1, W.beta1, variant)  # line 6
         X = kept("res2", add(X, step("mlp", ffn, X)))  # line 7
         return step("norm2", norm_columns, X, W.gamma2, W.beta2, variant)  # line 8
     if placement == "res_post":  # lines 5-8 with each norm moved onto the sublayer's output
-        Y = step("attn", mh_attention, X, X, W.attn, Mask, variant=variant)
+        Y = step("attn", mh_attention, X, X, W.attn, Mask, variant=variant, causal_self=causal)
         X = kept("res1", add(X, step("norm1", norm_columns, Y, W.gamma1, W.beta1, variant)))
         return kept("res2", add(X, step("norm2", norm_columns, step("mlp", ffn, X), W.gamma2, W.beta2, variant)))
     X_tilde = step("norm1", norm_columns, X, W.gamma1, W.beta1, variant)  # Alg. 10 line 5
-    X = kept("res1", add(X, step("attn", mh_attention, X_tilde, X_tilde, W.attn, Mask, variant=variant)))  # line 6
+    X = kept("res1", add(X, step("attn", mh_attention, X_tilde, X_tilde, W.attn, Mask, variant=variant,
+                                 causal_self=causal)))  # line 6
     X_tilde = step("norm2", norm_columns, X, W.gamma2, W.beta2, variant)  # line 7
     return kept("res2", add(X, step("mlp", ffn, X_tilde)))  # line 8
 
@@ -134,7 +136,7 @@ def _parallel(X: Matrix, W: LayerParams, variant: VariantSet, placement: str, Ma
                         "branch's input: GPT-NeoX, GPT-J, Falcon)", f"norm placement {placement!r}")
     X1 = step("norm1", norm_columns, X, W.gamma1, W.beta1, variant)
     X2 = X1 if variant.residual == "parallel_shared" else step("norm2", norm_columns, X, W.gamma2, W.beta2, variant)
-    A = step("attn", mh_attention, X1, X1, W.attn, Mask, variant=variant)
+    A = step("attn", mh_attention, X1, X1, W.attn, Mask, variant=variant, causal_self=True)  # GPT-2's: causal
     return kept("res2", add(X, add(A, step("mlp", ffn, X2))))
 
 
@@ -216,7 +218,7 @@ def decoder_layer(X: Matrix, Z: Matrix, W: DecoderLayerParams, *,
         placement = variant.resolved_norm_placement("ed_decoder")
         if placement == "post":
             X = kept("res1", add(X, step("self_attn", mh_attention, X, X, W.self_attn, causal,
-                                         variant=variant)))  # line 14
+                                         variant=variant, causal_self=True)))  # line 14
             X = step("norm1", norm_columns, X, W.gamma3, W.beta3, variant)  # line 15
             X = kept("res2", add(X, step("cross_attn", mh_attention, X, Z, W.cross_attn, full,
                                          variant=variant)))  # line 16
@@ -224,14 +226,14 @@ def decoder_layer(X: Matrix, Z: Matrix, W: DecoderLayerParams, *,
             X = kept("res3", add(X, step("mlp", ffn, X)))  # line 18
             return step("norm3", norm_columns, X, W.gamma5, W.beta5, variant)  # line 19
         if placement == "res_post":  # lines 14-19 with each norm moved onto the sublayer's output
-            Y = step("self_attn", mh_attention, X, X, W.self_attn, causal, variant=variant)
+            Y = step("self_attn", mh_attention, X, X, W.self_attn, causal, variant=variant, causal_self=True)
             X = kept("res1", add(X, step("norm1", norm_columns, Y, W.gamma3, W.beta3, variant)))
             Y = step("cross_attn", mh_attention, X, Z, W.cross_attn, full, variant=variant)
             X = kept("res2", add(X, step("norm2", norm_columns, Y, W.gamma4, W.beta4, variant)))
             return kept("res3", add(X, step("norm3", norm_columns, step("mlp", ffn, X), W.gamma5, W.beta5, variant)))
         X_tilde = step("norm1", norm_columns, X, W.gamma3, W.beta3, variant)
         X = kept("res1", add(X, step("self_attn", mh_attention, X_tilde, X_tilde, W.self_attn, causal,
-                                     variant=variant)))
+                                     variant=variant, causal_self=True)))
         X_tilde = step("norm2", norm_columns, X, W.gamma4, W.beta4, variant)
         X = kept("res2", add(X, step("cross_attn", mh_attention, X_tilde, Z, W.cross_attn, full, variant=variant)))
         X_tilde = step("norm3", norm_columns, X, W.gamma5, W.beta5, variant)

@@ -16,6 +16,15 @@ real code disagrees (variant ``rotary``):
 Both rotate the pair (a, b) to (a cos − b sin, b cos + a sin). Positions are
 0-based column indexes (the key at column t_z of Z has position t_z). The
 base is ``rope_base`` (10000 in RoFormer and LLaMA 1-2).
+
+Partial rotary (``rotary_fraction`` f < 1): only the first r = ⌊f·d⌋ rows
+are rotated, as a RoPE of width r (θ_i = base^(−2i/r), pairs (i, i + r/2) or
+(2i, 2i + 1) among those rows), and rows r .. d − 1 pass unchanged. GPT-NeoX
+and Pythia (``rotary_pct`` 0.25: Hugging Face transformers 5.24
+``GPTNeoXAttention``, ``q[..., :rotary_ndims]`` rotated, ``q[..., rotary_ndims:]``
+passed; the rope's dim ``int(head_dim * partial_rotary_factor)``), Phi
+(``partial_rotary_factor`` 0.5 and 0.4) with half pairs; GPT-J (``rotary_dim`` 64
+of 256: ``k[:, :, :, :rotary_dim]``, ``rotate_every_two``) with adjacent pairs.
 """
 
 from __future__ import annotations
@@ -38,15 +47,17 @@ def pairs(d: int, pairing: str) -> list[tuple[int, int]]:
 
 
 def rotate(M: Matrix, variant: VariantSet) -> Matrix:
-    """RoFormer eq. 34: column t of M (d×ℓ) rotated by R^d_{Θ,t}, pairs as ``variant.rotary``.
+    """RoFormer eq. 34: column t of M (d×ℓ) rotated by R^r_{Θ,t} on its first r rows, pairs as
+    ``variant.rotary``; r = d, or ⌊f·d⌋ under ``rotary_fraction`` f (partial rotary).
 
     Row i of the angle matrix holds pair i's angles t·θ_i over the columns t; each line below
     acts entry by entry (``map_matrix``), so a number system that offers ``Batched`` takes a
     line in one call."""
     N = numbers.current()
-    d = len(M)
-    if d % 2:
-        raise SpecError("d_attn", "an even query/key width (RoPE rotates pairs)", f"d_attn = {d}")
+    d = int(len(M) * variant.rotary_fraction)  # the rotated rows: all of them, or the first ⌊f·d_attn⌋
+    if d % 2 or d < 2:
+        raise SpecError("d_attn", "an even rotated width r = ⌊rotary_fraction·d_attn⌋ ≥ 2 (RoPE rotates pairs)",
+                        f"d_attn = {len(M)}, r = {d}")
     ell = len(M[0]) if M else 0
     out: list[list[Any]] = [list(row) for row in M]
     P = pairs(d, variant.rotary)

@@ -50,9 +50,11 @@ class VariantSet:
     causal_alignment: Literal["top_left", "bottom_right"] = "top_left"
     rotary: Literal["none", "half", "interleaved"] = "none"
     rope_base: float = 10000.0
+    rotary_fraction: float = 1.0
     kv_group: int = 1
     kv_order: Literal["consecutive", "strided"] = "consecutive"
     window: int = 0
+    position_bias: Literal["none", "alibi"] = "none"
     # --- normalisation ---------------------------------------------------
     norm: Literal["layer_norm", "rms_norm"] = "layer_norm"
     epsilon: float = 0.0
@@ -91,6 +93,11 @@ class VariantSet:
                     raise ValueError(f"variant switch 'rope_base': expected one of {list(choices)}, "
                                      f"given {value!r}")
                 object.__setattr__(self, "rope_base", float(value))
+            elif f.name == "rotary_fraction":  # any fraction in (0, 1]: the choices are the drawn few
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                        not (math.isfinite(value) and 0 < value <= 1):
+                    raise ValueError(f"variant switch 'rotary_fraction': expected a number in (0, 1], given {value!r}")
+                object.__setattr__(self, "rotary_fraction", float(value))
             elif f.name in SIZES:  # a size: any whole number from its least (the choices are the drawn few)
                 if isinstance(value, bool) or not isinstance(value, int) or value < SIZES[f.name]:
                     raise ValueError(f"variant switch {f.name!r}: expected a whole number >= {SIZES[f.name]}, "
@@ -218,6 +225,13 @@ def _switches() -> dict[str, Switch]:
         Switch("rope_base", "attention", (10000.0, 500000.0, 1000000.0), 10000.0,
                "RoPE's base θ: 10000 (RoFormer, LLaMA 1-2), 500000 (Llama 3), 1000000 (Qwen2, "
                "Mistral v0.2+); read only when rotary is not 'none'"),
+        Switch("rotary_fraction", "attention", (1.0, 0.5, 0.25), 1.0,
+               "partial rotary: the share f ∈ (0, 1] of each head's query/key rows RoPE rotates, the first "
+               "r = ⌊f·d_attn⌋ (r even), with angles t·base^(−2i/r) over those r rows, the rest left as they "
+               "are: 1 (paper, LLaMA), 0.25 (GPT-NeoX/Pythia rotary_pct; GPT-J's rotary_dim 64 of 256), 0.4 "
+               "(Phi-2 partial_rotary_factor), 0.5 (Phi-1.5); any fraction (1, 0.5, 0.25 are drawn); read "
+               "only when rotary is not 'none' (Hugging Face transformers 5.24: GPTNeoXAttention, "
+               "apply_rotary_pos_emb on q[..., :rotary_ndims]; rope dim = int(head_dim · partial_rotary_factor))"),
         Switch("kv_group", "attention", (1, 2, 3, 4), 1,
                "query heads per key/value head G, any whole number ≥ 1 (a size: no preset fixes it; "
                "1-4 are drawn; a 70B Llama's is 8) (grouped-query attention, Ainslie et al. 2023; "
@@ -236,6 +250,13 @@ def _switches() -> dict[str, Switch]:
                "t_x − W < t_z ≤ t_x, W keys counting itself (Hugging Face masking_utils."
                "sliding_window_overlay: kv_idx > q_idx − sliding_window, on a causal mask); read only "
                "where the mask is causal"),
+        Switch("position_bias", "attention", ("none", "alibi"), "none",
+               "a bias added to each head's scaled scores by the distance from query to key: none "
+               "(paper), or ALiBi (Press et al. 2022, Train Short, Test Long), m_h·(t_z − t_x) with head "
+               "h's slope m_h = 2^(−8(h+1)/H) for H a power of two and, for other H, the power-of-two "
+               "slopes of n = 2^⌊log₂ H⌋ heads followed by every other slope of 2n heads (BLOOM: "
+               "transformers 5.24 build_alibi_tensor; MPT); added after the 1/√d scale, before the mask; "
+               "read only by causal self-attention"),
         Switch("norm", "normalisation", ("layer_norm", "rms_norm"), "layer_norm",
                "which normalisation the layers and architectures use (RMSnorm: Gopher, T5)"),
         Switch("epsilon", "normalisation", (0.0,), 0.0,
@@ -318,7 +339,7 @@ ROUNDING_ONLY: frozenset[str] = frozenset({"scale_placement"})
 #: default, so the hash of every set stated before them is unchanged (fixtures, certificates).
 LATER: dict[str, Any] = {"mlp_depth": 1, "mlp": "plain", "attn_bias_at": "all", "rotary": "none", "rope_base": 10000.0,
                          "kv_group": 1, "kv_order": "consecutive", "window": 0, "norm_gain": "gamma",
-                         "residual": "sequential"}
+                         "residual": "sequential", "position_bias": "none", "rotary_fraction": 1.0}
 
 #: Switches that are sizes, with their least value: any whole number from it is a value (a 70B
 #: Llama's kv_group 8, Mistral's window 4096), the ``choices`` are the few the strategies draw and
@@ -327,7 +348,8 @@ SIZES: dict[str, int] = {"kv_group": 1, "window": 0}
 
 #: Switches read only when another switch is on, with the setting they are moved with when moved
 #: alone (fixtures, tests): RoPE's base with a pairing, the key/value head order with groups of 2.
-READ_WITH: dict[str, dict[str, Any]] = {"rope_base": {"rotary": "half"}, "kv_order": {"kv_group": 2}}
+READ_WITH: dict[str, dict[str, Any]] = {"rope_base": {"rotary": "half"}, "kv_order": {"kv_group": 2},
+                                        "rotary_fraction": {"rotary": "half"}}
 
 PAPER = VariantSet()
 
@@ -433,6 +455,34 @@ PRESETS: dict[str, VariantSet] = {
                         mlp_bias=False, attn_bias=False, positions="none", rotary="half",
                         empty_query="uniform", norm_gain="one_plus_gamma", embedding_scale="sqrt_d_e",
                         unembedding="tied"),
+    # Hugging Face BLOOM (BloomForCausalLM, BloomConfig defaults, transformers 5.24): pre-LN LayerNorm
+    # (apply_residual_connection_post_layernorm=False) with γ and β, eps 1e-5 inside the root, a
+    # LayerNorm of the embeddings (word_embeddings_layernorm) and a final one (ln_f); biases on the
+    # fused query_key_value, the dense output and both MLP maps; a 4h plain MLP with tanh GELU
+    # (bloom_gelu_forward); no position embeddings, ALiBi on the scaled scores (build_alibi_tensor,
+    # alibi.baddbmm(Q, Kᵀ, alpha=1/√head_dim)); lm_head tied to the word embeddings, without a bias;
+    # masked scores are the dtype's minimum, so a query with no key gets uniform weights. Not expressed:
+    # bloom_gelu_forward's constant 0.79788456 for √(2/π) (a relative 1e-9: below float32's rounding,
+    # not float64's), and ALiBi positions counted among the real tokens (attention_mask.cumsum − 1),
+    # which differ from index distances only where padding lies between two real tokens. Hugging Face
+    # MPT (MptConfig defaults) is bloom+affine=scale,attn_bias=False,mlp_bias=False,
+    # activation=gelu_erf,embedding_norm=False (no biases, LayerNorm without β, exact GELU, no
+    # embedding norm; the same ALiBi slopes, added after softmax_scale), docs/spec.md.
+    "bloom": VariantSet(epsilon=1e-5, epsilon_placement="inside_root", norm_placement="pre", final_norm="final",
+                        embedding_norm=True, activation="gelu_tanh", positions="none", position_bias="alibi",
+                        unembedding="tied", empty_query="uniform"),
+    # Hugging Face GPT-NeoX and Pythia (GPTNeoXForCausalLM, GPTNeoXConfig defaults, transformers 5.24):
+    # pre-LN LayerNorm (γ, β), layer_norm_eps 1e-5 inside the root, final_layer_norm; attention and
+    # MLP in parallel from two norms (use_parallel_residual=True: residual "parallel"); biases on
+    # query_key_value, dense and both MLP maps (attention_bias=True); exact GELU (hidden_act "gelu");
+    # no position embeddings, rotate_half RoPE at base 10000 on the first quarter of each head
+    # (partial_rotary_factor 0.25: rotary_fraction); a separate embed_out without a bias; masked scores
+    # are the dtype's minimum (uniform weights for a query with no key). Hugging Face Phi (PhiConfig
+    # defaults, Phi-1.5) is gpt-neox+residual=parallel_shared,activation=gelu_tanh,rotary_fraction=0.5,
+    # logit_bias=True (Phi-2: rotary_fraction=0.4), docs/spec.md.
+    "gpt-neox": VariantSet(epsilon=1e-5, epsilon_placement="inside_root", norm_placement="pre", final_norm="final",
+                           residual="parallel", activation="gelu_erf", positions="none", rotary="half",
+                           rotary_fraction=0.25, empty_query="uniform"),
     # nanoGPT: pre-LN + final LN, eps 1e-5, exact GELU, tied W_u.
     "nanogpt": VariantSet(activation="gelu_erf", epsilon=1e-5, epsilon_placement="inside_root",
                           norm_placement="pre", final_norm="final", unembedding="tied"),
@@ -476,6 +526,11 @@ def _parse_value(key: str, raw: str) -> Any:
             return int(raw)
         except ValueError:
             raise ValueError(f"variant switch {key!r}: expected a whole number, given {raw!r}") from None
+    if key == "rotary_fraction":
+        try:
+            return float(raw)
+        except ValueError:
+            raise ValueError(f"variant switch 'rotary_fraction': expected a number, given {raw!r}") from None
     if key == "rope_base":
         try:
             return float(raw)

@@ -8,7 +8,8 @@ harness gives an output (``tolerances.reference``): the spec in binary64
 of the dtype gives its rounding spread s, the largest deviation of a lane
 from lane 0; the bound is SAFETY × s. It is one evaluation, with the seed
 ``reference`` uses, so the entry's outputs get exactly the bounds
-``reference`` gives them (recording changes no arithmetic), and every
+``reference`` gives them (recording changes no arithmetic; ``output_bound``:
+their own rounding as a floor, a softmax's on the log scale too), and every
 intermediate the bound of the same lanes: what an implementation that
 computes the entry in that dtype may depart from the value, there.
 """
@@ -25,7 +26,7 @@ from ftspec.spec.registry import Entry
 from ftspec.spec.variants import VariantSet
 
 from .rounding import lanes_array
-from .tolerances import LANES, SAFETY, ToleranceModelError, _lists, _numbers, _seed
+from .tolerances import LANES, SAFETY, ToleranceModelError, _lists, _numbers, _seed, output_bound
 
 __all__ = ["MAX_SIZE", "MAX_WORK", "Intermediate", "check_sizes", "intermediate_references", "work"]
 
@@ -129,7 +130,9 @@ def intermediate_references(entry: Entry, inputs: Mapping[str, np.ndarray], para
     mc = _numbers(entry, dtype, precision, _seed(entry, inputs, params, variant, dtype))
     with np.errstate(all="ignore"):
         lanes = intermediates(entry.name, spec_in, spec_par, hyper=hyper, variant=variant, numbers=mc)
-    exact = {s.name for s in entry.output_specs(hyper, variant) if not s.is_real}
+    specs = entry.output_specs(hyper, variant)
+    exact = {s.name for s in specs if not s.is_real}
+    scale = {s.name: s.scale for s in specs if s.is_real}  # an output: exactly the bound ``reference`` gives
     safety = SAFETY[dtype]
     out: dict[str, Intermediate] = {}
     for name, value in ref.items():
@@ -145,5 +148,6 @@ def intermediate_references(entry: Entry, inputs: Mapping[str, np.ndarray], para
         with np.errstate(invalid="ignore"):
             s = np.max(np.abs(arr[..., 1:] - arr[..., :1]), axis=-1)
         s = np.where(np.isnan(s), 0.0, s)  # −∞ in every lane (a masked score), or the spec's own NaN
-        out[name] = Intermediate(name, v, safety * s, s, dtype)
+        bound = output_bound(v, arr, s, safety=safety, dtype=dtype, scale=scale[name]) if name in scale else safety * s
+        out[name] = Intermediate(name, v, bound, s, dtype)
     return out

@@ -44,6 +44,7 @@ __all__ = [
     "TRANSCENDENTAL_UNITS",
     "UNDERFLOW",
     "Reference",
+    "output_bound",
     "reference",
     "references",
     "table",
@@ -181,8 +182,39 @@ def _bounded(entry: Entry, ref: Mapping[str, Any], lanes: Callable[[str], np.nda
         s = np.where(np.isnan(s), 0.0, s)  # NaN in lane 0 too: the spec's own NaN, matched exactly
         outputs[spec.name] = value
         spread[spec.name] = s
-        bound[spec.name] = np.maximum(safety * s, own_rounding(value, dtype, s))
+        bound[spec.name] = output_bound(value, arr, s, safety=safety, dtype=dtype, scale=spec.scale)
     return specs, outputs, bound, spread
+
+
+def output_bound(value: np.ndarray, arr: np.ndarray, s: np.ndarray, *, safety: float, dtype: str,
+                 scale: str = "linear") -> np.ndarray:
+    """An output's bound from its binary64 value, its lanes (..., K+1) and their spread s: SAFETY × s,
+    at least the output's own rounding, and for a softmax's output (``scale == "log"``) at least
+    the log-scale bound."""
+    bound = np.maximum(safety * s, own_rounding(value, dtype, s))
+    return np.maximum(bound, _log_scale_bound(arr, safety)) if scale == "log" else bound
+
+
+def _log_scale_bound(arr: np.ndarray, safety: float) -> np.ndarray:
+    """The bound of an exponential's output (a softmax's probabilities) taken on the log scale:
+    y0·(exp(SAFETY·s) − 1), s the largest |log y_k − log y0| over the lanes (infinite where a lane
+    is 0 beside a positive y0; 0 where y0 is 0 itself, left to the linear bound).
+
+    A rounding error e of a logit moves a probability by the factor exp(e): the lanes are a
+    sample of e, symmetric about 0 in distribution, but a sample of y0·exp(e) is lopsided,
+    bounded by y0 below and unbounded above. Where e is large (a logit that rounding moves by
+    units: a two-wide layer norm at bfloat16 turns rounding noise into ±1) the 32 lanes may all
+    fall below y0, and SAFETY times their linear spread says the output cannot rise by more
+    than 8·y0, when one more draw of the same e, with the other sign, raises it by exp(|e|).
+    Where e is small this is the linear bound to first order (exp(x) − 1 ≥ x, |log(1 + r)| ≥
+    |r| for r < 0): it only ever loosens, by a factor 1 + O(SAFETY·s) (docs/tolerances.md,
+    "Probabilities")."""
+    y0, lanes = arr[..., 0], arr[..., 1:]
+    with np.errstate(all="ignore"):
+        # log1p of the relative difference: log(y_k) − log(y0) without the logs' own rounding
+        s = np.max(np.abs(np.log1p((lanes - y0[..., None]) / y0[..., None])), axis=-1)
+        out = y0 * np.expm1(safety * s)
+    return np.where((y0 > 0) & np.isfinite(y0) & ~np.isnan(s), out, 0.0)
 
 
 def own_rounding(value: np.ndarray, dtype: str, spread: np.ndarray) -> np.ndarray:

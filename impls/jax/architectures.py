@@ -31,6 +31,7 @@ from .components import (
     Array,
     Params,
     activation,
+    alibi_bias,
     attend,
     embed,
     heads_out,
@@ -180,7 +181,11 @@ def _cached_layer(X: Array, layer: Params, variant: VariantSet, r: Any, mask: Ar
             V = jax.lax.dynamic_update_slice_in_dim(cache[1], V, t, axis=1)  # (H_kv, ℓ, d_mid)
         out["kv"] = (K, V)
         index = kv_index(Q.shape[0], K.shape[0], variant)
-        return heads_out(attend(Q, K, V, mask, variant, Y.shape[-1], index, kv_valid=seen), p)
+        bias = None
+        if variant.position_bias == "alibi":  # keys at slots 0..ℓ−1; the rows of Y at positions t.. (prefill: 0..)
+            first = jnp.zeros((), jnp.int32) if t is None else t
+            bias = alibi_bias(Q.shape[0], first + jnp.arange(Y.shape[0]), jnp.arange(K.shape[1]), Q.dtype)
+        return heads_out(attend(Q, K, V, mask, variant, Y.shape[-1], index, kv_valid=seen, bias=bias), p)
 
     X = block(X, layer, variant, "gpt2", self_attention, rows)
     return X, out["kv"]

@@ -167,7 +167,7 @@ def _self_attention(X: Any, theta: dict, cfg: Config, causal: bool, pad: Any = N
     if theta["W_o"].shape[0] != d_e:  # d_out = d_e (a layer's residual sum would check it); shapes are static
         raise ValueError(f"W_o has {theta['W_o'].shape[0]} rows; self-attention returns d_e = {d_e}")
     mask = Lyr.self_mask(ell, cfg.variant, causal, pad)  # (ℓ, ℓ) [query, key], or None (≡ 1)
-    return C.mh_attention(X, X, theta, mask, cfg.variant)
+    return C.mh_attention(X, X, theta, mask, cfg.variant, alibi=causal)
 
 
 #: name → (flat params → theta, core)

@@ -284,12 +284,15 @@ def rope(variant: VariantSet, n: int, d: int, dtype: Any) -> Optional[Rope]:
     """RoPE's angles for positions t = 0..n−1 (None under ``rotary="none"``).
 
     Su et al. (2021), RoFormer, eqs. 15 and 34: θ_i = base^(−2i/d) for i = 0..d/2−1 and angle
-    t·θ_i (0-based positions: the column index). Like the sinusoid table, the tables are constants
-    of the program: computed in float64 and rounded once to ``dtype``."""
+    t·θ_i (0-based positions: the column index). Under ``rotary_fraction`` f < 1 (partial rotary)
+    d is the rotated width ⌊f·d_attn⌋, as Hugging Face's ``int(head_dim * partial_rotary_factor)``.
+    Like the sinusoid table, the tables are constants of the program: computed in float64 and
+    rounded once to ``dtype``."""
     if variant.rotary == "none":
         return None
-    if d % 2:
-        raise ValueError(f"rotary={variant.rotary!r} rotates pairs of rows: d_attn = {d} must be even")
+    d = int(d * variant.rotary_fraction)  # partial rotary: a RoPE of the first ⌊f·d_attn⌋ rows' width
+    if d % 2 or d < 2:
+        raise ValueError(f"rotary={variant.rotary!r} rotates pairs of rows: {d} rotated rows cannot be")
     theta = np.power(float(variant.rope_base), -2.0 * np.arange(d // 2) / d)  # (d/2,)
     angle = np.arange(n, dtype=np.float64)[:, None] * theta[None, :]  # (n, d/2)
     return jnp.asarray(np.cos(angle), dtype), jnp.asarray(np.sin(angle), dtype)
@@ -310,7 +313,10 @@ def rotate(M: Array, r: Optional[Rope], pairing: str) -> Array:
     ``rotate_half``)."""
     if r is None:
         return M
-    cos, sin = r  # (ℓ, d/2) each
+    cos, sin = r  # (ℓ, w/2) each: a table of the rotated width w
+    w = 2 * cos.shape[-1]
+    if w < M.shape[-1]:  # partial rotary (GPT-NeoX, GPT-J, Phi): the first w features, the rest as they are
+        return jnp.concatenate([rotate(M[..., :w], r, pairing), M[..., w:]], axis=-1)
     if pairing == "interleaved":
         a, b = M[..., 0::2], M[..., 1::2]  # (..., ℓ, d/2)
         return jnp.stack([a * cos - b * sin, b * cos + a * sin], axis=-1).reshape(M.shape)
@@ -356,8 +362,28 @@ def kv_index(H: int, H_kv: int, variant: VariantSet) -> Optional[np.ndarray]:
     return h // G if variant.kv_order == "consecutive" else h % H_kv
 
 
+def alibi_slopes(H: int) -> np.ndarray:
+    """ALiBi's slope per head (Press et al. 2022, §3), (H,) float64, as BLOOM builds them
+    (transformers 5.24 ``_get_alibi_slopes``): with n = 2^⌊log₂ H⌋, base 2^(−8/n) raised to
+    1..n, then, when H is not a power of two, base 2^(−4/n) raised to the odd 1, 3, ...,
+    2(H − n) − 1. Static: H is a shape."""
+    n = 1 << (H.bit_length() - 1)
+    slopes = [(2.0 ** (-8.0 / n)) ** k for k in range(1, n + 1)]
+    slopes += [(2.0 ** (-4.0 / n)) ** k for k in range(1, 2 * (H - n), 2)]
+    return np.asarray(slopes, dtype=np.float64)
+
+
+def alibi_bias(H: int, q_pos: Array, k_pos: Array, dtype: Any) -> Array:
+    """ALiBi's bias [h, query, key] (H, ℓ_x, ℓ_z): m_h·(t_z − t_x) at the absolute positions
+    ``q_pos`` (ℓ_x,) and ``k_pos`` (ℓ_z,) (traced during decoding); the slopes are constants of
+    the program, rounded once to ``dtype``."""
+    dist = (k_pos[None, :] - q_pos[:, None]).astype(dtype)  # (ℓ_x, ℓ_z)
+    return jnp.asarray(alibi_slopes(H), dtype)[:, None, None] * dist[None]
+
+
 def attend(Q: Array, K: Array, V: Array, mask: Optional[Array], variant: VariantSet, d_model: int,
-           index: Optional[np.ndarray] = None, kv_valid: Optional[Array] = None) -> Array:
+           index: Optional[np.ndarray] = None, kv_valid: Optional[Array] = None,
+           bias: Optional[Array] = None) -> Array:
     """Alg. 4 lines 4-6 for H heads: Q (H, ℓ_x, d_attn) against K (H_kv, ℓ_z, d_attn), V (H_kv, ℓ_z,
     d_mid), query head h reading kv head ``index[h]`` (None: h). Returns Y (H, ℓ_x, d_mid).
 
@@ -365,31 +391,40 @@ def attend(Q: Array, K: Array, V: Array, mask: Optional[Array], variant: Variant
     hides from every query that matters (inference on a fixed-size buffer, the cache beyond the
     current step); their values are set to 0 so that a non-finite padding row cannot enter as
     0·inf = NaN through line 6's product.
+
+    bias: (H, ℓ_x, ℓ_z) or None: ALiBi's (``alibi_bias``), added to the scaled scores before the
+    mask (BLOOM: ``alibi.baddbmm(Q, Kᵀ, alpha=1/√d)``, then the mask).
     """
     if index is not None:
         K, V = K[index], V[index]  # (H, ℓ_z, ·): a gather; its gradient sums over the sharing heads
     if kv_valid is not None:
         V = jnp.where(kv_valid[None, :, None], V, jnp.zeros((), V.dtype))
     S = scaled_scores(Q, K, variant, d_model=d_model)  # (H, ℓ_x, ℓ_z)    lines 4, 6
+    if bias is not None:
+        S = S + bias  # ALiBi: after the scale, before the mask
     A = masked_softmax(S, mask, variant)  # (H, ℓ_x, ℓ_z)                lines 5-6
     return einsum("hxz,hzm->hxm", A, V)  # (H, ℓ_x, d_mid)              line 6: V softmax(·)
 
 
 def attention_heads(X: Array, Z: Array, p: Params, mask: Optional[Array], variant: VariantSet,
-                    kv_valid: Optional[Array] = None, grouped: bool = True) -> Array:
+                    kv_valid: Optional[Array] = None, grouped: bool = True, alibi: bool = False) -> Array:
     """Alg. 4 lines 1-6 for H stacked heads at once (Alg. 5 lines 1-2).
 
     X: (ℓ_x, d_x) primary, Z: (ℓ_z, d_z) context; p["W_q"]: (H, d_attn, d_x), p["W_k"]:
     (H_kv, d_attn, d_z), p["W_v"]: (H_kv, d_mid, d_z), biases (·, ·) or None. Under RoPE, row t_x
     of Q and row t_z of K are rotated by their positions (after the biases, before any scaling).
     ``grouped``: the key/value heads are shared as ``kv_group`` says (Alg. 5); Alg. 4 alone has
-    one head. Returns Y: (H, ℓ_x, d_mid).
+    one head. ``alibi``: a causal self-attention (X and Z the same positions from 0), whose
+    scores take ALiBi's bias under ``position_bias="alibi"``. Returns Y: (H, ℓ_x, d_mid).
     """
     d_attn = p["W_q"].shape[1]
     Q = project_q(X, p, variant, rope(variant, X.shape[0], d_attn, X.dtype))  # line 1
     K, V = project_kv(Z, p, variant, rope(variant, Z.shape[0], d_attn, Z.dtype))  # lines 2-3
     index = kv_index(Q.shape[0], K.shape[0], variant) if grouped else None
-    return attend(Q, K, V, mask, variant, X.shape[-1], index, kv_valid)
+    bias = None
+    if alibi and variant.position_bias == "alibi":
+        bias = alibi_bias(Q.shape[0], jnp.arange(X.shape[0]), jnp.arange(Z.shape[0]), Q.dtype)
+    return attend(Q, K, V, mask, variant, X.shape[-1], index, kv_valid, bias)
 
 
 def attention(X: Array, Z: Array, p: Params, mask: Optional[Array], variant: VariantSet) -> Array:
@@ -410,11 +445,12 @@ def heads_out(Y: Array, p: Params) -> Array:
 
 
 def mh_attention(X: Array, Z: Array, p: Params, mask: Optional[Array], variant: VariantSet,
-                 kv_valid: Optional[Array] = None) -> Array:
+                 kv_valid: Optional[Array] = None, alibi: bool = False) -> Array:
     """Alg. 5: Y = [Y¹; …; Y^H] (line 3, head 1 first), Ṽ = W_o Y + b_o 1ᵀ (line 4), the key/value
     maps shared by groups of heads under ``kv_group``. X: (ℓ_x, d_x), Z: (ℓ_z, d_z) → (ℓ_x, d_out).
+    ``alibi``: a causal self-attention (ALiBi's ``position_bias`` applies).
     """
-    return heads_out(attention_heads(X, Z, p, mask, variant, kv_valid), p)
+    return heads_out(attention_heads(X, Z, p, mask, variant, kv_valid, alibi=alibi), p)
 
 
 def basic_single_query_attention(e: Array, E: Array, p: Params, variant: VariantSet) -> Array:

@@ -113,9 +113,10 @@ def encoder_block(X: Array, p: Params, variant: VariantSet, arch: str, valid: Op
     (architectures.py): their values are zeroed and their norms not checked.
     """
     ell = X.shape[0]
-    mask = self_mask(ell, variant, arch == "gpt2", pad)
+    causal = arch == "gpt2"
+    mask = self_mask(ell, variant, causal, pad)
     kv = valid_rows(ell, valid)
-    return block(X, p, variant, arch, lambda Y: mh_attention(Y, Y, p["attn"], mask, variant, kv), kv)
+    return block(X, p, variant, arch, lambda Y: mh_attention(Y, Y, p["attn"], mask, variant, kv, alibi=causal), kv)
 
 
 def decoder_block(X: Array, Z: Array, p: Params, variant: VariantSet, valid: Optional[Array] = None,
@@ -140,8 +141,8 @@ def decoder_block(X: Array, Z: Array, p: Params, variant: VariantSet, valid: Opt
     causal = self_mask(ell_x, variant, True, pad_x)  # (ℓ_x, ℓ_x) [t_x, t_z], line 14 (∧ pad_x[t_z])
     cross = None if pad_z is None else jnp.broadcast_to(pad_z[None, :], (ell_x, ell_z))  # (ℓ_x, ℓ_z), line 16
     kv = valid_rows(ell_x, valid)
-    X = _sublayer(X, lambda Y: mh_attention(Y, Y, p["self_attn"], causal, variant, kv), p["norm3"], variant,
-                  placement, kv)  # lines 14-15
+    X = _sublayer(X, lambda Y: mh_attention(Y, Y, p["self_attn"], causal, variant, kv, alibi=True), p["norm3"],
+                  variant, placement, kv)  # lines 14-15
     X = _sublayer(X, lambda Y: mh_attention(Y, Z, p["cross_attn"], cross, variant), p["norm4"], variant,
                   placement, kv)  # lines 16-17, Mask ≡ 1 (∧ pad_z[t_z])
     X = _sublayer(X, lambda Y: mlp(Y, p["mlp"], act, variant), p["norm5"], variant, placement, kv)  # lines 18-19

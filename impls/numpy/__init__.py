@@ -180,7 +180,7 @@ def _causal_self_attention(i: Inputs, p: Params, ctx: Context):
     if ctx.variant.window:  # and within the sliding window: t_z > t_x − W
         Mask = Mask & C.unidirectional_mask(ell, ell, window=ctx.variant.window)
     W = _self_attention_weights(X, p, ctx)
-    return Lyr.mh_attention(X, X, W, Mask, ctx.variant)  # (..., d_e, ℓ)
+    return Lyr.mh_attention(X, X, W, Mask, ctx.variant, causal_self=True)  # (..., d_e, ℓ): ALiBi reads it
 
 
 def _padded_self_attention(i: Inputs, p: Params, ctx: Context):
@@ -197,7 +197,7 @@ def _padded_causal_self_attention(i: Inputs, p: Params, ctx: Context):
     ell = X.shape[-1]
     Mask = Lyr.padded(C.unidirectional_mask(ell, ell, window=ctx.variant.window), i["pad"], ell)  # (..., ℓ, ℓ)
     W = _self_attention_weights(X, p, ctx)
-    return Lyr.mh_attention(X, X, W, Mask, ctx.variant)  # (..., d_e, ℓ)
+    return Lyr.mh_attention(X, X, W, Mask, ctx.variant, causal_self=True)  # (..., d_e, ℓ)
 
 
 def _unidirectional_mask(i: Inputs, p: Params, ctx: Context):

@@ -40,6 +40,8 @@ __all__ = [
     "KVCache",
     "NormCache",
     "activation",
+    "alibi_bias",
+    "alibi_slopes",
     "attention_core",
     "attention_fwd",
     "check_norm_input",
@@ -57,6 +59,7 @@ __all__ = [
     "norm_fwd",
     "relu",
     "rope_tables",
+    "rotary_rows",
     "rotate",
     "silu",
     "sinusoidal_paper",
@@ -438,19 +441,25 @@ def rope_tables(d: int, positions: np.ndarray, base: float, dtype) -> tuple[np.n
     return np.cos(angle).astype(dtype), np.sin(angle).astype(dtype)
 
 
-def rotate(M: np.ndarray, positions: np.ndarray, pairing: str, base: float, inverse: bool = False) -> np.ndarray:
+def rotate(M: np.ndarray, positions: np.ndarray, pairing: str, base: float, inverse: bool = False,
+           rows: Optional[int] = None) -> np.ndarray:
     """RoPE (RoFormer eq. 34): column t of M (..., d, ℓ) rotated pair by pair by the angles t·θ_i.
 
     Pair i is rows (2i, 2i+1) under ``pairing="interleaved"`` (RoFormer's R^d_{Θ,t}, Meta's LLaMA
     code, GPT-J) and rows (i, i + d/2) under ``"half"`` (GPT-NeoX, Hugging Face Llama's
     ``rotate_half``); (a, b) ↦ (a cos − b sin, b cos + a sin). ``inverse`` rotates by −t·θ_i: the
     rotation is orthogonal, so that is both its inverse and its transpose (the backward pass).
-    ``positions``: (ℓ,) the absolute position of each column.
+    ``positions``: (ℓ,) the absolute position of each column. ``rows`` r (partial rotary,
+    ``rotary_fraction``: GPT-NeoX's ``rotary_ndims``, GPT-J's ``rotary_dim``): only the first r rows
+    are rotated, as a RoPE of width r (θ_i = base^(−2i/r)); the others pass unchanged.
     """
-    d = M.shape[-2]
-    if d % 2:
-        raise ValueError(f"rotary: RoPE rotates pairs of rows; d_attn = {d} is odd")
-    cos, sin = rope_tables(d, positions, base, M.dtype)  # (d/2, ℓ) each
+    width = M.shape[-2]  # d_attn
+    d = width if rows is None else rows  # the rotated width r
+    if d % 2 or not 2 <= d <= width:
+        raise ValueError(f"rotary: RoPE rotates pairs of rows; {d} of d_attn = {width} rows cannot be")
+    lead = slice(0, d)  # the rotated rows: the first r
+    part = M[..., lead, :]  # (..., r, ℓ)
+    cos, sin = rope_tables(d, positions, base, M.dtype)  # (r/2, ℓ) each
     if inverse:
         sin = -sin
     if pairing == "interleaved":
@@ -459,11 +468,40 @@ def rotate(M: np.ndarray, positions: np.ndarray, pairing: str, base: float, inve
         first, second = slice(0, d // 2), slice(d // 2, d)
     else:
         raise ValueError(f"unknown rotary variant {pairing!r}")
-    a, b = M[..., first, :], M[..., second, :]  # (..., d/2, ℓ)
-    out = np.empty_like(M)
-    out[..., first, :] = a * cos - b * sin
-    out[..., second, :] = b * cos + a * sin
+    a, b = part[..., first, :], part[..., second, :]  # (..., r/2, ℓ)
+    turned = np.empty_like(part)
+    turned[..., first, :] = a * cos - b * sin
+    turned[..., second, :] = b * cos + a * sin
+    out = M.copy()
+    out[..., lead, :] = turned
     return out
+
+
+def rotary_rows(d_attn: int, fraction: float) -> int:
+    """The rows RoPE rotates under ``rotary_fraction`` f: ⌊f·d_attn⌋, as Hugging Face's
+    ``int(head_dim * partial_rotary_factor)``."""
+    return int(d_attn * fraction)
+
+
+def alibi_slopes(H: int, dtype) -> np.ndarray:
+    """ALiBi's slope of each of H heads (Press et al. 2022, "Train Short, Test Long", §3), (H,).
+
+    A geometric sequence 2^(−8/H), 2^(−16/H), ..., 2^(−8) for H a power of two. Otherwise the
+    power-of-two sequence of n = 2^⌊log₂ H⌋ heads, then the odd-numbered terms 2^(−8·1/(2n)),
+    2^(−8·3/(2n)), ... of the sequence of 2n heads, H − n of them (Press et al.'s ``get_slopes``;
+    Hugging Face BLOOM's ``_get_alibi_slopes``). A data-independent table: computed in binary64 and
+    rounded once to ``dtype``, as the RoPE tables are."""
+    n = 2 ** int(math.floor(math.log2(H)))
+    power_of_two = 2.0 ** (-8.0 * np.arange(1, n + 1) / n)  # (n,)
+    odd_of_double = 2.0 ** (-8.0 * np.arange(1, 2 * (H - n), 2) / (2 * n))  # (H − n,)
+    return np.concatenate([power_of_two, odd_of_double]).astype(dtype)
+
+
+def alibi_bias(slopes: np.ndarray, pos_k: np.ndarray, pos_q: np.ndarray) -> np.ndarray:
+    """ALiBi's bias m_h·(t_z − t_x) of each head on the scores [t_z, t_x]: (H, ℓ_z, ℓ_x), in the
+    slopes' dtype (the distances are small whole numbers, exact in every float format used)."""
+    dist = (pos_k[:, None] - pos_q[None, :]).astype(slopes.dtype)  # (ℓ_z, ℓ_x)  t_z − t_x ≤ 0 where causal
+    return slopes[:, None, None] * dist  # (H, ℓ_z, ℓ_x)
 
 
 class KVCache:
@@ -538,11 +576,12 @@ class AttentionCache(NamedTuple):
     pos_q: Optional[np.ndarray] = None  # (ℓ_x,) positions of Q's columns (RoPE)
     pos_k: Optional[np.ndarray] = None  # (ℓ_z,) positions of K's columns (RoPE)
     kv_index: Optional[np.ndarray] = None  # (H,) the kv head of each query head (GQA), None: its own
+    rotary_rows: Optional[int] = None  # the rows RoPE rotated (partial rotary), None: all
 
 
 def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index: Optional[np.ndarray] = None,
                   offset: int = 0, kv_cache: Optional[KVCache] = None,
-                  rope: bool = True) -> tuple[np.ndarray, AttentionCache]:
+                  rope: bool = True, alibi: bool = False) -> tuple[np.ndarray, AttentionCache]:
     """Algorithm 4, lines 1-6, for one head or a stack of heads at once.
 
     X: (..., d_x, ℓ_x), Z: (..., d_z, ℓ_z). W_q: ([H,] d_attn, d_x),
@@ -559,6 +598,11 @@ def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index
     heads (H_kv of them on the head axis) query head h reads. ``kv_cache`` (decoding): the new K
     (rotated) and V are appended to the cache and the queries read the whole cache, positions
     0..offset−1 then Z's; Mask then covers every cached key.
+
+    ``alibi`` (a causal self-attention under ``position_bias="alibi"``; Press et al. 2022): the
+    heads on axis −3 (H of them, one slope each, ``alibi_slopes``) add m_h·(t_z − t_x), at the
+    absolute positions, to the scores after the 1/√d scale and before the mask (BLOOM's
+    ``alibi.baddbmm(Q, Kᵀ, alpha=1/√d)``). The bias is a constant: the backward is unchanged.
     """
     d_attn, d_x = W_q.shape[-2], W_q.shape[-1]
     Q = W_q @ X  # (..., d_attn, ℓ_x)  line 1
@@ -573,9 +617,10 @@ def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index
     rotary = variant.rotary if rope else "none"
     pos_q = offset + np.arange(Q.shape[-1])  # (ℓ_x,)  absolute positions of the columns
     pos_k = offset + np.arange(K.shape[-1])  # (ℓ_z,)
+    rows = rotary_rows(d_attn, variant.rotary_fraction)  # all d_attn, or the first ⌊f·d_attn⌋
     if rotary != "none":  # RoFormer eq. 34, on the projections, before any scaling
-        Q = rotate(Q, pos_q, rotary, variant.rope_base)
-        K = rotate(K, pos_k, rotary, variant.rope_base)
+        Q = rotate(Q, pos_q, rotary, variant.rope_base, rows=rows)
+        K = rotate(K, pos_k, rotary, variant.rope_base, rows=rows)
     if kv_cache is not None:  # decoding: the queries read every cached key and value
         K, V = kv_cache.extend(K, V)
     if kv_index is not None:  # GQA: query head h reads kv head kv_index[h]
@@ -592,6 +637,12 @@ def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index
     elif placement not in ("scores", "query", "query_key_sqrt"):
         raise ValueError(f"unknown scale_placement {placement!r}")
     S = np.swapaxes(K, -1, -2) @ Q  # (..., ℓ_z, ℓ_x)  line 4: S = KᵀQ
+    scaled = False
+    if alibi and variant.position_bias == "alibi":
+        if divisor is not None and placement == "scores":
+            S, scaled = S / _const(math.sqrt(divisor), S), True  # the bias goes after the scale
+        pos_keys = np.arange(K.shape[-1]) + (0 if kv_cache is not None else offset)  # cached keys from 0
+        S = S + alibi_bias(alibi_slopes(W_q.shape[-3], S.dtype), pos_keys, pos_q)  # (..., H, ℓ_z, ℓ_x)
 
     empty = None
     if Mask is not None:
@@ -600,7 +651,7 @@ def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index
         if variant.empty_query == "error" and np.any(empty):
             raise ValueError("attention: a query column of Mask is all False (nothing to attend to); "
                              "empty_query='error' refuses it")
-    if divisor is not None and placement == "scores":
+    if divisor is not None and placement == "scores" and not scaled:
         S = S / _const(math.sqrt(divisor), S)  # line 6: S / √d
 
     # line 6, softmax over t_z with the column max subtracted; an empty
@@ -625,7 +676,8 @@ def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index
         A = np.where(empty, fill, A)  # (..., ℓ_z, ℓ_x)
     out = V @ A  # (..., d_out, ℓ_x)  line 6: Ṽ = V·softmax(…)
     cache = AttentionCache(X, Z, W_q, W_k, W_v, (b_q is not None, b_k is not None, b_v is not None),
-                           Q, K, V, A, empty, divisor, placement, rotary, variant.rope_base, pos_q, pos_k, kv_index)
+                           Q, K, V, A, empty, divisor, placement, rotary, variant.rope_base, pos_q, pos_k, kv_index,
+                           rows)
     return out, cache
 
 

@@ -142,7 +142,8 @@ def attention_bwd(dOut: np.ndarray, c: AttentionCache):
       GQA (``c.kv_index``): a key/value head read by several query heads receives the sum of their
       dK and dV (``ungroup_heads``, the adjoint of the gather).
       RoPE (``c.rotary``): Q and K were rotated column by column, an orthogonal map, so dQ and dK
-      are rotated back, by −t·θ_i (``rotate(..., inverse=True)``).
+      are rotated back, by −t·θ_i (``rotate(..., inverse=True)``), on the rows it rotated (partial
+      rotary: the first ``c.rotary_rows``; the identity on the rest).
       Lines 1-3 are affine maps (``linear_bwd``).
     Returns (dX, dZ, grads) with grads = {"W_q", "b_q", "W_k", "b_k", "W_v", "b_v"}
     (biases None where absent; under GQA the key/value ones per kv head); dX and dZ keep any head
@@ -170,8 +171,8 @@ def attention_bwd(dOut: np.ndarray, c: AttentionCache):
         dV = ungroup_heads(dV, c.kv_index, H_kv)  # (..., H_kv, d_out, ℓ_z)
     if c.rotary != "none":  # the transpose of a rotation is the rotation by −angle
         assert c.pos_q is not None and c.pos_k is not None  # attention_fwd records them
-        dQ = rotate(dQ, c.pos_q, c.rotary, c.rope_base, inverse=True)
-        dK = rotate(dK, c.pos_k, c.rotary, c.rope_base, inverse=True)
+        dQ = rotate(dQ, c.pos_q, c.rotary, c.rope_base, inverse=True, rows=c.rotary_rows)  # the unrotated rows
+        dK = rotate(dK, c.pos_k, c.rotary, c.rope_base, inverse=True, rows=c.rotary_rows)  # pass as they are
     has_q, has_k, has_v = c.has_bias
     dX, dW_q, db_q = linear_bwd(dQ, c.X, c.W_q, has_q)
     dZ_k, dW_k, db_k = linear_bwd(dK, c.Z, c.W_k, has_k)

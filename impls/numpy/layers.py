@@ -138,19 +138,20 @@ class MHACache(NamedTuple):
 
 
 def mh_attention_fwd(X: np.ndarray, Z: np.ndarray, W: MHA, Mask: Optional[np.ndarray], variant,
-                     prefix: str = "", *, offset: int = 0,
-                     kv_cache: Optional[KVCache] = None) -> tuple[np.ndarray, MHACache]:
+                     prefix: str = "", *, offset: int = 0, kv_cache: Optional[KVCache] = None,
+                     causal_self: bool = False) -> tuple[np.ndarray, MHACache]:
     """Algorithm 5: Ṽ ← W_o [Y^1; …; Y^H] + b_o 1ᵀ with Y^h = Attention(X, Z | W^h_qkv, Mask).
 
     X: (..., d_x, ℓ_x), Z: (..., d_z, ℓ_z), Mask: (..., ℓ_z, ℓ_x) or None (≡ 1).
     Head h reads key/value head ``W.kv_index[h]`` under GQA. ``offset``: the absolute position of
     the first column of X and Z (RoPE); ``kv_cache``: decoding, the keys and values of earlier
-    positions (``attention_fwd``), Mask then (ℓ_cached + ℓ_z) × ℓ_x.
+    positions (``attention_fwd``), Mask then (ℓ_cached + ℓ_z) × ℓ_x. ``causal_self``: a causal
+    self-attention, the one attention that reads ALiBi's bias (``position_bias``).
     """
     Xh = X[..., None, :, :]  # (..., 1, d_x, ℓ_x)  broadcast against the head axis
     Zh = Z[..., None, :, :]  # (..., 1, d_z, ℓ_z)
     Mh = None if Mask is None else Mask[..., None, :, :]  # (..., 1, ℓ_z, ℓ_x)
-    heads_fwd = partial(attention_fwd, kv_index=W.kv_index, offset=offset, kv_cache=kv_cache)
+    heads_fwd = partial(attention_fwd, kv_index=W.kv_index, offset=offset, kv_cache=kv_cache, alibi=causal_self)
     # lines 1-2, every head at once: Y (..., H, d_mid, ℓ_x)
     Y, heads = heads_fwd(Xh, Zh, W.W_q, W.b_q, W.W_k, W.b_k, W.W_v, W.b_v, Mh, variant)
     H, d_mid, ell_x = Y.shape[-3:]
@@ -161,8 +162,9 @@ def mh_attention_fwd(X: np.ndarray, Z: np.ndarray, W: MHA, Mask: Optional[np.nda
     return out, MHACache(prefix, W, Y, heads)
 
 
-def mh_attention(X: np.ndarray, Z: np.ndarray, W: MHA, Mask: Optional[np.ndarray], variant) -> np.ndarray:
-    return mh_attention_fwd(X, Z, W, Mask, variant)[0]
+def mh_attention(X: np.ndarray, Z: np.ndarray, W: MHA, Mask: Optional[np.ndarray], variant,
+                 causal_self: bool = False) -> np.ndarray:
+    return mh_attention_fwd(X, Z, W, Mask, variant, causal_self=causal_self)[0]
 
 
 # --------------------------------------------------------------------------
@@ -384,7 +386,8 @@ def stack_layer_fwd(X: np.ndarray, params: Params, prefix: str, variant, H: int,
     W = gather_variant_mha(params, prefix + "attn.", H, variant)
 
     def attn(Y: np.ndarray):
-        return mh_attention_fwd(Y, Y, W, Mask, variant, prefix + "attn.", offset=offset, kv_cache=kv_cache)
+        return mh_attention_fwd(Y, Y, W, Mask, variant, prefix + "attn.", offset=offset, kv_cache=kv_cache,
+                                causal_self=arch == "gpt2")
 
     def mlp(Y: np.ndarray):
         return mlp_fwd(Y, params, prefix, "1", "2", variant, act)
@@ -450,7 +453,7 @@ def decoder_layer_fwd(X: np.ndarray, Z: np.ndarray, params: Params, prefix: str,
     W_cross = gather_variant_mha(params, prefix + "cross_attn.", H, variant)
 
     def self_attn(Y: np.ndarray):
-        return mh_attention_fwd(Y, Y, W_self, self_mask, variant, prefix + "self_attn.")
+        return mh_attention_fwd(Y, Y, W_self, self_mask, variant, prefix + "self_attn.", causal_self=True)
 
     def cross_attn(Y: np.ndarray):
         return mh_attention_fwd(Y, Z, W_cross, cross_mask, variant, prefix + "cross_attn.")

@@ -21,8 +21,8 @@ from ftspec.spec.variants import VariantSet
 from .adapter import Attn, MLP, Norm
 
 __all__ = [
-    "activation", "attend", "attention_heads", "cached_self_attention", "causal_mask", "check_biases",
-    "check_groups", "embed",
+    "activation", "alibi_bias", "alibi_slopes", "attend", "attention_heads", "cached_self_attention", "causal_mask",
+    "check_biases", "check_groups", "embed",
     "expand_kv", "logits", "lookup", "merge_heads", "mh_attention", "mlp", "norm", "project", "rope_tables",
     "rotate", "sinusoid_table", "unembed",
 ]
@@ -201,10 +201,15 @@ def rotate(Y: Tensor, start: int, v: VariantSet) -> Tensor:
 
     Pair i is (i, i + d/2) under ``rotary="half"`` (GPT-NeoX, Hugging Face Llama's
     ``q·cos + rotate_half(q)·sin``) and (2i, 2i + 1) under ``"interleaved"`` (RoFormer, Meta's
-    LLaMA ``view_as_complex``, GPT-J). Y itself is not modified."""
+    LLaMA ``view_as_complex``, GPT-J). Partial rotary (``rotary_fraction`` f): as Hugging Face's
+    GPT-NeoX, the first r = int(d·f) features are split off and rotated as a RoPE of width r, the
+    rest concatenated back unchanged. Y itself is not modified."""
     if v.rotary == "none":
         return Y
     ell, d = Y.shape[-2], Y.shape[-1]
+    r = int(d * v.rotary_fraction)
+    if r < d:  # partial: rotate Y[..., :r], pass Y[..., r:]
+        return torch.cat([rotate(Y[..., :r], start, v.replace(rotary_fraction=1.0)), Y[..., r:]], dim=-1)
     cos, sin = rope_tables(d, start, ell, v.rope_base, Y.dtype, Y.device)  # (ℓ, d/2) each
     if v.rotary == "half":
         a, b = Y[..., : d // 2], Y[..., d // 2:]
@@ -283,15 +288,41 @@ def expand_kv(K: Tensor, H: int, v: VariantSet) -> Tensor:
     raise ValueError(f"unknown kv_order {v.kv_order!r}")
 
 
+def alibi_slopes(H: int, device) -> Tensor:
+    """ALiBi's head slopes (Press et al. 2022, §3), (H,) in float64, from the next power of two
+    n₂ ≥ H: the n₂ slopes 2^(−8k/n₂), k = 1..n₂, are all of them when H = n₂; otherwise the
+    even-numbered ones (the n₂/2-head sequence) then the odd-numbered ones, the first H of them
+    (MPT's ``build_mpt_alibi_tensor``, transformers 5.24; the same list as BLOOM's
+    ``_get_alibi_slopes``)."""
+    n2 = 1 << (H - 1).bit_length()  # the least power of two ≥ H
+    all_slopes = torch.exp2(-8.0 * torch.arange(1, n2 + 1, dtype=torch.float64, device=device) / n2)  # (n₂,)
+    if n2 == H:
+        return all_slopes
+    return torch.cat([all_slopes[1::2], all_slopes[0::2]])[:H]  # (H,)
+
+
+def alibi_bias(H: int, ell_x: int, ell_z: int, dtype, device) -> Tensor:
+    """ALiBi's additive bias, native [h, query, key] (H, ℓ_x, ℓ_z): m_h·(t_z − t_x), with the ℓ_x
+    queries the last ℓ_x of the ℓ_z key positions (a prefill, ℓ_x = ℓ_z, or new tokens after a
+    cache). The slopes are rounded to ``dtype`` once, then times the (exact) whole distances."""
+    t_z = torch.arange(ell_z, device=device)
+    t_x = torch.arange(ell_z - ell_x, ell_z, device=device)
+    dist = (t_z[None, :] - t_x[:, None]).to(dtype)  # (ℓ_x, ℓ_z)
+    return alibi_slopes(H, device).to(dtype)[:, None, None] * dist  # (H, ℓ_x, ℓ_z)
+
+
 def attend(Q: Tensor, K: Tensor, V: Tensor, v: VariantSet, d_x: int, mask: Optional[Tensor] = None,
-           causal: bool = False) -> Tensor:
+           causal: bool = False, alibi: bool = False) -> Tensor:
     """Alg. 4 lines 4-6 for all H heads at once (Alg. 5 lines 1-2).
 
     Q: (…, H, ℓ_x, d_attn), K: (…, H_kv, ℓ_z, d_attn), V: (…, H_kv, ℓ_z, d_mid) as ``project``
     gives them; d_x is the primary width (attn_scale="sqrt_d_model"); mask: native (…, ℓ_x,
     ℓ_z), True = may attend, or None (Mask ≡ 1); ``causal`` builds the square top-left mask.
+    ``alibi``: a causal self-attention, whose scores take ALiBi's bias under
+    ``position_bias="alibi"`` (``alibi_bias``), after the scale, before the mask.
     Returns Y: (…, H, ℓ_x, d_mid)."""
     H, ell_x, ell_z = Q.shape[-3], Q.shape[-2], K.shape[-2]
+    bias = alibi_bias(H, ell_x, ell_z, Q.dtype, Q.device) if alibi and v.position_bias == "alibi" else None
     K, V = expand_kv(K, H, v), expand_kv(V, H, v)  # (…, H, ℓ_z, ·)
     d = {"sqrt_d_attn": Q.shape[-1], "sqrt_d_model": d_x, "none": 1}[v.attn_scale]
     if causal:
@@ -311,6 +342,11 @@ def attend(Q: Tensor, K: Tensor, V: Tensor, v: VariantSet, d_x: int, mask: Optio
         Q = Q / math.sqrt(d)
     elif d != 1 and v.scale_placement == "query_key_sqrt":
         Q, K = Q / d ** 0.25, K / d ** 0.25  # √(√d) on each side: ONNX Attention
+    if bias is not None and (d == 1 or v.scale_placement != "scores") and empty is None:
+        # SDPA adds a float attn_mask to the scaled scores, as BLOOM's baddbmm adds ALiBi: the bias,
+        # −∞ where the mask forbids
+        float_mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
+        return F.scaled_dot_product_attention(Q, K, V, attn_mask=float_mask, scale=1.0)  # (…, H, ℓ_x, d_mid)
     if (d == 1 or v.scale_placement != "scores") and empty is None:
         # The scale is already applied (or 1), nothing is empty: SDPA's
         # definition is exactly lines 4-6. scale=1.0 keeps it from scaling again.
@@ -320,6 +356,8 @@ def attend(Q: Tensor, K: Tensor, V: Tensor, v: VariantSet, d_x: int, mask: Optio
     S = Q @ K.transpose(-1, -2)  # line 4, native Sᵀ: (…, H, ℓ_x, ℓ_z)
     if d != 1 and v.scale_placement == "scores":
         S = S / math.sqrt(d)  # line 6's S / √d_attn, applied to the scores as written
+    if bias is not None:
+        S = S + bias  # ALiBi, after the scale, before the mask
     if mask is not None:
         if empty is not None:
             # Let empty queries see every key with equal scores, so softmax stays
@@ -339,7 +377,7 @@ def attend(Q: Tensor, K: Tensor, V: Tensor, v: VariantSet, d_x: int, mask: Optio
 
 
 def attention_heads(X: Tensor, Z: Tensor, p: Attn, v: VariantSet, mask: Optional[Tensor] = None,
-                    causal: bool = False, rotary: bool = True) -> Tensor:
+                    causal: bool = False, rotary: bool = True, alibi: bool = False) -> Tensor:
     """Alg. 4 lines 1-6 for all H heads at once (Alg. 5 lines 1-2): ``project`` then ``attend``.
 
     X: (…, ℓ_x, d_x) primary, Z: (…, ℓ_z, d_z) context, both from position 0, mask: native
@@ -347,7 +385,7 @@ def attention_heads(X: Tensor, Z: Tensor, p: Attn, v: VariantSet, mask: Optional
     square top-left mask. Returns Y: (…, H, ℓ_x, d_mid).
     """
     Q, K, V = project(X, Z, p, v, rotary=rotary)
-    return attend(Q, K, V, v, X.shape[-1], mask, causal)
+    return attend(Q, K, V, v, X.shape[-1], mask, causal, alibi)
 
 
 def merge_heads(Y: Tensor, p: Attn) -> Tensor:
@@ -359,15 +397,16 @@ def merge_heads(Y: Tensor, p: Attn) -> Tensor:
 
 
 def mh_attention(X: Tensor, Z: Tensor, p: Attn, v: VariantSet, mask: Optional[Tensor] = None,
-                 causal: bool = False) -> Tensor:
+                 causal: bool = False, alibi: bool = False) -> Tensor:
     """Alg. 5: Ṽ = W_o [Y^1; …; Y^H] + b_o 1ᵀ. Native: (…, ℓ_x, d_out).
 
     Grouped-query attention (``kv_group`` = G > 1; Ainslie et al. 2023, "GQA", §2.2): the H
     query heads share H / G key/value heads (``expand_kv``). The biases present are those
-    ``attn_bias``/``attn_bias_at`` name (``check_biases``)."""
+    ``attn_bias``/``attn_bias_at`` name (``check_biases``). ``alibi``: a causal self-attention (the
+    attention ALiBi's ``position_bias`` applies to)."""
     check_groups(p, v)
     check_biases(p, v)
-    return merge_heads(attention_heads(X, Z, p, v, mask, causal), p)  # lines 1-4
+    return merge_heads(attention_heads(X, Z, p, v, mask, causal, alibi=alibi), p)  # lines 1-4
 
 
 def cached_self_attention(X: Tensor, p: Attn, v: VariantSet, cache: list[Tensor], start: int) -> Tensor:
@@ -392,13 +431,14 @@ def cached_self_attention(X: Tensor, p: Attn, v: VariantSet, cache: list[Tensor]
     cache[:] = [K, V]
     ell = Q.shape[-2]
     if start == 0:
-        Y = attend(Q, K, V, v, X.shape[-1], causal=True)  # the prefill: top-left = bottom-right here
+        Y = attend(Q, K, V, v, X.shape[-1], causal=True, alibi=True)  # the prefill: top-left = bottom-right here
     elif v.window:  # a sliding window drops the cached keys W or more places back, one token or many
-        Y = attend(Q, K, V, v, X.shape[-1], mask=causal_mask(ell, start + ell, "bottom_right", X.device, v.window))
+        Y = attend(Q, K, V, v, X.shape[-1], mask=causal_mask(ell, start + ell, "bottom_right", X.device, v.window),
+                   alibi=True)
     elif ell == 1:
-        Y = attend(Q, K, V, v, X.shape[-1])  # one new token: every cached key and itself
+        Y = attend(Q, K, V, v, X.shape[-1], alibi=True)  # one new token: every cached key and itself
     else:
-        Y = attend(Q, K, V, v, X.shape[-1], mask=causal_mask(ell, start + ell, "bottom_right", X.device))
+        Y = attend(Q, K, V, v, X.shape[-1], mask=causal_mask(ell, start + ell, "bottom_right", X.device), alibi=True)
     return merge_heads(Y, p)
 
 

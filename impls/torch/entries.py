@@ -90,8 +90,8 @@ def _self_attention_entry(causal: bool, padding: bool = False):
         attn = A.attn_params(p)
         if padding:  # the layer's mask ∧ pad[t_z]
             mask = layers.self_attention_mask(X.shape[-2], causal, i["pad"], X.device, window=ctx.variant.window)
-            return A.rows_to_cols(C.mh_attention(X, X, attn, ctx.variant, mask=mask))  # (…, d_e, ℓ)
-        return A.rows_to_cols(C.mh_attention(X, X, attn, ctx.variant, causal=causal))  # (…, d_e, ℓ)
+            return A.rows_to_cols(C.mh_attention(X, X, attn, ctx.variant, mask=mask, alibi=causal))  # (…, d_e, ℓ)
+        return A.rows_to_cols(C.mh_attention(X, X, attn, ctx.variant, causal=causal, alibi=causal))  # (…, d_e, ℓ)
     mask = "Mask[t_z, t_x] = [[t_z ≤ t_x]] built from ℓ (Alg. 10 line 6)" if causal else \
         "Mask ≡ 1 (Alg. 8 and 9 line 5)"
     fn.__doc__ = (f"Alg. 5 with Z = X and {mask}{' ∧ pad[t_z] (pad (…, ℓ), True = a real token)' if padding else ''}"

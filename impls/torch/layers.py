@@ -81,9 +81,10 @@ def _attention(Z: Optional[Tensor], p: Attn, v: VariantSet, mask: Optional[Tenso
     for the attention's own (``causal`` or ≡ 1)."""
     def f(Y: Tensor) -> Tensor:  # Y: (…, ℓ_x, d_e) → (…, ℓ_x, d_e)
         context = Y if Z is None else Z
+        alibi = causal and Z is None  # a causal self-attention: where ALiBi's bias is defined
         if mask is not None:
-            return mh_attention(Y, context, p, v, mask=mask)
-        return mh_attention(Y, context, p, v, causal=causal)
+            return mh_attention(Y, context, p, v, mask=mask, alibi=alibi)
+        return mh_attention(Y, context, p, v, causal=causal, alibi=alibi)
     return f
 
 

@@ -1,6 +1,7 @@
 """A plugin that declares one of the issue-38 conventions and computes the paper's is caught at
 float32, and the diagnosis names the convention it computes: Gemma's gain 1 + γ computed as γ, a
-sliding window not applied, a parallel residual computed sequentially.
+sliding window not applied, a parallel residual computed sequentially, BLOOM's ALiBi left out,
+GPT-NeoX's partial rotary applied to the whole head.
 
 The wrong plugin is the bundled NumPy one run under the other value: what a port that reuses a
 Llama RMSNorm for Gemma, drops Mistral's ``sliding_window`` or GPT-NeoX's ``use_parallel_residual``
@@ -23,14 +24,17 @@ NUMPY = load("numpy")
 #: ℓ = 4 > W = 2: the window drops a key of the last two queries
 HYPER = {"H": 2, "d_e": 4, "d_attn": 2, "d_mid": 2, "d_mlp": 6, "ell": 4}
 DECLARED = {"norm_gain": parse("gemma"), "window": PAPER.replace(window=2),
-            "residual": PAPER.replace(residual="parallel")}
+            "residual": PAPER.replace(residual="parallel"), "position_bias": parse("bloom"),
+            "rotary_fraction": PAPER.replace(rotary="half", rotary_fraction=0.5)}
+#: ... with room for a rotated pair and an unrotated one under rotary_fraction = 1/2
+WIDER = {"rotary_fraction": {"d_attn": 4}}
 
 
 @pytest.mark.parametrize("switch", sorted(DECLARED))
 def test_a_missing_family_convention_is_caught_and_named_at_float32(switch):
     declared = DECLARED[switch]
     computed = declared.replace(**{switch: getattr(PAPER, switch)})
-    case = Case.build("gpt2_layer", HYPER, declared, seed=2)
+    case = Case.build("gpt2_layer", {**HYPER, **WIDER.get(switch, {})}, declared, seed=2)
     p = Prepared(case.entry, case.inputs, case.params, "float32")
     wrong = call(NUMPY, case.entry, p.inputs, p.params, hyper=case.hyper, variant=computed, dtype="float32",
                  device="cpu")

@@ -443,10 +443,17 @@ def test_hyperparameters_respect_budget_and_checks(name: str, budget: str) -> No
                                                                                            budget=budget))), 60)
     for v, h in pairs:
         # grouped-query attention makes room for two key/value heads (H up to 2·kv_group), so that
-        # the head order (kv_order) shows; RoPE and GQA round d_attn and H up to their multiples
+        # the head order (kv_order) shows; ALiBi for a head count that is not a power of two (3·G, or
+        # 2·G when that is not one); RoPE and GQA round d_attn and H up to their multiples, partial
+        # rotary d_attn up to a multiple of 4 (f = 1/2) or 8 (f = 1/4), at least two of it (two pairs)
         room = {"H": max(b.bound("H"), 2 * v.kv_group)} if v.kv_group > 1 else {}
-        assert all(1 <= h[n] <= max(room.get(n, 0), b.bound(n) + (1 if n == "d_attn" and v.rotary != "none" else 0))
-                   for n in h), h
+        if v.position_bias == "alibi" and "position_bias" in e.switches:
+            G = v.kv_group
+            room["H"] = max(room.get("H", b.bound("H")), 2 * G if (2 * G) & (2 * G - 1) else 3 * G)
+        if v.rotary != "none" and "d_attn" in h:
+            k = {1.0: 2, 0.5: 4, 0.25: 8}[v.rotary_fraction]
+            room["d_attn"] = -(-max(b.bound("d_attn"), 4, 2 * k if k > 2 else 4) // k) * k
+        assert all(1 <= h[n] <= max(room.get(n, 0), b.bound(n)) for n in h), (h, v.differences())
         if e.check is not None:
             e.check(h, v)
         if "ell_max" in h:

@@ -196,9 +196,16 @@ def test_hyperparameters_respect_the_model_budgets_and_checks(budget: str) -> No
         def check(drawn: tuple) -> None:
             variant, h = drawn
             # grouped-query attention makes room for two key/value heads (H up to 2·kv_group) and RoPE
-            # for two pairs (d_attn up to 4), so that the head order and the pairing show
-            room = {"H": 2 * variant.kv_group if variant.kv_group > 1 else 0,
-                    "d_attn": 4 if variant.rotary != "none" else 0}
+            # for two pairs (d_attn up to 4), so that the head order and the pairing show; ALiBi for a
+            # head count that is not a power of two (3·G, or 2·G when that is not one); partial rotary
+            # rounds d_attn up to a multiple of 4 (f = 1/2) or 8 (f = 1/4), at least two of it
+            G = variant.kv_group
+            room = {"H": 2 * G if G > 1 else 0, "d_attn": 4 if variant.rotary != "none" else 0}
+            if variant.position_bias == "alibi" and "position_bias" in e.switches:
+                room["H"] = max(room["H"], 2 * G if (2 * G) & (2 * G - 1) else 3 * G)
+            if variant.rotary != "none":
+                k = {1.0: 2, 0.5: 4, 0.25: 8}[variant.rotary_fraction]
+                room["d_attn"] = -(-max(b.bound("d_attn"), 4, 2 * k if k > 2 else 4) // k) * k
             for k, v in h.items():
                 top = b.bound(k) if k != "ell_max" else max(b.context, sum(h[n] for n in h if n.startswith("ell")))
                 assert e.minimum.get(k, 1) <= v <= max(top, room.get(k, 0)), (name, k, v)
@@ -322,8 +329,10 @@ def test_hard_cases_are_drawn(name: str) -> None:
 @pytest.mark.parametrize("name", [n for n in NAMES if entry(n).trace is not None])
 def test_boundary_variates_are_drawn(name: str) -> None:
     """Sampling cases put a step's variate within 4 ulps of a CDF boundary of
-    the spec's distribution at that step."""
-    got, _ = sample(name)
+    the spec's distribution at that step. Over 120 draws: Hypothesis's first draws are its simplest,
+    and a change elsewhere in the strategies can leave the first 60 of ed_inference with 2 such
+    cases (3%) where 120 have 20%."""
+    got, _ = sample(name, n=120)
     near = share(got, lambda c: near_boundary(c, "float32"))
     print(name, f"boundary variates in {near:.0%}")
     assert near >= 0.05

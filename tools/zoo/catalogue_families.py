@@ -1,7 +1,8 @@
 """Mutants of the conventions of the model families after LLaMA (issue 38): Mistral's sliding-window
-causal attention (``window``), Gemma's RMSNorm gain 1 + γ (``norm_gain``) and GPT-NeoX's parallel
-residual (``residual``). Each is a one-line source edit of the NumPy plugin's own helper, so every
-entry built on the helper inherits it."""
+causal attention (``window``), Gemma's RMSNorm gain 1 + γ (``norm_gain``), GPT-NeoX's parallel
+residual (``residual``), BLOOM's and MPT's ALiBi (``position_bias``) and GPT-NeoX's partial rotary
+(``rotary_fraction``). Each is a one-line source edit of the NumPy plugin's own helper, so every entry
+built on the helper inherits it."""
 
 from __future__ import annotations
 
@@ -16,6 +17,10 @@ WINDOWED = tuple(name for name, e in REGISTRY.items() if "window" in e.switches)
 PARALLEL = tuple(name for name, e in REGISTRY.items() if "residual" in e.switches)
 #: the entries with a norm whose gain the switch sets (every norm with a γ)
 GAINED = tuple(name for name, e in REGISTRY.items() if "norm_gain" in e.switches)
+#: the entries with a causal self-attention, whose scores ALiBi biases
+BIASED = tuple(name for name, e in REGISTRY.items() if "position_bias" in e.switches)
+#: the entries whose queries and keys RoPE may rotate in part
+PARTIAL = tuple(name for name, e in REGISTRY.items() if "rotary_fraction" in e.switches)
 
 MUTANTS = [
     Mutant("window-off-by-one", "the sliding window keeps W + 1 keys, t_x − W ≤ t_z ≤ t_x, instead of W "
@@ -46,4 +51,25 @@ MUTANTS = [
            equivalence="equivalent under residual = 'sequential' or 'parallel_shared'",
            witness=Witness("gpt2_layer", variant={"residual": "parallel"}),
            bench=("gpt2_layer", "d_transformer")),
+    Mutant("alibi-slopes-power-of-two", "ALiBi's slopes computed as 2^(−8(h+1)/H) for every H, where Press et "
+           "al.'s rule for H not a power of two takes the slopes of n = 2^⌊log₂ H⌋ heads, then every other "
+           "slope of 2n heads", BIASED,
+           source_edit(Edit(C, "alibi_slopes", "n = 2 ** int(math.floor(math.log2(H)))", "n = H")),
+           source="MLX's nn.ALiBi computed (2**8)**(−k/num_heads) for every head count until ml-explore/mlx "
+                  "PR #3071 (issue #343: wrong for non-power-of-two heads); Press et al.'s text (p. 5: 'for n "
+                  "heads ... the geometric sequence that starts at 2^(−8/n)') reads as that formula, their code, "
+                  "BLOOM's and MPT's do not (baichuan-inc/Baichuan2 issue #225)",
+           equivalence="equivalent under position_bias = 'none' and for H a power of two (1, 2, 4, 8, ...)",
+           witness=Witness("causal_self_attention", hyper={"H": 3}, variant={"position_bias": "alibi"}),
+           bench=("causal_self_attention", "d_transformer")),
+    Mutant("partial-rotary-wrong-slice", "partial rotary applied to the last r = ⌊f·d_attn⌋ rows of each head's "
+           "query and key instead of the first (GPT-NeoX's q[..., :rotary_ndims])", PARTIAL,
+           source_edit(Edit(C, "rotate", "lead = slice(0, d)", "lead = slice(width - d, width)")),
+           source="Hugging Face's GPT-NeoX, Phi and GPT-J rotate q[..., :rotary_ndims] and pass q[..., rotary_ndims:]; "
+                  "the rotated and passed parts are easily swapped when a port splits the head with one "
+                  "slice and concatenates them back in the other order",
+           equivalence="equivalent under rotary = 'none' and rotary_fraction = 1 (r = d_attn: every row)",
+           witness=Witness("causal_self_attention", hyper={"d_attn": 4},
+                           variant={"rotary": "half", "rotary_fraction": 0.5}),
+           bench=("causal_self_attention", "d_transformer")),
 ]

@@ -30,7 +30,10 @@ smallest size at which order shows (ℓ = 2: a key before and after a query,
 so a causal mask masks one and RoPE rotates one position; H = 2, or two kv
 heads, H = 2·``kv_group``, under grouped-query attention; ℓ = W + 2 under a
 sliding window W, whose bound it raises too: a key W places back shows the
-window and its off-by-one, ``_shows_window``). The draw is the
+window and its off-by-one, ``_shows_window``; under ALiBi the least head count
+that is not a power of two, with two kv heads or more, H = 3 or 2·``kv_group``
+or 3·``kv_group``, whose bound it raises too: ALiBi's slopes follow another
+rule there, ``_alibi_heads``). The draw is the
 plain one with the smallest value and the structural one swapped, so every
 size is drawn as often as before, but Hypothesis's first example (the
 simplest choices, and the simplest extension of every early prefix: its
@@ -56,7 +59,7 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from ftspec.impls.api import Limits
-from ftspec.spec.entry import implied_multiples
+from ftspec.spec.entry import implied_multiples, rotary_multiple
 from ftspec.spec.errors import SpecError
 from ftspec.spec.variants import PAPER, VariantSet
 
@@ -113,6 +116,11 @@ def hyperparameters(draw: st.DrawFn, entry: Any, *, variant: VariantSet = PAPER,
     if variant.rotary != "none" and "rotary" in e.switches and "d_attn" in low and \
             int(lim.maximum.get("d_attn", 4)) >= 4:
         low["d_attn"] = max(low["d_attn"], 4)  # two pairs, so that the pairing shows (one pair: no order)
+    if variant.rotary != "none" and "rotary" in e.switches and "d_attn" in low and variant.rotary_fraction < 1:
+        # partial rotary: d_attn a multiple of k (k ≥ 4) leaves rows unrotated; 2k rotates two pairs, so
+        # that the pairing shows in the rotated part as well (k alone where a plugin's limit is below 2k)
+        k = rotary_multiple(variant.rotary_fraction)
+        low["d_attn"] = max(low["d_attn"], 2 * k if int(lim.maximum.get("d_attn", 2 * k)) >= 2 * k else k)
     followers = dict(equal_widths(e, variant))
     lengths = [n for n in e.hyper if hyper_kind(n) == "length"]
 
@@ -126,7 +134,9 @@ def hyperparameters(draw: st.DrawFn, entry: Any, *, variant: VariantSet = PAPER,
         if name == "H" and variant.kv_group > 1 and "kv_group" in e.switches:
             bound = max(bound, 2 * variant.kv_group)  # room for two kv heads: kv_order shows
         if name == "d_attn" and variant.rotary != "none" and "rotary" in e.switches:
-            bound = max(bound, 4)  # room for two pairs: the pairing (half, interleaved) shows
+            bound = max(bound, 4, low[name])  # room for two pairs: the pairing (half, interleaved) shows
+        if name == "H" and _shows_alibi(e, variant):
+            bound = max(bound, _alibi_heads(e, variant))  # room for H not a power of two: its slope rule shows
         if hyper_kind(name) == "length" and _shows_window(e, variant, b.context):
             bound = max(bound, variant.window + 2)  # room for the first key past the window, and one more
         bound = min(bound, _most(lim, name, lengths))
@@ -170,6 +180,8 @@ def structural_size(e: Any, name: str, variant: VariantSet) -> Optional[int]:
     kind = hyper_kind(name)
     if kind not in STRUCTURAL:
         return None
+    if name == "H" and _shows_alibi(e, variant):
+        return _alibi_heads(e, variant)
     if name == "H" and variant.kv_group > 1 and "kv_group" in e.switches:
         return 2 * variant.kv_group
     if kind == "length" and _shows_window(e, variant, None):
@@ -183,6 +195,19 @@ def _shows_window(e: Any, variant: VariantSet, context: Optional[int]) -> bool:
     window the budget's context holds (``context`` None: any): a declared W of thousands is shown
     by a configuration with a small one, not by sequences of thousands."""
     return bool(variant.window) and "window" in e.switches and (context is None or variant.window + 2 <= context)
+
+
+def _shows_alibi(e: Any, variant: VariantSet) -> bool:
+    return variant.position_bias == "alibi" and "position_bias" in e.switches
+
+
+def _alibi_heads(e: Any, variant: VariantSet) -> int:
+    """The least head count at which ALiBi's slopes for H not a power of two show (Press et al. 2022:
+    the first 2^⌊log₂ H⌋ heads, then every other slope of twice as many; computing 2^(−8(h+1)/H)
+    instead is the classic slip), with two key/value heads or more under grouped-query attention so
+    that their order shows too: 2·G when that is not a power of two, else 3·G (G = 1: H = 3)."""
+    G = variant.kv_group if "kv_group" in e.switches else 1
+    return 2 * G if (2 * G) & (2 * G - 1) else 3 * G
 
 
 def _swapped(drawn: int, low: int, aim: Optional[int], top: int) -> int:

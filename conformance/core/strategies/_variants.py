@@ -10,8 +10,9 @@ hashed) variant sets. The draw is weighted towards what real code uses:
 - several switches changed at once.
 
 ε and its placement move together (ε > 0 exactly when placed): a placement
-is drawn with ε from ``EPSILONS``. RoPE's base moves with ``rotary``: it is
-read only when a pairing is on, so it is drawn only with one; likewise the
+is drawn with ε from ``EPSILONS``. RoPE's base and its rotated share (``rotary_fraction``,
+partial rotary) move with ``rotary``: they are read only when a pairing is on, so they are drawn
+only with one; likewise the
 key/value head order with a group size above 1. A parallel ``residual`` is defined for the pre-LN
 placement only, so it is drawn with the paper's placement (pre for GPT-2), overriding a placement
 drawn beside it.
@@ -51,7 +52,8 @@ def _groups(entry: Entry) -> list[str]:
     """Switches drawn together: ε and its placement are one group ("epsilon"); RoPE's base is
     drawn with a pairing (group "rotary"), the key/value head order with a group size > 1
     (group "kv_group"), the biased projections with the biases on (group "attn_biases")."""
-    names = sorted(entry.switches - {"epsilon", "epsilon_placement", "rope_base", "kv_order", "attn_bias_at"})
+    names = sorted(entry.switches - {"epsilon", "epsilon_placement", "rope_base", "rotary_fraction", "kv_order",
+                                     "attn_bias_at"})
     if "attn_bias_at" in entry.switches:
         names = [n for n in names if n != "attn_bias"] + ["attn_biases"]
     if entry.switches & {"epsilon", "epsilon_placement"}:
@@ -96,10 +98,11 @@ def _changed(group: str) -> st.SearchStrategy[dict[str, Any]]:
     if group == "residual":  # defined for the pre-LN placement only: drawn with the paper's (GPT-2: pre),
         # after any placement a several-switch draw chose (groups are applied in sorted order)
         return st.sampled_from([{"residual": r, "norm_placement": "paper"} for r in SWITCHES["residual"].choices[1:]])
-    if group == "rotary":
-        return st.builds(lambda r, b: {"rotary": r, "rope_base": b},
+    if group == "rotary":  # the base and the rotated share (partial rotary) move with a pairing
+        return st.builds(lambda r, b, f: {"rotary": r, "rope_base": b, "rotary_fraction": f},
                          st.sampled_from(SWITCHES["rotary"].choices[1:]),
-                         st.sampled_from(SWITCHES["rope_base"].choices))
+                         st.sampled_from(SWITCHES["rope_base"].choices),
+                         st.sampled_from(SWITCHES["rotary_fraction"].choices))
     values = [c for c in SWITCHES[group].choices
               if c != SWITCHES[group].paper and (group, c) not in SAME_MATHEMATICS]
     return st.sampled_from(values).map(lambda v: {group: v})
