@@ -1,20 +1,28 @@
 """ONNX Runtime and the ONNX reference evaluator as implementations (plugins ``onnxruntime``,
 ``onnxruntime-fused``, ``onnx-reference``).
 
-Written against onnx 1.23.2, onnxruntime 1.32.0, onnxscript 0.7.2 and torch 2.13.0.
+Written against onnx 1.23.2, onnxruntime 1.32.0, onnxscript 0.7.2, torch 2.13.0 and
+transformers 5.24.0.
 
 ``onnxruntime``        torch.nn modules a user would export (LayerNorm, Linear + SDPA,
                        MultiheadAttention, TransformerEncoderLayer post-LN ReLU/GELU and pre-LN
                        GELU with a causal mask) and Hugging Face ``GPT2LMHeadModel``
                        (d_transformer) and ``BertForMaskedLM`` (e_transformer) with the
-                       softmax over their logits, exported with
+                       softmax over their logits, and Hugging Face Llama as the
+                       ``transformers`` plugin builds it: ``LlamaRMSNorm`` (rms_norm),
+                       ``LlamaAttention`` (padded_causal_self_attention),
+                       ``LlamaDecoderLayer`` (padded_gpt2_layer) and ``LlamaForCausalLM``
+                       with its softmax (padded_d_transformer), given a padding mask;
+                       exported with
                        ``torch.onnx.export(dynamo=True)`` at opset 20 and run by
                        ``onnxruntime.InferenceSession`` on the CPU execution provider
                        (``graphs``, ``entries``).
 ``onnxruntime-fused``  the same graphs after ``onnxruntime.transformers.optimizer.optimize_model``
-                       (model type "bert", the head count and width given), which fuses
-                       SkipLayerNormalization, Gelu and FastGelu at float32 (docs/libraries.md
-                       says which fired where).
+                       (model type "bert", Llama "gpt2", the head count and width given;
+                       e_transformer at opt_level 0, ``OPTIMIZE_MODEL``), which fuses
+                       SkipLayerNormalization, Gelu, BiasGelu and FastGelu, and Llama's
+                       SimplifiedLayerNormalization and SkipSimplifiedLayerNormalization
+                       (``FUSED_OPERATORS``, per entry and dtype; docs/libraries.md).
 ``onnx-reference``     graphs written here from the standard's operators (LayerNormalization,
                        RMSNormalization, MatMul, Softmax, Gelu, the opset-23 Attention) in the
                        spec's column layout, run by ``onnx.reference.ReferenceEvaluator``: the
@@ -22,7 +30,7 @@ Written against onnx 1.23.2, onnxruntime 1.32.0, onnxscript 0.7.2 and torch 2.13
                        (``reference``).
 
 Variant sets (docs/libraries.md, "ONNX Runtime", says why, switch by switch): see
-``VARIANT_ORT``, ``VARIANT_FUSED`` and ``VARIANT_REFERENCE`` below.
+``VARIANT_ORT``, ``VARIANT_FUSED``, ``LLAMA_SETS`` and ``VARIANT_REFERENCE`` below.
 """
 
 from __future__ import annotations
@@ -37,12 +45,13 @@ import torch
 from ftspec.impls.api import Implementation, Limits
 from ftspec.spec.variants import PAPER, preset
 
-from .entries import LAYER_EPS, algorithms
+from .entries import E_TRANSFORMER_OPT_LEVEL, LAYER_EPS, algorithms
 from .graphs import OPSET
 from .reference import REFERENCE_ALGORITHMS, REFERENCE_EPS, REFERENCE_OPSET
 
 __all__ = ["implementation", "implementation_fused", "implementation_reference", "VARIANT_ORT",
            "VARIANT_ORT_SDPA", "VARIANT_FUSED", "VARIANT_FUSED_SDPA", "VARIANT_GPT2", "VARIANT_BERT",
+           "VARIANT_LLAMA", "LLAMA_SETS", "LLAMA_PADDED", "FUSED_OPERATORS", "OPTIMIZE_MODEL",
            "VARIANT_REFERENCE", "VARIANT_REFERENCE_QK", "ORT_DTYPES", "REFERENCE_DTYPES", "REFERENCE_EPSILON", "OPSET",
            "REFERENCE_OPSET"]
 
@@ -59,15 +68,57 @@ VARIANT_ORT = PAPER.replace(empty_query="nan", scale_placement="query_key_sqrt",
 #: ``_aten_scaled_dot_product_attention_bool_mask_onnx``), so a query with no key gets equal
 #: scores and uniform weights, where torch itself gives zeros; its IsNaN guard never fires.
 VARIANT_ORT_SDPA = VARIANT_ORT.replace(empty_query="uniform")
+#: Llama: the ``transformers`` plugin's sets (``ftspec.impls.hf.LLAMA_EAGER``: the ``llama`` preset,
+#: ε 1e-6, SwiGLU, rotate_half RoPE at base 10000, no biases, a separate lm_head; kv_group 2 and
+#: 1), written out here so that loading this plugin does not import transformers. rms_norm reads
+#: ε and affine only: one set. The exported sdpa path keeps every convention of the eager one,
+#: including an empty query's uniform weights (a left-padded position 0: torchlib fills the
+#: boolean mask with the dtype's minimum, as for ``attention``), where torch's own sdpa gives
+#: zeros: the eager sets, not ``transformers-sdpa``'s (measured, docs/libraries.md).
+VARIANT_LLAMA = preset("llama").replace(kv_group=2)
+LLAMA_SETS = (VARIANT_LLAMA, VARIANT_LLAMA.replace(kv_group=1))
+#: LlamaAttention, LlamaDecoderLayer (Alg. 10 lines 5-8 under the llama set) and LlamaForCausalLM,
+#: each given the 2-D padding mask
+LLAMA_PADDED = ("padded_causal_self_attention", "padded_gpt2_layer", "padded_d_transformer")
 #: At float16 that minimum is −65504, where the spacing is 32: s − 65504 rounds to one value only
 #: while |s| < 16, so larger scores make an empty query's weights non-uniform (found by the
-#: search: error/bound 15 on a one-key case with large logits). ``attention`` is declared at
-#: float32 only, the dtype at which it computes what the spec states.
-ORT_DTYPES = {"attention": ("float32",)}
+#: search: error/bound 15 on a one-key case with large logits). ``attention`` and the padded
+#: Llama entries (the same fill: a left-padded query's weights are off at float16, checked) are
+#: declared at float32 only, the dtype at which they compute what the spec states.
+ORT_DTYPES = {"attention": ("float32",), **{a: ("float32",) for a in LLAMA_PADDED}}
 #: The fused graphs: the fusions that fire (SkipLayerNormalization, BiasGelu) keep every
 #: convention of the unfused graph (docs/libraries.md).
 VARIANT_FUSED = VARIANT_ORT
 VARIANT_FUSED_SDPA = VARIANT_ORT_SDPA
+_LN, _SLN, _SIM, _SKIPSIM = ("LayerNormalization", "SkipLayerNormalization", "SimplifiedLayerNormalization",
+                              "SkipSimplifiedLayerNormalization")
+#: What ``optimize_model`` reports fused (``OnnxModel.get_fused_operator_statistics``, the operator
+#: types with a count above zero), per entry and dtype, measured on one case each with onnxruntime
+#: 1.32.0 (tests/impls/test_onnxrt.py checks it with ``FTSPEC_ALL_LIBRARIES=1``).
+#: LayerNormalization is the exporter's own node, counted by the optimizer all the same. No
+#: Attention, MultiHeadAttention, GroupQueryAttention or RotaryEmbedding fires on any of these
+#: dynamo exports; at float16 the CPU graphs get Cast nodes from ORT's basic pass, which break the
+#: skip and GELU patterns, except in e_transformer, fused without that pass (``OPTIMIZE_MODEL``).
+FUSED_OPERATORS: dict[str, dict[str, tuple[str, ...]]] = {
+    "layer_norm": {"float32": (_LN,), "float16": (_LN,)},
+    "attention": {"float32": ()},
+    "mh_attention": {"float32": (), "float16": ()},
+    "encoder_layer": {"float32": (_SLN,), "float16": (_LN,)},
+    "bert_layer": {"float32": ("Gelu", _SLN), "float16": (_LN,)},
+    "gpt2_layer": {"float32": ("Gelu", _LN, _SLN), "float16": (_LN,)},
+    "d_transformer": {"float32": ("FastGelu", _LN, _SLN), "float16": (_LN,)},
+    "e_transformer": {"float32": ("BiasGelu", _LN, _SLN), "float16": ("BiasGelu", _LN, _SLN)},
+    "rms_norm": {"float32": (_SIM,), "float16": (_SIM,)},
+    "padded_causal_self_attention": {"float32": ()},
+    "padded_gpt2_layer": {"float32": (_SIM, _SKIPSIM)},
+    "padded_d_transformer": {"float32": (_SIM, _SKIPSIM)},
+}
+#: How each entry is fused: ``optimize_model(model_type, num_heads=H, hidden_size=d_e)``; opt_level
+#: its default for the model type (1) except e_transformer's 0 (``E_TRANSFORMER_OPT_LEVEL``: at 1,
+#: ONNX Runtime 1.32.0 cannot load the graph; docs/libraries.md)
+OPTIMIZE_MODEL = {"*": {"model_type": "bert", "opt_level": None},
+                  **{a: {"model_type": "gpt2", "opt_level": None} for a in ("rms_norm",) + LLAMA_PADDED},
+                  "e_transformer": {"model_type": "bert", "opt_level": E_TRANSFORMER_OPT_LEVEL}}
 #: ``d_transformer``: Hugging Face GPT-2 (tanh GELU, ε 1e-5, pre-LN with a final LN, tied
 #: unembedding); fused, its tanh GELU becomes FastGelu, the same approximation.
 VARIANT_GPT2 = preset("hf-gpt2")
@@ -110,31 +161,36 @@ _LIMITS = {"layer_norm": Limits(batching=False), "attention": Limits(batching=Fa
            "mh_attention": Limits(equal=(("d_attn", "d_mid"), ("d_x", "H*d_attn"), ("d_out", "d_x")), batching=False),
            **{a: Limits(equal=_TIED, batching=False)
               for a in ("encoder_layer", "bert_layer", "gpt2_layer", "d_transformer")},
-           "e_transformer": Limits(equal=_TIED + (("d_f", "d_e"),), batching=False)}
+           "e_transformer": Limits(equal=_TIED + (("d_f", "d_e"),), batching=False),
+           **{a: Limits(equal=_TIED, batching=False) for a in LLAMA_PADDED}}
 
 _VERSION = f"onnxruntime{onnxruntime.__version__}+onnx{onnx.__version__}+torch{torch.__version__}"
 
 
 def _ort(name: str, fused: bool, variants: Any, description: str) -> Implementation:
+    fusion = {"optimize_model": OPTIMIZE_MODEL, "fused_operators": FUSED_OPERATORS} if fused else {}
     return Implementation(
         name=name, version=_VERSION, algorithms=algorithms(fused), dtypes=("float32", "float16"),
         devices=lambda: ["cpu"], from_numpy=from_numpy, to_numpy=to_numpy, variants=variants,
         description=description, limits=_LIMITS, dtypes_by_algorithm=ORT_DTYPES,
         extra={"onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__, "torch": torch.__version__,
                "opset": OPSET, "exporter": "torch.onnx.export(dynamo=True)", "provider": "CPUExecutionProvider",
-               "shapes_per_search": 2})
+               "shapes_per_search": 2, **fusion})
 
 
 def _sets(layers: Any, sdpa: Any) -> dict[str, list]:
     """{algorithm: sets}: the torch.nn graphs' set, SDPA's, and the Hugging Face models' presets."""
-    return {"*": [layers], "attention": [sdpa], "d_transformer": [VARIANT_GPT2], "e_transformer": [VARIANT_BERT]}
+    return {"*": [layers], "attention": [sdpa], "d_transformer": [VARIANT_GPT2], "e_transformer": [VARIANT_BERT],
+            "rms_norm": [VARIANT_LLAMA], **{a: list(LLAMA_SETS) for a in LLAMA_PADDED}}
 
 
 implementation = _ort("onnxruntime", False, _sets(VARIANT_ORT, VARIANT_ORT_SDPA),
-                      "torch.nn modules and HF GPT-2/BERT exported to ONNX (dynamo, opset 20), run by "
-                      "ONNX Runtime on CPU")
+                      "torch.nn modules and HF GPT-2/BERT/Llama exported to ONNX (dynamo, opset 20), run "
+                      "by ONNX Runtime on CPU")
 implementation_fused = _ort("onnxruntime-fused", True, _sets(VARIANT_FUSED, VARIANT_FUSED_SDPA),
-                            "the same ONNX graphs after onnxruntime.transformers.optimizer fusion, on CPU")
+                            "the same ONNX graphs after onnxruntime.transformers.optimizer fusion (model type "
+                            "bert; Llama gpt2; e_transformer at opt_level 0: ORT 1.32.0 cannot load it at the "
+                            "default 1), on CPU")
 implementation_reference = Implementation(
     name="onnx-reference", version=f"onnx{onnx.__version__}", algorithms=REFERENCE_ALGORITHMS,
     dtypes=("float64", "float32", "float16"), devices=lambda: ["cpu"], from_numpy=from_numpy,

@@ -8,8 +8,10 @@ TransformerEncoderLayer), loaded by the same adapter (``ftspec.impls.torch_nn.ad
 torch's row layout with a batch axis (an unbatched call is a batch of one). Each exported graph
 takes the call's inputs as its graph inputs, in the module's layout; the weights are
 initializers. The whole models are Hugging Face's (transformers 5.24.0, GPT2LMHeadModel and
-BertForMaskedLM), built and loaded by ``ftspec.impls.hf.adapter``. Nothing here reads
-``ctx.variant``.
+BertForMaskedLM; LlamaRMSNorm, LlamaAttention, LlamaDecoderLayer and LlamaForCausalLM), built
+and loaded by ``ftspec.impls.hf.adapter``. Only the Llama entries read ``ctx.variant``: its ε,
+RoPE base and kv_group configure the model (``adapter.llama_config``), as in the
+``transformers`` plugin.
 """
 
 from __future__ import annotations
@@ -26,10 +28,16 @@ from ftspec.impls.torch_nn import adapter as A
 
 from .graphs import Fusion, run_exported
 
-__all__ = ["algorithms", "LAYER_EPS"]
+__all__ = ["algorithms", "LAYER_EPS", "E_TRANSFORMER_OPT_LEVEL"]
 
 In = Mapping[str, np.ndarray]
 Fn = Callable[[In, In, Context], Any]
+#: ``optimize_model``'s opt_level for the fused BertForMaskedLM: 0, no ONNX Runtime pass before the
+#: fusions. At the default (1) the optimizer saves the graph ONNX Runtime's basic level made, and
+#: ONNX Runtime 1.32.0 refuses to load that graph at ORT_ENABLE_EXTENDED and above (its
+#: MatMulAddFusion adds an initializer whose name the saved graph already holds: "Attempt to
+#: replace the existing tensor"), always at L = 1 (docs/libraries.md gives the reproduction)
+E_TRANSFORMER_OPT_LEVEL = 0
 #: torch.nn.LayerNorm's default ε, the one every module here has (exported as the
 #: LayerNormalization node's ``epsilon`` attribute)
 LAYER_EPS = 1e-5
@@ -261,7 +269,9 @@ class _Bert(nn.Module):
 def _e_transformer(fused: bool) -> Fn:
     def e_transformer(i: In, p: In, ctx: Context) -> Any:
         """Alg. 9: ``BertForMaskedLM`` (tiny config, ftspec's parameters loaded by
-        ``ftspec.impls.hf.adapter``), exported with its softmax; fused with model type "bert"."""
+        ``ftspec.impls.hf.adapter``), exported with its softmax; fused with model type "bert" and
+        opt_level 0: at its default (1) ``optimize_model`` saves ONNX Runtime's basic-level graph,
+        which ONNX Runtime 1.32.0 then refuses to load (``E_TRANSFORMER_OPT_LEVEL``)."""
         from ftspec.impls.hf import adapter as HA
 
         dt = getattr(torch, ctx.dtype)
@@ -274,10 +284,167 @@ def _e_transformer(fused: bool) -> Fn:
             HA.load(m.m, HA.bert_mlm_weights(_t(p, dt), h["L"], h["H"]), dt, "cpu")
             return m.train(False)  # eval mode: no dropout
 
-        P = run_exported(_key("e_transformer", ctx, x), build, (torch.from_numpy(x),), [x],
-                         _fusion(fused, "bert", h["H"], h["d_e"]))  # (N, ℓ, N_V)
+        fusion = Fusion("bert", h["H"], h["d_e"], opt_level=E_TRANSFORMER_OPT_LEVEL) if fused else None
+        P = run_exported(_key("e_transformer", ctx, x), build, (torch.from_numpy(x),), [x], fusion)  # (N, ℓ, N_V)
         return _cols(P, ctx.batched)
     return e_transformer
+
+
+# --------------------------------------------------------------------------
+# Hugging Face Llama (transformers 5.24.0, models/llama/modeling_llama.py), built as the
+# ``transformers-sdpa`` plugin builds it (``ftspec.impls.hf.adapter.llama_config``: the declared
+# set's ε, rope_base and kv_group; its default attention, "sdpa")
+# --------------------------------------------------------------------------
+
+def _llama_key(name: str, ctx: Context, *arrays: np.ndarray) -> tuple:
+    """``_key`` plus what a Llama config takes from the declared set: the kv heads (they fix the
+    k/v weights' shapes), ε and the RoPE base (both constants of the exported graph)."""
+    v = ctx.variant
+    return _key(name, ctx, *arrays) + (v.kv_group, v.epsilon, v.rope_base)
+
+
+def _pad(i: In, batched: bool) -> np.ndarray:
+    """The 2-D attention mask a tokenizer returns, (N, ℓ) int64: 1 = a token, 0 = padding."""
+    pad = np.asarray(i["pad"]).astype(np.int64)
+    return np.ascontiguousarray(pad if batched else pad[None])
+
+
+class _LlamaRMSNorm(nn.Module):
+    def __init__(self, d_e: int, eps: float) -> None:
+        super().__init__()
+        from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+        self.m = LlamaRMSNorm(d_e, eps=eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.m(x)
+
+
+class _LlamaBlock(nn.Module):
+    """``LlamaAttention`` or ``LlamaDecoderLayer`` called as ``LlamaModel.forward`` calls it:
+    (cos, sin) from ``LlamaRotaryEmbedding`` at positions 0 … ℓ−1 and the causal ∧ padding mask
+    from ``create_causal_mask`` with the 2-D padding mask, both computed inside the graph."""
+
+    def __init__(self, block: nn.Module, config: Any) -> None:
+        super().__init__()
+        from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+        self.config = config
+        self.block = block
+        # built after the block was cast: inv_freq stays float32, as the library makes it
+        self.rotary = LlamaRotaryEmbedding(config)
+
+    def forward(self, x: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
+        from transformers.masking_utils import create_causal_mask
+
+        positions = torch.arange(x.shape[1]).unsqueeze(0)  # (1, ℓ)
+        mask = create_causal_mask(config=self.config, inputs_embeds=x, attention_mask=pad, cache=None,
+                                  position_ids=positions)
+        out = self.block(x, attention_mask=mask, position_embeddings=self.rotary(x, positions))
+        return out[0] if isinstance(out, tuple) else out  # LlamaAttention returns (output, weights)
+
+
+class _LlamaLM(nn.Module):
+    """``LlamaForCausalLM(input_ids, attention_mask=pad)`` and the softmax over the vocabulary: P,
+    Algorithm 10's output with padding, as one exported graph."""
+
+    def __init__(self, config: Any, dtype: torch.dtype) -> None:
+        super().__init__()
+        from transformers import LlamaForCausalLM
+
+        # built in its dtype (as the transformers plugin does): RoPE's inv_freq stays float32
+        self.m = LlamaForCausalLM._from_config(config, dtype=dtype)
+
+    def forward(self, x: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.m(input_ids=x, attention_mask=pad, use_cache=False).logits, dim=-1)
+
+
+def _llama_fusion(fused: bool, h: Mapping[str, int]) -> Optional[Fusion]:
+    """Model type "gpt2": what ONNX Runtime's own Llama exporter passes to ``optimize_model``
+    (onnxruntime/transformers/models/llama/convert_to_onnx.py); "qwen3" (opt_level 0) and "bert"
+    fire the same fusions on these graphs (docs/libraries.md)."""
+    return Fusion("gpt2", h["H"], h["d_e"]) if fused else None
+
+
+def _llama_rms_norm(fused: bool) -> Fn:
+    def rms_norm(i: In, p: In, ctx: Context) -> Any:
+        """RMSnorm via ``LlamaRMSNorm(d_e, eps=ε)`` (computes in float32 whatever its dtype),
+        exported."""
+        dt = getattr(torch, ctx.dtype)
+        X = _rows(i["X"], ctx.batched)  # (N, ℓ, d_e)
+
+        def build() -> nn.Module:
+            m = _LlamaRMSNorm(ctx.hyper["d_e"], ctx.variant.epsilon).to(dt)
+            with torch.no_grad():
+                m.m.weight.copy_(torch.from_numpy(np.array(p["gamma"], copy=True)).to(dt))
+            return m.train(False)
+
+        Y = run_exported(_llama_key("llama_rms_norm", ctx, X), build, (torch.from_numpy(X),), [X],
+                         _llama_fusion(fused, {"H": 0, "d_e": 0}))
+        return _cols(Y, ctx.batched)
+    return rms_norm
+
+
+def _llama_block(name: str, fused: bool) -> Fn:
+    layer = name == "padded_gpt2_layer"
+
+    def fn(i: In, p: In, ctx: Context) -> Any:
+        from transformers.models.llama.modeling_llama import LlamaAttention, LlamaDecoderLayer
+
+        from ftspec.impls.hf import adapter as HA
+
+        dt = getattr(torch, ctx.dtype)
+        h, v = ctx.hyper, ctx.variant
+        X = _rows(i["X"], ctx.batched)  # (N, ℓ, d_e)
+        pad = _pad(i, ctx.batched)
+
+        def build() -> nn.Module:
+            config = HA.llama_config(h, "sdpa", v)
+            w = _t(p, dt)
+            if layer:
+                block: nn.Module = LlamaDecoderLayer(config, layer_idx=0)
+                weights = HA.llama_attention_weights(w, h["H"], v.kv_group, "attn.", "self_attn.") | {
+                    "input_layernorm.weight": w["gamma1"], "post_attention_layernorm.weight": w["gamma2"],
+                    "mlp.gate_proj.weight": w["W_mlp1"], "mlp.up_proj.weight": w["W_mlp1_lin"],
+                    "mlp.down_proj.weight": w["W_mlp2"]}
+            else:
+                block = LlamaAttention(config, layer_idx=0)
+                weights = HA.llama_attention_weights(w, h["H"], v.kv_group)
+            HA.load(block, weights, dt, "cpu")
+            return _LlamaBlock(block, config).train(False)
+
+        args = (torch.from_numpy(X), torch.from_numpy(pad))
+        Y = run_exported(_llama_key(name, ctx, X, pad), build, args, [X, pad], _llama_fusion(fused, h))
+        return _cols(Y, ctx.batched)
+
+    fn.__name__ = name
+    fn.__doc__ = (f"{'LlamaDecoderLayer' if layer else 'LlamaAttention'} (sdpa) with RoPE at positions "
+                  "0 … ℓ−1 and create_causal_mask's causal ∧ padding mask, exported.")
+    return fn
+
+
+def _llama_lm(fused: bool) -> Fn:
+    def padded_d_transformer(i: In, p: In, ctx: Context) -> Any:
+        """Alg. 10 with padding: ``LlamaForCausalLM(input_ids, attention_mask=pad)`` (sdpa;
+        positions are the column indexes, the model's default), exported with its softmax."""
+        from ftspec.impls.hf import adapter as HA
+
+        dt = getattr(torch, ctx.dtype)
+        h, v = ctx.hyper, ctx.variant
+        x = np.ascontiguousarray(i["x"] if ctx.batched else i["x"][None])  # (N, ℓ) token IDs
+        HA.check_tokens(torch.from_numpy(x), h)  # Gather reads −1 from the back (d_transformer)
+        pad = _pad(i, ctx.batched)
+
+        def build() -> nn.Module:
+            m = _LlamaLM(HA.llama_config(h, "sdpa", v), dt)
+            HA.load(m.m, HA.llama_lm_weights(_t(p, dt), h["L"], h["H"], v.kv_group), dt, "cpu", cast=False)
+            return m.train(False)
+
+        args = (torch.from_numpy(x), torch.from_numpy(pad))
+        P = run_exported(_llama_key("padded_d_transformer", ctx, x, pad), build, args, [x, pad],
+                         _llama_fusion(fused, h))  # (N, ℓ, N_V)
+        return _cols(P, ctx.batched)
+    return padded_d_transformer
 
 
 def algorithms(fused: bool) -> dict[str, Fn]:
@@ -291,4 +458,8 @@ def algorithms(fused: bool) -> dict[str, Fn]:
         "gpt2_layer": _layer("gpt2_layer", True, "gelu", True, fused),
         "d_transformer": _d_transformer(fused),
         "e_transformer": _e_transformer(fused),
+        "rms_norm": _llama_rms_norm(fused),
+        "padded_causal_self_attention": _llama_block("padded_causal_self_attention", fused),
+        "padded_gpt2_layer": _llama_block("padded_gpt2_layer", fused),
+        "padded_d_transformer": _llama_lm(fused),
     }

@@ -9,7 +9,8 @@ onnxruntime 1.32.0):
    (``onnxscript.optimizer.optimize_ir`` then ``rewriter.onnx_fusions.fuse``,
    torch/onnx/_internal/exporter/_onnx_program.py ``ONNXProgram.optimize``);
 3. for the fused plugin, ``onnxruntime.transformers.optimizer.optimize_model``
-   with the model type, head count and width, at its default options;
+   with the model type, head count and width, at its default options
+   except where an entry states otherwise (``Fusion.opt_level``);
 4. ``onnxruntime.InferenceSession`` on the CPU execution provider at its
    default graph optimisation level (ORT_ENABLE_ALL), one intra-op thread.
 
@@ -69,6 +70,10 @@ class Fusion:
     num_heads: int = 0
     hidden_size: int = 0
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: ``optimize_model``'s opt_level: None is its default for the model type (1 for bert and
+    #: gpt2: ONNX Runtime's basic optimisations run and are saved before the fusions), 0 skips
+    #: that pass (what ``e_transformer`` needs: docs/libraries.md, "A fused BERT does not load")
+    opt_level: Optional[int] = None
 
 
 def _quiet() -> contextlib.ExitStack:
@@ -149,8 +154,9 @@ def exported_model(key: Hashable, build: Callable[[], Any], args: tuple) -> Any:
 
 
 def _fused(key: Hashable, model: Any, fusion: Fusion) -> Any:
-    """Step 3: ``optimize_model`` at its defaults for the model type (opt_level None: ORT's basic
-    optimisations first for bert and gpt2); records which fused operators fired."""
+    """Step 3: ``optimize_model`` at its defaults for the model type unless ``fusion`` says
+    otherwise (opt_level None: ORT's basic optimisations first for bert and gpt2); records which
+    fused operators fired."""
     import onnx
     from onnxruntime.transformers import optimizer  # type: ignore[import-untyped]
     from onnxruntime.transformers.fusion_options import FusionOptions  # type: ignore[import-untyped]
@@ -167,7 +173,7 @@ def _fused(key: Hashable, model: Any, fusion: Fusion) -> Any:
         onnx.save(model, path)
         optimized = optimizer.optimize_model(path, model_type=fusion.model_type, num_heads=fusion.num_heads,
                                              hidden_size=fusion.hidden_size, optimization_options=options,
-                                             use_gpu=False)
+                                             opt_level=fusion.opt_level, use_gpu=False)
     stats = {op: n for op, n in optimized.get_fused_operator_statistics().items() if n}
     with _LOCK:
         FUSED_OPS[key] = stats
