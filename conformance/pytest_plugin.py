@@ -13,7 +13,7 @@ importable ``module:object`` is a usage error before any test is collected.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import pytest
 
@@ -77,11 +77,13 @@ def ftspec_plugins(pytestconfig: pytest.Config) -> list[tuple[str, Any]]:
 
 @pytest.fixture
 def ftspec_runner_factory(pytestconfig: pytest.Config, ftspec_plugins) -> Callable[..., Any]:
-    from ftspec.conformance.core.profiles import profile
+    from ftspec.conformance.running.config import RunConfig
     from ftspec.conformance.running.runner import Runner
 
-    def make(case_dir: Path, **kw: Any) -> Runner:
-        return Runner(ftspec_plugins, profile=profile(pytestconfig.getoption("--ftspec-profile")),
-                      seed=pytestconfig.getoption("--ftspec-seed"), case_dir=case_dir, **kw)
+    def make(case_dir: Path, progress: Optional[Callable[..., None]] = None, **kw: Any) -> Runner:
+        """A runner over the selected plugins; ``kw``: further ``RunConfig`` fields (examples, seconds, ...)."""
+        config = RunConfig(profile=pytestconfig.getoption("--ftspec-profile"),
+                           seed=pytestconfig.getoption("--ftspec-seed"), case_dir=str(case_dir), **kw)
+        return Runner(ftspec_plugins, config, progress=progress)
 
     return make

@@ -493,7 +493,7 @@ class Implementation:
                     (``embedding``, ``layers.{l}``, ``final_norm``, ``head``,
                     ``logits``, ...; docs/plugins.md "Named intermediates").
                     When a model fails, the harness reports the first of them
-                    that departs from the spec (conformance/forensics/divergence.py).
+                    that departs from the spec (conformance/forensics/divergence/).
     refuses_by      how it refuses what the spec refuses (``REFUSAL_MODES``):
                     "raise" (the default: any exception), or "nan": it returns,
                     and every output element the refused input reaches is NaN

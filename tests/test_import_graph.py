@@ -143,6 +143,8 @@ def _allowed(own: str, module: str, names: list[str]) -> str | None:
         return None
     if module in ("ftspec.spec.variants", "ftspec.impls.api"):
         return None
+    if module == "ftspec.impls._torch_boundary":  # the torch libraries' one conversion boundary
+        return None if FRAMEWORK.get(own) == "torch" else "imports the torch libraries' boundary"
     if module == "ftspec.spec" and names and set(names) <= {"variants"}:
         return None
     if module == "ftspec.impls" and names and set(names) <= {"api", own}:

@@ -25,6 +25,7 @@ def _positive_int(text: str) -> int:
 
 def add_selection_options(p: argparse.ArgumentParser) -> None:
     from ftspec.conformance.core.profiles import PROFILES
+    from ftspec.conformance.running.config import FIXTURE_CHOICES
 
     p.add_argument("--profile", choices=sorted(PROFILES), default="default",
                    help="Hypothesis profile: quick (CI), default, thorough (default: %(default)s)")
@@ -49,7 +50,7 @@ def add_selection_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--case-dir", default=None, metavar="DIR",
                    help="where shrunk failing cases are written (default: reports/cases; for certify, the "
                         "certificate's folder's cases/)")
-    p.add_argument("--fixtures", choices=["all", "sample", "none"], default=None,
+    p.add_argument("--fixtures", choices=list(FIXTURE_CHOICES), default=None,
                    help="golden fixtures to replay: all, a fixed sample (each algorithm's paper case and about "
                         "one in four of the rest), or none (default: the profile's for run, all for certify)")
     p.add_argument("--no-fixtures", action="store_const", const="none", dest="fixtures",

@@ -185,7 +185,7 @@ def read_untrusted_json(path: Path | str, *, what: str, limit: int, error: type[
     Python converts it), arrays and objects nested at most ``depth`` deep. Every refusal is an
     ``error`` (default ``CaseFileError``) with one line naming ``what`` ("case file", "table file",
     "certificate"); ``parse_constant`` may refuse NaN and infinities. Used by the case files here,
-    the tables of ``ftspec identify --table`` and certificates (conformance/session/certificate.py)."""
+    the tables of ``ftspec identify --table`` and certificates (conformance/session/certificate/reading.py)."""
     data = read_untrusted_bytes(path, what=what, limit=limit, error=error)
     count = data.count(b"{") + data.count(b"[")
     if count > containers:

@@ -8,7 +8,7 @@ dtype, ``check_refusals`` turns the case into each refused one in turn,
 rounds it to the dtype, confirms that the spec refuses it there, and calls
 the implementation (``execute.call_member``: the call timeout, the NumPy
 conversion). How it must refuse is what it declares
-(``Implementation.refuses_by``, issue 39):
+(``Implementation.refuses_by``):
 
 - ``"raise"`` (the default): raise, any ``Exception``; returning anything,
   finite numbers or NaN, is a ``refusal`` finding (one that returned NaN is

@@ -20,8 +20,8 @@ anything else with ``TensorFileError``. Files written here load with the
 reference ``safetensors`` library too (tests check this).
 
 It lives in the harness (not in ``fixtures/``, which writes the golden
-files) because the harness reads them: the layers import one way, and
-``ftspec.fixtures.tensorfile`` re-exports this module.
+files) because the harness reads them and the layers import one way: the
+fixture generator imports it from here.
 """
 
 from __future__ import annotations

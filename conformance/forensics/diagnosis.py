@@ -53,7 +53,7 @@ It also describes the shrunk case's salient structure in words (an empty
 query column, a constant column, a repeated token, ℓ = 1, ...), since that is
 often what makes two conventions differ. For a model, layer, loss, gradient
 or step it adds where the implementation first departs from the spec
-(``conformance/forensics/divergence.py``: which layer, which sublayer). Everything is
+(``conformance/forensics/divergence/``: which layer, which sublayer). Everything is
 plain data (``Diagnosis.to_dict``) for the JSON report and certificates.
 """
 
@@ -85,7 +85,7 @@ __all__ = ["DIAGNOSED_CHECKS", "LOCATED_CHECKS", "Diagnosis", "diagnose", "diagn
 #: the checks whose failure compares the implementation's output with the spec's (or its refusal)
 DIAGNOSED_CHECKS = frozenset({"spec", "nan", "overflow", "refusal"})
 #: checks with no value to match, where a model or layer is still located (which piece raises or
-#: returns the wrong shape: conformance/forensics/divergence.py)
+#: returns the wrong shape: conformance/forensics/divergence/)
 LOCATED_CHECKS = frozenset({"exception", "shape"})
 
 _PLACED = ("inside_root", "outside_root")
@@ -173,7 +173,7 @@ class Diagnosis:
     recurred: bool = True
     seconds: float = 0.0
     budget: dict[str, Any] = field(default_factory=dict)  # {"seconds": s, "evaluations": n}
-    #: where a model or layer first departs (conformance/forensics/divergence.py), or None
+    #: where a model or layer first departs (conformance/forensics/divergence/), or None
     divergence: Optional[dict[str, Any]] = None
     divergence_lines: list[str] = field(default_factory=list)
     #: more than one set fits and no case tried separates them: ``matches`` are the survivors

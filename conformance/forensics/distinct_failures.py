@@ -14,7 +14,7 @@ found so far:
 - for an exception, its type;
 - for a value check of a model (its loss, gradient, step) or a layer, the
   **places** where it departs (``places_of``): every piece of code that
-  departs *on its own*, found with ``divergence.py``'s public ``locate``:
+  departs *on its own*, found with ``divergence``'s public ``locate``:
 
   * each step of the model (embedding, each layer, final and head norms,
     unembedding) is checked through the implementation's own entry, fed the

@@ -85,10 +85,10 @@ from ..core.judge import judge
 from ..core.tolerances import ToleranceModelError, reference
 from ..core.values import EPSILON_CANDIDATES, default_hyper
 
-__all__ = ["EPSILON_CANDIDATES", "EVALUATIONS", "HEAD_SWITCHES", "SECONDS", "GroupResult", "Identity", "IdentifyError",
-           "Identifier", "Merged", "Observation", "Verdict", "call_variant", "designed_cases", "expression", "groups",
-           "identify", "merge", "merge_all", "observe", "options", "project", "same_here", "search", "separates",
-           "separating_hyper", "value_text"]
+__all__ = ["EPSILON_CANDIDATES", "EVALUATIONS", "HEAD_SWITCHES", "SECONDS", "Fit", "GroupResult", "Identity",
+           "IdentifyError", "Identifier", "Merged", "Observation", "call_variant", "designed_cases", "expression",
+           "groups", "identify", "merge", "merge_all", "observe", "options", "project", "same_here", "search",
+           "separates", "separating_hyper", "value_text"]
 
 #: ε values tried: ``values.EPSILON_CANDIDATES``
 _PLACED = ("inside_root", "outside_root")
@@ -147,7 +147,7 @@ def _current(group: str, variant: VariantSet) -> dict[str, Any]:
 # -- observations -------------------------------------------------------------------------------
 
 @dataclass
-class Verdict:
+class Fit:
     """One candidate set judged on one observation.
 
     ``centre`` ± ``allowance`` (per output element) is where an observed output fits the
@@ -170,7 +170,7 @@ class Verdict:
     impossible: bool = False
 
 
-def separates(a: Optional[Verdict], b: Optional[Verdict]) -> bool:
+def separates(a: Optional[Fit], b: Optional[Fit]) -> bool:
     """Whether the two candidates' spec outputs differ beyond their bounds on this observation: one
     refuses and the other answers, an exact output differs, a real element is NaN under one and a
     number under the other, or its intervals (``centre`` ± ``allowance``) are disjoint. Then an
@@ -211,7 +211,7 @@ class Observation:
     """One case and what was observed on it: the outputs (None: the implementation refused it).
 
     ``inputs``/``params`` are the judged values (already rounded to ``dtype``). ``judge`` turns the
-    spec's ``Reference`` into a ``Verdict``; the default is the search's judge."""
+    spec's ``Reference`` into a ``Fit``; the default is the search's judge."""
 
     label: str
     entry: Entry
@@ -223,16 +223,16 @@ class Observation:
     precision: str = "highest"
     error: str = ""  # what the implementation raised, when it refused
     words: list[str] = field(default_factory=list)  # the case's salient structure
-    #: (reference, candidate set, its parameters) -> Verdict; None: ``judge.judge`` on ``outputs``
-    judge: Optional[Callable[[Any, VariantSet, Mapping[str, np.ndarray]], Verdict]] = None
+    #: (reference, candidate set, its parameters) -> Fit; None: ``judge.judge`` on ``outputs``
+    judge: Optional[Callable[[Any, VariantSet, Mapping[str, np.ndarray]], Fit]] = None
     #: the judge's intervals are rigorous and the observation is fixed data (a printed table): a miss
     #: is an exclusion as it stands. Otherwise (an implementation's outputs, judged against a
     #: rounding model's bound) a miss excludes only where a case separates the values
     rigorous: bool = False
-    #: (candidate set, its parameters) -> the Verdict when the spec refuses the case under the
+    #: (candidate set, its parameters) -> the Fit when the spec refuses the case under the
     #: candidate, or None for the usual one (fits iff the implementation refused too). A table with
     #: printed inputs: a refusal of the printed point alone is not a refusal of the numbers
-    on_refusal: Optional[Callable[[VariantSet, Mapping[str, np.ndarray]], Optional[Verdict]]] = None
+    on_refusal: Optional[Callable[[VariantSet, Mapping[str, np.ndarray]], Optional[Fit]]] = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"label": self.label, "hyper": dict(self.hyper), "refused": self.outputs is None,
@@ -375,7 +375,7 @@ class Identity:
     seconds_calls: float = 0.0  # of which in the implementation's calls
     gave_up: bool = False
     notes: list[str] = field(default_factory=list)
-    #: some candidate could not be judged (``Verdict.unknown``) and was not excluded: without a fit,
+    #: some candidate could not be judged (``Fit.unknown``) and was not excluded: without a fit,
     #: "nothing fits" is not shown either
     cannot_tell: bool = False
     #: no candidate could be judged on any case: nothing was tested
@@ -427,14 +427,14 @@ class Identifier:
         self.evaluated = 0
         self.gave_up = False
         self._started = time.perf_counter()
-        self._cache: dict[tuple[str, int], Optional[Verdict]] = {}
+        self._cache: dict[tuple[str, int], Optional[Fit]] = {}
         self._dropped: dict[str, list[str]] = {}
         self.presets_fitting: list[str] = []
         self.unknown_seen = False  # some candidate could not be judged on some case
         self.judged_seen = False  # some candidate was judged (within its bound) on some case
 
     # one candidate on one observation
-    def verdict(self, variant: VariantSet, i: int) -> Optional[Verdict]:
+    def verdict(self, variant: VariantSet, i: int) -> Optional[Fit]:
         """None: not testable (parameters missing) or out of budget (``gave_up``)."""
         key = (variant.hash, i)
         if key in self._cache:
@@ -456,7 +456,7 @@ class Identifier:
 
     def score(self, variant: VariantSet) -> Optional[tuple[int, float]]:
         """(cases not fitted, Σ log10 of the error/bound ratios above 1); None: not testable. A case
-        the candidate cannot be judged on (``Verdict.unknown``) is not fitted and adds nothing to
+        the candidate cannot be judged on (``Fit.unknown``) is not fitted and adds nothing to
         the sum: it never makes the candidate fit, nor counts as far from it."""
         misses, total = 0, 0.0
         for i in range(len(self.observations)):
@@ -661,7 +661,7 @@ def _same(a: Optional[Mapping[str, np.ndarray]], b: Optional[Mapping[str, np.nda
     return all(np.array_equal(np.asarray(a[k]), np.asarray(b[k]), equal_nan=True) for k in a)
 
 
-def _judge_one(entry: Entry, obs: Observation, params: Mapping[str, np.ndarray], variant: VariantSet) -> Verdict:
+def _judge_one(entry: Entry, obs: Observation, params: Mapping[str, np.ndarray], variant: VariantSet) -> Fit:
     try:
         ref = reference(entry, obs.inputs, params, hyper=obs.hyper, variant=variant, dtype=obs.dtype,
                         precision=obs.precision)
@@ -669,21 +669,21 @@ def _judge_one(entry: Entry, obs: Observation, params: Mapping[str, np.ndarray],
         other = obs.on_refusal(variant, params) if obs.on_refusal is not None else None
         if other is not None:
             return other
-        return Verdict(obs.outputs is None, 0.0 if obs.outputs is None else math.inf, None, "refused",
+        return Fit(obs.outputs is None, 0.0 if obs.outputs is None else math.inf, None, "refused",
                        refused=True)
     except ToleranceModelError as exc:
-        return Verdict(False, math.inf, None, f"no tolerance: {exc}")
+        return Fit(False, math.inf, None, f"no tolerance: {exc}")
     if obs.judge is not None:
         return obs.judge(ref, variant, params)
     where = dict(ref.bound)  # an output fits where it lies within the bound of the spec's value
     if obs.outputs is None:
-        return Verdict(False, math.inf, ref.outputs, "the implementation refused", where)
+        return Fit(False, math.inf, ref.outputs, "the implementation refused", where)
     try:
         j = judge(entry, obs.outputs, ref)
     except Exception as exc:  # noqa: BLE001 - outputs the judge cannot read fit nothing
-        return Verdict(False, math.inf, ref.outputs, f"unjudgeable: {type(exc).__name__}", where)
+        return Fit(False, math.inf, ref.outputs, f"unjudgeable: {type(exc).__name__}", where)
     ratio = j.ratio if all(f.check == "spec" for f in j.findings) else math.inf
-    return Verdict(j.ok, ratio, ref.outputs, allowance=where)
+    return Fit(j.ok, ratio, ref.outputs, allowance=where)
 
 
 # -- designed cases -----------------------------------------------------------------------------

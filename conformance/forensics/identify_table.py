@@ -18,15 +18,15 @@ point of the box where each real input and parameter lies anywhere within its pr
 (plus its rounding to the dtype): interval arithmetic through the spec's number-system protocol,
 intersected with the mean-value form over the spec's own interval derivatives (the module's
 docstring says why that is sound and why sampling was not: 8 random nudges underestimated the
-movement and excluded seed 004's own ν = 1e-4, issue 25). A candidate is *excluded* only
+movement and excluded seed 004's own ν = 1e-4). A candidate is *excluded* only
 when some printed output lies outside its whole interval widened by the output's half-step and
 the dtype's rounding bound; every other candidate remains possible. A switch is *decided* only
 when every value but one is excluded (or needs parameters the table does not give); with several
 left it is *undecided* and the report lists the values that remain possible. A candidate whose
 outputs cannot be bounded (the spec branches differently within the box, the enclosure is
 infinite, or it is wider than the printed numbers themselves: ``_informative``) is *cannot tell*:
-neither a fit nor excluded, never reported as fitting (issue 35: random numbers with printed
-inputs were "declare: PAPER (fits every case)"); a table on which nothing could be judged says so.
+neither a fit nor excluded, never reported as fitting (random numbers with printed inputs were
+once "declare: PAPER (fits every case)"); a table on which nothing could be judged says so.
 
 The printed outputs may also be the entry's named intermediates (``ftspec spec intermediates
 ENTRY --list``; docs/plugins.md "Named intermediates"): an attention head's Q, K, V, scores S
@@ -64,7 +64,7 @@ from ..core.casefile import read_untrusted_json
 from ..core.dtypes import FORMATS, round_to
 from ..core.intermediates import intermediate_references
 from ..core.tolerances import ToleranceModelError
-from .identify import (EVALUATIONS, SECONDS, Identity, Observation, Verdict, groups, options, project, search,
+from .identify import (EVALUATIONS, SECONDS, Identity, Observation, Fit, groups, options, project, search,
                        value_text)
 from .input_rounding import Enclosure, enclose, refuses_the_box
 
@@ -422,16 +422,16 @@ def _table_judge(table: Table, raw_params: Mapping[str, np.ndarray], unbounded: 
     the candidate's whole interval (its outputs over the inputs' intervals, widened by the dtype's
     rounding bound and the output's own half-step). ``unbounded`` collects the candidates whose
     outputs could not be bounded: nothing was tested of them, so they are neither excluded nor a
-    fit (``Verdict.unknown``: "cannot tell"), unless an exact output or a NaN already excludes
+    fit (``Fit.unknown``: "cannot tell"), unless an exact output or a NaN already excludes
     them. ``inputs``: the judged (rounded) inputs, for the printed intermediates' values."""
-    def judge(ref: Any, variant: VariantSet, params: Mapping[str, np.ndarray]) -> Verdict:
+    def judge(ref: Any, variant: VariantSet, params: Mapping[str, np.ndarray]) -> Fit:
         try:
             values, bounds, missing = _with_intermediates(table, ref, table.inputs if inputs is None else inputs,
                                                           variant, params)
         except (SpecError, ToleranceModelError) as exc:
-            return Verdict(False, math.inf, None, f"no intermediates: {exc}")
+            return Fit(False, math.inf, None, f"no intermediates: {exc}")
         if missing:
-            return Verdict(False, math.inf, values, f"computes no intermediate {missing!r}", impossible=True)
+            return Fit(False, math.inf, values, f"computes no intermediate {missing!r}", impossible=True)
         ref = _Merged(values, bounds)
         real = [k for k, v in table.outputs.items() if v.dtype != bool and np.asarray(ref.outputs[k]).dtype.kind == "f"]
         enclosure = None
@@ -444,11 +444,11 @@ def _table_judge(table: Table, raw_params: Mapping[str, np.ndarray], unbounded: 
             want = np.asarray(ref.outputs[name])
             if name not in real:
                 if not np.array_equal(printed.astype(want.dtype), want):
-                    return Verdict(False, math.inf, ref.outputs, allowance={name: 0.0}, centre={name: want})
+                    return Fit(False, math.inf, ref.outputs, allowance={name: 0.0}, centre={name: want})
                 centres[name], allowances[name] = want, 0.0
                 continue
             if np.isnan(want).any():  # a table holds no NaN: no table of these sizes fits the candidate
-                return Verdict(False, math.inf, ref.outputs, "the spec gives NaN where the table has a number",
+                return Fit(False, math.inf, ref.outputs, "the spec gives NaN where the table has a number",
                                impossible=True)
             if table.input_precision is not None and enclosure is None:
                 unknown = True  # no bound: this output can neither exclude the candidate nor fit it
@@ -468,12 +468,12 @@ def _table_judge(table: Table, raw_params: Mapping[str, np.ndarray], unbounded: 
             err = np.abs(printed - centre)[bounded]
             worst = max(worst, float(np.max(err / allowance[bounded])) if err.size else 0.0)
         if worst > 1.0:  # a bounded output already excludes it
-            return Verdict(False, worst, ref.outputs, allowance=allowances, centre=centres)
+            return Fit(False, worst, ref.outputs, allowance=allowances, centre=centres)
         if unknown:  # some printed number was compared with no bound
             unbounded.setdefault(variant.describe(), "the bound over the printed inputs' intervals is infinite or "
                                  "wider than the printed values")
-            return Verdict(False, math.nan, ref.outputs, "not bounded: cannot tell", unknown=True)
-        return Verdict(True, worst, ref.outputs, allowance=allowances, centre=centres)
+            return Fit(False, math.nan, ref.outputs, "not bounded: cannot tell", unknown=True)
+        return Fit(True, worst, ref.outputs, allowance=allowances, centre=centres)
 
     return judge
 
@@ -500,7 +500,7 @@ def _table_refusal(table: Table, raw_params: Mapping[str, np.ndarray], unbounded
     if table.input_precision is None:
         return None
 
-    def on_refusal(variant: VariantSet, params: Mapping[str, np.ndarray]) -> Optional[Verdict]:
+    def on_refusal(variant: VariantSet, params: Mapping[str, np.ndarray]) -> Optional[Fit]:
         real = {s.name for s in table.entry.inputs if s.kind == Kind.REAL}
         used = {k: raw_params[k] for k in params}
         radii = input_radii(table, {**{k: v for k, v in table.inputs.items() if k in real}, **used})
@@ -509,7 +509,7 @@ def _table_refusal(table: Table, raw_params: Mapping[str, np.ndarray], unbounded
             return None
         unbounded.setdefault(variant.describe(), "the spec refuses the printed point, not the whole of the "
                              "inputs' half-steps")
-        return Verdict(False, math.nan, None, "refuses the printed point only: cannot tell", unknown=True)
+        return Fit(False, math.nan, None, "refuses the printed point only: cannot tell", unknown=True)
 
     return on_refusal
 

@@ -5,7 +5,7 @@ A number printed as 1.47 stands for any value in [1.465, 1.475]. ``ftspec identi
 and parameter moves anywhere in its interval, and it must know it as a *bound*: a sample of
 nudges (the 8 random moves used before) finds a movement smaller than the worst one, so a
 candidate can be excluded although some inputs within the printed digits reproduce the table
-(issue 25: seed 004's tutorial table excluded its own ν = 1e-4).
+(seed 004's tutorial table was excluding its own ν = 1e-4).
 
 ``enclose`` returns, for every output element, an interval that contains the spec's exact
 (real-arithmetic) output for *every* point of the input box. Two enclosures are computed and

@@ -1,37 +1,52 @@
-"""One run's configuration: resolved once from the session's ``Settings``, then passed down.
+"""One run's configuration: every default resolved here, once, then passed down.
 
-``session.commands`` turns the user's ``Settings`` (optional values, the
-profile's defaults left open) into a ``RunConfig`` once, after the plugins are
-loaded and the executor is known; the searches in this process
-(``Runner.from_config``), the parallel driver (``parallel.run_parallel``) and,
-as JSON text, every worker task read that one object. The extra round for
-cells short of the minimum is the same configuration with its own seed,
-examples and cap (``RunConfig.extension``).
+A ``RunConfig`` is the run's only configuration. ``session.commands`` builds
+it from the user's ``Settings`` after the plugins are loaded and the executor
+is known; a test, a bench or a library caller builds one directly. Either way
+the values left open (``None``: the profile's examples, call timeout, time cap
+and block, the command's minimum and fixtures, the default case directory and
+load timeout) are filled in on construction (``__post_init__``), so that what
+reads a configuration (``Runner``, the parallel driver, the fixture replay's
+workers, the session's phases) resolves nothing: a field of a ``RunConfig`` is
+always its final value. The extra round for cells short of the minimum is the
+same configuration with its own seed, examples and cap (``extension``).
 
-A configuration made by hand (tests, the library) may leave values open
-(``None``: the profile's examples, call timeout and time cap, the default
-case directory); the runner resolves them as it always has. The session's
-are resolved.
+"No time cap" has one spelling here: ``NO_CAP`` (``math.inf``), a cap that no
+wall clock reaches. The user's spellings of it (``--seconds 0``, a profile
+whose ``seconds`` is None, an explicit example count) become it on the way in;
+the JSON report and a certificate still write theirs (``null``, ``0``).
 
 It travels to workers as JSON text (``to_json``/``from_json``): numbers,
-strings, lists, never a pickled object; a non-finite number (a time cap of
-``inf``: none) is written as the string ``"inf"``, so the text is standard
-JSON.
+strings, lists, never a pickled object; a non-finite number (``NO_CAP``) is
+written as the string ``"inf"``, so the text is standard JSON.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Optional, Union
 
+from ftspec.impls.discovery import DEFAULT_LOAD_TIMEOUT
+
 from ..core.profiles import Profile, profile as profile_named
 
-__all__ = ["DEFAULT_CASE_DIR", "RunConfig"]
+__all__ = ["COMMANDS", "DEFAULT_CASE_DIR", "FIXTURE_CHOICES", "NO_CAP", "RunConfig"]
 
 #: where shrunk failing cases go when the configuration names no directory (``case_dir=None``)
 DEFAULT_CASE_DIR = "reports/cases"
+#: a search's time cap when it has none: the one spelling of "no time cap" in a configuration
+NO_CAP = math.inf
+#: what a configuration's searches are for: "run" or "certify" (which minimum, which fixtures)
+COMMANDS = ("run", "certify")
+#: the golden fixtures a run replays
+FIXTURE_CHOICES = ("all", "sample", "none")
+
+#: a field's default when it is left open (None): ``RunConfig.__post_init__`` fills it in, so a
+#: constructed configuration never holds it (typed Any so that each field keeps its resolved type)
+OPEN: Any = None
 
 _TUPLES = ("labels", "devices", "algorithms", "dtypes")
 _FLOATS = ("call_timeout", "seconds", "load_timeout")
@@ -39,44 +54,46 @@ _FLOATS = ("call_timeout", "seconds", "load_timeout")
 
 @dataclass(frozen=True)
 class RunConfig:
-    """What a run's searches and fixture replay are asked to do (frozen; plain values only).
+    """What a run's searches and fixture replay are asked to do (frozen; plain values only; every
+    field resolved on construction: see the module docstring).
 
     The first fields are what a worker needs to rebuild the parent's runner; the rest are the
     session's view of the run as a whole (workers receive them and ignore them)."""
 
-    #: the implementations, by the label a worker process loads each one by
-    labels: tuple[str, ...]
+    #: the implementations, by the label a worker process loads each one by (a runner given its
+    #: implementations in this process needs none)
+    labels: tuple[str, ...] = ()
     #: the Hypothesis profile's name (conformance/core/profiles.py)
-    profile: str
+    profile: str = "default"
     seed: int = 0
     #: where shrunk failing cases are written (None: ``DEFAULT_CASE_DIR``)
-    case_dir: Optional[str] = None
-    #: examples per (algorithm, dtype) search of each implementation (None: the profile's)
-    examples: Optional[int] = None
+    case_dir: str = OPEN
+    #: examples per (algorithm, dtype) search of each implementation (None: the profile's, and
+    #: under ``certify`` at least the minimum)
+    examples: int = OPEN
     #: seconds one implementation call may take (None: the profile's)
-    call_timeout: Optional[float] = None
+    call_timeout: float = OPEN
     #: only these devices (None: every device each implementation lists)
     devices: Optional[tuple[str, ...]] = None
-    #: wall-time cap per implementation search (None: the profile's when ``examples`` is None;
-    #: 0 or inf: none)
-    seconds: Optional[float] = None
+    #: wall-time cap per implementation search, positive; ``NO_CAP``: none (None: the profile's
+    #: when ``examples`` is None, none when an example count is given: it means exactly that many)
+    seconds: float = OPEN
     #: each search split into this many shards by seed (``runner.shard_seed``)
     shards: int = 1
     #: seconds loading a plugin, or its ``devices()``, may take in a worker (None: the default)
-    load_timeout: Optional[float] = None
+    load_timeout: float = OPEN
     #: value sets per drawn case (None: the profile's; conformance/core/blocks.py)
-    block: Optional[int] = None
+    block: int = OPEN
     # -- the session's ---------------------------------------------------------------------------
     #: "run" or "certify": which minimum and which fixtures a complete run needs
     command: str = "run"
     #: the selection (None: everything declared)
     algorithms: Optional[tuple[str, ...]] = None
     dtypes: Optional[tuple[str, ...]] = None
-    #: examples a cell must run for a verdict
-    minimum: int = 0
-    #: the golden fixtures replayed ("all", "sample", "none"), and the least a complete run replays
-    fixtures: str = "none"
-    fixtures_required: str = "none"
+    #: examples a cell must run for a verdict (None: the profile's for ``command``)
+    minimum: int = OPEN
+    #: the golden fixtures replayed, "all", "sample" or "none" (None: ``fixtures_required``)
+    fixtures: str = OPEN
     #: worker processes (local), or the cluster's threads (Dask)
     jobs: int = 1
     #: searches and replays in the calling process (``--in-process``, or an implementation object
@@ -84,10 +101,50 @@ class RunConfig:
     in_process: bool = False
 
     def __post_init__(self) -> None:
+        """Fill in what was left open, once (the one place defaults are resolved); a value out of
+        its range is a ValueError. Resolving a resolved configuration changes nothing, so
+        ``replace`` and ``from_json`` give back the same values."""
         for name in _TUPLES:
             value = getattr(self, name)
             if value is not None and not isinstance(value, tuple):
-                object.__setattr__(self, name, tuple(value))
+                self._set(name, tuple(value))
+        prof = self.hypothesis_profile  # ValueError for an unknown name
+        if self.command not in COMMANDS:
+            raise ValueError(f"command must be one of {', '.join(COMMANDS)}, given {self.command!r}")
+        certify = self.command == "certify"
+        if self.minimum is None:
+            self._set("minimum", prof.certify_minimum if certify else prof.minimum)
+        explicit = self.examples is not None  # an explicit example count means exactly that many
+        if self.examples is None:
+            self._set("examples", max(prof.examples, self.minimum) if certify else prof.examples)
+        if self.seconds is None:
+            self._set("seconds", NO_CAP if explicit or prof.seconds is None else prof.seconds)
+        if self.call_timeout is None:
+            self._set("call_timeout", prof.call_timeout)
+        if self.load_timeout is None:
+            self._set("load_timeout", DEFAULT_LOAD_TIMEOUT)
+        if self.block is None:
+            self._set("block", prof.block)
+        self._set("case_dir", DEFAULT_CASE_DIR if self.case_dir is None else os.fspath(self.case_dir))
+        if self.fixtures is None:
+            self._set("fixtures", self.fixtures_required)
+        self._check()
+
+    def _set(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)  # frozen: only __post_init__ fills fields in
+
+    def _check(self) -> None:
+        for name in ("examples", "block", "shards", "jobs"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a whole number of at least 1, given {value!r}")
+        for name in ("seconds", "call_timeout", "load_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                hint = " (no time cap: NO_CAP, math.inf)" if name == "seconds" else ""
+                raise ValueError(f"{name} must be positive seconds{hint}, given {value!r}")
+        if self.fixtures not in FIXTURE_CHOICES:
+            raise ValueError(f"fixtures must be one of {', '.join(FIXTURE_CHOICES)}, given {self.fixtures!r}")
 
     @property
     def hypothesis_profile(self) -> Profile:
@@ -95,9 +152,15 @@ class RunConfig:
         return profile_named(self.profile)
 
     @property
-    def timeout(self) -> float:
-        """Seconds one implementation call may take: ``call_timeout``, or the profile's."""
-        return self.call_timeout or self.hypothesis_profile.call_timeout
+    def fixtures_required(self) -> str:
+        """The least fixture replay a complete run of ``command`` makes: every fixture for a
+        certificate, the profile's choice for a run."""
+        return "all" if self.command == "certify" else self.hypothesis_profile.fixtures
+
+    @property
+    def capped(self) -> bool:
+        """Whether the searches have a time cap (``seconds`` is not ``NO_CAP``)."""
+        return math.isfinite(self.seconds)
 
     def extension(self, *, seed: int, examples: int, seconds: float) -> "RunConfig":
         """The configuration of an extra search round: the same run with its own seed, examples and

@@ -144,7 +144,7 @@ def _rounding_only(switch: str, a: Any, b: Any) -> bool:
 def _covers(t: _Target, algorithm: str, dtype: str, variant, hyper=None) -> Optional[VariantSet]:
     """The variant set ``t`` is replayed under on the case, or None if it is not replayed: a case
     outside the plugin's declared limits is not (the certificate counts those,
-    conformance/session/certificate.py)."""
+    conformance/session/certificate/verifying.py)."""
     from ftspec.spec.registry import REGISTRY
 
     try:

@@ -80,19 +80,16 @@ from .executors import (MAX_DEFAULT_JOBS, MAX_JOBS_PER_CPU, ExecutorError, dask_
 from .fixture_replay import FixtureResult
 from .interruption import ReplayInterrupted, SearchesInterrupted
 from .isolation import WorkerLost
+from .results import Status
 from .runner import Cell, Failure, Runner, RunResult
 from .wire import cell_from_plain, cell_to_plain
 
-__all__ = ["MAX_DEFAULT_JOBS", "MAX_JOBS_PER_CPU", "ExecutorError", "RunConfig", "RunSettings", "dask_executor",
+__all__ = ["MAX_DEFAULT_JOBS", "MAX_JOBS_PER_CPU", "ExecutorError", "RunConfig", "dask_executor",
            "default_jobs", "hangs_of", "jobs_cap", "probe_plugins", "replay_fixtures_parallel", "run_parallel",
            "usable_cpus", "worker_pool"]
 
 #: fixture cases per task: small enough that progress moves, large enough to amortise a task
 FIXTURE_CHUNK = 16
-
-#: the run configuration under the name it had before ``RunConfig`` replaced it (tests and older
-#: callers build it as ``RunSettings(labels, profile, seed=..., ...)``)
-RunSettings = RunConfig
 
 
 # -- worker side ------------------------------------------------------------------
@@ -133,7 +130,7 @@ def _runner(config: RunConfig, excluded: tuple[str, ...] = (), shard: int = 0) -
     tasks, which a Dask worker may run at the same time in threads). The plugins in ``excluded``
     are not even loaded."""
     plugins = _plugins([label for label in config.labels if label not in excluded], config.load_timeout)
-    return Runner.from_config(plugins, config, shard=shard)
+    return Runner(plugins, config, shard=shard)
 
 
 def _search_task(config: Any, algorithm: str, dtype: str, excluded: Sequence[str] = (), shard: int = 0) -> str:
@@ -158,18 +155,18 @@ def _search_task(config: Any, algorithm: str, dtype: str, excluded: Sequence[str
     })
 
 
-def _replay_task(labels: Sequence[str], case_ids: Sequence[str], dtypes: Optional[Sequence[str]],
-                 devices: Optional[Sequence[str]], directory: Optional[str], timeout: Optional[float] = None,
-                 hangs: Sequence[Sequence[str]] = (), load_timeout: Optional[float] = None) -> str:
-    """Replay ``case_ids``; (implementation, algorithm, device) in ``hangs`` are not called again."""
-    from .fixture_replay import DEFAULT_TIMEOUT, replay_fixtures
+def _replay_task(config: Any, case_ids: Sequence[str], directory: Optional[str],
+                 hangs: Sequence[Sequence[str]] = ()) -> str:
+    """Replay ``case_ids`` on the implementations of ``config.labels`` (``config``: the run's
+    configuration as JSON text, its labels those this task replays); (implementation, algorithm,
+    device) in ``hangs`` are not called again."""
+    from .fixture_replay import replay_fixtures
 
-    plugins = _plugins(tuple(labels), load_timeout)
+    config = RunConfig.from_plain(config)
+    plugins = _plugins(config.labels, config.load_timeout)
     with _TASK_LOCK, skipping_hangs(hangs):
-        results = replay_fixtures(plugins, cases=set(case_ids),
-                                  dtypes=tuple(dtypes) if dtypes else None,
-                                  devices=tuple(devices) if devices else None, directory=directory,
-                                  timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
+        results = replay_fixtures(plugins, cases=set(case_ids), dtypes=config.dtypes, devices=config.devices,
+                                  directory=directory, timeout=config.call_timeout)
         found = known_hangs()
     return json.dumps({"results": [asdict(r) for r in results], "hangs": found})
 
@@ -269,7 +266,7 @@ def _merge_shards(cell: Cell, parts: list[Optional[dict[str, Any]]], progress: C
     got = [(k, v) for k, v in enumerate(parts) if v is not None]
     if not got:
         return cell
-    if len(parts) == 1 and cell.status == "pass" and cell.examples == 0 and cell.failure is None:
+    if len(parts) == 1 and cell.status == Status.PASS and cell.examples == 0 and cell.failure is None:
         merged = cell_from_plain(got[0][1])  # one shard: its cell as it is (the serial run's)
         if merged.failure is not None:
             progress("failure", cell=merged)
@@ -280,20 +277,20 @@ def _merge_shards(cell: Cell, parts: list[Optional[dict[str, Any]]], progress: C
         before = cell.examples
         cell.add_counts(part)
         cell.more_failures = list(cell.more_failures) + list(part.more_failures)  # each shard's further failures
-        if part.status == "fail" and cell.status != "fail":
-            cell.status, cell.failure, cell.note = "fail", part.failure, part.note
+        if part.status == Status.FAIL and cell.status != Status.FAIL:
+            cell.status, cell.failure, cell.note = Status.FAIL, part.failure, part.note
             if part.first_failure_examples is not None:
                 cell.first_failure_examples = before + part.first_failure_examples
                 cell.first_failure_s = part.first_failure_s
             progress("failure", cell=cell)
-        elif part.status == "error" and cell.status not in ("fail", "error"):
-            cell.status, cell.note = "error", f"shard {k}: {part.note}"
-        elif part.status == "no examples" and not empty_note:
+        elif part.status == Status.ERROR and cell.status not in (Status.FAIL, Status.ERROR):
+            cell.status, cell.note = Status.ERROR, f"shard {k}: {part.note}"
+        elif part.status == Status.NO_EXAMPLES and not empty_note:
             empty_note = part.note
-    if cell.status in ("pass", "no examples"):
-        cell.status = "pass" if cell.examples else "no examples"
+    if cell.status in (Status.PASS, Status.NO_EXAMPLES):
+        cell.status = Status.PASS if cell.examples else Status.NO_EXAMPLES
         cell.note = "" if cell.examples else empty_note
-        if cell.exhausted and cell.status == "pass":  # one shard judged every case its search can draw
+        if cell.exhausted and cell.status == Status.PASS:  # one shard judged every case its search can draw
             cell.note = f"exhausted: all {cell.exhausted} distinct cases examined"
     h = hashlib.sha256()
     for _, v in got:
@@ -311,14 +308,13 @@ class _SearchRound:
                  dtypes: Optional[Sequence[str]], exclude: Iterable[Sequence[str]],
                  progress: Callable[..., None]) -> None:
         self.progress = progress
-        planner = Runner.from_config(plugins, config)
-        self.shards = max(1, min(int(config.shards), planner.examples))  # no shard without an example
+        self.shards = max(1, min(config.shards, config.examples))  # no shard without an example
         self.config = replace(config, shards=self.shards)
         self.wire = self.config.to_json()  # what every task gets
-        self.timeout = planner.timeout
+        planner = Runner(plugins, self.config)
         self.result, self.plan = planner.plan(algorithms, dtypes)
         self.result.shards = self.shards
-        progress("plan", searches=len(self.plan), examples=planner.examples)
+        progress("plan", searches=len(self.plan), examples=self.config.examples)
         # Cells of the planned searches come back from the workers; keep the parent's order.
         self.slots: dict[tuple[str, str, str, str], int] = {}
         for entry, dtype, members, cells in self.plan:
@@ -343,7 +339,7 @@ class _SearchRound:
             for m in members:
                 if m.label in excluded[i]:
                     cell = self.cell(i, m)
-                    cell.status, cell.note = "no examples", "left out of this search (exclude)"
+                    cell.status, cell.note = Status.NO_EXAMPLES, "left out of this search (exclude)"
         return excluded
 
     def cell(self, i: int, m: Any) -> Cell:
@@ -423,8 +419,8 @@ class _SearchRound:
             if m.label in self.excluded[i]:
                 continue  # its verdict is in already
             cell = self.cell(i, m)
-            if cell.status != "fail":
-                cell.status, cell.note = "error", message
+            if cell.status != Status.FAIL:
+                cell.status, cell.note = Status.ERROR, message
 
     def end_unrunnable(self) -> None:
         """The searches with every member left out: nothing ran, their cells are as planned."""
@@ -454,8 +450,8 @@ class _SearchRound:
     def _lost_loading(self, i: int, label: str, exc: WorkerLost) -> None:
         for m in self.plan[i][2]:
             cell = self.cell(i, m)
-            if m.label == label and cell.status != "fail":
-                cell.status, cell.note = "error", f"not searched: {exc}"
+            if m.label == label and cell.status != Status.FAIL:
+                cell.status, cell.note = Status.ERROR, f"not searched: {exc}"
 
     def _lost_in_call(self, i: int, label: str, device: Optional[str], exc: WorkerLost) -> None:
         """The member whose call hung or crashed fails (``timeout`` or ``crash``, no case file: the
@@ -463,29 +459,29 @@ class _SearchRound:
         entry, dtype, members, _ = self.plan[i]
         check = "timeout" if exc.deadline else "crash"
         command = (f"ftspec run --impl {label} --algorithm {entry.name} --dtype {dtype} --seed {self.config.seed} "
-                   f"--call-timeout {self.timeout:g} --jobs 1" + (f" --shards {self.shards}" if self.shards > 1
-                                                                  else ""))
+                   f"--call-timeout {self.config.call_timeout:g} --jobs 1"
+                   + (f" --shards {self.shards}" if self.shards > 1 else ""))
         for m in members:
             if m.label != label:
                 continue
             cell = self.cell(i, m)
-            if cell.status == "fail":
+            if cell.status == Status.FAIL:
                 continue  # another shard's loss came first
             if m.device == device:
-                cell.status = "fail"
+                cell.status = Status.FAIL
                 cell.failure = Failure(check, str(exc), None, None, command,
                                        _lost_report(entry.name, label, dtype, m.device, exc, check, command),
                                        shrunk=False)
                 self.progress("failure", cell=cell)
             else:
-                cell.status, cell.note = "error", f"not searched: on {device}, {exc}"
+                cell.status, cell.note = Status.ERROR, f"not searched: on {device}, {exc}"
 
 
 def run_parallel(config: RunConfig, plugins: Sequence[Any], *, jobs: Optional[int] = None,
                  algorithms: Optional[Sequence[str]] = None, dtypes: Optional[Sequence[str]] = None,
                  progress: Optional[Callable[..., None]] = None,
                  exclude: Iterable[Sequence[str]] = (), executor: Optional[Executor] = None) -> RunResult:
-    """The same run as ``Runner.from_config(plugins, config).run(algorithms, dtypes)``, its searches
+    """The same run as ``Runner(plugins, config).run(algorithms, dtypes)``, its searches
     spread over ``jobs`` worker processes (None: ``config.jobs``; 1: one worker, still isolated from
     this process), or over ``executor`` when given (e.g. ``dask_executor``'s; it is left open),
     each search in ``config.shards`` shards. ``algorithms``, ``dtypes``: None for the
@@ -525,7 +521,7 @@ def hangs_of(result: RunResult) -> list[list[str]]:
     ``replay_fixtures_parallel``'s ``hangs``: the replay does not call them again."""
     out = []
     for c in result.cells:
-        if c.status == "fail" and c.failure is not None and c.failure.check in ("timeout", "crash"):
+        if c.status == Status.FAIL and c.failure is not None and c.failure.check in ("timeout", "crash"):
             what = "hung" if c.failure.check == "timeout" else "crashed"
             out.append([c.impl, c.algorithm, c.device, c.failure.check,
                         f"{what} in the search at {c.dtype}: {c.failure.message}"])
@@ -537,17 +533,14 @@ class _FixtureChunks:
     results in case order; every hang or crash met is passed on to the later chunks, and a
     chunk whose worker is lost in a call runs again without that call."""
 
-    def __init__(self, labels: Sequence[str], cases: Sequence[tuple[str, str]], *,
-                 dtypes: Optional[Sequence[str]], devices: Optional[Sequence[str]], directory: Optional[str],
-                 timeout: Optional[float], hangs: Iterable[Sequence[str]], load_timeout: Optional[float],
-                 progress: Optional[Callable[[int, int], None]]) -> None:
+    def __init__(self, config: RunConfig, cases: Sequence[tuple[str, str]], *, directory: Optional[str],
+                 hangs: Iterable[Sequence[str]], progress: Optional[Callable[[int, int], None]]) -> None:
+        self.config = config
         self.algorithm_of = dict(cases)
         self.ids = [cid for cid, _ in cases]
         self.chunks = [tuple(self.ids[i:i + FIXTURE_CHUNK]) for i in range(0, len(self.ids), FIXTURE_CHUNK)]
-        self.labels = list(labels)
-        self.dtypes = list(dtypes) if dtypes else None
-        self.devices = list(devices) if devices else None
-        self.directory, self.timeout, self.load_timeout, self.progress = directory, timeout, load_timeout, progress
+        self.labels = list(config.labels)
+        self.directory, self.progress = directory, progress
         self.known: dict[tuple[str, str, str], list[str]] = {}
         for h in hangs:
             self.known.setdefault((h[0], h[1], h[2]), list(h))
@@ -562,8 +555,8 @@ class _FixtureChunks:
 
     def submit(self, pool: Executor, i: int) -> Future:
         self.sent[i] = [label for label in self.labels if label not in self.dropped]
-        return pool.submit(_replay_task, self.sent[i], list(self.chunks[i]), self.dtypes, self.devices,
-                           self.directory, self.timeout, list(self.known.values()), self.load_timeout)
+        wire = replace(self.config, labels=tuple(self.sent[i])).to_json()
+        return pool.submit(_replay_task, wire, list(self.chunks[i]), self.directory, list(self.known.values()))
 
     def done(self, i: int, f: Future) -> bool:
         """Chunk ``i``'s task ended; True: run it again (without what its worker lost)."""
@@ -620,27 +613,24 @@ class _FixtureChunks:
         return [r for i in range(len(self.chunks)) for r in self.parts[i]]
 
 
-def replay_fixtures_parallel(labels: Sequence[str], *, jobs: int, cases: Sequence[tuple[str, str]],
-                             dtypes: Optional[Sequence[str]] = None, devices: Optional[Sequence[str]] = None,
+def replay_fixtures_parallel(config: RunConfig, cases: Sequence[tuple[str, str]], *,
                              directory: Optional[str] = None,
                              progress: Optional[Callable[[int, int], None]] = None,
-                             timeout: Optional[float] = None,
                              hangs: Iterable[Sequence[str]] = (),
-                             executor: Optional[Executor] = None,
-                             load_timeout: Optional[float] = None) -> list[FixtureResult]:
-    """``replay_fixtures`` over ``cases`` ((id, algorithm) pairs), in chunks of ``FIXTURE_CHUNK`` cases
-    spread over ``jobs`` worker processes; results in case order. ``progress(cases_done, cases_total)``
-    after each chunk. ``timeout``: the call timeout (default: ``replay_fixtures``'s). ``hangs``
-    (``hangs_of(search result)``) and every hang or crash met here are not called again, so a hung
-    algorithm costs its timeout once; a chunk whose worker is lost in a call runs again without
-    that call. ``load_timeout``: seconds a worker may take to load each plugin (or call its
-    ``devices()``). On Ctrl-C, ``ReplayInterrupted`` (a ``KeyboardInterrupt``) is raised with the
-    chunks that ended as its ``partial``."""
-    chunks = _FixtureChunks(labels, cases, dtypes=dtypes, devices=devices, directory=directory, timeout=timeout,
-                            hangs=hangs, load_timeout=load_timeout, progress=progress)
-    pool: Executor = executor if executor is not None else worker_pool(jobs)
+                             executor: Optional[Executor] = None) -> list[FixtureResult]:
+    """``replay_fixtures`` over ``cases`` ((id, algorithm) pairs) on the implementations of
+    ``config.labels``, at its dtypes and devices, with its call and load timeouts, in chunks of
+    ``FIXTURE_CHUNK`` cases spread over ``config.jobs`` worker processes (or ``executor``'s);
+    results in case order. ``directory``: the fixtures' (None: the committed ones).
+    ``progress(cases_done, cases_total)`` after each chunk. ``hangs`` (``hangs_of(search result)``)
+    and every hang or crash met here are not called again, so a hung algorithm costs its timeout
+    once; a chunk whose worker is lost in a call runs again without that call. On Ctrl-C,
+    ``ReplayInterrupted`` (a ``KeyboardInterrupt``) is raised with the chunks that ended as its
+    ``partial``."""
+    chunks = _FixtureChunks(config, cases, directory=directory, hangs=hangs, progress=progress)
+    pool: Executor = executor if executor is not None else worker_pool(config.jobs)
     try:
-        chunks.drive(pool, window=jobs)
+        chunks.drive(pool, window=config.jobs)
     except KeyboardInterrupt:  # the chunks replayed so far, for the interrupted report
         raise ReplayInterrupted(chunks.ended()) from None
     finally:

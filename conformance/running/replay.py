@@ -55,11 +55,13 @@ from ..core.execute import Member, examine
 from ..core.tolerances import Reference, reference
 from .fixture_replay import replay_variant
 
-__all__ = ["ReplayError", "Verdict", "replay", "same_device"]
+__all__ = ["ReplayError", "ReplayOutcome", "replay", "same_device"]
 
 
 @dataclass
-class Verdict:
+class ReplayOutcome:
+    """A replayed case file's outcome: whether it conforms, the text shown, the worst error/bound."""
+
     ok: bool
     text: str
     ratio: float
@@ -78,7 +80,7 @@ def same_device(a: str, b: str) -> bool:
 
 
 def replay(path: Path | str, *, impl: str, dtype: Optional[str] = None,
-           device: Optional[str] = None, timeout: float = 60.0) -> Verdict:
+           device: Optional[str] = None, timeout: float = 60.0) -> ReplayOutcome:
     """Judge ``impl`` (a registered name or ``module:object`` the user gives; never the name the
     file records) on the case in ``path``."""
     case, doc = read_case(path)
@@ -147,20 +149,20 @@ def replay(path: Path | str, *, impl: str, dtype: Optional[str] = None,
     outcome = examine(member, case, prepared.inputs, prepared.params, ref, dtype=dtype, timeout=timeout, batch=batch)
     check_refusals_into(outcome, member, case, dtype, timeout=timeout)  # a refusal failure replays as one
     if outcome.judgement.ok:
-        return Verdict(True, f"{head}\n  conforms (worst error/bound {outcome.judgement.ratio:.3g})",
+        return ReplayOutcome(True, f"{head}\n  conforms (worst error/bound {outcome.judgement.ratio:.3g})",
                        outcome.judgement.ratio)
     lines = [f"  {f.check}: {f.message}" for f in outcome.judgement.findings]
-    return Verdict(False, head + "\n" + "\n".join(lines), outcome.judgement.ratio)
+    return ReplayOutcome(False, head + "\n" + "\n".join(lines), outcome.judgement.ratio)
 
 
 def _refusal_verdict(member: Member, case: Case, prepared: Prepared, refusal: SpecError, dtype: str,
-                     timeout: float, head: str) -> Verdict:
+                     timeout: float, head: str) -> ReplayOutcome:
     """The replay of a case the spec refuses as it is: the member must raise (``expect_refusal``)."""
     check = expect_refusal(member, case, prepared, refusal, dtype, timeout=timeout)
     if check.finding is None:
-        return Verdict(True, f"{head}\n  refuses it, as the spec does ({refusal.given} of Mask under "
+        return ReplayOutcome(True, f"{head}\n  refuses it, as the spec does ({refusal.given} of Mask under "
                              f"empty_query='error'): {check.detail.split(' | ')[0]}", 0.0)  # not its traceback
-    return Verdict(False, f"{head}\n  {check.finding.check}: {check.finding.message}", math.inf)
+    return ReplayOutcome(False, f"{head}\n  {check.finding.check}: {check.finding.message}", math.inf)
 
 
 def _variant(path: Path | str, label: str, implementation: Implementation, case: Case) -> VariantSet:

@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Optional
 
 import numpy as np
@@ -19,7 +20,7 @@ import numpy as np
 from ..core.case import Case
 
 __all__ = ["RATIOS_KEPT", "SAMPLED_DTYPES", "SAMPLE_CASES", "SAMPLE_ELEMENTS", "Cell", "Failure", "RunResult",
-           "keep_sample", "merge_samples", "sample_priority"]
+           "Status", "keep_sample", "merge_samples", "sample_priority"]
 
 #: the dtypes whose cells keep a sample of the value sets they passed (``Cell.sample``): a
 #: certificate derives from it what a pass there cannot tell apart (session/separation.py); at
@@ -33,6 +34,23 @@ SAMPLE_ELEMENTS = 1 << 15
 #: how many examples' error/bound ratios a cell keeps, the first judged (the HTML report's plot,
 #: conformance/session/html_report.py): bounded, so that a thorough run's report stays small
 RATIOS_KEPT = 200
+
+
+class Status(StrEnum):
+    """A cell's status. A ``StrEnum``: each member is its string (``Status.PASS == "pass"``), so the
+    JSON report, the JUnit XML, the certificates and the worker's plain values write the same text
+    as when the status was a bare string, and readers of plain data compare it with that text."""
+
+    #: every example the search judged passed (or the search has not run yet: planned cells start so)
+    PASS = "pass"
+    #: a check failed on an example (the cell's ``failure`` says which)
+    FAIL = "fail"
+    #: the implementation does not declare the algorithm at this dtype
+    NOT_IMPLEMENTED = "not implemented"
+    #: the search judged no example (every draw refused or out of range, left out, or not run)
+    NO_EXAMPLES = "no examples"
+    #: the harness or the plugin's loading failed: nothing can be said of the implementation
+    ERROR = "error"
 
 
 @dataclass
@@ -58,7 +76,7 @@ class Cell:
     impl: str
     dtype: str
     device: str
-    status: str = "pass"  # pass | fail | not implemented | no examples | error
+    status: Status = Status.PASS
     examples: int = 0
     out_of_range: int = 0
     worst_ratio: float = 0.0
@@ -84,9 +102,12 @@ class Cell:
     #: sample of the value sets this cell passed, each a ``Case`` without its batch (``keep_sample``)
     sample: list = field(default_factory=list, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)  # a cell read back from plain values (wire.py) holds the text
+
     @property
     def ok(self) -> bool:
-        return self.status in ("pass", "not implemented")
+        return self.status in (Status.PASS, Status.NOT_IMPLEMENTED)
 
     def add_counts(self, other: "Cell") -> None:
         """Add ``other``'s examples and findings to this cell's counts (another shard's or another

@@ -78,9 +78,9 @@ from ..core.interrupts import checkpoint
 from ..core.judge import Finding, compare_pair
 from ..core.profiles import Profile
 from ..core.refusals import answered_refusals, check_refusals_into, expect_refusal, refused_empty_query
-from .config import DEFAULT_CASE_DIR, RunConfig
+from .config import RunConfig
 from .local_constants import no_local_constants
-from .results import RATIOS_KEPT, SAMPLED_DTYPES, Cell, Failure, RunResult, keep_sample
+from .results import RATIOS_KEPT, SAMPLED_DTYPES, Cell, Failure, RunResult, Status, keep_sample
 from ..core.timecap import TimeCap, TimeUp
 from ..core.blocks import MAX_BLOCK, block_size, value_sets
 from ..core.tolerances import Reference, ToleranceModelError, reference, references
@@ -165,9 +165,6 @@ def shard_examples(examples: int, shard: tuple[int, int]) -> int:
     """Shard k of n's share of ``examples`` (the shares add up to ``examples``)."""
     k, n = shard
     return examples // n + (1 if k < examples % n else 0)
-
-
-_PROFILE = object()  # "the profile's time cap"
 
 
 def case_space(entry: Entry, variants: Any, limits: Limits, budget: str) -> Optional[frozenset[tuple]]:
@@ -266,40 +263,27 @@ class Runner:
     #: once per algorithm, dtype and variant set, after its first passing example; the diagnosis
     #: tests turn it off to see the value failure a convention bug causes
     refusals = True
-    #: whether cells at ``results.SAMPLED_DTYPES`` keep a bounded sample of the value sets they pass
-    #: (``Cell.sample``): a certificate lists what no example run separated (session/separation.py);
-    #: ``from_config`` sets it for ``certify``, the one command that uses it
-    keep_passing = False
-
-    def __init__(self, plugins: Sequence[tuple[str, Implementation]], *, profile: Profile, seed: int = 0,
-                 case_dir: Path | str | None = None, examples: Optional[int] = None,
-                 call_timeout: Optional[float] = None, devices: Optional[Sequence[str]] = None,
-                 progress: Optional[Callable[..., None]] = None, seconds: Any = None,
-                 exclude: Iterable[Sequence[str]] = (), shard: tuple[int, int] = (0, 1),
-                 block: Optional[int] = None) -> None:
-        """``case_dir``: where failing cases are written (None: ``config.DEFAULT_CASE_DIR``).
-        ``seconds``: wall-time cap per implementation search; by default the profile's when
-        ``examples`` is not given explicitly (an explicit example count means exactly that many).
+    def __init__(self, plugins: Sequence[tuple[str, Implementation]], config: RunConfig, *,
+                 progress: Optional[Callable[..., None]] = None, exclude: Iterable[Sequence[str]] = (),
+                 shard: int = 0) -> None:
+        """The runner of ``config`` (its one configuration, resolved: conformance/running/config.py)
+        over ``plugins``, the loaded implementations (those of ``config.labels`` in a worker).
         ``exclude``: (label, algorithm, dtype) left out of their search, cells "no examples" (as
-        ``run_parallel``'s). ``shard``: (k, n), this runner makes shard k of n of each search.
-        ``block``: value sets per drawn case (None: the profile's; conformance/core/blocks.py)."""
-        k, n = (int(shard[0]), int(shard[1]))
-        if n < 1 or not 0 <= k < n:
-            raise ValueError(f"shard must be (k, n) with 0 <= k < n, given {shard!r}")
-        self.shard = (k, n)
+        ``run_parallel``'s). ``shard``: this runner makes shard ``shard`` of ``config.shards`` of
+        each search."""
+        if not 0 <= shard < config.shards:
+            raise ValueError(f"shard must be k with 0 <= k < {config.shards} (the shards), given {shard!r}")
+        self.config = config
+        self.shard = (int(shard), config.shards)
         self.exclude = {(str(a), str(b), str(c)) for a, b, c in exclude}
-        if seconds is None:
-            seconds = _PROFILE if examples is None else None
         self.plugins = list(plugins)
-        self.profile = profile
-        self.seed = seed
-        self.case_dir = Path(DEFAULT_CASE_DIR if case_dir is None else case_dir)
-        self.examples = examples or profile.examples
-        self.seconds = profile.seconds if seconds is _PROFILE else seconds
-        self.timeout = call_timeout or profile.call_timeout
-        self.device_filter = list(devices) if devices else None
-        #: value sets per drawn case (1: one example per draw)
-        self.block = int(block or profile.block)
+        self.profile: Profile = config.hypothesis_profile
+        self.case_dir = Path(config.case_dir)
+        self.device_filter = list(config.devices) if config.devices else None
+        #: whether cells at ``results.SAMPLED_DTYPES`` keep a bounded sample of the value sets they pass
+        #: (``Cell.sample``): a certificate lists what no example run separated (session/separation.py),
+        #: so ``certify`` is the one command whose searches keep them
+        self.keep_passing = config.command == "certify"
         self.progress = progress or (lambda event, **info: None)
         self._refs: dict[tuple, Any] = {}  # references of the (algorithm, dtype) being searched
         #: case key -> {member key: (outputs, reference)}: what each implementation answered
@@ -311,18 +295,30 @@ class Runner:
         self._found: dict[str, list[str]] = {}
         self._discover_devices()
 
-    @classmethod
-    def from_config(cls, plugins: Sequence[tuple[str, Implementation]], config: RunConfig, *,
-                    progress: Optional[Callable[..., None]] = None, exclude: Iterable[Sequence[str]] = (),
-                    shard: int = 0) -> "Runner":
-        """The runner of ``config`` (shard ``shard`` of its ``shards``) over ``plugins``, the loaded
-        implementations of ``config.labels``."""
-        runner = cls(plugins, profile=config.hypothesis_profile, seed=config.seed, case_dir=config.case_dir,
-                     examples=config.examples, call_timeout=config.call_timeout, devices=config.devices,
-                     progress=progress, seconds=config.seconds, exclude=exclude, shard=(shard, config.shards),
-                     block=config.block)
-        runner.keep_passing = config.command == "certify"
-        return runner
+    # -- the configuration's values, under the names the searches and the forensics read ---------------
+    @property
+    def seed(self) -> int:
+        return self.config.seed
+
+    @property
+    def examples(self) -> int:
+        """Examples per search (each shard makes its share: ``shard_examples``)."""
+        return self.config.examples
+
+    @property
+    def seconds(self) -> float:
+        """The wall-time cap per implementation search (``config.NO_CAP``: none)."""
+        return self.config.seconds
+
+    @property
+    def timeout(self) -> float:
+        """Seconds one implementation call may take."""
+        return self.config.call_timeout
+
+    @property
+    def block(self) -> int:
+        """Value sets per drawn case (1: one example per draw)."""
+        return self.config.block
 
     def _discover_devices(self) -> None:
         """Each implementation's devices (one ``devices()`` call), and those the selection keeps."""
@@ -440,20 +436,20 @@ class Runner:
             if dtype not in impl.dtypes_for(entry.name):
                 continue
             if entry.name not in impl.algorithms:
-                result.cells.append(Cell(entry.name, label, dtype, "-", status="not implemented"))
+                result.cells.append(Cell(entry.name, label, dtype, "-", status=Status.NOT_IMPLEMENTED))
                 continue
             if label not in self._device_errors and not self._devices[label] and self._found[label]:
                 continue  # the --device selection leaves this implementation no device: not part of the run
             if label in self._device_errors or not self._devices[label]:
                 note = self._device_errors.get(label, "no device selected")
-                result.cells.append(Cell(entry.name, label, dtype, "-", status="error", note=note))
+                result.cells.append(Cell(entry.name, label, dtype, "-", status=Status.ERROR, note=note))
                 continue
             for device in self._devices[label]:
                 m = Member(label, impl, device)
                 cell = Cell(entry.name, label, dtype, device)
                 result.cells.append(cell)
                 if (label, entry.name, dtype) in self.exclude:  # not called: its cell says so
-                    cell.status, cell.note = "no examples", "left out of this search (exclude)"
+                    cell.status, cell.note = Status.NO_EXAMPLES, "left out of this search (exclude)"
                     continue
                 members.append(m)
                 cells[m.key] = cell
@@ -499,7 +495,7 @@ class Runner:
         refusal the member answers, each kind once (``refusals.answered_refusals``: ``refusals``, the
         search's refusal findings, and a fresh check of every refusal on ``case``), so one run names
         every refusal gap of the cell."""
-        cell.status = "fail"
+        cell.status = Status.FAIL
         path = self._write_case_file(cell, m, finding, case, dtype)
         command = reproducer(path, m.label, m.device, dtype) if path else "(no case file)"
         refusal = finding.check == "refusal"
@@ -573,8 +569,8 @@ class _Search:
         self.active = list(self.members)
         self.budget = shard_examples(runner.examples, runner.shard)
         self.round = 0
-        self.cap = float(runner.seconds or 0.0)
-        self.deadline = time.monotonic() + self.cap if self.cap else None
+        self.cap = runner.seconds
+        self.deadline = time.monotonic() + self.cap if runner.config.capped else None
         self.references_before = runner._reference_seconds
         self.started = time.perf_counter()
         self.seen: dict[tuple, float] = {}  # case key -> score, for the passing cases of this search
@@ -731,8 +727,8 @@ class _Search:
     def _harness_error(self, message: str) -> None:
         for m in self.active:
             cell = self.cells[m.key]
-            if cell.status == "pass":
-                cell.status = "error"
+            if cell.status == Status.PASS:
+                cell.status = Status.ERROR
                 cell.note = message
 
     def _distinct_failures(self) -> None:
@@ -744,7 +740,8 @@ class _Search:
             if failure is not None and failure.check != "refusal" and runner.distinct_failures > 0:
                 self.cells[m.key].more_failures = search_distinct(
                     runner, self.entry, self.dtype, self.variants, self.limits, m, self.cells[m.key],
-                    examples=self.budget, seconds=runner.seconds or DISTINCT_SECONDS,
+                    examples=self.budget,
+                    seconds=runner.seconds if runner.config.capped else DISTINCT_SECONDS,
                     max_failures=runner.distinct_failures, refused=refused_empty_query)
 
     def _finish(self) -> None:
@@ -752,12 +749,12 @@ class _Search:
             self.result.implementation_seconds[m.label] += m.seconds  # type: ignore[assignment]  # float seconds
             cell = self.cells[m.key]
             cell.cases_digest = self.digests[m.key].hexdigest()
-            if self.exhausted and cell.status == "pass" and cell.examples:
+            if self.exhausted and cell.status == Status.PASS and cell.examples:
                 distinct = len(self.covered) if self.space is not None else len(self.distinct)
                 cell.exhausted = distinct
                 cell.note = f"exhausted: all {distinct} distinct cases examined"
-            if cell.status == "pass" and cell.examples == 0:
-                cell.status = "no examples"
+            if cell.status == Status.PASS and cell.examples == 0:
+                cell.status = Status.NO_EXAMPLES
                 cell.note = "every drawn case was refused or out of range"
         self.runner.progress("end", algorithm=self.entry.name, dtype=self.dtype,
                              cells=[self.cells[m.key] for m in self.members])

@@ -11,13 +11,13 @@
 The command-line modules (``tools/cmd_run.py``, ``cmd_certify.py``,
 ``cmd_identify.py``) only parse arguments into these calls and print what
 they return, so a Python user gets exactly what the CLI does. ``identify``
-lives in ``identification.py`` and is re-exported here.
+lives in ``identify_command.py`` and is re-exported here.
 
 The user's ``Settings`` are resolved once, after the plugins are loaded, into
 one frozen ``RunConfig`` (conformance/running/config.py: the profile's
 examples, time cap and call timeout filled in, the minimum and the fixtures
 the command needs, the labels workers load, the workers), and that object is
-what every phase passes down: to ``Runner.from_config`` in this process, to
+what every phase passes down: to ``Runner`` in this process, to
 ``parallel.run_parallel``, and as JSON text to every worker.
 
 A run has three phases (``phases.RunPhases``). The searches (``parallel.run_parallel``:
@@ -70,9 +70,9 @@ from ftspec.spec.registry import REGISTRY
 
 from .certificate import Certificate, CertificateError, build
 from .errors import SessionError
-from .identification import Identification, identify
+from .identify_command import Identification, identify
 from .phases import EXTENSION_SEED, RunPhases
-from ..running.config import DEFAULT_CASE_DIR, RunConfig
+from ..running.config import DEFAULT_CASE_DIR, FIXTURE_CHOICES, NO_CAP, RunConfig
 from ..core.blocks import MAX_BLOCK
 from ..core.profiles import PROFILES, profile
 from ..running.runner import RunResult
@@ -95,8 +95,6 @@ __all__ = [
     "reproduction_settings",
     "run",
 ]
-
-FIXTURE_CHOICES = ("all", "sample", "none")
 
 Plugin = Union[str, Implementation, tuple[str, Implementation]]
 
@@ -344,30 +342,16 @@ def _jobs(settings: Settings) -> int:
 
 def _configure(settings: Settings, command: str, labels: Sequence[str], *, jobs: int,
                in_process: bool) -> RunConfig:
-    """The run's one configuration, resolved from ``settings`` for ``command`` ("run" or
-    "certify"): the profile's examples, time cap and call timeout filled in, the minimum a cell
-    needs and the fixtures a complete run replays."""
-    prof = profile(settings.profile)
-    minimum = prof.certify_minimum if command == "certify" else prof.minimum
-    if settings.examples is not None:
-        examples = settings.examples
-    else:
-        examples = max(prof.examples, minimum) if command == "certify" else prof.examples
-    if settings.seconds is not None:
-        seconds = settings.seconds or math.inf
-    elif settings.examples is not None or prof.seconds is None:
-        seconds = math.inf
-    else:
-        seconds = prof.seconds
-    required = "all" if command == "certify" else prof.fixtures
-    return RunConfig(
-        labels=tuple(labels), profile=prof.name, seed=settings.seed,
-        case_dir=DEFAULT_CASE_DIR if settings.case_dir is None else settings.case_dir, examples=examples,
-        call_timeout=settings.call_timeout or prof.call_timeout, devices=settings.devices, seconds=seconds,
-        shards=settings.shards or 1, load_timeout=settings.load_timeout or DEFAULT_LOAD_TIMEOUT,
-        block=settings.block or prof.block,
-        command=command, algorithms=settings.algorithms, dtypes=settings.dtypes, minimum=minimum,
-        fixtures=settings.fixtures or required, fixtures_required=required, jobs=jobs, in_process=in_process)
+    """The run's one configuration for ``command`` ("run" or "certify"): what ``settings`` gives,
+    the rest left open for ``RunConfig`` to fill in (the profile's examples, time cap, call
+    timeout and block, the command's minimum and fixtures: conformance/running/config.py)."""
+    given: dict[str, Any] = {name: getattr(settings, name)
+                             for name in ("case_dir", "examples", "call_timeout", "load_timeout", "block", "fixtures")}
+    if settings.seconds is not None:  # the user's "no cap" (--seconds 0) is the configuration's NO_CAP
+        given["seconds"] = settings.seconds or NO_CAP
+    return RunConfig(labels=tuple(labels), profile=settings.profile, seed=settings.seed, devices=settings.devices,
+                     shards=settings.shards or 1, command=command, algorithms=settings.algorithms,
+                     dtypes=settings.dtypes, jobs=jobs, in_process=in_process, **given)
 
 
 def _declared(loaded: Sequence[tuple[str, Implementation]]) -> dict[str, list[str]]:

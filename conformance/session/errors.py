@@ -1,7 +1,7 @@
 """The one error the session's library calls raise for bad input (``SessionError``).
 
 A module of its own so that every command module of the session (``commands``,
-``identification``) raises the same class without importing each other.
+``identify_command``) raises the same class without importing each other.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ is made). The page holds the verdict and why, a table of every cell
 examples of each cell (the first ``RATIOS_KEPT`` examples a cell recorded,
 ``ratios`` in the report), every failure with its message, reproducer, case
 file and diagnosis, and, for a model or layer whose failure was walked
-(forensics/divergence.py), the checks along its pieces drawn in order with
+(forensics/divergence/), the checks along its pieces drawn in order with
 the first divergence named. docs/reports.md, "HTML report", says what each
 part is read from.
 """

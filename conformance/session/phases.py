@@ -5,7 +5,7 @@
 ``execute`` is the run:
 
 1. ``_search``: every (algorithm, dtype) search, in worker processes
-   (``parallel.run_parallel``) or, ``in_process``, here (``Runner.from_config``);
+   (``parallel.run_parallel``) or, ``in_process``, here (``Runner``);
 2. ``_extend``: one extra round for the searches whose cells ran fewer examples
    than the minimum, from seed ``seed + EXTENSION_SEED``, at most the
    profile's ``ceiling`` seconds per search, without the members whose call
@@ -25,7 +25,6 @@ searches not ended marked "no examples"; the result is marked interrupted.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any, Callable, Optional, Sequence
 
@@ -37,6 +36,7 @@ from ..core.verdict import derive
 from ..running.config import RunConfig
 from ..running.fixture_replay import DTYPES as FIXTURE_DTYPES
 from ..running.interruption import ReplayInterrupted, SearchesInterrupted, search_here
+from ..running.results import Status
 from ..running.runner import Cell, RunResult, Runner
 
 __all__ = ["EXTENSION_SEED", "RunPhases"]
@@ -64,8 +64,8 @@ def _not_ended(result: RunResult, ended: Sequence[Cell]) -> RunResult:
     not run (they are planned with status "pass" and no examples)."""
     done = {id(c) for c in ended}
     for c in result.cells:
-        if id(c) not in done and c.status == "pass" and c.failure is None:
-            c.status, c.note = "no examples", "not run: interrupted before this search ended"
+        if id(c) not in done and c.status == Status.PASS and c.failure is None:
+            c.status, c.note = Status.NO_EXAMPLES, "not run: interrupted before this search ended"
     return result
 
 
@@ -75,12 +75,12 @@ def _left_out(result: RunResult) -> list[tuple[str, str, str]]:
     extra round could change (all failed already)."""
     by: dict[tuple[str, str, str], list[Cell]] = {}
     for c in result.cells:
-        if c.status != "not implemented":
+        if c.status != Status.NOT_IMPLEMENTED:
             by.setdefault((c.impl, c.algorithm, c.dtype), []).append(c)
     out = []
     for key, cells in by.items():
         hung = any(c.failure is not None and c.failure.check in ("timeout", "crash") for c in cells)
-        if hung or not any(c.status in ("pass", "no examples") for c in cells):
+        if hung or not any(c.status in (Status.PASS, Status.NO_EXAMPLES) for c in cells):
             out.append(key)
     return out
 
@@ -91,14 +91,14 @@ def _merge(result: RunResult, extra: RunResult) -> int:
     extended = 0
     for e in extra.cells:
         c = index.get((e.algorithm, e.impl, e.dtype, e.device))
-        if c is None or c.status not in ("pass", "no examples") or e.status == "not implemented":
+        if c is None or c.status not in (Status.PASS, Status.NO_EXAMPLES) or e.status == Status.NOT_IMPLEMENTED:
             continue
         extended += 1
         before = c.examples
         c.add_counts(e)
-        if e.status == "no examples":
+        if e.status == Status.NO_EXAMPLES:
             if c.examples:
-                c.status, c.note = "pass", ""
+                c.status, c.note = Status.PASS, ""
             continue
         c.status, c.note, c.failure = e.status, e.note or c.note, e.failure
         if e.first_failure_examples is not None:
@@ -194,7 +194,7 @@ class RunPhases:
         """One round of searches under ``config``; ``exclude`` ((label, algorithm, dtype)) leaves those
         members out (an extra round does not call again a plugin that hung or crashed)."""
         if config.in_process:
-            runner = Runner.from_config(self.loaded, config, progress=self.collector, exclude=exclude)
+            runner = Runner(self.loaded, config, progress=self.collector, exclude=exclude)
             return search_here(runner, algorithms, dtypes, self.collector.ended)
         from ..running.parallel import run_parallel
 
@@ -206,10 +206,10 @@ class RunPhases:
         asked for fewer examples than that: those cells stay short, and the verdict says so)."""
         config = self.config
         minimum = config.minimum
-        if (config.examples or 0) < minimum:
+        if config.examples < minimum:
             return
         short = [c for c in result.cells
-                 if c.status in ("pass", "no examples") and c.examples < minimum and not c.exhausted]
+                 if c.status in (Status.PASS, Status.NO_EXAMPLES) and c.examples < minimum and not c.exhausted]
         if not short:
             return
         ceiling = config.hypothesis_profile.ceiling
@@ -255,10 +255,8 @@ class RunPhases:
         def counted(done: int, total: int) -> None:
             self.collector("fixtures", done=done, total=total, which=config.fixtures)
 
-        return replay_fixtures_parallel(list(config.labels), jobs=config.jobs, cases=cases, dtypes=config.dtypes,
-                                        devices=config.devices, progress=counted, timeout=config.timeout,
-                                        hangs=hangs_of(result), executor=self.executor,
-                                        load_timeout=config.load_timeout)
+        return replay_fixtures_parallel(config, cases, progress=counted, hangs=hangs_of(result),
+                                        executor=self.executor)
 
     def _replay_here(self, cases: Sequence[tuple[str, str]], hangs: list[list[str]]) -> list:
         """The fixture replay in this process; on Ctrl-C, ``ReplayInterrupted`` with the replays that ended."""
@@ -279,7 +277,7 @@ class RunPhases:
             with skipping_hangs(hangs):
                 results = replay_fixtures(self.loaded, dtypes=config.dtypes, devices=config.devices,
                                           cases={cid for cid, _ in cases}, progress=each,
-                                          timeout=config.timeout)
+                                          timeout=config.call_timeout)
         except KeyboardInterrupt:  # the replays that ended, for the interrupted report
             raise ReplayInterrupted(done) from None
         if len(seen) < len(cases):  # cases nobody covers: finish the count
@@ -291,7 +289,7 @@ class RunPhases:
         from .report import cell_dict
 
         config = self.config
-        seconds = config.seconds if config.seconds is not None and math.isfinite(config.seconds) else None
+        seconds = config.seconds if config.capped else None  # the report's "no cap": null
         result.jobs = 0 if config.in_process else config.jobs  # 0: in this process
         result.fixture_selection = config.fixtures
         result.minimum = config.minimum

@@ -27,7 +27,7 @@ Which cases. A certificate measures on the examples its search actually ran
 and passed (``from_cases``: the runner keeps at most 32 value sets per
 bfloat16 and float16 cell when certifying, a uniform sample of all it passed
 chosen by a hash of their values, ``running.results.keep_sample``), so a
-change is listed only if no kept example separates it (issue 35 finding 7: a fixed sample of three or four
+change is listed only if no kept example separates it (a fixed sample of three or four
 well-scaled cases listed ε = 1e-6 as indistinguishable from 1e-5 at bfloat16
 where the search told them apart; conversely a designed case the search
 never ran says nothing about the plugin, so it separates nothing here).
@@ -237,8 +237,8 @@ def from_examples(algorithm: str, declared: VariantSet, dtype: str,
                   alternatives: int = ALTERNATIVES) -> Optional[dict[str, Any]]:
     """``indistinguishable``'s record measured on ``examples``: (case, prepared case, the reference the
     search judged it with) of value sets a search actually ran and passed under ``declared``, in
-    place of the designed sample. A change is listed only if no example run separates it (issue 35
-    finding 7); a runner that keeps its passing examples (or the first of them) hands them here."""
+    place of the designed sample. A change is listed only if no example run separates it; a
+    runner that keeps its passing examples (or the first of them) hands them here."""
     entry = REGISTRY[algorithm]
     if dtype not in DTYPES or not entry.switches:
         return None

@@ -93,27 +93,23 @@ Threads and precision as in the ``torch`` plugin: one intra-op thread
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-import numpy as np
 import torch
 import transformers
 
 from ftspec.impls.api import Implementation, Limits
 from ftspec.spec.variants import preset
 
+from .._torch_boundary import configure, devices, from_numpy, to_numpy
 from .entries import bert_algorithms, gpt2_algorithms, llama_algorithms
 
 __all__ = ["implementation", "implementation_sdpa", "implementation_bert", "implementation_bert_sdpa",
            "VARIANT_GPT2", "VARIANT_BERT", "VARIANT_LLAMA", "LLAMA_EAGER", "LLAMA_SDPA", "GPT2_LIMITS",
            "BERT_LIMITS", "BERT_PADDED", "BERT_DTYPES", "LLAMA_LIMITS", "LLAMA_DTYPES"]
 
-torch.set_float32_matmul_precision("highest")
-torch.set_num_threads(int(os.environ.get("FTSPEC_TORCH_THREADS", "1")))
+configure()  # one intra-op thread, float32 matmuls at "highest" (_torch_boundary.py)
 
-_DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16,
-           "float16": torch.float16, "int64": torch.int64, "bool": torch.bool}
 #: GPT-2 and BERT run on CPU in all four real dtypes, eager and sdpa (Llama: ``LLAMA_DTYPES``; checked
 #: with transformers 5.24.0, torch 2.13.0; tests/impls/test_hf.py).
 _REAL = ("float64", "float32", "bfloat16", "float16")
@@ -168,28 +164,6 @@ LLAMA_DTYPES: dict[str, dict[str, tuple[str, ...]]] = {
              "padded_causal_self_attention": ("float32", "bfloat16", "float16"),
              "cached_decoding": ("float32", "bfloat16", "float16")},
 }
-
-
-def devices() -> list[str]:
-    """cpu, and each CUDA device when there is one."""
-    out = ["cpu"]
-    if torch.cuda.is_available():
-        out += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-    return out
-
-
-def from_numpy(array: Any, dtype: str, device: str) -> torch.Tensor:
-    """A NumPy array → a fresh tensor of ``dtype`` on ``device`` (exact: the
-    harness sends values representable in ``dtype``)."""
-    if dtype not in _DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}; expected one of {sorted(_DTYPES)}")
-    return torch.from_numpy(np.array(array, copy=True, order="C")).to(dtype=_DTYPES[dtype], device=device)
-
-
-def to_numpy(t: torch.Tensor) -> np.ndarray:
-    """A tensor → NumPy, value for value (bfloat16 upcast to float32)."""
-    t = t.detach().cpu()
-    return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
 
 
 def _make(name: str, algorithms: Any, variants: Any, limits: Any, attn: str, model: str,

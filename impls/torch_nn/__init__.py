@@ -57,16 +57,15 @@ Threads and precision as in the ``torch`` plugin: one intra-op thread
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any
 
-import numpy as np
 import torch
 
 from ftspec.impls import api
 from ftspec.impls.api import Implementation
 from ftspec.spec.variants import PAPER
 
+from .._torch_boundary import configure, devices, from_numpy, to_numpy
 from .entries import ALGORITHMS, ALGORITHMS_RMS_DEFAULT, ALGORITHMS_WEIGHTS
 from .layers import LAYERS_FAST, LAYERS_FAST_PRE, LAYERS_SLOW, LAYERS_SLOW_PRE
 
@@ -78,11 +77,8 @@ __all__ = ["implementation", "implementation_weights", "implementation_rms_defau
            "VARIANT_FAST_PADDED", "VARIANT_FAST_PRE_PADDED",
            "variant_rms_default"]
 
-torch.set_float32_matmul_precision("highest")
-torch.set_num_threads(int(os.environ.get("FTSPEC_TORCH_THREADS", "1")))
+configure()  # one intra-op thread, float32 matmuls at "highest" (_torch_boundary.py)
 
-_DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16,
-           "float16": torch.float16, "int64": torch.int64, "bool": torch.bool}
 #: Every op used here runs on CPU in all four real dtypes (checked on 2.13.0).
 _REAL = ("float64", "float32", "bfloat16", "float16")
 
@@ -119,28 +115,6 @@ VARIANT_FAST_PADDED = VARIANT_FAST.replace(empty_query="nan")
 VARIANT_FAST_PRE_PADDED = VARIANT_FAST_PRE.replace(empty_query="nan")
 #: the padded entries of the fast plugins (each declared with the ``*_PADDED`` set above)
 PADDED_LAYERS = ("padded_encoder_layer", "padded_bert_layer", "padded_gpt2_layer")
-
-
-def devices() -> list[str]:
-    """cpu, and each CUDA device when there is one."""
-    out = ["cpu"]
-    if torch.cuda.is_available():
-        out += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-    return out
-
-
-def from_numpy(array: Any, dtype: str, device: str) -> torch.Tensor:
-    """A NumPy array → a fresh tensor of ``dtype`` on ``device`` (exact: the
-    harness sends values representable in ``dtype``)."""
-    if dtype not in _DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}; expected one of {sorted(_DTYPES)}")
-    return torch.from_numpy(np.array(array, copy=True, order="C")).to(dtype=_DTYPES[dtype], device=device)
-
-
-def to_numpy(t: torch.Tensor) -> np.ndarray:
-    """A tensor → NumPy, value for value (bfloat16 upcast to float32)."""
-    t = t.detach().cpu()
-    return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
 
 
 def _limits(algorithms: Any, fast: bool = False) -> dict[str, Any]:

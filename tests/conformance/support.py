@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from ftspec.conformance.core.profiles import profile
+from ftspec.conformance.running.config import RunConfig
 from ftspec.conformance.running.runner import RunResult, Runner
 from ftspec.impls.api import Implementation
 from ftspec.tools.zoo import build, mutant
@@ -18,8 +18,7 @@ def run(plugins: Sequence[tuple[str, Implementation]], algorithms: Sequence[str]
     default, since these tests ask whether and how a cell fails (tests/conformance/test_distinct.py
     tests the further search). ``refusals``: check that the plugin refuses what the spec refuses
     (Runner.refusals)."""
-    runner = Runner(plugins, profile=profile("default"), seed=seed, case_dir=tmp_path / "cases",
-                    examples=examples, call_timeout=timeout)
+    runner = Runner(plugins, RunConfig(seed=seed, case_dir=tmp_path / "cases", examples=examples, call_timeout=timeout))
     runner.distinct_failures = distinct
     runner.refusals = refusals
     return runner.run(algorithms, dtypes)

@@ -13,10 +13,10 @@ from ftspec.conformance.core.blocks import block_size, value_sets
 from ftspec.conformance.core.case import Case
 from ftspec.conformance.core.dtypes import round_to
 from ftspec.conformance.core.execute import Member, examine
-from ftspec.conformance.core.profiles import profile
 from ftspec.conformance.core.rounding import Lanes, MonteCarloNumbers
 from ftspec.conformance.core.tolerances import Reference, reference, references
 from ftspec.conformance.running import runner as runner_module
+from ftspec.conformance.running.config import RunConfig
 from ftspec.conformance.running.runner import Runner
 from ftspec.impls.discovery import load
 from ftspec.spec import SpecError
@@ -125,9 +125,7 @@ def test_largest_takes_each_value_sets_own_maximum():
 
 
 def _runner(tmp_path, block: int, examples: int, plugin=NUMPY, label="numpy", seed=0) -> Runner:
-    r = Runner([(label, plugin)], profile=profile("default"), seed=seed, case_dir=tmp_path / "cases",
-               examples=examples)
-    r.block = block
+    r = Runner([(label, plugin)], RunConfig(seed=seed, case_dir=tmp_path / "cases", examples=examples, block=block))
     r.distinct_failures = 0
     return r
 

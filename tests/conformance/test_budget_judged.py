@@ -26,6 +26,7 @@ import json
 import pytest
 
 from ftspec.conformance.core.profiles import profile
+from ftspec.conformance.running.config import RunConfig
 from ftspec.conformance.running.runner import Runner
 from ftspec.conformance.running.wire import cell_from_plain, cell_to_plain
 from ftspec.conformance.session import certify
@@ -47,8 +48,7 @@ BUDGET = 25
 
 def _search(plugin, algorithm: str, seed: int, tmp_path, examples: int = MINIMUM):
     """One uncapped search of ``algorithm`` at float64 asking for ``examples``: (its cell, its result)."""
-    runner = Runner([(plugin.name, plugin)], profile=profile("default"), seed=seed, case_dir=tmp_path,
-                    examples=examples, seconds=None)
+    runner = Runner([(plugin.name, plugin)], RunConfig(seed=seed, case_dir=tmp_path, examples=examples))
     runner.distinct_failures = 0
     result = runner.run([algorithm], ["float64"])
     (cell,) = result.cells
@@ -73,8 +73,7 @@ def test_a_search_that_examined_every_case_says_so(tmp_path):
     mask = dataclasses.replace(NUMPY, name="mask-paper", variants=[PAPER],
                                algorithms={"unidirectional_mask": NUMPY.algorithms["unidirectional_mask"]})
     length = resolve_budget("quick", REGISTRY["unidirectional_mask"]).length
-    runner = Runner([(mask.name, mask)], profile=profile("quick"), seed=0, case_dir=tmp_path, examples=100,
-                    seconds=None)
+    runner = Runner([(mask.name, mask)], RunConfig(profile="quick", seed=0, case_dir=tmp_path, examples=100))
     (cell,) = runner.run(["unidirectional_mask"], ["float64"]).cells
     assert cell.status == "pass"
     assert cell.examples == cell.exhausted == length * length

@@ -29,7 +29,6 @@ from ftspec.conformance.session.certificate import (
     LIMITS,
     REPRODUCE_LIMITS,
     CertificateError,
-    _examples_run,
     consistency,
     content_hash,
     load,
@@ -37,6 +36,7 @@ from ftspec.conformance.session.certificate import (
     render_markdown,
     verify,
 )
+from ftspec.conformance.session.certificate.derived import examples_run
 from ftspec.conformance.session.commands import Settings, certify, reproduce
 from ftspec.tools.cli import main
 
@@ -328,12 +328,54 @@ def test_more_rows_than_a_certificate_can_have_are_refused(issued, tmp_path, cap
      "each k must be an integer"),
     (lambda d: d["subject"].update(limits={"layer_norm": {"multiple_of": [["d_e", 2]]}}), "multiple_of must be"),
     (lambda d: d["subject"].update(limits={"layer_norm": {"parity": {"d_e": 2}}}), "unknown fields 'parity'"),
+    # a list or an object where a name is looked up (unhashable) is refused like any wrong name
+    (lambda d: d["results"][0].update(algorithm=["layer_norm"]),
+     "field results[0].algorithm must be a registry algorithm name, got ['layer_norm']"),
+    (lambda d: d["run"].update(profile={"quick": 1}), "field run.profile must be one of"),
 ])
 def test_malformed_fields_are_one_line_refusals(issued, tmp_path, capsys, edit, needle):
     doc = copy.deepcopy(issued)
     edit(doc)
     _refused_by_verify(capsys, _write(tmp_path, _rehashed(doc)), needle)
     assert consistency(_rehashed(doc))  # the library says so too, without raising
+
+
+def test_the_first_bad_field_in_the_schemas_order_is_the_one_named(issued, tmp_path, capsys):
+    """Fields are read in the order of the schema's table, the rows of an array one after another:
+    a bad field of the first row is named before a bad field of the second, whichever was edited
+    first, and a row that is not an object before any row's fields."""
+    doc = copy.deepcopy(issued)
+    doc["results"][1]["status"] = "passed"
+    doc["results"][0]["examples"] = -1
+    _refused_by_verify(capsys, _write(tmp_path, _rehashed(doc)), "field results[0].examples")
+    doc["results"].append("not a cell")
+    _refused_by_verify(capsys, _write(tmp_path, _rehashed(doc)), f"field results[{len(doc['results']) - 1}] must be")
+
+
+def test_the_schema_names_the_fields_a_built_certificate_writes(issued):
+    """Every field of the schema's table is one ``build`` writes (a field renamed on one side only
+    would leave the other reading nothing), and the table accepts what ``build`` writes."""
+    from ftspec.conformance.session.certificate import schema
+
+    missing: list[str] = []
+
+    def walk(kind, value, where):
+        fields = kind.fields if isinstance(kind, (schema.Obj, schema.Rows)) else ()
+        items = value if isinstance(kind, schema.Rows) else [value]
+        for item in items:
+            for f in fields:
+                if isinstance(f, schema.Field):
+                    if f.key not in item:
+                        missing.append(f"{where}.{f.key}")
+                    else:
+                        walk(f.kind, item[f.key], f"{where}.{f.key}")
+        if isinstance(kind, schema.Entries):
+            for key, item in value.items():
+                walk(kind.value, item, f"{where}.{key}")
+
+    walk(schema.CERTIFICATE, issued, "")
+    assert not missing, sorted(set(missing))
+    assert schema.check(issued)["variants"] is not None  # the records' readers ran and kept what they read
 
 
 def _pass_with_ratio(doc: dict, ratio) -> None:
@@ -380,7 +422,7 @@ def _forged_pass(failing: dict) -> dict:
     for name, summary in doc["algorithms"].items():
         summary.update(verdict="pass", worst_ratio=0.5,
                        examples=sum(c["examples"] for c in cells if c["algorithm"] == name))
-    doc["run"]["examples_run"] = json.loads(json.dumps(_examples_run(cells)))
+    doc["run"]["examples_run"] = json.loads(json.dumps(examples_run(cells)))
     doc["selection"]["fixtures"] = "all"
     doc["selection"]["narrowed"] = []
     doc["run"]["fixture_selection"] = "all"

@@ -30,12 +30,11 @@ from .support import run
 def run_mutant(mutant_id, algorithms, dtypes, tmp_path, *, examples, refusals=True):
     """support.run_mutant with the distinct-failure search off: these tests read the first failure
     (tests/conformance/test_distinct.py tests the rest); ``refusals``: Runner.refusals."""
-    from ftspec.conformance.core.profiles import profile
+    from ftspec.conformance.running.config import RunConfig
     from ftspec.conformance.running.runner import Runner
 
     m = mutant(mutant_id)
-    runner = Runner([(f"mutant:{m.id}", build(m))], profile=profile("default"), seed=0,
-                    case_dir=tmp_path / "cases", examples=examples)
+    runner = Runner([(f"mutant:{m.id}", build(m))], RunConfig(seed=0, case_dir=tmp_path / "cases", examples=examples))
     runner.distinct_failures = 0
     runner.refusals = refusals
     return runner.run(algorithms, dtypes)

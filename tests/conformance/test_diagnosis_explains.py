@@ -106,13 +106,12 @@ def test_an_output_computed_at_a_lower_precision_is_named(name):
 def test_the_worst_example_is_shown_beside_the_shrunk_one(tmp_path):
     """A missing score scale fails by 1e11 tolerances on the shrunk case and by far more on larger
     ones: the report names the cell's worst example, with a case file that replays."""
-    from ftspec.conformance.core.profiles import profile
+    from ftspec.conformance.running.config import RunConfig
     from ftspec.conformance.running.runner import Runner
     from ftspec.tools.zoo import build, mutant
 
     m = mutant("scale-missing")
-    runner = Runner([(f"mutant:{m.id}", build(m))], profile=profile("default"), seed=0, case_dir=tmp_path,
-                    examples=30)
+    runner = Runner([(f"mutant:{m.id}", build(m))], RunConfig(seed=0, case_dir=tmp_path, examples=30))
     runner.distinct_failures = 0
     (cell,) = [c for c in runner.run(["attention"], ["float64"]).cells if c.algorithm == "attention"]
     assert cell.failure is not None and cell.failure.check == "spec"

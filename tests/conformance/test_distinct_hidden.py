@@ -69,7 +69,7 @@ def _implementation(name: str, bugs: list[tuple[Any, tuple[str, ...]]]) -> tuple
     return f"mutant:{name}", build(Mutant(name, f"two bugs: {name}", breaks, combine(*bugs)))
 
 
-#: a divergence record's place, by kind of code (written from divergence.py's documented labels)
+#: a divergence record's place, by kind of code (written from divergence's documented labels)
 _SUBLAYER_KIND = {"residual": "residual", "self-attention": "attention", "cross-attention": "attention",
                   "MLP": "MLP", "MLP activation": "MLP", "norm": "norm"}
 

@@ -1,4 +1,4 @@
-"""First divergence inside a model (conformance/forensics/divergence.py).
+"""First divergence inside a model (conformance/forensics/divergence/).
 
 The spec's intermediate values are computed by calling the spec's layer functions in sequence;
 that sequence must reproduce the spec's own output exactly (float64, the same operations in the
@@ -154,6 +154,20 @@ def test_a_zoo_bug_is_located_in_its_layer_and_sublayer(m_id, algorithm, variant
     assert d.lines()[0].startswith("first divergence: ") and not d.gave_up
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("m_id,algorithm,where", [("final-norm-missing", "d_transformer", "final norm"),
+                                                  ("bert-head-relu", "e_transformer", "head")])
+def test_a_norm_without_gamma_leaves_the_place_open_never_wrong(m_id, algorithm, where):
+    """Norms without γ (affine=none) cannot be cut: the walk once named the first place after the
+    embedding (the unembedding, the embedding) for a bug in the final norm or the head. The case
+    cannot tell where on the path: the right place is among the candidates, no other is named."""
+    d = _locate(m_id, algorithm, PAPER.replace(affine="none"))
+    named = expected_matches(where, d.to_dict())
+    open_with_it = not d.where and any(c == where or c.startswith(where + "/") for c in d.candidates)
+    assert named or open_with_it, (m_id, d.label(), d.candidates, d.detail)
+    assert d.where in ("", where), (m_id, d.label(), d.detail)
+
+
 def test_a_failing_layer_entry_is_located_inside_itself():
     d = _locate("epsilon-added", "gpt2_layer")
     assert (d.where, d.sublayer) == ("layer", "norm")
@@ -278,7 +292,8 @@ def test_a_one_layer_mlp_is_silenced_and_located(depth):
     an activation changed in the MLP is located there, the correct implementation nowhere."""
     import dataclasses
 
-    from ftspec.conformance.forensics.divergence import _blocks, _silenced
+    from ftspec.conformance.forensics.divergence.ablations import _silenced
+    from ftspec.conformance.forensics.divergence.walk import _blocks
 
     variant = PAPER.replace(mlp="one_layer", mlp_depth=depth)
     c = _case("gpt2_layer", variant)

@@ -1,4 +1,4 @@
-"""First divergence names the right component of a whole model (conformance/forensics/divergence.py).
+"""First divergence names the right component of a whole model (conformance/forensics/divergence/).
 
 One bug is injected per component per model into the bundled NumPy plugin with the zoo's
 source-edit machinery (tools/zoo/injection.py: the plugin's own helper is edited, every entry

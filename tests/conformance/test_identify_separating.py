@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from ftspec.conformance.core.case import Case
-from ftspec.conformance.forensics.identify import (Observation, Verdict, search, separates, separating_hyper)
+from ftspec.conformance.forensics.identify import (Observation, Fit, search, separates, separating_hyper)
 from ftspec.conformance.session import identify
 from ftspec.impls.api import Limits
 from ftspec.impls.discovery import load
@@ -95,13 +95,13 @@ def test_separating_sizes_are_chosen_on_purpose():
 
 
 def test_separation_needs_disjoint_intervals():
-    near = Verdict(True, 0.5, {"Y": np.array([1.0])}, allowance={"Y": np.array([0.1])})
-    close = Verdict(False, 2.0, {"Y": np.array([1.15])}, allowance={"Y": np.array([0.1])})
-    far = Verdict(False, 30.0, {"Y": np.array([1.5])}, allowance={"Y": np.array([0.1])})
+    near = Fit(True, 0.5, {"Y": np.array([1.0])}, allowance={"Y": np.array([0.1])})
+    close = Fit(False, 2.0, {"Y": np.array([1.15])}, allowance={"Y": np.array([0.1])})
+    far = Fit(False, 30.0, {"Y": np.array([1.5])}, allowance={"Y": np.array([0.1])})
     assert not separates(near, close) and separates(near, far)
-    refused = Verdict(False, math.inf, None, "refused", refused=True)
+    refused = Fit(False, math.inf, None, "refused", refused=True)
     assert separates(near, refused) and not separates(refused, refused)
-    assert not separates(near, Verdict(False, math.nan, None, unknown=True))
+    assert not separates(near, Fit(False, math.nan, None, unknown=True))
 
 
 def test_a_miss_where_no_case_separates_decides_nothing():
@@ -118,7 +118,7 @@ def test_a_miss_where_no_case_separates_decides_nothing():
         def judge(ref, variant, params):
             fits = variant.variance == "biased"
             allowance = {"X_hat": np.full(np.shape(ref.outputs["X_hat"]), width)}
-            return Verdict(fits, 0.5 if fits else 1.5, ref.outputs, allowance=allowance)
+            return Fit(fits, 0.5 if fits else 1.5, ref.outputs, allowance=allowance)
         return judge
 
     unbiased, one_pass = {"variance": "unbiased"}, {"variance": "one_pass"}

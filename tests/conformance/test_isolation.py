@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from ftspec.conformance.running.isolation import IsolatedPool, TaskError, WorkerLost
-from ftspec.conformance.running.parallel import RunSettings, hangs_of, replay_fixtures_parallel, run_parallel
-from ftspec.conformance.core.profiles import profile
+from ftspec.conformance.running.config import RunConfig
+from ftspec.conformance.running.parallel import hangs_of, replay_fixtures_parallel, run_parallel
 from ftspec.conformance.running.runner import Runner
 from ftspec.fixtures import load_manifest
 from ftspec.impls.discovery import load_target
@@ -34,13 +34,14 @@ LINUX = sys.platform.startswith("linux")
 
 RUN = r'''
 import json, sys, time
-from ftspec.conformance.running.parallel import RunSettings, run_parallel
+from ftspec.conformance.running.config import RunConfig
+from ftspec.conformance.running.parallel import run_parallel
 from ftspec.impls.discovery import load_target
 
 def main():
     labels, jobs, timeout, case_dir = sys.argv[1].split(","), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
     plugins = [(label, load_target(label)) for label in labels]
-    settings = RunSettings(tuple(labels), "default", seed=1, case_dir=case_dir, examples=3, call_timeout=timeout)
+    settings = RunConfig(tuple(labels), "default", seed=1, case_dir=case_dir, examples=3, call_timeout=timeout)
     started = time.monotonic()
     result = run_parallel(settings, plugins, jobs=jobs, algorithms=["layer_norm", "rms_norm"], dtypes=["float32"])
     cells = [{"algorithm": c.algorithm, "impl": c.impl, "status": c.status, "examples": c.examples,
@@ -69,7 +70,7 @@ def _by(cells: list[dict]) -> dict[tuple[str, str], dict]:
 
 def test_sys_exit_in_a_call_is_a_failed_verdict_in_process_too(tmp_path):
     plugins = [(mp.label(n), load_target(mp.label(n))) for n in ("sys_exit", "good")]
-    result = Runner(plugins, profile=profile("default"), seed=1, case_dir=tmp_path, examples=3).run(
+    result = Runner(plugins, RunConfig(seed=1, case_dir=tmp_path, examples=3)).run(
         ["layer_norm", "rms_norm"], ["float32"])
     cells = {(c.algorithm, c.impl.rsplit(":", 1)[1]): c for c in result.cells}
     bad = cells[("layer_norm", "sys_exit")]
@@ -205,18 +206,19 @@ def test_a_hung_algorithm_pays_its_timeout_once_in_the_fixture_replay(tmp_path):
     cases = [(r["id"], r["algorithm"]) for r in records]
     assert len(cases) > 16  # more than one chunk: the hang must not be paid again per chunk
     label = mp.label("sleeps")
-    results = replay_fixtures_parallel([label], jobs=1, cases=cases, dtypes=["float64"], timeout=0.3)
+    results = replay_fixtures_parallel(RunConfig((label,), dtypes=("float64",), call_timeout=0.3), cases)
     assert len(results) == len(cases) and not any(r.ok for r in results)
     waited = [r for r in results if "no result after" in r.message and "not called" not in r.message]
     assert len(waited) == 1, [r.message for r in results]
     # given the search's hangs, the replay waits for none
     plugins = [(label, load_target(label))]
-    search = run_parallel(RunSettings((label,), "default", seed=1, examples=2, call_timeout=0.3,
-                                      case_dir=str(tmp_path)), plugins, jobs=1,
+    search = run_parallel(RunConfig((label,), "default", seed=1, examples=2, call_timeout=0.3,
+                                    case_dir=str(tmp_path)), plugins, jobs=1,
                           algorithms=["layer_norm"], dtypes=["float64"])
     hangs = hangs_of(search)
     assert [h[:4] for h in hangs] == [[label, "layer_norm", "cpu", "timeout"]]
-    again = replay_fixtures_parallel([label], jobs=1, cases=cases[:3], dtypes=["float64"], timeout=0.3, hangs=hangs)
+    again = replay_fixtures_parallel(RunConfig((label,), dtypes=("float64",), call_timeout=0.3), cases[:3],
+                                     hangs=hangs)
     assert "not called: an earlier call hung in the search" in again[0].message
     assert not any("no result after" in r.message and "not called" not in r.message for r in again)
 
@@ -225,7 +227,7 @@ def test_an_excluded_implementation_is_not_called_again(tmp_path):
     """An extra round (session._extend) leaves out what hung: no second wait for the hang."""
     labels = [mp.label("gil_hang"), mp.label("good")]
     plugins = [(label, load_target(label)) for label in labels]
-    settings = RunSettings(tuple(labels), "default", seed=1, case_dir=str(tmp_path), examples=3, call_timeout=60)
+    settings = RunConfig(tuple(labels), "default", seed=1, case_dir=str(tmp_path), examples=3, call_timeout=60)
     result = run_parallel(settings, plugins, jobs=1, algorithms=["layer_norm"], dtypes=["float32"],
                           exclude=[(mp.label("gil_hang"), "layer_norm", "float32")])
     cells = {c.impl: c for c in result.cells}
@@ -237,7 +239,8 @@ def test_an_excluded_implementation_is_not_called_again(tmp_path):
 def test_the_fixture_replay_survives_a_gil_holding_hang():
     records = [r for r in load_manifest()["cases"] if r["algorithm"] in ("layer_norm", "rms_norm")]
     cases = [(r["id"], r["algorithm"]) for r in records]
-    results = replay_fixtures_parallel([mp.label("gil_hang")], jobs=1, cases=cases, dtypes=["float64"], timeout=0.3)
+    results = replay_fixtures_parallel(RunConfig((mp.label("gil_hang"),), dtypes=("float64",), call_timeout=0.3),
+                                       cases)
     by = {}
     for r in results:
         by.setdefault(r.algorithm, []).append(r)

@@ -17,7 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ftspec.conformance.session.certificate import _fixtures_outside, render_markdown
+from ftspec.conformance.session.certificate import render_markdown
+from ftspec.conformance.session.certificate.building import fixtures_outside
 from ftspec.conformance.core.execute import Member
 from ftspec.conformance.running.fixture_replay import replay_fixtures
 from ftspec.conformance.running.runner import Runner
@@ -162,7 +163,7 @@ def test_fixtures_outside_the_limits_are_skipped_and_counted():
                                                                limits=Limits()))],
                                 algorithms=["mh_attention"], dtypes=["float64"])
     assert all(r.ok for r in results), [r.message for r in results if not r.ok]
-    outside = _fixtures_outside(impl, ["mh_attention"], "all")
+    outside = fixtures_outside(impl, ["mh_attention"], "all")
     assert outside > 0 and len(results) + outside == len(unlimited)
 
 
@@ -338,10 +339,11 @@ def test_identify_designs_its_case_within_the_new_limits():
 
 
 def test_certificate_limits_record_and_describe_the_new_kinds():
-    from ftspec.conformance.session.certificate import _describe_limits, _limits
+    from ftspec.conformance.session.certificate.building import declared_limits
+    from ftspec.conformance.session.certificate.rendering import describe_limits
 
-    recorded = json.loads(json.dumps(_limits(_gpt_codebase(FOUR), ["gpt2_layer"])))
+    recorded = json.loads(json.dumps(declared_limits(_gpt_codebase(FOUR), ["gpt2_layer"])))
     assert recorded["gpt2_layer"]["equal"][-1] == ["d_mlp", "4*d_e"]
     assert recorded["gpt2_layer"]["multiple_of"] == {"d_e": 2}
-    assert _describe_limits(recorded, 0).startswith(
+    assert describe_limits(recorded, 0).startswith(
         "gpt2_layer: d_attn = d_mid, d_e = H*d_attn, d_mlp = 4*d_e, d_e a multiple of 2 (only cases")

@@ -18,9 +18,9 @@ import pytest
 from ftspec.conformance.core.calling import Prepared
 from ftspec.conformance.core.case import Case
 from ftspec.conformance.core.dtypes import FORMATS, round_to
-from ftspec.conformance.core.profiles import profile
 from ftspec.conformance.core.tolerances import reference
 from ftspec.conformance.core.values import build, default_hyper, subnormal_range
+from ftspec.conformance.running.config import RunConfig
 from ftspec.conformance.running.runner import Runner
 from ftspec.conformance.session import separation
 from ftspec.impls.numpy import implementation as numpy_impl
@@ -88,7 +88,7 @@ def test_a_search_catches_llamas_wrong_epsilon_at_float16_early():
     fn = numpy_impl.algorithms["rms_norm"]
     wrong = dataclasses.replace(numpy_impl, variants=[llama], algorithms={
         "rms_norm": lambda i, p, ctx: fn(i, p, dataclasses.replace(ctx, variant=llama.replace(epsilon=1e-5)))})
-    runner = Runner([("claim", wrong)], profile=profile("default"), seed=0, examples=24, call_timeout=20)
+    runner = Runner([("claim", wrong)], RunConfig(seed=0, examples=24, call_timeout=20))
     runner.distinct_failures = 0
     runner.record_failure = lambda cell, *a, **k: setattr(cell, "status", "fail")  # type: ignore[method-assign]
     cell = runner.run(["rms_norm"], ["float16"]).cells[0]
@@ -118,7 +118,7 @@ def test_a_correct_plugin_passes_a_search_of_subnormal_outputs(monkeypatch, name
     shown = _cases.available_styles
     monkeypatch.setattr(_cases, "available_styles", lambda *a, **k: ("subnormal",) if "subnormal" in shown(*a, **k)
                         else ())
-    runner = Runner([("numpy", numpy_impl)], profile=profile("default"), seed=0, examples=24, call_timeout=20)
+    runner = Runner([("numpy", numpy_impl)], RunConfig(seed=0, examples=24, call_timeout=20))
     runner.distinct_failures = 0
     cell = runner.run([name], [dtype]).cells[0]
     assert cell.status == "pass" and cell.examples >= 24, (cell.status, cell.examples, cell.failure)

@@ -19,8 +19,8 @@ import pytest
 
 from ftspec.conformance.running import parallel
 from ftspec.conformance.running.fixture_replay import replay_fixtures, sample_cases
-from ftspec.conformance.running.parallel import RunSettings, replay_fixtures_parallel, run_parallel
-from ftspec.conformance.core.profiles import profile
+from ftspec.conformance.running.config import RunConfig
+from ftspec.conformance.running.parallel import replay_fixtures_parallel, run_parallel
 from ftspec.conformance.running.runner import Runner
 from ftspec.fixtures import load_manifest
 from ftspec.impls.discovery import load_target
@@ -36,8 +36,8 @@ def _module(tmp_path: Path, monkeypatch, name: str, extra: str) -> str:
     return f"{name}:implementation"
 
 
-def _settings(labels, tmp_path, examples=6) -> RunSettings:
-    return RunSettings(tuple(labels), "default", seed=3, case_dir=str(tmp_path / "cases"), examples=examples)
+def _settings(labels, tmp_path, examples=6) -> RunConfig:
+    return RunConfig(tuple(labels), "default", seed=3, case_dir=str(tmp_path / "cases"), examples=examples)
 
 
 def _summary(result):
@@ -47,8 +47,7 @@ def _summary(result):
 def test_the_parallel_run_is_the_serial_run(tmp_path):
     plugins = [("numpy", load_target("numpy"))]
     algorithms, dtypes = ["layer_norm", "attention", "embedding"], ["float64", "float32"]
-    serial = Runner(plugins, profile=profile("default"), seed=3, case_dir=tmp_path / "s",
-                    examples=6).run(algorithms, dtypes)
+    serial = Runner(plugins, RunConfig(seed=3, case_dir=tmp_path / "s", examples=6)).run(algorithms, dtypes)
     parallel = run_parallel(_settings(["numpy"], tmp_path), plugins, jobs=2, algorithms=algorithms, dtypes=dtypes)
     assert _summary(parallel) == _summary(serial)
     assert parallel.generated == serial.generated and parallel.ok
@@ -110,8 +109,8 @@ def layer_norm(inputs, params, ctx):
 implementation.algorithms["layer_norm"] = layer_norm
 """)
     plugins = [(label, load_target(label))]
-    settings = RunSettings((label,), "default", seed=3, case_dir=str(tmp_path / "cases"), examples=6,
-                           call_timeout=2.0)
+    settings = RunConfig((label,), "default", seed=3, case_dir=str(tmp_path / "cases"), examples=6,
+                         call_timeout=2.0)
     started = time.monotonic()
     result = run_parallel(settings, plugins, jobs=2, algorithms=["layer_norm", "rms_norm"], dtypes=["float32"])
     cells = {c.algorithm: c for c in result.cells}
@@ -134,7 +133,7 @@ def test_parallel_fixture_replay_matches_the_serial_one():
     cases = [(r["id"], r["algorithm"]) for r in records]
     plugins = [("numpy", load_target("numpy"))]
     serial = replay_fixtures(plugins, cases={c for c, _ in cases})
-    parallel = replay_fixtures_parallel(["numpy"], jobs=2, cases=cases)
+    parallel = replay_fixtures_parallel(RunConfig(("numpy",), jobs=2), cases)
     key = lambda r: (r.case, r.impl, r.dtype, r.device)  # noqa: E731
     assert sorted((key(r), r.ok, r.ratio) for r in parallel) == sorted((key(r), r.ok, r.ratio) for r in serial)
     assert len(serial) == 2 * len(cases) and all(r.ok for r in serial)

@@ -20,8 +20,8 @@ import pytest
 from ftspec.conformance.core.calling import Prepared
 from ftspec.conformance.core.case import Case
 from ftspec.conformance.core.execute import Member
-from ftspec.conformance.core.profiles import profile
 from ftspec.conformance.core.refusals import REFUSED, RETURNED, check_refusals, expect_refusal
+from ftspec.conformance.running.config import RunConfig
 from ftspec.conformance.running.runner import Runner
 from ftspec.conformance.session.certificate import content_hash, render_markdown, verify
 from ftspec.conformance.session.commands import Settings, certify
@@ -90,8 +90,8 @@ def test_a_search_holds_the_plugin_to_its_declaration():
     raise (the float32 search meets the refusal check after its first passing example)."""
     cells = {}
     for mode in ("nan", "raise"):
-        runner = Runner([(mode, _plugin(newcomers_layer_norm, mode))], profile=profile("quick"), seed=0, examples=10,
-                        call_timeout=20, case_dir=None)
+        runner = Runner([(mode, _plugin(newcomers_layer_norm, mode))],
+                        RunConfig(profile="quick", seed=0, examples=10, call_timeout=20))
         runner.distinct_failures = 0
         runner.record_failure = lambda cell, m, finding, *a, **k: (  # type: ignore[method-assign]
             setattr(cell, "status", "fail"), setattr(cell, "note", f"{finding.check}: {finding.message}"))

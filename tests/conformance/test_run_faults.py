@@ -129,7 +129,8 @@ def test_a_plugin_that_hangs_loading_only_in_a_worker_costs_only_its_own_cells(t
     """Loaded here (and so planned), then hanging while a worker loads it: the search task's worker
     is killed at the load timeout, that plugin's cells become errors, and the search runs again
     without it; the fixture replay leaves it out the same way."""
-    from ftspec.conformance.running.parallel import RunSettings, replay_fixtures_parallel, run_parallel
+    from ftspec.conformance.running.config import RunConfig
+    from ftspec.conformance.running.parallel import replay_fixtures_parallel, run_parallel
     from ftspec.fixtures import load_manifest
     from ftspec.impls.discovery import load_target
 
@@ -138,8 +139,8 @@ def test_a_plugin_that_hangs_loading_only_in_a_worker_costs_only_its_own_cells(t
     labels = [mp.label("load_flagged"), GOOD]
     plugins = [(label, load_target(label)) for label in labels]  # no flag yet: loads here
     flag.touch()  # from now on, loading it hangs (in the workers)
-    settings = RunSettings(tuple(labels), "default", seed=1, case_dir=str(tmp_path / "cases"), examples=3,
-                           call_timeout=2, load_timeout=1)
+    settings = RunConfig(tuple(labels), "default", seed=1, case_dir=str(tmp_path / "cases"), examples=3,
+                         call_timeout=2, load_timeout=1)
     result = run_parallel(settings, plugins, jobs=1, algorithms=["layer_norm"], dtypes=["float64"])
     cells = {c.impl: c for c in result.cells}
     bad = cells[mp.label("load_flagged")]
@@ -148,7 +149,8 @@ def test_a_plugin_that_hangs_loading_only_in_a_worker_costs_only_its_own_cells(t
     assert cells[GOOD].status == "pass" and cells[GOOD].examples == 3
 
     cases = [(r["id"], r["algorithm"]) for r in load_manifest()["cases"] if r["algorithm"] == "layer_norm"][:3]
-    replays = replay_fixtures_parallel(labels, jobs=1, cases=cases, dtypes=["float64"], timeout=2, load_timeout=1)
+    replays = replay_fixtures_parallel(RunConfig(tuple(labels), dtypes=("float64",), call_timeout=2, load_timeout=1),
+                                       cases)
     mine = [r for r in replays if r.impl == mp.label("load_flagged")]
     assert len(mine) == 3 and not any(r.ok for r in mine)
     assert all(r.message.startswith("not replayed: the worker process was killed during loading") for r in mine)

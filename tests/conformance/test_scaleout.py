@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from ftspec.conformance.core import execute
 
 from ftspec.conformance.running import runner as runner_module
-from ftspec.conformance.core.profiles import profile
+from ftspec.conformance.running.config import RunConfig
 from ftspec.conformance.running.runner import BATCH_CHECKS, Runner
 from ftspec.conformance.session.commands import SessionError, Settings
 from ftspec.conformance.core.strategies import cases
@@ -30,10 +30,11 @@ from ftspec.tools.cli import main
 NUMPY = load_target("numpy")
 
 
-def _runner(plugins, tmp_path, **kw) -> Runner:
-    values = dict(profile=profile("default"), seed=5, case_dir=tmp_path / "cases", examples=20)
+def _runner(plugins, tmp_path, shard=(0, 1), **kw) -> Runner:
+    """A runner of shard k of n (``shard``); ``kw``: ``RunConfig`` fields over this file's defaults."""
+    values = dict(seed=5, case_dir=tmp_path / "cases", examples=20)
     values.update(kw)
-    return Runner(plugins, **values)
+    return Runner(plugins, RunConfig(shards=shard[1], **values), shard=shard[0])
 
 
 def _slow(impl, algorithm: str, pause: float):
@@ -157,15 +158,15 @@ def test_a_search_examines_as_many_examples_as_it_was_asked_for(tmp_path):
     """Repeats send a search into further rounds; each later round first draws Hypothesis's
     minimal case again, a repeat, and once ended one example short (a thorough cell at 999 of
     its 1,000 minimum was inconclusive)."""
-    r = Runner([("numpy", NUMPY)], profile=profile("thorough"), seed=1, case_dir=tmp_path / "cases",
-               examples=30, block=1)  # one example per draw: repeats are rarer with blocks
+    r = Runner([("numpy", NUMPY)], RunConfig(profile="thorough", seed=1, case_dir=tmp_path / "cases", examples=30,
+                                                   block=1))  # one example per draw: repeats are rarer with blocks
     result = r.run(["e_training"], ["float32"])
     (cell,) = result.cells
     assert result.repeated[("e_training", "float32")] > 0, "no repeats: the test proves nothing"
     assert cell.examples == result.generated[("e_training", "float32")] == 30
     # in blocks, the last one cut to what is left: 30 again, not a multiple of the block
-    blocks = Runner([("numpy", NUMPY)], profile=profile("thorough"), seed=1, case_dir=tmp_path / "cases",
-                    examples=130, block=4).run(["layer_norm"], ["float32"])
+    blocks = Runner([("numpy", NUMPY)], RunConfig(profile="thorough", seed=1, case_dir=tmp_path / "cases", examples=130,
+                                                        block=4)).run(["layer_norm"], ["float32"])
     assert [c.examples for c in blocks.cells] == [130] == [blocks.generated[("layer_norm", "float32")]]
 
 
@@ -213,7 +214,7 @@ def test_the_same_seed_gives_the_same_cases_whatever_modules_are_loaded(tmp_path
 
 def test_a_bad_shard_is_refused():
     with pytest.raises(ValueError, match="shard"):
-        Runner([("numpy", NUMPY)], profile=profile("quick"), shard=(2, 2))
+        Runner([("numpy", NUMPY)], RunConfig(profile="quick", shards=2), shard=2)
 
 
 # -- the executor: Dask ------------------------------------------------------------------------
@@ -227,9 +228,9 @@ def _plain_only(value) -> bool:
 
 
 def test_a_worker_result_is_plain_values(tmp_path):
-    from ftspec.conformance.running.parallel import RunSettings, _search_task
+    from ftspec.conformance.running.parallel import _search_task
 
-    settings = dataclasses.asdict(RunSettings(("numpy",), "default", seed=5, case_dir=str(tmp_path), examples=4))
+    settings = dataclasses.asdict(RunConfig(("numpy",), "default", seed=5, case_dir=str(tmp_path), examples=4))
     raw = _search_task(settings, "layer_norm", "float64")
     assert isinstance(raw, str)
     values = json.loads(raw)
@@ -269,7 +270,7 @@ def test_a_crash_in_one_shard_fails_only_its_implementation(tmp_path, monkeypatc
     (check ``crash``); each shard runs again without it, so NumPy's cell has both shards."""
     from pathlib import Path
 
-    from ftspec.conformance.running.parallel import RunSettings, run_parallel
+    from ftspec.conformance.running.parallel import run_parallel
 
     example = Path(__file__).resolve().parents[2] / "examples" / "minimal_plugin" / "ftspec_example" / "__init__.py"
     (tmp_path / "ends_itself.py").write_text(example.read_text() + """
@@ -284,8 +285,8 @@ implementation.algorithms["layer_norm"] = layer_norm
     monkeypatch.syspath_prepend(str(tmp_path))
     label = "ends_itself:implementation"
     plugins = [(label, load_target(label)), ("numpy", NUMPY)]
-    settings = RunSettings((label, "numpy"), "default", seed=5, case_dir=str(tmp_path / "cases"), examples=6,
-                           shards=2)
+    settings = RunConfig((label, "numpy"), "default", seed=5, case_dir=str(tmp_path / "cases"), examples=6,
+                         shards=2)
     result = run_parallel(settings, plugins, jobs=1, algorithms=["layer_norm"], dtypes=["float64"])
     by = {c.impl: c for c in result.cells if c.algorithm == "layer_norm"}
     failure = by[label].failure

@@ -16,9 +16,9 @@ import json
 import pytest
 
 from ftspec.conformance.core.case import Case
-from ftspec.conformance.core.profiles import profile
 from ftspec.conformance.core.strategies import _cases
 from ftspec.conformance.running import results
+from ftspec.conformance.running.config import RunConfig
 from ftspec.conformance.running.runner import Runner
 from ftspec.conformance.running.wire import cell_from_plain, cell_to_plain
 from ftspec.conformance.session.commands import Settings, certify
@@ -103,7 +103,7 @@ def test_the_sample_is_bounded_spread_over_the_run_and_merges_as_one():
 
 
 def test_the_sample_travels_from_a_worker_and_only_a_certifying_run_keeps_one():
-    runner = Runner([("numpy", numpy_impl)], profile=profile("quick"), seed=0, examples=12)
+    runner = Runner([("numpy", numpy_impl)], RunConfig(profile="quick", seed=0, examples=12))
     plain = runner.run(["layer_norm"], ["float16"]).cells[0]
     assert plain.status == "pass" and plain.sample == []
     runner.keep_passing = True
@@ -117,6 +117,6 @@ def test_the_sample_travels_from_a_worker_and_only_a_certifying_run_keeps_one():
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_full_precision_cells_keep_no_sample(dtype):
-    runner = Runner([("numpy", numpy_impl)], profile=profile("quick"), seed=0, examples=6)
+    runner = Runner([("numpy", numpy_impl)], RunConfig(profile="quick", seed=0, examples=6))
     runner.keep_passing = True
     assert runner.run(["layer_norm"], [dtype]).cells[0].sample == []

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import Phase, given, seed, settings
 
 from ftspec.conformance.core.case import Case
-from ftspec.conformance.core.profiles import profile
 from ftspec.conformance.core.strategies import cases
+from ftspec.conformance.running.config import RunConfig
 from ftspec.conformance.running.runner import Runner
 from ftspec.impls.numpy import implementation as numpy_impl
 from ftspec.spec.variants import PAPER
@@ -80,7 +80,7 @@ def test_the_smallest_sizes_are_still_drawn():
 
 
 def _first_failure(impl, algorithm: str) -> int:
-    runner = Runner([("m", impl)], profile=profile("default"), seed=0, examples=16, call_timeout=20)
+    runner = Runner([("m", impl)], RunConfig(seed=0, examples=16, call_timeout=20))
     runner.distinct_failures = 0
     runner.record_failure = lambda cell, *a, **k: setattr(cell, "status", "fail")  # type: ignore[method-assign]
     cell = runner.run([algorithm], ["float64"]).cells[0]
@@ -101,7 +101,7 @@ def test_a_bug_seen_only_at_order_is_caught_at_the_first_example(mutant_id, algo
 
 
 def test_a_correct_plugin_passes_the_structural_first_examples():
-    runner = Runner([("numpy", numpy_impl)], profile=profile("default"), seed=0, examples=16, call_timeout=20)
+    runner = Runner([("numpy", numpy_impl)], RunConfig(seed=0, examples=16, call_timeout=20))
     cell = runner.run(["padded_causal_self_attention"], ["float64"]).cells[0]
     assert cell.status == "pass" and cell.examples >= 16
 

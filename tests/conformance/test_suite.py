@@ -48,17 +48,17 @@ def searched_by(plugins: list[tuple[str, Any]], algorithm: str, dtype: str) -> l
 def ftspec_runner_factory(pytestconfig: pytest.Config, ftspec_plugins, request: pytest.FixtureRequest) -> Any:
     """The plugin's runner factory with ``SUITE_SECONDS`` per search, unless a profile is named, over
     the plugins that search this test's cell (``searched_by``)."""
-    from ftspec.conformance.core.profiles import profile
+    from ftspec.conformance.running.config import RunConfig
     from ftspec.conformance.running.runner import Runner
 
     chosen = pytestconfig.getoption("--ftspec-profile")
-    seconds = SUITE_SECONDS if chosen == "quick" else profile(chosen).seconds
+    seconds = SUITE_SECONDS if chosen == "quick" else None  # None: the profile's
     cell = request.node.callspec.params
     plugins = searched_by(ftspec_plugins, cell["algorithm"], cell["dtype"])
 
     def make(case_dir: Any, **kw: Any) -> Runner:
-        return Runner(plugins, profile=profile(chosen), seed=pytestconfig.getoption("--ftspec-seed"),
-                      case_dir=case_dir, seconds=seconds, **kw)
+        return Runner(plugins, RunConfig(profile=chosen, seed=pytestconfig.getoption("--ftspec-seed"),
+                                         case_dir=case_dir, seconds=seconds, **kw))
 
     return make
 

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings, strategies as 
 from hypothesis.internal.conjecture import optimiser
 
 from ftspec.conformance.core.interrupts import held_interrupt
-from ftspec.conformance.core.profiles import profile
+from ftspec.conformance.running.config import NO_CAP, RunConfig
 from ftspec.conformance.running.runner import Runner
 from ftspec.conformance.session.commands import Settings, run
 from ftspec.conformance.core.timecap import TimeCap, TimeUp
@@ -129,8 +129,8 @@ def test_a_search_stuck_in_hill_climbing_ends_at_its_cap(tmp_path, monkeypatch):
         _spin(SPIN_S)
 
     monkeypatch.setattr(optimiser.Optimiser, "hill_climb", runaway)
-    run = Runner([("numpy", load_target("numpy"))], profile=profile("default"), seed=3,
-                 case_dir=tmp_path / "cases", examples=40, seconds=1.0, block=1)  # a draw per example
+    config = RunConfig(seed=3, case_dir=tmp_path / "cases", examples=40, seconds=1.0, block=1)  # a draw per example
+    run = Runner([("numpy", load_target("numpy"))], config)
     start = time.monotonic()
     result = run.run(["layer_norm"], ["float64"])
     elapsed = time.monotonic() - start
@@ -145,12 +145,12 @@ def test_a_cap_that_never_binds_changes_no_case(tmp_path):
     """The cap's strategy wrapper and watchdog draw nothing: with or without a cap (one that
     never binds) the same seed examines the same cases."""
     def digest(seconds: float) -> tuple[int, str]:
-        run = Runner([("numpy", load_target("numpy"))], profile=profile("default"), seed=11,
-                     case_dir=tmp_path / "cases", examples=12, seconds=seconds)
+        run = Runner([("numpy", load_target("numpy"))],
+                     RunConfig(seed=11, case_dir=tmp_path / "cases", examples=12, seconds=seconds))
         (cell,) = run.run(["mh_attention"], ["float32"]).cells
         return cell.examples, cell.cases_digest
 
-    capped, uncapped = digest(3600.0), digest(0.0)
+    capped, uncapped = digest(3600.0), digest(NO_CAP)
     assert capped == uncapped and capped[0] > 0
 
 

@@ -18,6 +18,7 @@ import pytest
 from ftspec.conformance.core.intermediates import MAX_SIZE, MAX_WORK, check_sizes, work
 from ftspec.conformance.core.profiles import profile
 from ftspec.conformance.running.interruption import SearchesInterrupted, search_here
+from ftspec.conformance.running.config import RunConfig
 from ftspec.conformance.running.runner import Runner
 from ftspec.conformance.session import phases
 from ftspec.conformance.session.certificate import CertificateError, content_hash
@@ -133,7 +134,7 @@ def test_an_in_process_interruption_keeps_every_planned_search(here):
     import importlib
 
     impl = importlib.import_module("cli_example").implementation
-    runner = Runner([("cli_example", impl)], profile=profile("quick"), seed=0, case_dir=here / "cases", examples=4)
+    runner = Runner([("cli_example", impl)], RunConfig(profile="quick", seed=0, case_dir=here / "cases", examples=4))
     ended: list = []
 
     def progress(event, **info):
@@ -159,7 +160,7 @@ def test_an_extra_rounds_interruption_never_takes_an_earlier_rounds_cell(here):
     import importlib
 
     impl = importlib.import_module("cli_example").implementation
-    runner = Runner([("cli_example", impl)], profile=profile("quick"), seed=0, case_dir=here / "cases", examples=2)
+    runner = Runner([("cli_example", impl)], RunConfig(profile="quick", seed=0, case_dir=here / "cases", examples=2))
     earlier, _ = runner.plan(["rms_norm"], ["float64"])
     ended = list(earlier.cells)  # as if an earlier round had ended this very cell
 

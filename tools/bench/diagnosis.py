@@ -118,7 +118,7 @@ def _run(mutant_id: str, algorithms: Sequence[str], dtypes: Sequence[str], examp
          distinct: int, zoo: str = "first") -> Any:
     import warnings
 
-    from ftspec.conformance.core.profiles import profile
+    from ftspec.conformance.running.config import RunConfig
     from ftspec.conformance.running.runner import Runner
     from ftspec.tools.zoo import build
 
@@ -126,8 +126,7 @@ def _run(mutant_id: str, algorithms: Sequence[str], dtypes: Sequence[str], examp
     m = _mutant(zoo, mutant_id)
     impl = build(m)
     with tempfile.TemporaryDirectory(prefix="ftspec-bench-diag-") as tmp:
-        runner = Runner([(f"mutant:{m.id}", impl)], profile=profile("default"), seed=seed, case_dir=Path(tmp),
-                        examples=examples)
+        runner = Runner([(f"mutant:{m.id}", impl)], RunConfig(seed=seed, case_dir=tmp, examples=examples))
         runner.distinct_failures = distinct
         result = runner.run(list(algorithms), [d for d in dtypes if d in impl.dtypes])
         files = [c.failure.case_file for c in result.cells if c.failure] + \
@@ -160,7 +159,7 @@ def _task(args: tuple) -> dict[str, Any]:
             cells = []
             for c in result.cells:
                 d = c.failure.diagnosis if c.failure else None
-                cells.append({"algorithm": c.algorithm, "dtype": c.dtype, "status": c.status,
+                cells.append({"algorithm": c.algorithm, "dtype": c.dtype, "status": c.status.value,
                               "check": c.failure.check if c.failure else None,
                               "named": _named(d, CONVENTIONS[mutant_id]),
                               "summary": _summary(d), "seconds": (d or {}).get("seconds")})
@@ -174,7 +173,7 @@ def _task(args: tuple) -> dict[str, Any]:
             c = next(x for x in result.cells if x.algorithm == model)
             div = ((c.failure.diagnosis or {}).get("divergence") if c.failure else None) or {}
             got = f"{div.get('where', '')}/{div.get('sublayer', '')}".rstrip("/")
-            return {"kind": kind, "id": mutant_id, "model": model, "want": want, "status": c.status,
+            return {"kind": kind, "id": mutant_id, "model": model, "want": want, "status": c.status.value,
                     "check": c.failure.check if c.failure else None, "got": got,
                     "hit": bool(div) and expected_matches(want, div), "detail": div.get("detail", ""),
                     "locate_seconds": div.get("seconds"), "seconds": time.perf_counter() - started}
@@ -334,21 +333,22 @@ def _changes_text(changes: Mapping[str, Any]) -> str:
 
 def _names_cell(c: Any, want: Optional[Mapping[str, Any]], place: Optional[tuple[str, str]]) -> dict[str, Any]:
     from ftspec.conformance.forensics.divergence import expected_matches
+    from ftspec.conformance.running.results import Status
 
     f = c.failure
     d = f.diagnosis if f else None
-    value = bool(f) and c.status == "fail" and f.check in VALUE_CHECKS
+    value = bool(f) and c.status == Status.FAIL and f.check in VALUE_CHECKS
     want = want if want is None or expressible(c.algorithm, want) else None
     catalogue = want is not None
     cell: dict[str, Any] = {
-        "algorithm": c.algorithm, "dtype": c.dtype, "status": c.status, "check": f.check if f else None,
+        "algorithm": c.algorithm, "dtype": c.dtype, "status": c.status.value, "check": f.check if f else None,
         "class": classify(d, want) if value else None, "diagnosed": d is not None,
         "summary": _summary(d), "ambiguous": bool((d or {}).get("ambiguous")),
         "matches": [_changes_text(m.get("changes") or {}) for m in ((d or {}).get("matches") or [])[:4]],
         "seconds": (d or {}).get("seconds"), "evaluated": (d or {}).get("evaluated"),
         "gave_up": (d or {}).get("gave_up"), "screened": (d or {}).get("screened"), "pairs": (d or {}).get("pairs"),
         "catalogue": catalogue}
-    if place and c.algorithm == place[0] and f is not None and c.status == "fail":
+    if place and c.algorithm == place[0] and f is not None and c.status == Status.FAIL:
         div = (d or {}).get("divergence") or {}
         where = place_for(place[1], f.case.hyper if f.case is not None else None)
         cell["place"] = where or place[1]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import tempfile
 import time
-from pathlib import Path
 from typing import Any, Optional, Sequence
 
 __all__ = ["run_false_failures"]
@@ -31,7 +30,7 @@ def _run(args: tuple) -> dict[str, Any]:
     """One process's share: a Runner over some algorithms (plain dictionaries back)."""
     import warnings
 
-    from ftspec.conformance.core.profiles import profile
+    from ftspec.conformance.running.config import RunConfig
     from ftspec.conformance.running.runner import Runner
     from ftspec.impls.discovery import load
 
@@ -43,11 +42,11 @@ def _run(args: tuple) -> dict[str, Any]:
     plugins = [(name, load(name)) for name in impls]
     cls = AssertCloseRunner if judge == "assert_close" else Runner
     with tempfile.TemporaryDirectory(prefix="ftspec-falsefail-") as scratch:
-        runner = cls(plugins, profile=profile(profile_name), seed=seed, case_dir=Path(scratch), examples=examples)
+        runner = cls(plugins, RunConfig(profile=profile_name, seed=seed, case_dir=scratch, examples=examples))
         result = runner.run(list(algorithms), list(dtypes) if dtypes else None)
     cells = []
     for c in result.cells:
-        rec = {"algorithm": c.algorithm, "impl": c.impl, "device": c.device, "dtype": c.dtype, "status": c.status,
+        rec = {"algorithm": c.algorithm, "impl": c.impl, "device": c.device, "dtype": c.dtype, "status": c.status.value,
                "examples": c.examples, "worst_ratio": c.worst_ratio if c.worst_ratio != float("inf") else "inf",
                "note": c.note[:300]}
         if c.failure is not None:

@@ -21,7 +21,7 @@ import statistics
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -47,7 +47,7 @@ def _case_size(case: Any) -> dict[str, Any]:
 def _cells(result: Any) -> list[dict[str, Any]]:
     out = []
     for c in result.cells:
-        rec: dict[str, Any] = {"algorithm": c.algorithm, "dtype": c.dtype, "status": c.status,
+        rec: dict[str, Any] = {"algorithm": c.algorithm, "dtype": c.dtype, "status": c.status.value,
                                "examples": c.examples, "note": c.note[:300],
                                "first_failure_s": c.first_failure_s,
                                "first_failure_examples": c.first_failure_examples}
@@ -63,7 +63,7 @@ def _cells(result: Any) -> list[dict[str, Any]]:
 
 def run_mutant(mutant_id: str, options: PowerOptions, case_dir: Optional[str] = None) -> dict[str, Any]:
     """Run one mutant (and its baselines); a plain dictionary."""
-    from ftspec.conformance.core.profiles import profile
+    from ftspec.conformance.running.config import RunConfig
     from ftspec.conformance.running.runner import Runner
     from ftspec.tools.zoo import build, mutant
     from ftspec.tools.zoo.injection import active_patches
@@ -81,16 +81,15 @@ def run_mutant(mutant_id: str, options: PowerOptions, case_dir: Optional[str] = 
                               "where": m.where, "edit": m.edit}
     scratch = None if case_dir else tempfile.TemporaryDirectory(prefix="ftspec-bench-")
     tmp = Path(scratch.name if scratch is not None else str(case_dir))
-    prof = profile(options.profile)
+    config = RunConfig(profile=options.profile, seed=options.seed, case_dir=str(tmp / "ftspec"),
+                       examples=options.examples, call_timeout=options.call_timeout)
     started = time.perf_counter()
-    runner = Runner([(label, impl)], profile=prof, seed=options.seed, case_dir=tmp / "ftspec",
-                    examples=options.examples, call_timeout=options.call_timeout)
+    runner = Runner([(label, impl)], config)
     runner.distinct_failures = 0  # first failures only; tools/bench/diagnosis.py measures distinct ones
     result = runner.run(list(m.targets), dtypes)
     record["harness"] = {"seconds": result.seconds, "cells": _cells(result)}
     if options.baselines:
-        runner = AssertCloseRunner([(label, impl)], profile=prof, seed=options.seed, case_dir=tmp / "assert_close",
-                                   examples=options.examples, call_timeout=options.call_timeout)
+        runner = AssertCloseRunner([(label, impl)], replace(config, case_dir=str(tmp / "assert_close")))
         other = runner.run(list(m.targets), dtypes)
         record["assert_close"] = {"seconds": other.seconds, "cells": _cells(other)}
         fixture_dtypes = [d for d in dtypes if d in ("float64", "float32")]

@@ -36,7 +36,7 @@ __all__ = ["BLOCK_ENTRIES", "GROWTH_ENTRIES", "blocks", "expected_cost", "growth
 
 def throughput(impls: Sequence[str] = ("numpy", "torch", "jax"), *, examples: int = 8, dtype: str = "float32",
                algorithms: Optional[Sequence[str]] = None, seed: int = 0, progress: Any = None) -> list[dict[str, Any]]:
-    from ftspec.conformance.core.profiles import profile
+    from ftspec.conformance.running.config import RunConfig
     from ftspec.conformance.running.runner import Runner
     from ftspec.impls.discovery import load
     from ftspec.spec.registry import REGISTRY
@@ -51,14 +51,14 @@ def throughput(impls: Sequence[str] = ("numpy", "torch", "jax"), *, examples: in
             if name not in impl.algorithms or dtype not in impl.dtypes:
                 continue
             with tempfile.TemporaryDirectory(prefix="ftspec-speed-") as scratch:
-                runner = Runner([(impl_name, impl)], profile=profile("default"), seed=seed, examples=examples,
-                                case_dir=scratch, devices=list(impl.devices())[:1])
+                runner = Runner([(impl_name, impl)], RunConfig(seed=seed, examples=examples, case_dir=scratch,
+                                devices=tuple(impl.devices())[:1]))
                 result = runner.run([name], [dtype])
             cell = next(c for c in result.cells if c.algorithm == name)
             total = result.seconds
             ref = result.reference_seconds
             imp = sum(result.implementation_seconds.values())
-            row = {"impl": impl_name, "algorithm": name, "dtype": dtype, "status": cell.status,
+            row = {"impl": impl_name, "algorithm": name, "dtype": dtype, "status": cell.status.value,
                    "examples": cell.examples, "seconds": total,
                    "per_second": cell.examples / total if total > 0 else None,
                    "reference": ref / total if total else None, "implementation": imp / total if total else None,
@@ -73,7 +73,8 @@ def rate(impl_name: str = "numpy", dtypes: Sequence[str] = ("float32", "float64"
          seed: int = 0, algorithms: Optional[Sequence[str]] = None) -> dict[str, Any]:
     """Examples per second of ``impl_name`` alone over all its algorithms at ``dtypes``: one
     ``Runner`` in this process, ``examples`` per search, the default profile's strategies."""
-    from ftspec.conformance.core.profiles import profile
+    from ftspec.conformance.running.config import RunConfig
+    from ftspec.conformance.running.results import Status
     from ftspec.conformance.running.runner import Runner
     from ftspec.impls.discovery import load
     from ftspec.spec.registry import REGISTRY
@@ -81,8 +82,8 @@ def rate(impl_name: str = "numpy", dtypes: Sequence[str] = ("float32", "float64"
     impl = load(impl_name)
     names = [n for n in (algorithms or REGISTRY) if n in impl.algorithms]
     with tempfile.TemporaryDirectory(prefix="ftspec-rate-") as scratch:
-        runner = Runner([(impl_name, impl)], profile=profile("default"), seed=seed, examples=examples,
-                        case_dir=scratch, devices=list(impl.devices())[:1])
+        runner = Runner([(impl_name, impl)], RunConfig(seed=seed, examples=examples, case_dir=scratch,
+                        devices=tuple(impl.devices())[:1]))
         wall, cpu = time.perf_counter(), time.process_time()
         result = runner.run(names, list(dtypes))
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -93,7 +94,7 @@ def rate(impl_name: str = "numpy", dtypes: Sequence[str] = ("float32", "float64"
             "reference_seconds": result.reference_seconds,
             "reference_share": result.reference_seconds / wall if wall > 0 else None,
             "not_passing": sorted(f"{c.algorithm}/{c.dtype}: {c.status}" for c in result.cells
-                                  if c.status != "pass")}
+                                  if c.status != Status.PASS)}
 
 
 #: layers, models and training entries whose speed ``blocks`` compares
@@ -128,6 +129,7 @@ def blocks(impl_name: str = "numpy", *, examples: int = 64, dtype: str = "float3
     second of each, their ratio, the shares of the reference and of the implementation, and the
     reference's time per example against one plain call of the implementation."""
     from ftspec.conformance.core.profiles import profile
+    from ftspec.conformance.running.config import RunConfig
     from ftspec.conformance.running.runner import Runner
     from ftspec.impls.discovery import load
 
@@ -141,15 +143,14 @@ def blocks(impl_name: str = "numpy", *, examples: int = 64, dtype: str = "float3
                                "call_seconds": _call_seconds(impl, name, dtype)}
         for label, size in (("one", 1), ("block", block)):
             with tempfile.TemporaryDirectory(prefix="ftspec-blocks-") as scratch:
-                runner = Runner([(impl_name, impl)], profile=profile("default"), seed=seed, examples=examples,
-                                case_dir=scratch, devices=list(impl.devices())[:1])
-                runner.block = size
+                runner = Runner([(impl_name, impl)], RunConfig(seed=seed, examples=examples, case_dir=scratch,
+                                devices=tuple(impl.devices())[:1], block=size))
                 started = time.perf_counter()
                 result = runner.run([name], [dtype])
                 wall = time.perf_counter() - started
             (cell,) = [c for c in result.cells if c.algorithm == name]
             imp = sum(result.implementation_seconds.values())
-            row[label] = {"status": cell.status, "examples": cell.examples, "seconds": wall,
+            row[label] = {"status": cell.status.value, "examples": cell.examples, "seconds": wall,
                           "per_second": cell.examples / wall if wall > 0 else None,
                           "reference": result.reference_seconds / wall if wall else None,
                           "implementation": imp / wall if wall else None,
@@ -183,7 +184,7 @@ def plain_checks(examples: int = 200, *, seed: int = 0, dtype: str = "float32",
     from hypothesis import seed as hypothesis_seed
     from hypothesis import strategies as st
 
-    from ftspec.conformance.core.profiles import profile
+    from ftspec.conformance.running.config import RunConfig
     from ftspec.conformance.running.runner import Runner
     from ftspec.impls.api import Context
     from ftspec.impls.discovery import load
@@ -234,8 +235,8 @@ def plain_checks(examples: int = 200, *, seed: int = 0, dtype: str = "float32",
         check()
         plain_wall = time.perf_counter() - started
         with tempfile.TemporaryDirectory(prefix="ftspec-plain-") as scratch:
-            runner = Runner([("numpy", impl)], profile=profile("default"), seed=seed, examples=examples,
-                            case_dir=scratch, devices=["cpu"])
+            runner = Runner([("numpy", impl)], RunConfig(seed=seed, examples=examples, case_dir=scratch,
+                            devices=("cpu",)))
             started = time.perf_counter()
             result = runner.run([name], [dtype])
             wall = time.perf_counter() - started
