@@ -21,3 +21,15 @@ def _draws_independent_of_test_order(request: pytest.FixtureRequest) -> Iterator
         return
     with no_local_constants():
         yield
+
+
+#: tests of tens of seconds each that carry no ``slow`` mark (they are part of `make test-fast`)
+_LONG = frozenset({"test_mypy_passes", "test_ruff_passes"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The long tests first, in their collected order, then the rest in theirs. pytest-xdist hands
+    the last tests of a run out one by one: a test of a minute among them kept one worker busy
+    while the other had nothing left (`make test` on 2 cores). The sort is stable, so every
+    worker collects the same order, as xdist requires; no test depends on the order (above)."""
+    items.sort(key=lambda item: 0 if item.get_closest_marker("slow") or item.name in _LONG else 1)
