@@ -895,7 +895,9 @@ class _Search:
 
         A failure against the block's reference is confirmed against the value set's reference
         evaluated alone, as its case file replays it (``Runner.alone``): the two differ only in
-        the Monte Carlo draws, and a verdict must reproduce from the case file."""
+        the Monte Carlo draws, and a verdict must reproduce from the case file. Where the value set
+        alone cannot be bounded (its lanes turn NaN: a float16 mean square that underflows under
+        ε = 0, `make run` of 2026-12-06), it is counted unmodelled, as a block's would be."""
         worst = 0.0
         outputs: dict[tuple[str, str], dict] = {}
         failed: list[tuple[Member, Finding, Case]] = []
@@ -908,12 +910,14 @@ class _Search:
                               timeout=self.runner.timeout, batch=batch[precision])
             if not outcome.judgement.ok and not outcome.timed_out:
                 alone = self.runner.alone(self.entry, prepared, case, self.dtype, precision)
-                if alone is not None:
-                    each = batch[precision]
-                    if each:  # the batch's input sets too, alone: the references their replay takes
-                        each = self._batch_references(case, self._extras, {precision}, alone=True)[precision]
-                    outcome = examine(m, case, prepared.inputs, prepared.params, alone, dtype=self.dtype,
-                                      timeout=self.runner.timeout, batch=each)
+                if alone is None:  # its case file could not judge it: unmodelled alone, never a failure
+                    self.result.unmodelled[(self.entry.name, self.dtype)] += 1
+                    continue
+                each = batch[precision]
+                if each:  # the batch's input sets too, alone: the references their replay takes
+                    each = self._batch_references(case, self._extras, {precision}, alone=True)[precision]
+                outcome = examine(m, case, prepared.inputs, prepared.params, alone, dtype=self.dtype,
+                                  timeout=self.runner.timeout, batch=each)
             if self.runner.refusals:  # what the spec refuses, the member must refuse
                 check_refusals_into(outcome, m, case, self.dtype, timeout=self.runner.timeout)
             cell = self.cells[m.key]
