@@ -162,17 +162,17 @@ def test_a_bug_in_some_value_sets_fails_and_its_case_fails_alone(tmp_path):
     assert not outcome.judgement.ok
 
 
+def _zero_bounds_on_value_set_1(e, sets, **kw):
+    """``tolerances.references`` with a bound of 0 on value set 1 of each block (any rounding fails)."""
+    out = tolerances.references(e, sets, **kw)
+    if len(out) > 1 and isinstance(out[1], Reference):
+        out[1] = dataclasses.replace(out[1], bound={k: np.zeros_like(v) for k, v in out[1].bound.items()})
+    return out
+
+
 def test_a_block_failure_that_passes_alone_is_no_failure(tmp_path, monkeypatch):
     """Block and alone differ only in the Monte Carlo draws; a verdict must reproduce from the
     case file, so a failure against the block's bound is confirmed against the bound alone."""
-    original = tolerances.references
-
-    def zero_bounds(e, sets, **kw):  # value set 1 of each block: a bound of 0 (any rounding fails)
-        out = original(e, sets, **kw)
-        if len(out) > 1 and isinstance(out[1], Reference):
-            out[1] = dataclasses.replace(out[1], bound={k: np.zeros_like(v) for k, v in out[1].bound.items()})
-        return out
-
     confirmed = []
     alone = Runner.alone
 
@@ -180,7 +180,7 @@ def test_a_block_failure_that_passes_alone_is_no_failure(tmp_path, monkeypatch):
         confirmed.append(args)
         return alone(self, *args)
 
-    monkeypatch.setattr(runner_module, "references", zero_bounds)
+    monkeypatch.setattr(runner_module, "references", _zero_bounds_on_value_set_1)
     monkeypatch.setattr(Runner, "alone", counting)
     result = _runner(tmp_path, 4, 128).run(["mh_attention"], ["float32"])
     (cell,) = result.cells
@@ -194,21 +194,13 @@ def test_a_block_failure_that_cannot_be_bounded_alone_is_unmodelled_not_a_failur
     finite; alone, the value set's lanes turn NaN too (ToleranceModelError), so its case file
     cannot judge it and the failure did not reproduce. Such a value set is counted unmodelled,
     as a block's own ToleranceModelError is."""
-    original = tolerances.references
-
-    def zero_bounds(e, sets, **kw):  # value set 1 of each block: a bound of 0 (any rounding fails)
-        out = original(e, sets, **kw)
-        if len(out) > 1 and isinstance(out[1], Reference):
-            out[1] = dataclasses.replace(out[1], bound={k: np.zeros_like(v) for k, v in out[1].bound.items()})
-        return out
-
     confirmed = []
 
     def unbounded(self, *args):  # alone, the lanes cannot bound it
         confirmed.append(args)
         return None
 
-    monkeypatch.setattr(runner_module, "references", zero_bounds)
+    monkeypatch.setattr(runner_module, "references", _zero_bounds_on_value_set_1)
     monkeypatch.setattr(Runner, "alone", unbounded)
     result = _runner(tmp_path, 4, 128).run(["mh_attention"], ["float32"])
     (cell,) = result.cells
