@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
@@ -41,6 +42,7 @@ __all__ = [
     "LANES",
     "PRECISION_TIERS",
     "SAFETY",
+    "SCREEN_LANES",
     "TRANSCENDENTAL_UNITS",
     "UNDERFLOW",
     "Reference",
@@ -55,6 +57,16 @@ __all__ = [
 #: with probability 1e-5, so the spread rarely underestimates by more than
 #: a factor 1.5 (docs/tolerances.md, "sampling").
 LANES = 32
+
+#: Lanes of a search's first look at a block (``references(lanes=SCREEN_LANES)``, the runner's
+#: search). The bound is a largest deviation over lanes, so over a subset of lanes it is never
+#: larger: an output within SAFETY × the spread of 8 lanes is within SAFETY × the spread of any
+#: 32 lanes that include them (``output_bound`` is monotone in the lanes), and the lanes are
+#: independent and identically distributed, so a pass at 8 lanes is the pass 32 lanes would give.
+#: An output beyond the 8-lane bound is judged again against its value set's own 32-lane
+#: reference, the one its case file replays (``Runner.alone``): only that decides a failure.
+#: A screen costs a quarter of the lanes (docs/tolerances.md, "Screening lanes").
+SCREEN_LANES = 8
 
 #: Error of a library exp, log, sqrt, tanh, erf, sin, cos or pow on an exact
 #: argument, in units of u (2 u = 1 ulp; glibc, SLEEF and XLA are within
@@ -134,7 +146,8 @@ def _lists(arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
     return {k: v.tolist() for k, v in arrays.items()}
 
 
-def _numbers(entry: Entry, dtype: str, precision: Optional[str], seed: int, values: int = 1) -> MonteCarloNumbers:
+def _numbers(entry: Entry, dtype: str, precision: Optional[str], seed: int, values: int = 1,
+             lanes: int = LANES) -> MonteCarloNumbers:
     """The Monte Carlo arithmetic of ``dtype`` (matrix products at ``precision``'s tier; None: the
     dtype's own, as the sampled judge uses). ``precision`` may carry a mixed-precision declaration
     (``Implementation.precision_for``, e.g. "highest;accumulate=float32;softmax=float32"): sums,
@@ -150,7 +163,7 @@ def _numbers(entry: Entry, dtype: str, precision: Optional[str], seed: int, valu
         matmul_u: Optional[float] = max(mu, acc) if mu else acc
     else:
         matmul_u = max(mu, fmt.u) if mu else None
-    return MonteCarloNumbers(u=fmt.u, eta=UNDERFLOW[dtype], lanes=LANES, transcendental_units=TRANSCENDENTAL_UNITS,
+    return MonteCarloNumbers(u=fmt.u, eta=UNDERFLOW[dtype], lanes=lanes, transcendental_units=TRANSCENDENTAL_UNITS,
                              seed=seed, matmul_u=matmul_u, mantissa_bits=fmt.mantissa_bits,
                              round_const=lambda c: float(round_to(np.array(c), dtype)), values=values,
                              accumulate_u=acc, softmax_u=soft)
@@ -210,9 +223,13 @@ def _log_scale_bound(arr: np.ndarray, safety: float) -> np.ndarray:
     |r| for r < 0): it only ever loosens, by a factor 1 + O(SAFETY·s) (docs/tolerances.md,
     "Probabilities")."""
     y0, lanes = arr[..., 0], arr[..., 1:]
-    with np.errstate(all="ignore"):
-        # log1p of the relative difference: log(y_k) − log(y0) without the logs' own rounding
-        s = np.max(np.abs(np.log1p((lanes - y0[..., None]) / y0[..., None])), axis=-1)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN row: no lane has a logarithm
+        # log1p of the relative difference: log(y_k) − log(y0) without the logs' own rounding. A
+        # lane below 0 (an underflow's η) has no logarithm: it is left to the linear bound, and
+        # the others still count (a largest deviation over the lanes that have one, so that the
+        # bound over a subset of the lanes is never larger: tolerances.SCREEN_LANES)
+        s = np.nanmax(np.abs(np.log1p((lanes - y0[..., None]) / y0[..., None])), axis=-1)
         out = y0 * np.expm1(safety * s)
     return np.where((y0 > 0) & np.isfinite(y0) & ~np.isnan(s), out, 0.0)
 
@@ -243,8 +260,9 @@ def own_rounding(value: np.ndarray, dtype: str, spread: np.ndarray) -> np.ndarra
 
 def reference(entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray], *,
               hyper: Mapping[str, int], variant: VariantSet, dtype: str,
-              precision: str = "highest") -> Reference:
-    """The spec's outputs and per-element tolerances for inputs already rounded to ``dtype``.
+              precision: str = "highest", lanes: int = LANES) -> Reference:
+    """The spec's outputs and per-element tolerances for inputs already rounded to ``dtype``
+    (``lanes``: Monte Carlo lanes, ``LANES`` but for a search's screen, ``SCREEN_LANES``).
 
     Raises ``SpecError`` if the spec refuses the inputs.
     """
@@ -252,10 +270,10 @@ def reference(entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[st
     spec_in, spec_par = _lists(inputs), _lists(params)
     ref = evaluate(entry.name, spec_in, spec_par, hyper=hyper, variant=variant)
     seed = _seed(entry, inputs, params, variant, dtype)
-    mc = _numbers(entry, dtype, precision, seed)
+    mc = _numbers(entry, dtype, precision, seed, lanes=lanes)
     with np.errstate(all="ignore"):
-        lanes = evaluate(entry.name, spec_in, spec_par, hyper=hyper, variant=variant, numbers=mc)
-    specs, outputs, bound, spread = _bounded(entry, ref, lambda name: lanes_array(lanes[name], LANES),
+        got = evaluate(entry.name, spec_in, spec_par, hyper=hyper, variant=variant, numbers=mc)
+    specs, outputs, bound, spread = _bounded(entry, ref, lambda name: lanes_array(got[name], lanes),
                                              hyper=hyper, variant=variant, dtype=dtype)
     sampled = None
     if entry.trace is not None:
@@ -268,7 +286,8 @@ def reference(entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[st
 
 def references(entry: Entry, value_sets: Sequence[tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]]], *,
                hyper: Mapping[str, int], variant: VariantSet, dtype: str,
-               precision: str = "highest") -> list[Union[Reference, SpecError, ToleranceModelError]]:
+               precision: str = "highest", lanes: int = LANES
+               ) -> list[Union[Reference, SpecError, ToleranceModelError]]:
     """``reference`` of every value set of a block, (inputs, params) each, already rounded to ``dtype``;
     per value set its Reference, or the ``SpecError`` or ``ToleranceModelError`` it raises.
 
@@ -282,11 +301,20 @@ def references(entry: Entry, value_sets: Sequence[tuple[Mapping[str, np.ndarray]
     (they branch apart, or the spec refuses one of them), the spec in ``FLOAT`` sorts out the
     value sets it refuses and the others share a Monte Carlo evaluation; where even that
     fails (or the entry has sampled outputs), each is evaluated alone by ``reference``: the
-    block only saves time.
+    block only saves time. ``lanes``: as ``reference``'s (a search screens with ``SCREEN_LANES``).
     """
-    how: dict[str, Any] = dict(hyper=hyper, variant=variant, dtype=dtype, precision=precision)
+    how: dict[str, Any] = dict(hyper=hyper, variant=variant, dtype=dtype, precision=precision, lanes=lanes)
     if len(value_sets) < 2 or entry.trace is not None:
         return [_alone(entry, i, p, **how) for i, p in value_sets]
+    groups: dict[bytes, list[int]] = {}
+    for i, (inputs, params) in enumerate(value_sets):
+        groups.setdefault(_structure(entry, inputs, params), []).append(i)
+    if len(groups) > 1:  # value sets that differ in more than real numbers (a batch's masks): a block each
+        grouped: list[Any] = [None] * len(value_sets)
+        for members in groups.values():
+            for i, r in zip(members, references(entry, [value_sets[i] for i in members], **how)):
+                grouped[i] = r
+        return grouped
     # lane F gives the binary64 values, except through a backward pass: its adjoints accumulate in
     # an order the number system's tape decides (the Monte Carlo centres add nodes), so lane F
     # is a binary64 value there but not ``FLOAT``'s bits
@@ -312,6 +340,17 @@ def references(entry: Entry, value_sets: Sequence[tuple[Mapping[str, np.ndarray]
     return out
 
 
+def _structure(entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray]) -> bytes:
+    """What value sets must share to share one evaluation (``_block``): every input that is not a
+    real number (tokens, masks, lengths), and the parameters' names."""
+    h = hashlib.sha256(json.dumps(list(params)).encode())
+    for spec in entry.inputs:
+        if not spec.is_real:
+            a = np.ascontiguousarray(inputs[spec.name])
+            h.update(spec.name.encode() + repr((a.shape, a.dtype.str)).encode() + a.tobytes())
+    return h.digest()
+
+
 def _differentiates(entry: Entry) -> bool:
     """Whether evaluating ``entry`` runs a backward pass (gradients, SGD steps, training loops)."""
     return entry.family == "training" and not entry.name.endswith("_loss")
@@ -327,7 +366,7 @@ def _alone(entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[str, 
 
 def _block(entry: Entry, value_sets: Sequence[tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]]],
            refs: Optional[Sequence[Mapping[str, Any]]], *, hyper: Mapping[str, int], variant: VariantSet, dtype: str,
-           precision: str) -> Optional[list[Optional[Reference]]]:
+           precision: str, lanes: int = LANES) -> Optional[list[Optional[Reference]]]:
     """The Monte Carlo evaluation of ``references`` over ``value_sets``: a Reference per value set
     (None for one whose lanes it cannot bound), or None where they cannot share the evaluation.
     ``refs``: each value set's binary64 outputs (the spec in ``FLOAT``), or None to take them from
@@ -348,11 +387,11 @@ def _block(entry: Entry, value_sets: Sequence[tuple[Mapping[str, np.ndarray], Ma
     v = len(value_sets)
     h = hashlib.sha256(json.dumps([entry.name, dtype, variant.to_json(), v]).encode())
     h.update(numbers.tobytes())
-    mc = _numbers(entry, dtype, precision, int.from_bytes(h.digest()[:8], "little"), values=v)
+    mc = _numbers(entry, dtype, precision, int.from_bytes(h.digest()[:8], "little"), values=v, lanes=lanes)
     mc.feeding(list(np.repeat(numbers, mc.width, axis=-1)))
     try:
         with np.errstate(all="ignore"):
-            lanes = evaluate(entry.name, _lists(first_in), _lists(first_par), hyper=hyper, variant=variant, numbers=mc)
+            got = evaluate(entry.name, _lists(first_in), _lists(first_par), hyper=hyper, variant=variant, numbers=mc)
     except SpecError:
         return None
     except BLOCK_SPLITS:
@@ -362,15 +401,15 @@ def _block(entry: Entry, value_sets: Sequence[tuple[Mapping[str, np.ndarray], Ma
     specs = entry.output_specs(hyper, variant)
     if refs is None and any(s.kind != Kind.REAL for s in specs):
         return None
-    arrays = {s.name: lanes_array(lanes[s.name], mc.total - 1).reshape(
-        np.shape(lanes[s.name]) + (v, mc.width)) for s in specs if s.kind == Kind.REAL}
+    arrays = {s.name: lanes_array(got[s.name], mc.total - 1).reshape(
+        np.shape(got[s.name]) + (v, mc.width)) for s in specs if s.kind == Kind.REAL}
     fmt = FORMATS[dtype]
     ranges = mc.ranges()
     out: list[Optional[Reference]] = []
     for j in range(v):
         ref = refs[j] if refs is not None else {name: arr[..., j, mc.f] for name, arr in arrays.items()}
         try:
-            specs, outputs, bound, spread = _bounded(entry, ref, lambda name: arrays[name][..., j, :LANES + 1],
+            specs, outputs, bound, spread = _bounded(entry, ref, lambda name: arrays[name][..., j, :lanes + 1],
                                                      hyper=hyper, variant=variant, dtype=dtype)
         except ToleranceModelError:
             out.append(None)
@@ -385,6 +424,7 @@ def table() -> dict[str, Any]:
     return {
         "model": "monte-carlo-arithmetic",
         "lanes": LANES,
+        "screen_lanes": SCREEN_LANES,
         "safety": dict(SAFETY),
         "gradient_safety": dict(GRADIENT_SAFETY),
         "transcendental_units": TRANSCENDENTAL_UNITS,

@@ -83,7 +83,7 @@ from .local_constants import no_local_constants
 from .results import RATIOS_KEPT, SAMPLED_DTYPES, Cell, Failure, RunResult, Status, keep_sample
 from ..core.timecap import TimeCap, TimeUp
 from ..core.blocks import MAX_BLOCK, block_size, value_sets
-from ..core.tolerances import Reference, ToleranceModelError, reference, references
+from ..core.tolerances import LANES, SCREEN_LANES, Reference, ToleranceModelError, reference, references
 
 __all__ = ["BATCH_CHECKS", "Cell", "Failure", "RunResult", "Runner", "refused_empty_query", "shard_examples",
            "shard_seed"]
@@ -336,7 +336,7 @@ class Runner:
         """The spec's reference (value and tolerance) of a prepared case, evaluated once per distinct
         input set of the (algorithm, dtype) being searched; raises the spec's refusal (SpecError,
         ToleranceModelError) as the first evaluation did."""
-        key = (entry.name, dtype, precision, case.variant.hash, tuple(sorted(case.hyper.items())),
+        key = (entry.name, dtype, precision, LANES, case.variant.hash, tuple(sorted(case.hyper.items())),
                *_prepared_digests(prepared))
         if key in self._refs:
             value = self._refs[key]
@@ -357,11 +357,12 @@ class Runner:
         return value
 
     def references_for(self, entry: Entry, prepared: Sequence[Prepared], case: Case, dtype: str,
-                       precision: str) -> list[Any]:
+                       precision: str, lanes: int = SCREEN_LANES) -> list[Any]:
         """``reference_for`` of every value set of a block (``case``: its structure), each a Reference
         or the exception it raises; those not cached are evaluated together
-        (``tolerances.references``)."""
-        keys = [(entry.name, dtype, precision, case.variant.hash, tuple(sorted(case.hyper.items())),
+        (``tolerances.references``). ``lanes``: the search's screen by default (``SCREEN_LANES``:
+        a pass there is a pass at ``LANES``; a failure is judged again by ``alone``)."""
+        keys = [(entry.name, dtype, precision, lanes, case.variant.hash, tuple(sorted(case.hyper.items())),
                  *_prepared_digests(p)) for p in prepared]
         missing = [i for i, k in enumerate(keys) if k not in self._refs]
         if missing:
@@ -369,7 +370,8 @@ class Runner:
             self.reference_evaluations += len(missing)
             try:
                 found = references(entry, [(prepared[i].inputs, prepared[i].params) for i in missing],
-                                   hyper=case.hyper, variant=case.variant, dtype=dtype, precision=precision)
+                                   hyper=case.hyper, variant=case.variant, dtype=dtype, precision=precision,
+                                   lanes=lanes)
             finally:
                 self._reference_seconds += time.perf_counter() - started
             fresh = dict(zip(missing, found))
@@ -773,9 +775,14 @@ class _Search:
             batched = False  # this shape's batch checks have passed often enough in this search
         extras = [runner._prepare(entry, case, extra, dtype) for extra in (case.batch if batched else [])]
         precisions = {m.impl.precision_for(dtype) for m in self.active if not m.hung}
-        # the batch as judged: the further input sets whose references the spec gives in range (their
-        # references are cached, so a repeat costs no evaluation)
-        batch = self._batch_references(case, extras, precisions)
+        # a block never takes the search beyond its budget: the last one is cut to what is left
+        block = value_sets(case, max(1, min(self.block, self.budget - state["judged"])), dtype)
+        preps = [prepared] + [runner._prepare(entry, c, c.inputs, dtype) for c in block[1:]]
+        # the block's value sets and the batch's input sets share one evaluation of the spec
+        # (``tolerances.references`` groups them by what they share); cached, so a repeat costs none
+        found = {p: runner.references_for(entry, preps + extras, case, dtype, p) for p in precisions}
+        # the batch as judged: the further input sets whose references the spec gives in range
+        batch = self._batch_references(case, extras, precisions, found={p: v[len(preps):] for p, v in found.items()})
         self._extras = extras  # a failure is confirmed on the batch's references evaluated alone
         judged = next(iter(batch.values()), [])
         # the case as examined: a batch left out, or an input set of it the spec did not judge, is no
@@ -788,14 +795,11 @@ class _Search:
             if self.seen[key] >= 0:
                 target(self.seen[key], label="error/bound")
             return
-        # a block never takes the search beyond its budget: the last one is cut to what is left
         shrinking = bool(state.get("failed"))
         if shrinking:  # a shrinking step is one step of the budget, as before blocks
             state["shrink"] += 1
-        block = value_sets(case, max(1, min(self.block, self.budget - state["judged"])), dtype)
         self.result.generated[(entry.name, dtype)] += len(block)
-        preps = [prepared] + [runner._prepare(entry, c, c.inputs, dtype) for c in block[1:]]
-        refs = self._references(block, preps, precisions, state)
+        refs = self._references(block, preps, {p: v[:len(preps)] for p, v in found.items()}, state)
         if refs is None:  # a refusal the members had to share: examined already
             return
         worst = 0.0
@@ -831,14 +835,15 @@ class _Search:
             if any(batch.values()):
                 self.batched[shape] += 1
 
-    def _references(self, block: list[Case], preps: list[Prepared], precisions: set[str], state: dict[str, Any]
+    def _references(self, block: list[Case], preps: list[Prepared], each: dict[str, list[Any]], state: dict[str, Any]
                     ) -> Optional[list[Optional[Refs]]]:
-        """Each value set's reference at each precision the members compute in (None for a value set
-        the spec refuses, cannot bound or finds out of range: counted, not examined); None when
-        the drawn case is one the spec refuses by definition (the members were examined for their
-        refusal). A block with no value set left is rejected."""
+        """Each value set's reference at each precision the members compute in (``each``: per
+        precision, ``references_for`` of ``preps``), or None for a value set the spec refuses,
+        cannot bound or finds out of range (counted, not examined); None when the drawn case is
+        one the spec refuses by definition (the members were examined for their refusal). A block
+        with no value set left is rejected."""
         entry, dtype, case = self.entry, self.dtype, block[0]
-        each = {p: self.runner.references_for(entry, preps, case, dtype, p) for p in precisions}
+        precisions = set(each)
         head = next(iter(each.values()))[0]
         if isinstance(head, SpecError) and refused_empty_query(entry, case, head):
             if not state.get("failed"):  # judged: the spec's answer is its refusal
@@ -867,18 +872,18 @@ class _Search:
         return out
 
     def _batch_references(self, case: Case, extras: list[Prepared], precisions: set[str], *,
-                          alone: bool = False) -> dict[str, list]:
+                          found: Optional[dict[str, list[Any]]] = None) -> dict[str, list]:
         """Per precision, the batch's further input sets with their references (those the spec
-        takes and finds in range). The input sets share the case's structure and parameters, so
-        their references share one evaluation (``references_for``); ``alone``: each evaluated
-        alone, as a case file's replay evaluates it (``_examine`` confirms a failure so)."""
+        takes and finds in range): ``found``, their references as the search evaluated them
+        (``references_for``, with the block's), or else each evaluated alone, as a case file's
+        replay evaluates it (``_examine`` confirms a failure so)."""
         batch: dict[str, list] = {p: [] for p in precisions}
         if not extras:
             return batch
-        if alone:
+        if found is None:
             each = {p: [self.runner.alone(self.entry, x, case, self.dtype, p) for x in extras] for p in precisions}
         else:
-            each = {p: self.runner.references_for(self.entry, extras, case, self.dtype, p) for p in precisions}
+            each = found
         for i, extra_prep in enumerate(extras):
             extra_refs = {p: each[p][i] for p in precisions}
             refs = [r for r in extra_refs.values() if isinstance(r, Reference)]
@@ -915,7 +920,7 @@ class _Search:
                     continue
                 each = batch[precision]
                 if each:  # the batch's input sets too, alone: the references their replay takes
-                    each = self._batch_references(case, self._extras, {precision}, alone=True)[precision]
+                    each = self._batch_references(case, self._extras, {precision})[precision]
                 outcome = examine(m, case, prepared.inputs, prepared.params, alone, dtype=self.dtype,
                                   timeout=self.runner.timeout, batch=each)
             if self.runner.refusals:  # what the spec refuses, the member must refuse

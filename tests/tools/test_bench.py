@@ -88,6 +88,36 @@ def test_assert_close_bounds_are_torchs_defaults(dtype):
     assert assert_close_bound(ref).bound["m"].tolist() == [0.0] and assert_close_bound(ref).sampled is None
 
 
+def test_the_assert_close_baseline_searches_with_assert_close_bounds(tmp_path):
+    """The search takes its references through ``references_for`` (blocks) and ``alone`` (a failure
+    confirmed); the baseline overrode only ``reference_for`` and was judged by the harness's own
+    bounds. A layer norm off by 1e-9 relatively at float64 is far beyond the harness's bound
+    (about 1e-15) and well within assert_close's (rtol 1e-7): the harness fails it, the baseline
+    passes it."""
+    import dataclasses
+
+    from ftspec.conformance.running.config import RunConfig
+    from ftspec.conformance.running.runner import Runner
+    from ftspec.impls.discovery import load
+    from ftspec.tools.bench.baselines import AssertCloseRunner
+
+    numpy = load("numpy")
+    base = numpy.algorithms["layer_norm"]
+
+    def off(inputs, params, ctx):
+        out = base(inputs, params, ctx)
+        return {k: np.asarray(v) * (1 + 1e-9) for k, v in out.items()} if isinstance(out, dict) else out * (1 + 1e-9)
+
+    plugin = dataclasses.replace(numpy, name="off", algorithms={"layer_norm": off})
+    verdicts = {}
+    for kind in (Runner, AssertCloseRunner):
+        r = kind([("off", plugin)], RunConfig(seed=0, case_dir=tmp_path / kind.__name__, examples=64, block=8))
+        r.distinct_failures = 0
+        (cell,) = r.run(["layer_norm"], ["float64"]).cells
+        verdicts[kind.__name__] = cell.status.value
+    assert verdicts == {"Runner": "fail", "AssertCloseRunner": "pass"}
+
+
 def test_the_command_writes_json_and_markdown(tmp_path):
     from ftspec.tools.cli import main
 
