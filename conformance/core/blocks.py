@@ -28,7 +28,7 @@ from ftspec.spec.variants import PAPER
 from .case import Case
 from .values import build, default_hyper
 
-__all__ = ["MAX_BLOCK", "block_size", "value_sets"]
+__all__ = ["MAX_BLOCK", "block_size", "value_sets", "varies"]
 
 #: the most value sets a block may hold (its Monte Carlo numbers are this many times as wide)
 MAX_BLOCK = 64
@@ -38,11 +38,16 @@ def block_size(e: Entry, size: int) -> int:
     """How many value sets a block of entry ``e`` holds: ``size``, or 1 where a block cannot share
     its evaluation (sampled outputs, judged per value set against traced distributions) or has
     nothing to vary (no real input and no parameter: masks, sinusoidal tables)."""
-    if size < 2 or e.trace is not None:
-        return 1
-    if not any(s.kind == Kind.REAL for s in e.inputs) and not e.param_schema(default_hyper(e), PAPER):
+    if size < 2 or e.trace is not None or not varies(e):
         return 1
     return size
+
+
+def varies(e: Entry) -> bool:
+    """Whether a structure of ``e`` (its sizes, variant set and discrete inputs) leaves values to
+    draw: a real input or a parameter. Without one (masks, sinusoidal tables) a structure is one
+    case, so the distinct cases are the distinct structures."""
+    return any(s.kind == Kind.REAL for s in e.inputs) or bool(e.param_schema(default_hyper(e), PAPER))
 
 
 def _seed(case: Case, index: int) -> int:

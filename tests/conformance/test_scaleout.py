@@ -138,6 +138,20 @@ def test_a_declared_shape_bound_limits_the_sizes_of_a_search(tmp_path, monkeypat
     assert len(seen) > 4, "too few examples to show the bound"
 
 
+@pytest.mark.parametrize("name", ["sinusoidal_paper", "unidirectional_mask"])
+def test_an_entry_with_nothing_to_vary_is_not_held_to_the_shape_bound(tmp_path, monkeypatch, name):
+    """`make run` of 2026-12-06: with no real input and no parameter a structure is one case, so
+    JAX's 4 shapes per search were 4 cases a round, and its sinusoid and mask cells stopped at 8
+    of the 50 examples required (the run "inconclusive"). Such an entry is searched without the
+    pool: it reaches the examples it was asked for."""
+    seen = _examined(monkeypatch)
+    bounded = dataclasses.replace(NUMPY, name="bounded", extra={"shapes_per_search": 2})
+    result = _runner([("bounded", bounded)], tmp_path, examples=30).run([name], ["float64"])
+    (cell,) = result.cells
+    assert cell.status == "pass" and cell.examples == 30, (cell.examples, cell.note)
+    assert len({(variant, hyper) for _, _, variant, hyper, _ in seen}) > 2
+
+
 @settings(max_examples=12, database=None, suppress_health_check=list(HealthCheck), deadline=None)
 @seed(11)
 @given(data=__import__("hypothesis").strategies.data())

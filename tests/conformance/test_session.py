@@ -257,3 +257,20 @@ def test_a_selection_that_misses_everything_is_refused_before_any_search(tmp_pat
         run([label], quick(tmp_path, dtypes=("float16",), fixtures="all",
                            progress=lambda event, **info: events.append(event)))
     assert events == []  # no search planned, no fixture replayed
+
+
+def test_an_extra_round_searches_only_the_members_that_are_short():
+    """`make run` of 2026-12-06: JAX short of 50 on a search made NumPy and PyTorch, at 400 already,
+    search 49 more examples beside it. The round leaves out every member with no short cell."""
+    from ftspec.conformance.running.results import Cell, RunResult, Status
+    from ftspec.conformance.session.phases import _enough
+
+    cells = [Cell("layer_norm", "numpy", "float64", "cpu", examples=400),
+             Cell("layer_norm", "jax", "float64", "cpu:0", examples=12),
+             Cell("layer_norm", "torch", "float64", "cpu", examples=400),
+             Cell("layer_norm", "torch", "float64", "cuda:0", examples=30),  # one short device keeps it
+             Cell("attention", "jax", "float64", "cpu:0", examples=3),
+             Cell("attention", "numpy", "float64", "cpu", status=Status.NOT_IMPLEMENTED)]
+    result = RunResult(cells, "default", 0)
+    short = [c for c in cells if c.status == Status.PASS and c.examples < 50]
+    assert _enough(result, short) == [("numpy", "layer_norm", "float64")]
