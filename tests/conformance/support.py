@@ -33,3 +33,17 @@ def run_mutant(mutant_id: str, algorithms: Sequence[str], dtypes: Sequence[str],
 def failed(result: RunResult) -> dict[str, str]:
     """{algorithm: failed check} for the cells that failed."""
     return {c.algorithm: c.failure.check for c in result.cells if c.status == "fail" and c.failure}
+
+
+def counted_confirmations(monkeypatch) -> list[tuple]:
+    """Record every ``Runner.alone`` call (a failure against a block's or the screen's bound, judged
+    again on the value set's own reference) while the test runs; the calls are still made."""
+    confirmed: list[tuple] = []
+    alone = Runner.alone
+
+    def counting(self, *args):
+        confirmed.append(args)
+        return alone(self, *args)
+
+    monkeypatch.setattr(Runner, "alone", counting)
+    return confirmed

@@ -24,6 +24,8 @@ from ftspec.spec.entry import Kind
 from ftspec.spec.registry import REGISTRY, entry
 from ftspec.spec.variants import PAPER
 
+from .support import counted_confirmations
+
 NUMPY = load("numpy")
 
 
@@ -173,15 +175,8 @@ def _zero_bounds_on_value_set_1(e, sets, **kw):
 def test_a_block_failure_that_passes_alone_is_no_failure(tmp_path, monkeypatch):
     """Block and alone differ only in the Monte Carlo draws; a verdict must reproduce from the
     case file, so a failure against the block's bound is confirmed against the bound alone."""
-    confirmed = []
-    alone = Runner.alone
-
-    def counting(self, *args):
-        confirmed.append(args)
-        return alone(self, *args)
-
+    confirmed = counted_confirmations(monkeypatch)
     monkeypatch.setattr(runner_module, "references", _zero_bounds_on_value_set_1)
-    monkeypatch.setattr(Runner, "alone", counting)
     result = _runner(tmp_path, 4, 128).run(["mh_attention"], ["float32"])
     (cell,) = result.cells
     assert confirmed, "no block failure to confirm: the test shows nothing"

@@ -23,6 +23,8 @@ from ftspec.conformance.running.runner import Runner
 from ftspec.impls.discovery import load
 from ftspec.spec.registry import entry
 
+from .support import counted_confirmations
+
 NUMPY = load("numpy")
 
 
@@ -86,14 +88,7 @@ def _offset_plugin(name: str, fraction: float):
 
 
 def _search(tmp_path, plugin, monkeypatch, examples: int = 48):
-    confirmed = []
-    alone = Runner.alone
-
-    def counting(self, *args):
-        confirmed.append(args)
-        return alone(self, *args)
-
-    monkeypatch.setattr(Runner, "alone", counting)
+    confirmed = counted_confirmations(monkeypatch)
     r = Runner([(plugin.name, plugin)], RunConfig(seed=1, case_dir=tmp_path / "cases", examples=examples, block=8))
     r.distinct_failures = 0
     (cell,) = r.run(["layer_norm"], ["float64"]).cells
