@@ -20,6 +20,7 @@ from rich.padding import Padding
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ftspec.conformance.running.results import LEFT_OUT
 from ftspec.conformance.running.runner import RunResult
 
 __all__ = ["Fitted", "RunProgress", "console", "err_console", "error", "fit", "print_failures", "print_verdict",
@@ -146,7 +147,7 @@ class RunProgress:
                 self.task = None
             self.progress.advance(self.overall)
         if not self.quiet and not self.live:
-            status = ", ".join(f"{c.impl}@{c.device}: {c.status} ({c.examples})" for c in cells)
+            status = ", ".join(f"{c.impl}@{c.device}: {c.status} ({c.examples})" for c in cells if c.note != LEFT_OUT)
             err_console.print(escape(f"[{self.done}/{self.total_searches}] {algorithm} {dtype}: {status}"))
 
     def on_done(self, result: RunResult) -> None:

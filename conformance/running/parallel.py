@@ -80,7 +80,7 @@ from .executors import (MAX_DEFAULT_JOBS, MAX_JOBS_PER_CPU, ExecutorError, dask_
 from .fixture_replay import FixtureResult
 from .interruption import ReplayInterrupted, SearchesInterrupted
 from .isolation import WorkerLost
-from .results import Status
+from .results import LEFT_OUT, Status
 from .runner import Cell, Failure, Runner, RunResult
 from .wire import cell_from_plain, cell_to_plain
 
@@ -339,7 +339,7 @@ class _SearchRound:
             for m in members:
                 if m.label in excluded[i]:
                     cell = self.cell(i, m)
-                    cell.status, cell.note = Status.NO_EXAMPLES, "left out of this search (exclude)"
+                    cell.status, cell.note = Status.NO_EXAMPLES, LEFT_OUT
         return excluded
 
     def cell(self, i: int, m: Any) -> Cell:

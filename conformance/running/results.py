@@ -19,9 +19,12 @@ import numpy as np
 
 from ..core.case import Case
 
-__all__ = ["RATIOS_KEPT", "SAMPLED_DTYPES", "SAMPLE_CASES", "SAMPLE_ELEMENTS", "Cell", "Failure", "RunResult",
-           "Status", "keep_sample", "merge_samples", "sample_priority"]
+__all__ = ["LEFT_OUT", "RATIOS_KEPT", "SAMPLED_DTYPES", "SAMPLE_CASES", "SAMPLE_ELEMENTS", "Cell", "Failure",
+           "RunResult", "Status", "keep_sample", "merge_samples", "sample_priority"]
 
+#: the note of a cell whose member a search left out (``exclude``: an extra round leaves out the
+#: members that hung, failed or have their examples); progress lines do not list it
+LEFT_OUT = "left out of this search (exclude)"
 #: the dtypes whose cells keep a sample of the value sets they passed (``Cell.sample``): a
 #: certificate derives from it what a pass there cannot tell apart (session/separation.py); at
 #: float32 and float64 the bound separates every catalogue difference the search can show

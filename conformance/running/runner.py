@@ -80,7 +80,7 @@ from ..core.profiles import Profile
 from ..core.refusals import answered_refusals, check_refusals_into, expect_refusal, refused_empty_query
 from .config import RunConfig
 from .local_constants import no_local_constants
-from .results import RATIOS_KEPT, SAMPLED_DTYPES, Cell, Failure, RunResult, Status, keep_sample
+from .results import LEFT_OUT, RATIOS_KEPT, SAMPLED_DTYPES, Cell, Failure, RunResult, Status, keep_sample
 from ..core.timecap import TimeCap, TimeUp
 from ..core.blocks import MAX_BLOCK, block_size, value_sets, varies
 from ..core.tolerances import LANES, SCREEN_LANES, Reference, ToleranceModelError, reference, references
@@ -451,7 +451,7 @@ class Runner:
                 cell = Cell(entry.name, label, dtype, device)
                 result.cells.append(cell)
                 if (label, entry.name, dtype) in self.exclude:  # not called: its cell says so
-                    cell.status, cell.note = Status.NO_EXAMPLES, "left out of this search (exclude)"
+                    cell.status, cell.note = Status.NO_EXAMPLES, LEFT_OUT
                     continue
                 members.append(m)
                 cells[m.key] = cell

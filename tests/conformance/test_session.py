@@ -274,3 +274,17 @@ def test_an_extra_round_searches_only_the_members_that_are_short():
     result = RunResult(cells, "default", 0)
     short = [c for c in cells if c.status == Status.PASS and c.examples < 50]
     assert _enough(result, short) == [("numpy", "layer_norm", "float64")]
+
+
+def test_a_member_left_out_of_an_extra_round_is_not_listed_in_its_progress_line(capsys):
+    from ftspec.conformance.running.results import LEFT_OUT, Cell, Status
+    from ftspec.tools.console import RunProgress
+
+    progress = RunProgress()
+    progress.live = False
+    progress("plan", searches=1, examples=49)
+    progress("end", algorithm="layer_norm", dtype="float64",
+             cells=[Cell("layer_norm", "numpy", "float64", "cpu", status=Status.NO_EXAMPLES, note=LEFT_OUT),
+                    Cell("layer_norm", "jax", "float64", "cpu:0", examples=49)])
+    text = " ".join(capsys.readouterr().err.split())  # the console wraps at its width
+    assert "[1/1] layer_norm float64: jax@cpu:0: pass (49)" in text and "numpy" not in text, text
