@@ -80,7 +80,7 @@ from .executors import (MAX_DEFAULT_JOBS, MAX_JOBS_PER_CPU, ExecutorError, dask_
 from .fixture_replay import FixtureResult
 from .interruption import ReplayInterrupted, SearchesInterrupted
 from .isolation import WorkerLost
-from .results import LEFT_OUT, Status
+from .results import Status
 from .runner import Cell, Failure, Runner, RunResult
 from .wire import cell_from_plain, cell_to_plain
 
@@ -311,7 +311,10 @@ class _SearchRound:
         self.shards = max(1, min(config.shards, config.examples))  # no shard without an example
         self.config = replace(config, shards=self.shards)
         self.wire = self.config.to_json()  # what every task gets
-        planner = Runner(plugins, self.config)
+        # what ``exclude`` leaves out is planned as the in-process runner plans it: its cells say so, and
+        # a search with no member left is not planned (an extra round listed 30 such searches)
+        left: list[tuple[str, str, str]] = [(str(a), str(b), str(c)) for a, b, c in exclude]
+        planner = Runner(plugins, self.config, exclude=left)
         self.result, self.plan = planner.plan(algorithms, dtypes)
         self.result.shards = self.shards
         progress("plan", searches=len(self.plan), examples=self.config.examples)
@@ -321,7 +324,7 @@ class _SearchRound:
             for m in members:
                 self.slots[(entry.name, m.label, dtype, m.device)] = self.result.cells.index(cells[m.key])
         #: per search, the labels left out of it (asked for, or lost in it), and per shard as well
-        self.excluded = self._left_out(exclude)
+        self.excluded = self._left_out(left)
         self.shard_excluded = [[list(self.excluded[i]) for _ in range(self.shards)] for i in range(len(self.plan))]
         #: per search: each shard's values (None until it ends)
         self.parts: list[list[Optional[dict[str, Any]]]] = [[None] * self.shards for _ in self.plan]
@@ -330,17 +333,11 @@ class _SearchRound:
         self.runnable = [i for i, (_, _, members, _) in enumerate(self.plan)
                          if {m.label for m in members} - set(self.excluded[i])]
 
-    def _left_out(self, exclude: Iterable[Sequence[str]]) -> list[list[str]]:
-        """Per search, the labels ``exclude`` leaves out of it; their cells are "no examples"."""
-        left_out = {(str(a), str(b), str(c)) for a, b, c in exclude}
-        excluded = [sorted({m.label for m in members if (m.label, entry.name, dtype) in left_out})
-                    for entry, dtype, members, _ in self.plan]
-        for i, (entry, dtype, members, _) in enumerate(self.plan):
-            for m in members:
-                if m.label in excluded[i]:
-                    cell = self.cell(i, m)
-                    cell.status, cell.note = Status.NO_EXAMPLES, LEFT_OUT
-        return excluded
+    def _left_out(self, exclude: Sequence[tuple[str, str, str]]) -> list[list[str]]:
+        """Per search, the labels ``exclude`` leaves out of it (the planner left their cells "no
+        examples"); the workers are told, so that they load and call only the others."""
+        return [sorted({label for label, a, d in exclude if (a, d) == (entry.name, dtype)})
+                for entry, dtype, _, _ in self.plan]
 
     def cell(self, i: int, m: Any) -> Cell:
         """The parent's cell of member ``m`` in search ``i``."""
