@@ -220,9 +220,11 @@ def test_an_excluded_member_is_not_planned_and_a_search_with_none_left_is_not_ru
     with no member left is neither planned nor announced."""
     plugins = [("numpy", load_target("numpy")), ("torch", load_target("torch"))]
     events: list[tuple[str, dict]] = []
-    exclude = [("numpy", "layer_norm", "float64"), ("torch", "layer_norm", "float64"), ("numpy", "attention", "float64")]
-    result = run_parallel(_settings(["numpy", "torch"], tmp_path), plugins, jobs=1, algorithms=["layer_norm", "attention"],
-                          dtypes=["float64"], exclude=exclude, progress=lambda event, **info: events.append((event, info)))
+    exclude = [("numpy", "layer_norm", "float64"), ("torch", "layer_norm", "float64"),
+               ("numpy", "attention", "float64")]
+    result = run_parallel(_settings(["numpy", "torch"], tmp_path), plugins, jobs=1,
+                          algorithms=["layer_norm", "attention"], dtypes=["float64"], exclude=exclude,
+                          progress=lambda event, **info: events.append((event, info)))
     assert [info["searches"] for event, info in events if event == "plan"] == [1]
     ended = [info for event, info in events if event == "end"]
     assert [(i["algorithm"], [c.impl for c in i["cells"]]) for i in ended] == [("attention", ["torch"])]
