@@ -103,21 +103,24 @@ def test_float32_accumulation_narrows_the_bound():
 
 def test_a_float32_inside_plugin_passes_under_its_narrower_declared_bound():
     """Searched at bfloat16 with and without the declaration (same seed): it passes both, and under
-    the declaration the worst error/bound is larger: the runner judged it under the narrower bound,
-    not the stored or shared one of a plain bfloat16 plugin."""
+    the declaration its examples' error/bound ratios are larger: the runner judged it under the
+    narrower bound, not the stored or shared one of a plain bfloat16 plugin."""
     settings = Settings(profile="quick", algorithms=ALGORITHMS, dtypes=("bfloat16",), in_process=True, seed=0)
     declared = run([("declared", DECLARED)], settings)
     undeclared = run([("undeclared", UNDECLARED)], settings)
     assert declared.verdict == "conformant", declared.reasons
-    worst = {c.algorithm: c.worst_ratio for c in undeclared.cells}
-    # the same examples (same seed, same outputs) under a narrower bound: never much smaller a ratio
-    # (the Monte Carlo spreads are sampled), and clearly larger somewhere (a cell whose worst example
-    # is decided by elementwise operations, which stay in bfloat16, may not move)
+    # the same examples (same seed, same outputs, in the same order) under a narrower bound: example
+    # by example the error/bound ratio is larger. Compared example by example, not as each cell's
+    # worst: a search judges its passes on the 8 lanes of its screen (tolerances.SCREEN_LANES), and a
+    # cell's worst ratio is the one element where those lanes happened to spread least (attention's
+    # worst came out at 0.87 of its undeclared one while its examples' ratios rose by half)
+    other = {c.algorithm: c for c in undeclared.cells}
     for c in declared.cells:
         assert c.status == "pass" and c.examples >= 10
-        assert c.worst_ratio > 0.9 * worst[c.algorithm], (c.algorithm, c.worst_ratio, worst[c.algorithm])
-    assert max(c.worst_ratio / worst[c.algorithm] for c in declared.cells) > 1.2, (
-        {c.algorithm: (c.worst_ratio, worst[c.algorithm]) for c in declared.cells})
+        mine, theirs = c.ratios, other[c.algorithm].ratios
+        assert len(mine) == len(theirs) and [r == 0 for r in mine] == [r == 0 for r in theirs]  # same cases
+        rises = [a / b for a, b in zip(mine, theirs) if b > 0]
+        assert len(rises) >= 5 and float(np.median(rises)) > 1.2, (c.algorithm, np.round(rises, 2))
 
 
 def test_two_declarations_never_share_a_reference():
