@@ -213,22 +213,22 @@ def test_ctrl_c_is_never_raised_inside_the_wait_on_the_workers(monkeypatch):
     assert signal.getsignal(signal.SIGINT) is previous
 
 
-def test_an_excluded_member_is_not_planned_and_a_search_with_none_left_is_not_run(tmp_path):
+def test_an_excluded_member_is_not_planned_and_a_search_with_none_left_is_not_run(tmp_path, monkeypatch):
     """An extra round leaves out the members with enough examples; in worker processes it planned
     every search of its product anyway and listed those with no member left ("no examples (0)"
     for each). Now the plan is the in-process runner's: the left-out cells say so, and a search
     with no member left is neither planned nor announced."""
-    plugins = [("numpy", load_target("numpy")), ("torch", load_target("torch"))]
+    label = _module(tmp_path, monkeypatch, "second", "")  # the example plugin: layer_norm, rms_norm
+    plugins = [("numpy", load_target("numpy")), (label, load_target(label))]
     events: list[tuple[str, dict]] = []
-    exclude = [("numpy", "layer_norm", "float64"), ("torch", "layer_norm", "float64"),
-               ("numpy", "attention", "float64")]
-    result = run_parallel(_settings(["numpy", "torch"], tmp_path), plugins, jobs=1,
-                          algorithms=["layer_norm", "attention"], dtypes=["float64"], exclude=exclude,
+    exclude = [("numpy", "rms_norm", "float64"), (label, "rms_norm", "float64"), ("numpy", "layer_norm", "float64")]
+    result = run_parallel(_settings(["numpy", label], tmp_path), plugins, jobs=1,
+                          algorithms=["layer_norm", "rms_norm"], dtypes=["float64"], exclude=exclude,
                           progress=lambda event, **info: events.append((event, info)))
     assert [info["searches"] for event, info in events if event == "plan"] == [1]
     ended = [info for event, info in events if event == "end"]
-    assert [(i["algorithm"], [c.impl for c in i["cells"]]) for i in ended] == [("attention", ["torch"])]
+    assert [(i["algorithm"], [c.impl for c in i["cells"]]) for i in ended] == [("layer_norm", [label])]
     cells = {(c.algorithm, c.impl): c for c in result.cells}
-    assert cells[("attention", "torch")].status == "pass" and cells[("attention", "torch")].examples == 6
-    for key in [("layer_norm", "numpy"), ("layer_norm", "torch"), ("attention", "numpy")]:
+    assert cells[("layer_norm", label)].status == "pass" and cells[("layer_norm", label)].examples == 6
+    for key in [("rms_norm", "numpy"), ("rms_norm", label), ("layer_norm", "numpy")]:
         assert cells[key].status == "no examples" and cells[key].examples == 0, key

@@ -39,7 +39,7 @@ _VALUE = st.one_of(st.floats(-1e3, 1e3), st.floats(-1e-40, 1e-40), st.just(0.0),
                    st.sampled_from([np.nan, np.inf, -np.inf, 5e-324, 2.0**-25]))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(dtype=st.sampled_from(sorted(FORMATS)), scale=st.sampled_from(["linear", "log"]),
        lane0=_VALUE, offsets=st.lists(st.one_of(st.floats(-1e-3, 1e-3), _VALUE), min_size=LANES, max_size=LANES),
        relative=st.booleans())
