@@ -287,7 +287,7 @@ def _case_file(path: str) -> tuple[Any, str]:
     """A case file's case, or a table file's inputs and parameters as a case (and the table's dtype)."""
     from ftspec.conformance.core.case import Case
     from ftspec.conformance.core.casefile import read_case, read_untrusted_json
-    from ftspec.conformance.forensics.identify_table import FORMAT, LIMITS, TableError, _structure, parse_table
+    from ftspec.conformance.forensics.table_file import FORMAT, LIMITS, TableError, _structure, parse_table
 
     try:
         doc = read_untrusted_json(path, what="case or table file", limit=LIMITS["json_bytes"], error=TableError)

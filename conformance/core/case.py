@@ -5,7 +5,7 @@ written to a replayable case file (JSON + safetensors only, no serialised
 Python objects) and read back bit for bit (``conformance/core/casefile.py``).
 It is the one case class: the strategies draw it, the plugin tests, the
 zoo's witnesses and the spec's self-tests build it with
-``conformance/core/values.py`` (``Case.build``).
+``conformance/core/values/`` (``Case.build``).
 """
 
 from __future__ import annotations

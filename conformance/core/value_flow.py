@@ -1,6 +1,6 @@
 """What an entry's registry fields say about where values flow.
 
-Shared by the value builder (``conformance/core/values.py``) and the strategies.
+Shared by the value builder (``conformance/core/values/``) and the strategies.
 
 Everything here is read from an ``Entry``: its input specs (names, symbolic
 shapes, kinds) and its parameter schema under a variant. No algorithm is

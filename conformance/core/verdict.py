@@ -106,7 +106,7 @@ def derive(cells: Sequence[Mapping[str, Any]], fixtures: Sequence[Mapping[str, A
         reasons.append(f"plugin {name!r} failed to load: {error}")
     for c in considered:
         if c.get("status") in ("fail", "error"):
-            more = len(c.get("more_failures") or [])  # forensics/distinct_failures.py: other signatures
+            more = len(c.get("more_failures") or [])  # forensics/distinct_failures/: other signatures
             reasons.append(f"{c.get('algorithm')} {c.get('implementation')} {c.get('dtype')} {c.get('device')}: "
                            f"{c.get('status')}" + (f" ({1 + more} distinct failures)" if more else ""))
     bad_fixtures = [f for f in fixtures if not f.get("ok", False)]

@@ -78,7 +78,7 @@ class RunConfig:
     #: wall-time cap per implementation search, positive; ``NO_CAP``: none (None: the profile's
     #: when ``examples`` is None, none when an example count is given: it means exactly that many)
     seconds: float = OPEN
-    #: each search split into this many shards by seed (``runner.shard_seed``)
+    #: each search split into this many shards by seed (``search_keys.shard_seed``)
     shards: int = 1
     #: seconds loading a plugin, or its ``devices()``, may take in a worker (None: the default)
     load_timeout: float = OPEN

@@ -283,23 +283,6 @@ class IsolatedPool(Executor):
         except OSError:
             pass
 
-    def _spawn(self) -> _Slot:
-        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
-        times = self._ctx.RawArray("d", 2)
-        ident = self._ctx.RawArray("c", IDENT_BYTES)
-        process = self._ctx.Process(target=_worker, args=(child_conn, times, ident, os.getpid(), self._initializer),
-                                    daemon=True, name="ftspec-worker")
-        process.start()
-        child_conn.close()
-        pid = process.pid
-        if pid is not None and hasattr(os, "killpg"):
-            try:  # both sides set the group (the classic idiom), before any plugin code runs there
-                os.setpgid(pid, pid)
-            except OSError:  # it did it first, or has already exec'd (EACCES)
-                pass
-            _GROUPS.add(pid)
-        return _Slot(process, parent_conn, times, ident)
-
     def _dispatch(self) -> None:
         try:
             self._loop()
@@ -318,7 +301,7 @@ class IsolatedPool(Executor):
                     s.task = None
         finally:
             for s in list(self._slots):
-                self._retire(s)
+                _retire(s)
             self._slots.clear()
 
     def _loop(self) -> None:
@@ -330,7 +313,7 @@ class IsolatedPool(Executor):
                     return
                 want = min(self._size, busy + len(self._queue))
             while len(self._slots) < want:
-                self._slots.append(self._spawn())
+                self._slots.append(_spawn(self._ctx, self._initializer))
             self._assign()
             waitables = [self._wake_r] + [s.conn for s in self._slots] + [s.process.sentinel for s in self._slots]
             ready = wait_for(waitables, timeout=POLL_S)
@@ -339,7 +322,7 @@ class IsolatedPool(Executor):
                     self._wake_r.recv_bytes()
             for s in list(self._slots):
                 if s.conn in ready:
-                    self._receive(s)
+                    _receive(s)
             for s in list(self._slots):
                 if s.process.sentinel in ready or not s.process.is_alive():
                     self._lost(s)
@@ -364,30 +347,9 @@ class IsolatedPool(Executor):
                 s.task = None
                 task.future.set_exception(TaskError(type(exc).__name__, str(exc), ""))
 
-    def _receive(self, s: _Slot) -> bool:
-        """Take one reply; False when the pipe is closed (the process ended: _lost reports it)."""
-        try:
-            data = s.conn.recv_bytes()
-        except (EOFError, OSError):
-            return False
-        task, s.task = s.task, None
-        if task is None:
-            return True
-        try:
-            doc = json.loads(data.decode())
-        except ValueError as exc:
-            task.future.set_exception(TaskError("ValueError", f"unreadable reply from the worker: {exc}", ""))
-            return True
-        if doc.get("ok"):
-            task.future.set_result(doc.get("value"))
-        else:
-            task.future.set_exception(TaskError(str(doc.get("kind")), str(doc.get("message")),
-                                                str(doc.get("trace", ""))))
-        return True
-
     def _lost(self, s: _Slot) -> None:
         if s.task is not None and not s.killed and _poll(s.conn):  # a reply sent just before the end counts
-            self._receive(s)
+            _receive(s)
         _end_group(s.process.pid)  # what the plugin started there goes with it
         s.process.join(1)
         task, s.task = s.task, None
@@ -396,15 +358,7 @@ class IsolatedPool(Executor):
         self.deaths += 1
         if task is None:
             return
-        call, seconds = s.call, s.call_seconds
-        if call is None and s.times[0] > 0:
-            call, seconds = _read_ident(s.ident), time.monotonic() - s.times[0]
-        during = _during(call)
-        if s.killed:
-            message = f"the worker process was killed{during}: {s.killed}"
-        else:
-            message = f"the worker process {_ended(s.process.exitcode)}{during}"
-        task.future.set_exception(WorkerLost(message, call=call, deadline=s.deadline, seconds=seconds))
+        task.future.set_exception(_lost_error(s))
 
     def _watchdog(self) -> None:
         now = time.monotonic()
@@ -422,21 +376,79 @@ class IsolatedPool(Executor):
                                 "too stuck to time the call out itself")
                 _kill(s.process)
 
-    def _retire(self, s: _Slot) -> None:
-        try:
-            if s.task is None and s.process.is_alive():
-                s.conn.send(None)
-                # not the sentinel: a process the plugin forked holds a copy of it open
-                deadline = time.monotonic() + 2
-                while s.process.exitcode is None and time.monotonic() < deadline:
-                    time.sleep(0.01)
-        except (OSError, EOFError, ValueError):
+
+# -- one worker's slot: started, read, ended ----------------------------------------------------------
+
+def _spawn(ctx: Any, initializer: Optional[Callable[[], None]]) -> _Slot:
+    """A worker process started (a process group of its own where POSIX allows), as a slot."""
+    parent_conn, child_conn = ctx.Pipe(duplex=True)
+    times = ctx.RawArray("d", 2)
+    ident = ctx.RawArray("c", IDENT_BYTES)
+    process = ctx.Process(target=_worker, args=(child_conn, times, ident, os.getpid(), initializer),
+                          daemon=True, name="ftspec-worker")
+    process.start()
+    child_conn.close()
+    pid = process.pid
+    if pid is not None and hasattr(os, "killpg"):
+        try:  # both sides set the group (the classic idiom), before any plugin code runs there
+            os.setpgid(pid, pid)
+        except OSError:  # it did it first, or has already exec'd (EACCES)
             pass
-        _kill(s.process)  # the worker if it is still there, and every process of its group
-        if s.task is not None:
-            s.task.future.set_exception(WorkerLost("the pool was shut down before the task ended"))
-            s.task = None
-        _close(s)
+        _GROUPS.add(pid)
+    return _Slot(process, parent_conn, times, ident)
+
+
+def _receive(s: _Slot) -> bool:
+    """Take one reply; False when the pipe is closed (the process ended: _lost reports it)."""
+    try:
+        data = s.conn.recv_bytes()
+    except (EOFError, OSError):
+        return False
+    task, s.task = s.task, None
+    if task is None:
+        return True
+    try:
+        doc = json.loads(data.decode())
+    except ValueError as exc:
+        task.future.set_exception(TaskError("ValueError", f"unreadable reply from the worker: {exc}", ""))
+        return True
+    if doc.get("ok"):
+        task.future.set_result(doc.get("value"))
+    else:
+        task.future.set_exception(TaskError(str(doc.get("kind")), str(doc.get("message")),
+                                            str(doc.get("trace", ""))))
+    return True
+
+
+def _lost_error(s: _Slot) -> WorkerLost:
+    """What a task whose worker ended gets: the call in progress, and how the process ended."""
+    call, seconds = s.call, s.call_seconds
+    if call is None and s.times[0] > 0:
+        call, seconds = _read_ident(s.ident), time.monotonic() - s.times[0]
+    during = _during(call)
+    if s.killed:
+        message = f"the worker process was killed{during}: {s.killed}"
+    else:
+        message = f"the worker process {_ended(s.process.exitcode)}{during}"
+    return WorkerLost(message, call=call, deadline=s.deadline, seconds=seconds)
+
+
+def _retire(s: _Slot) -> None:
+    """A worker ended at the pool's end: asked to exit when idle, then killed with its group."""
+    try:
+        if s.task is None and s.process.is_alive():
+            s.conn.send(None)
+            # not the sentinel: a process the plugin forked holds a copy of it open
+            deadline = time.monotonic() + 2
+            while s.process.exitcode is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+    except (OSError, EOFError, ValueError):
+        pass
+    _kill(s.process)  # the worker if it is still there, and every process of its group
+    if s.task is not None:
+        s.task.future.set_exception(WorkerLost("the pool was shut down before the task ended"))
+        s.task = None
+    _close(s)
 
 
 def _poll(conn: Any) -> bool:
@@ -449,7 +461,7 @@ def _poll(conn: Any) -> bool:
 def _during(call: Optional[dict[str, str]]) -> str:
     if not call:
         return ""
-    if call.get("stage"):  # plugin loading or devices(), published by parallel._plugin
+    if call.get("stage"):  # plugin loading or devices(), published by worker_tasks._plugin
         return f" during {call['stage']} of {call.get('implementation')}"
     return (f" during the call of {call.get('algorithm')} by {call.get('implementation')} on "
             f"{call.get('device')} at {call.get('dtype')}")

@@ -11,7 +11,7 @@ reference for a case they share is evaluated once. ``shards`` splits every
 search by seed (shard k of n draws from a seed of its own and runs its share
 of the examples, and under a time cap each shard has the whole cap): examples
 per cell grow with the workers. The same seed and shard count give the same
-cases (``runner.shard_seed``). Shards are merged in shard order, so the result
+cases (``search_keys.shard_seed``). Shards are merged in shard order, so the result
 does not depend on which finished first.
 
 Executors (conformance/running/executors.py, re-exported here): the local
@@ -58,6 +58,8 @@ The steps: ``_SearchRound`` is one call of ``run_parallel`` (the parent's
 plan, a task per shard of each search, the merge of what comes back, and what
 a lost worker costs); ``_FixtureChunks`` is one call of
 ``replay_fixtures_parallel``; ``_drive`` keeps the executor busy for both.
+What the workers run (a search shard, a fixture chunk, a plugin's trial load)
+is in conformance/running/worker_tasks.py.
 """
 
 from __future__ import annotations
@@ -65,24 +67,23 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import threading
 import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import Any, Callable, Iterable, Optional, Sequence
 
-from ..core.calling import known_hangs, skipping_hangs, watched
 from ..core.interrupts import POLL_S, checkpoint, held_interrupt, holding
 from .config import RunConfig
-from .executors import (MAX_DEFAULT_JOBS, MAX_JOBS_PER_CPU, ExecutorError, dask_executor, default_jobs, init_worker,
-                        jobs_cap, usable_cpus, worker_pool)
+from .executors import (MAX_DEFAULT_JOBS, MAX_JOBS_PER_CPU, ExecutorError, dask_executor, default_jobs, jobs_cap,
+                        usable_cpus, worker_pool)
 from .fixture_replay import FixtureResult
 from .interruption import ReplayInterrupted, SearchesInterrupted
 from .isolation import WorkerLost
 from .results import Status
 from .runner import Cell, Failure, Runner, RunResult
-from .wire import cell_from_plain, cell_to_plain
+from .wire import cell_from_plain
+from .worker_tasks import _probe_task, _replay_task, _search_task
 
 __all__ = ["MAX_DEFAULT_JOBS", "MAX_JOBS_PER_CPU", "ExecutorError", "RunConfig", "dask_executor",
            "default_jobs", "hangs_of", "jobs_cap", "probe_plugins", "replay_fixtures_parallel", "run_parallel",
@@ -92,94 +93,7 @@ __all__ = ["MAX_DEFAULT_JOBS", "MAX_JOBS_PER_CPU", "ExecutorError", "RunConfig",
 FIXTURE_CHUNK = 16
 
 
-# -- worker side ------------------------------------------------------------------
-
-_WORKER: dict[tuple, Any] = {}
-_WORKER_LOCK = threading.Lock()  # a Dask worker runs tasks in threads of one process
-#: one task at a time per process: Hypothesis and the hang record (calling.skipping_hangs) are
-#: per process, not per thread, so the tasks a multi-threaded Dask worker gets wait their turn
-_TASK_LOCK = threading.Lock()
-
-
-def _plugin(label: str, timeout: Optional[float] = None):
-    """The implementation ``label``, loaded once per process, with its ``devices()`` called once
-    (``discovery.with_devices``). Both are published to the watchdog as the ``stage`` of
-    ``label`` with the load timeout, so a hang there, in C code or not, ends this worker (in a
-    pool of ours) instead of hanging the task."""
-    from ftspec.impls.discovery import DEFAULT_LOAD_TIMEOUT, load_target, with_devices
-
-    key = ("plugin", label)
-    limit = timeout or DEFAULT_LOAD_TIMEOUT
-    with _WORKER_LOCK:
-        if key not in _WORKER:
-            init_worker()  # idempotent; a Dask worker has no initializer of ours
-            with watched({"implementation": label, "stage": "loading"}, limit):
-                impl = load_target(label)
-            with watched({"implementation": label, "stage": "devices()"}, limit):
-                _WORKER[key] = with_devices(impl)
-        return _WORKER[key]
-
-
-def _plugins(labels: Sequence[str], timeout: Optional[float] = None):
-    """The implementations of ``labels``, each loaded once per process (``_plugin``)."""
-    return [(label, _plugin(label, timeout)) for label in labels]
-
-
-def _runner(config: RunConfig, excluded: tuple[str, ...] = (), shard: int = 0) -> Runner:
-    """A runner for one task (its reference cache is the task's: runners are not shared between
-    tasks, which a Dask worker may run at the same time in threads). The plugins in ``excluded``
-    are not even loaded."""
-    plugins = _plugins([label for label in config.labels if label not in excluded], config.load_timeout)
-    return Runner(plugins, config, shard=shard)
-
-
-def _search_task(config: Any, algorithm: str, dtype: str, excluded: Sequence[str] = (), shard: int = 0) -> str:
-    """Shard ``shard`` of one (algorithm, dtype) search, without the implementations in ``excluded``
-    (labels); ``config``: the run's configuration as JSON text (or its plain values). The result as
-    a JSON string of plain values, failing cells with their shrunk cases (``wire.cell_to_plain``)."""
-    runner = _runner(RunConfig.from_plain(config), tuple(excluded), shard)
-    with _TASK_LOCK:
-        res = runner.run([algorithm], [dtype])
-    key = (algorithm, dtype)
-    return json.dumps({
-        "cells": [cell_to_plain(c) for c in res.cells],
-        "generated": res.generated.get(key, 0),
-        "repeated": res.repeated.get(key, 0),
-        "rejected": res.rejected.get(key, 0),
-        "unmodelled": res.unmodelled.get(key, 0),
-        "time_capped": bool(res.time_capped.get(key, False)),
-        "agreement": [[a, b, r] for (a, b), r in res.agreement.get(key, {}).items()],
-        "reference_seconds": res.reference_seconds,
-        "reference_evaluations": runner.reference_evaluations,
-        "implementation_seconds": dict(res.implementation_seconds),
-    })
-
-
-def _replay_task(config: Any, case_ids: Sequence[str], directory: Optional[str],
-                 hangs: Sequence[Sequence[str]] = ()) -> str:
-    """Replay ``case_ids`` on the implementations of ``config.labels`` (``config``: the run's
-    configuration as JSON text, its labels those this task replays); (implementation, algorithm,
-    device) in ``hangs`` are not called again."""
-    from .fixture_replay import replay_fixtures
-
-    config = RunConfig.from_plain(config)
-    plugins = _plugins(config.labels, config.load_timeout)
-    with _TASK_LOCK, skipping_hangs(hangs):
-        results = replay_fixtures(plugins, cases=set(case_ids), dtypes=config.dtypes, devices=config.devices,
-                                  directory=directory, timeout=config.call_timeout)
-        found = known_hangs()
-    return json.dumps({"results": [asdict(r) for r in results], "hangs": found})
-
-
-def _probe_task(label: str, load_timeout: Optional[float] = None) -> str:
-    """Load ``label`` and call its ``devices()`` here (``_plugin``: under the watchdog). An error
-    comes back as text; the caller's own loading reports it as usual."""
-    try:
-        _plugin(label, load_timeout)
-    except Exception as exc:  # noqa: BLE001 - e.g. an ImportError: the parent's load says it, with a hint
-        return json.dumps({"loaded": False, "error": f"{type(exc).__name__}: {exc}"})
-    return json.dumps({"loaded": True})
-
+# -- parent side (the worker side: worker_tasks.py) -----------------------------------
 
 def _plain(value: Any) -> dict[str, Any]:
     """A task's result: the JSON text it returned, read as plain values (never unpickled objects)."""
@@ -189,8 +103,6 @@ def _plain(value: Any) -> dict[str, Any]:
         raise TypeError(f"a task returned a {type(value).__name__}, not the JSON of a dict")
     return value
 
-
-# -- parent side ------------------------------------------------------------------
 
 def probe_plugins(labels: Sequence[str], executor: Executor, *,
                   load_timeout: Optional[float] = None) -> dict[str, WorkerLost]:

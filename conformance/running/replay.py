@@ -37,9 +37,8 @@ import math
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Optional, Sequence
 
-import numpy as np
 
 from ftspec.impls.api import Implementation
 from ftspec.impls.discovery import load_target
@@ -51,9 +50,10 @@ from ftspec.spec import SpecError
 from ..core.refusals import check_refusals_into, expect_refusal, refused_empty_query
 from ..core.case import Case
 from ..core.casefile import read_case
-from ..core.execute import Member, examine
-from ..core.tolerances import Reference, reference
+from ..core.examining import examine_case, judged_case
+from ..core.execute import Member
 from .fixture_replay import replay_variant
+from ..core.tolerances import keeping_references
 
 __all__ = ["ReplayError", "ReplayOutcome", "replay", "same_device"]
 
@@ -79,6 +79,7 @@ def same_device(a: str, b: str) -> bool:
     return a == b or canonical(a) == canonical(b)
 
 
+@keeping_references()  # the case is checked alone, then examined with its batch
 def replay(path: Path | str, *, impl: str, dtype: Optional[str] = None,
            device: Optional[str] = None, timeout: float = 60.0) -> ReplayOutcome:
     """Judge ``impl`` (a registered name or ``module:object`` the user gives; never the name the
@@ -125,7 +126,6 @@ def replay(path: Path | str, *, impl: str, dtype: Optional[str] = None,
     if variant != case.variant:
         case = Case(case.algorithm, case.hyper, variant, case.inputs, case.params, case.batch, case.style)
     entry = case.entry
-    prepared = Prepared(entry, case.inputs, case.params, dtype)
     recorded = doc.get("impl")
     where = f" ({'asked for' if given else 'recorded on'} {asked!r}: the same device)" if device != asked else ""
     head = f"{case.algorithm}: {label} at {dtype} on {device}{where}\n  case: {case.describe()}\n"
@@ -134,19 +134,14 @@ def replay(path: Path | str, *, impl: str, dtype: Optional[str] = None,
                  f"from it only in switches that change rounding, not the mathematics\n")
     head += f"  recorded for: {recorded!r} (shown only; the file's implementation is never loaded)"
     member = Member(label, implementation, device)
-    try:
-        ref = reference(entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=case.variant,
-                        dtype=dtype, precision=implementation.precision_for(dtype))
+    try:  # the case alone first: a case the spec refuses by definition replays as a refusal check
+        judged_case(case, dtype, implementation.precision_for(dtype), batch=False)
     except SpecError as exc:
         if not refused_empty_query(entry, case, exc):
             raise
-        return _refusal_verdict(member, case, prepared, exc, dtype, timeout, head)
-    batch: list[tuple[Mapping[str, np.ndarray], Reference]] = []
-    for extra in case.batch:
-        p = Prepared(entry, extra, case.params, dtype)
-        batch.append((p.inputs, reference(entry, p.inputs, p.params, hyper=case.hyper, variant=case.variant,
-                                          dtype=dtype, precision=implementation.precision_for(dtype))))
-    outcome = examine(member, case, prepared.inputs, prepared.params, ref, dtype=dtype, timeout=timeout, batch=batch)
+        return _refusal_verdict(member, case, Prepared(entry, case.inputs, case.params, dtype), exc, dtype, timeout,
+                                head)
+    outcome = examine_case(member, case, dtype, timeout=timeout)  # its reference kept: evaluated once
     check_refusals_into(outcome, member, case, dtype, timeout=timeout)  # a refusal failure replays as one
     if outcome.judgement.ok:
         return ReplayOutcome(True, f"{head}\n  conforms (worst error/bound {outcome.judgement.ratio:.3g})",

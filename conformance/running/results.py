@@ -65,7 +65,7 @@ class Failure:
     reproducer: str
     report: str
     shrunk: bool = True
-    diagnosis: Optional[dict] = None  # forensics/diagnosis.py: the conventions the output matches (plain data)
+    diagnosis: Optional[dict] = None  # forensics/diagnosis/: the conventions the output matches (plain data)
     #: a ``refusal`` failure: every refusal the implementation answered instead of raising, each kind
     #: once, as {"refusal": name (spec/refusals.py), "message": the finding's}; empty for other checks
     refusals: list = field(default_factory=list)
@@ -94,7 +94,7 @@ class Cell:
     first_failure_examples: Optional[int] = None
     #: sha256 (hex) over the digests of the cases examined, in order: same seed, same cases
     cases_digest: str = ""
-    #: further failures with other signatures than ``failure``'s, as plain data (forensics/distinct_failures.py)
+    #: further failures with other signatures than ``failure``'s, as plain data (forensics/distinct_failures/)
     more_failures: list = field(default_factory=list)
     #: > 0: the search tried every case its strategy can draw (Hypothesis exhausted its choices), and
     #: this many distinct cases were examined: the cell is complete below the minimum examples

@@ -1,6 +1,6 @@
 """What a worker task sends back: cells, failures and their shrunk cases as plain values.
 
-A search task (``parallel._search_task``) returns JSON text: numbers, strings,
+A search task (``worker_tasks._search_task``) returns JSON text: numbers, strings,
 lists and dicts, never a pickled object, on every executor. A failing cell
 carries its shrunk case in that text (``case_to_plain``): its algorithm,
 hyperparameters, variant set (canonical JSON), style and arrays, the arrays as

@@ -9,7 +9,7 @@
 
 With a target, the implementation is called on a few designed cases per entry
 and the variant switches each entry reads are searched
-(conformance/forensics/identify.py); with ``table``, the same for published
+(conformance/forensics/identify/); with ``table``, the same for published
 numbers (conformance/forensics/identify_table.py). ``ftspec identify``
 (tools/cmd_identify.py) parses its arguments into this call and prints what
 it returns; ``progress(event, **info)`` receives "start" (what is about to be

@@ -96,10 +96,10 @@ def cell_dict(c: Cell) -> dict[str, Any]:
             "case_file": c.failure.case_file,
             "reproducer": c.failure.reproducer,
             "shrunk": c.failure.shrunk,
-            "diagnosis": c.failure.diagnosis,  # conformance/forensics/diagnosis.py; None when not diagnosed
+            "diagnosis": c.failure.diagnosis,  # conformance/forensics/diagnosis/; None when not diagnosed
             "refusals": c.failure.refusals,  # every refusal the plugin answers (core/refusals.py), one line each
         },
-        #: failures with other signatures, each with its own case and reproducer (forensics/distinct_failures.py)
+        #: failures with other signatures, each with its own case and reproducer (forensics/distinct_failures/)
         "more_failures": [{k: f.get(k) for k in ("check", "message", "case_file", "reproducer", "shrunk",
                                                   "diagnosis", "signature")} for f in c.more_failures],
     }

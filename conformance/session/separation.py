@@ -16,7 +16,7 @@ evaluated in binary64 under the alternative and compared with the cell's
 reference under the declared set (the spec's binary64 value and the bound
 the search judges with, at the dtype and the plugin's numerics,
 ``Implementation.precision_for``). The alternative *cannot be told apart*
-when it stays within that bound on every case (``diagnosis._failing_elements``
+when it stays within that bound on every case (``diagnosis.site._failing_elements``
 finds no element outside it); its ratio is the largest |difference| / bound
 over the cases. Alternatives whose outputs are bit-identical to the declared
 set's on every case (a switch the case does not exercise) are counted, not
@@ -71,9 +71,9 @@ from ..core.case import Case
 from ..core.strategies import available_styles
 from ..core.tolerances import Reference, ToleranceModelError, reference
 from ..core.values import EPSILONS
-from ..forensics.diagnosis import _failing_elements
-from ..forensics.identify import (IdentifyError, _params_for, call_variant, case_hyper, groups, options,
-                                  project)
+from ..forensics.diagnosis.site import _failing_elements
+from ..forensics.identify import IdentifyError, call_variant, case_hyper, groups, options, project
+from ..forensics.identify.observations import _params_for
 from ..running.results import SAMPLED_DTYPES
 
 __all__ = ["ALTERNATIVES", "CASES", "DTYPES", "FRACTION", "MIN_SECONDS", "SECONDS", "SEPARATING", "change_text",

@@ -14,7 +14,7 @@ from ftspec.tools.zoo import build, mutant
 def run(plugins: Sequence[tuple[str, Implementation]], algorithms: Sequence[str], dtypes: Sequence[str],
         tmp_path: Path, *, examples: int = 60, seed: int = 0, timeout: float | None = None,
         distinct: int = 0, refusals: bool = True) -> RunResult:
-    """``distinct``: further distinct failures to look for after the first (forensics/distinct_failures.py); 0 by
+    """``distinct``: further distinct failures to look for after the first (forensics/distinct_failures/); 0 by
     default, since these tests ask whether and how a cell fails (tests/conformance/test_distinct.py
     tests the further search). ``refusals``: check that the plugin refuses what the spec refuses
     (Runner.refusals)."""
@@ -47,3 +47,20 @@ def counted_confirmations(monkeypatch) -> list[tuple]:
 
     monkeypatch.setattr(Runner, "alone", counting)
     return confirmed
+
+
+def counted_evaluations(monkeypatch) -> list[tuple]:
+    """Record every evaluation ``tolerances.reference`` makes (those it does not take from the
+    references it keeps, ``tolerances.keeping_references``) while the test runs; the evaluations
+    are still made."""
+    from ftspec.conformance.core import tolerances
+
+    evaluated: list[tuple] = []
+    evaluate = tolerances._evaluated
+
+    def counting(entry, inputs, params, **how):
+        evaluated.append((entry.name, how))
+        return evaluate(entry, inputs, params, **how)
+
+    monkeypatch.setattr(tolerances, "_evaluated", counting)
+    return evaluated

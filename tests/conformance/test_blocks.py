@@ -15,7 +15,7 @@ from ftspec.conformance.core.dtypes import round_to
 from ftspec.conformance.core.execute import Member, examine
 from ftspec.conformance.core.rounding import Lanes, MonteCarloNumbers
 from ftspec.conformance.core.tolerances import Reference, reference, references
-from ftspec.conformance.running import runner as runner_module
+from ftspec.conformance.running import reference_cache
 from ftspec.conformance.running.config import RunConfig
 from ftspec.conformance.running.runner import Runner
 from ftspec.impls.discovery import load
@@ -176,7 +176,7 @@ def test_a_block_failure_that_passes_alone_is_no_failure(tmp_path, monkeypatch):
     """Block and alone differ only in the Monte Carlo draws; a verdict must reproduce from the
     case file, so a failure against the block's bound is confirmed against the bound alone."""
     confirmed = counted_confirmations(monkeypatch)
-    monkeypatch.setattr(runner_module, "references", _zero_bounds_on_value_set_1)
+    monkeypatch.setattr(reference_cache, "references", _zero_bounds_on_value_set_1)
     result = _runner(tmp_path, 4, 128).run(["mh_attention"], ["float32"])
     (cell,) = result.cells
     assert confirmed, "no block failure to confirm: the test shows nothing"
@@ -195,7 +195,7 @@ def test_a_block_failure_that_cannot_be_bounded_alone_is_unmodelled_not_a_failur
         confirmed.append(args)
         return None
 
-    monkeypatch.setattr(runner_module, "references", _zero_bounds_on_value_set_1)
+    monkeypatch.setattr(reference_cache, "references", _zero_bounds_on_value_set_1)
     monkeypatch.setattr(Runner, "alone", unbounded)
     result = _runner(tmp_path, 4, 128).run(["mh_attention"], ["float32"])
     (cell,) = result.cells

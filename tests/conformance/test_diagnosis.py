@@ -1,4 +1,4 @@
-"""Failure diagnosis (conformance/forensics/diagnosis.py): a failure names the convention the output follows.
+"""Failure diagnosis (conformance/forensics/diagnosis/): a failure names the convention the output follows.
 
 Mutants of the bug zoo whose bug is a catalogue convention are searched in process (one dtype,
 a few examples) and the failure's diagnosis must name that convention; a correct implementation

@@ -1,4 +1,4 @@
-"""Every distinct failure, not only the smallest (conformance/forensics/distinct_failures.py).
+"""Every distinct failure, not only the smallest (conformance/forensics/distinct_failures/).
 
 The bug zoo's ``three-bugs-residual-softmax-crash`` has three independent bugs (its catalogue
 entry, after the issue's public implementation): a pre-LN residual taken from the normalised X,

@@ -1,4 +1,4 @@
-"""``ftspec identify`` (conformance/forensics/identify.py): the conventions an implementation follows, found
+"""``ftspec identify`` (conformance/forensics/identify/): the conventions an implementation follows, found
 without trusting its declaration.
 
 Each test calls a real implementation on the designed cases of one or two cheap entries and checks

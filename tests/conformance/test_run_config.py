@@ -104,7 +104,7 @@ def test_a_case_travels_bit_for_bit():
 def test_a_worker_result_carries_its_failing_case(tmp_path, monkeypatch):
     """The search task's JSON holds the shrunk case: the parent rebuilds it without the case file,
     and it is the case the file holds."""
-    from ftspec.conformance.running.parallel import _search_task
+    from ftspec.conformance.running.worker_tasks import _search_task
 
     (tmp_path / "wrong_eps.py").write_text(EXAMPLE + "\n" + WRONG_EPSILON)
     monkeypatch.chdir(tmp_path)
@@ -229,16 +229,17 @@ def test_a_search_without_a_cap_bounds_its_further_failures_by_their_own_seconds
     """The search for further distinct failures runs under the search's cap, or, with none
     (``NO_CAP``), under ``distinct_failures.SECONDS`` (its documented bound), never unbounded."""
     from ftspec.conformance.forensics.distinct_failures import SECONDS
-    from ftspec.conformance.running import runner as runner_module
+    from ftspec.conformance.running import impl_search
+    from ftspec.conformance.running.runner import Runner
     from ftspec.tools.zoo.injection import build
     from ftspec.tools.zoo.mutants import mutant
 
     given: list[float] = []
-    monkeypatch.setattr(runner_module, "search_distinct", lambda *a, **k: given.append(k["seconds"]) or [])
+    monkeypatch.setattr(impl_search, "search_distinct", lambda *a, **k: given.append(k["seconds"]) or [])
     wrong = build(mutant("epsilon-added"))
     for seconds in (NO_CAP, 5.0):
         config = RunConfig(profile="quick", seed=0, case_dir=str(tmp_path), examples=4, seconds=seconds)
-        (cell,) = runner_module.Runner([("wrong", wrong)], config).run(["layer_norm"], ["float64"]).cells
+        (cell,) = Runner([("wrong", wrong)], config).run(["layer_norm"], ["float64"]).cells
         assert cell.status == Status.FAIL, (cell.status, cell.note)
     assert given == [SECONDS, 5.0]
 

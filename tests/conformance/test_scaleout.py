@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, seed, settings
 
 from ftspec.conformance.core import execute
 
-from ftspec.conformance.running import runner as runner_module
+from ftspec.conformance.running import drawn_case, reference_cache
 from ftspec.conformance.running.config import RunConfig
 from ftspec.conformance.running.runner import BATCH_CHECKS, Runner
 from ftspec.conformance.session.commands import SessionError, Settings
@@ -51,7 +51,7 @@ def _slow(impl, algorithm: str, pause: float):
 def _examined(monkeypatch) -> list[tuple[str, str, object, tuple, int]]:
     """Record every ``examine`` of the runner: (label, case digest, variant hash, sizes, batch length)."""
     seen: list[tuple[str, str, object, tuple, int]] = []
-    original = runner_module.examine
+    original = drawn_case.examine
 
     def spy(m, case, inputs, params, ref, **kw):
         h = hashlib.sha256(repr((case.variant.hash, sorted(case.hyper.items()))).encode())
@@ -66,7 +66,7 @@ def _examined(monkeypatch) -> list[tuple[str, str, object, tuple, int]]:
                      len(kw.get("batch") or [])))
         return original(m, case, inputs, params, ref, **kw)
 
-    monkeypatch.setattr(runner_module, "examine", spy)
+    monkeypatch.setattr(drawn_case, "examine", spy)
     return seen
 
 
@@ -86,7 +86,7 @@ def test_implementations_share_cases_and_each_reference_is_evaluated_once(tmp_pa
     """Two implementations with the same strategy draw the same cases from the same seed; the
     spec's reference of a case is evaluated once for both, and they are compared with each other."""
     keys: Counter = Counter()
-    original = runner_module.references
+    original = reference_cache.references
 
     def counting(entry, value_sets, alone=False, **kw):  # a block's value sets, evaluated together
         for inputs, params in value_sets:
@@ -98,14 +98,14 @@ def test_implementations_share_cases_and_each_reference_is_evaluated_once(tmp_pa
             keys[h.hexdigest()] += 1
         return None if alone else original(entry, value_sets, **kw)
 
-    single = runner_module.reference
+    single = reference_cache.reference
 
     def counting_one(entry, inputs, params, **kw):  # a batch's further input sets
         counting(entry, [(inputs, params)], **kw, alone=True)
         return single(entry, inputs, params, **kw)
 
-    monkeypatch.setattr(runner_module, "references", counting)
-    monkeypatch.setattr(runner_module, "reference", counting_one)
+    monkeypatch.setattr(reference_cache, "references", counting)
+    monkeypatch.setattr(reference_cache, "reference", counting_one)
     run = _runner([("numpy", NUMPY), ("numpy-b", NUMPY)], tmp_path, examples=15)
     result = run.run(["layer_norm"], ["float64"])
     a, b = result.cells
@@ -242,7 +242,7 @@ def _plain_only(value) -> bool:
 
 
 def test_a_worker_result_is_plain_values(tmp_path):
-    from ftspec.conformance.running.parallel import _search_task
+    from ftspec.conformance.running.worker_tasks import _search_task
 
     settings = dataclasses.asdict(RunConfig(("numpy",), "default", seed=5, case_dir=str(tmp_path), examples=4))
     raw = _search_task(settings, "layer_norm", "float64")

@@ -1,4 +1,4 @@
-"""The one value builder (``conformance/core/values.py``), the one variant
+"""The one value builder (``conformance/core/values/``), the one variant
 enumeration, the default sizes, and the registry's ``Kind`` and keyword-only
 ``Entry`` that they read."""
 

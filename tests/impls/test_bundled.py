@@ -25,12 +25,13 @@ claim is checked once:
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import zlib
 
 import pytest
 
-from ftspec.conformance.core.calling import Prepared
+from ftspec.conformance.core.examining import examine_case, judged_case
 from ftspec.conformance.core.execute import Member, examine
 from ftspec.conformance.core.tolerances import reference
 from ftspec.impls.discovery import load
@@ -131,29 +132,23 @@ def test_conforms_on_fixed_case(case, request):
     examined, skipped, failures = 0, [], []
     plan = _plan(case)
     for name, dtype, batched in plan:
-        if dtype not in refs:
-            prepared = Prepared(entry, case.inputs, case.params, dtype)
+        if dtype not in refs:  # whether the case can be judged at dtype at all
             try:
-                ref = reference(entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=case.variant,
-                                dtype=dtype)
+                ref = judged_case(case, dtype, batch=False).reference
             except SpecError as exc:  # e.g. a column that rounds to a constant before an ε-free norm
-                refs[dtype] = (prepared, None, f"the spec refuses the case rounded to {dtype}: {exc}")
+                refs[dtype] = f"the spec refuses the case rounded to {dtype}: {exc}"
             else:
-                refs[dtype] = (prepared, ref, None if ref.in_range else f"out of {dtype}'s range")
-        prepared, ref, why = refs[dtype]
-        if ref is None or why:
+                refs[dtype] = None if ref.in_range else f"out of {dtype}'s range"
+        why = refs[dtype]
+        if why:
             skipped.append(f"{dtype}: {why}")
             other = [d for d in LOW if d != dtype]
             if name in LOW_TURN and dtype in LOW and (name, other[0], batched) not in plan:
                 plan.append((name, other[0], batched))  # the turn's dtype cannot hold the case: the other one
             continue
-        batch = None
-        if batched:
-            p2 = Prepared(entry, extra.inputs, case.params, dtype)
-            batch = [(p2.inputs, reference(entry, p2.inputs, p2.params, hyper=case.hyper, variant=case.variant,
-                                           dtype=dtype))]
-        outcome = examine(Member(name, IMPLS[name], "cpu"), case, prepared.inputs, prepared.params, ref,
-                          dtype=dtype, timeout=TIMEOUT, batch=batch)
+        # examined as every caller examines a case: at the plugin's declared precision, the batch with it
+        examined_case = dataclasses.replace(case, batch=[extra.inputs] if batched else [])
+        outcome = examine_case(Member(name, IMPLS[name], "cpu"), examined_case, dtype, timeout=TIMEOUT)
         examined += 1
         for f in outcome.judgement.findings[:1]:
             failures.append(f"{name} at {dtype} on cpu: {f.check}: {f.message}\n"

@@ -21,14 +21,12 @@ import pytest
 
 pytest.importorskip("flax")
 
-from ftspec.conformance.core.calling import Prepared
 from ftspec.conformance.core.case import Case
-from ftspec.conformance.core.execute import Member, examine
+from ftspec.conformance.core.examining import examine_case
+from ftspec.conformance.core.execute import Member
 from ftspec.conformance.session.commands import Settings, run
-from ftspec.conformance.core.tolerances import reference
 from ftspec.impls.discovery import discover, load
 from ftspec.impls.flax_linen import VARIANT as FLAX_VARIANT
-from ftspec.spec.registry import REGISTRY
 
 DTYPES = ("float64", "float32", "bfloat16", "float16")
 ALGORITHMS = ("layer_norm", "rms_norm", "attention", "mh_attention")
@@ -126,12 +124,7 @@ def _judged(impl: Any, case: Case, dtype: str, **declared: Any) -> Any:
     declared variant set changed by ``declared``."""
     variant = case.variant.replace(**declared)
     case = Case(case.algorithm, case.hyper, variant, case.inputs, case.params)
-    entry = REGISTRY[case.algorithm]
-    prepared = Prepared(entry, case.inputs, case.params, dtype)
-    ref = reference(entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=variant, dtype=dtype,
-                    precision=impl.precision)
-    return examine(Member("flax", impl, "cpu"), case, prepared.inputs, prepared.params, ref, dtype=dtype,
-                   timeout=60.0).judgement
+    return examine_case(Member("flax", impl, "cpu"), case, dtype, timeout=60.0).judgement
 
 #: (label, case, dtype, the wrong declaration). The large offset (1000 + 0.01·noise)
 #: makes E[x²] − E[x]² cancel: float32 keeps none of v ≈ 1e-5 (ulp(1e6) = 0.06) and

@@ -24,14 +24,12 @@ import pytest
 pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from ftspec.conformance.core.calling import Prepared  # noqa: E402
 from ftspec.conformance.core.case import Case  # noqa: E402
-from ftspec.conformance.core.execute import Member, examine  # noqa: E402
-from ftspec.conformance.core.tolerances import reference  # noqa: E402
+from ftspec.conformance.core.examining import examine_case  # noqa: E402
+from ftspec.conformance.core.execute import Member  # noqa: E402
 from ftspec.conformance.session.commands import Settings, run  # noqa: E402
 from ftspec.impls.api import Context  # noqa: E402
 from ftspec.impls.discovery import load  # noqa: E402
-from ftspec.spec.registry import REGISTRY  # noqa: E402
 from ftspec.spec.variants import preset  # noqa: E402
 
 DTYPES = ("float64", "float32", "bfloat16", "float16")
@@ -193,12 +191,7 @@ def _fully_padded(algorithm: str, variant, scale: float = 1.0) -> Case:
 def _judged(impl, case: Case, dtype: str, variant):
     """The harness's judgement (the path of ``ftspec replay``) of ``impl`` on ``case`` under ``variant``."""
     case = Case(case.algorithm, case.hyper, variant, case.inputs, case.params)
-    entry = REGISTRY[case.algorithm]
-    prepared = Prepared(entry, case.inputs, case.params, dtype)
-    ref = reference(entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=variant, dtype=dtype,
-                    precision=impl.precision)
-    return examine(Member(impl.name, impl, "cpu"), case, prepared.inputs, prepared.params, ref, dtype=dtype,
-                   timeout=60.0).judgement
+    return examine_case(Member(impl.name, impl, "cpu"), case, dtype, timeout=60.0).judgement
 
 
 @pytest.mark.parametrize("algorithm", BERT_PADDED)

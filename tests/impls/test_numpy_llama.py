@@ -41,11 +41,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from ftspec.conformance.core.calling import Prepared, outputs_to_numpy, to_native
+from ftspec.conformance.core.calling import outputs_to_numpy, to_native
 from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.examining import judged_case
 from ftspec.conformance.core.execute import Member, examine
 from ftspec.conformance.core.strategies import cases
-from ftspec.conformance.core.tolerances import reference
 from ftspec.conformance.core.values import default_hyper
 from ftspec.impls.api import Context
 from ftspec.impls.discovery import load
@@ -107,21 +107,13 @@ def _judge(impl: Any, case: Case) -> tuple[list[str], bool]:
     """The harness's findings for ``impl`` on ``case`` at float64 (as ``ftspec replay`` judges one case),
     plus a finding when an output is off the spec's binary64 value by more than ``RTOL``; ([], False)
     when the spec refuses the case (nothing to judge)."""
-    entry = case.entry
-    prepared = Prepared(entry, case.inputs, case.params, "float64")
-    precision = impl.precision_for("float64")
     try:
-        ref = reference(entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=case.variant,
-                        dtype="float64", precision=precision)
-        batch: list[tuple[Mapping[str, np.ndarray], Any]] = []
-        for extra in case.batch:
-            p = Prepared(entry, extra, case.params, "float64")
-            batch.append((p.inputs, reference(entry, p.inputs, p.params, hyper=case.hyper, variant=case.variant,
-                                              dtype="float64", precision=precision)))
+        judged = judged_case(case, "float64", impl.precision_for("float64"))
     except SpecError:
         return [], False
-    outcome = examine(Member(impl.name, impl, "cpu"), case, prepared.inputs, prepared.params, ref, dtype="float64",
-                      timeout=TIMEOUT, batch=batch)
+    ref = judged.reference
+    outcome = examine(Member(impl.name, impl, "cpu"), case, judged.prepared.inputs, judged.prepared.params, ref,
+                      dtype="float64", timeout=TIMEOUT, batch=judged.batch)
     findings = [f"{f.check}: {f.message}" for f in outcome.judgement.findings]
     if outcome.outputs is not None:
         worst = _worst(outcome.outputs, {k: np.asarray(v, dtype=np.float64) for k, v in ref.outputs.items()})

@@ -33,11 +33,10 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 pytest.importorskip("torch")
 
-from ftspec.conformance.core.calling import Prepared
 from ftspec.conformance.core.case import Case
-from ftspec.conformance.core.execute import Member, examine
+from ftspec.conformance.core.examining import examine_case
+from ftspec.conformance.core.execute import Member
 from ftspec.conformance.core.findings import Judgement
-from ftspec.conformance.core.tolerances import reference
 from ftspec.impls.discovery import load
 from ftspec.spec.registry import REGISTRY
 from ftspec.spec.variants import PAPER
@@ -52,12 +51,7 @@ FTSPEC = Path(sys.executable).with_name("ftspec")
 def _judged(impl, case: Case, dtype: str, variant) -> Judgement:
     """The harness's judgement (the path of ``ftspec replay``) of ``impl`` on ``case`` under ``variant``."""
     case = Case(case.algorithm, case.hyper, variant, case.inputs, case.params)
-    entry = REGISTRY[case.algorithm]
-    prepared = Prepared(entry, case.inputs, case.params, dtype)
-    ref = reference(entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=variant, dtype=dtype,
-                    precision=impl.precision_for(dtype))
-    return examine(Member(impl.name, impl, "cpu"), case, prepared.inputs, prepared.params, ref, dtype=dtype,
-                   timeout=120.0).judgement
+    return examine_case(Member(impl.name, impl, "cpu"), case, dtype, timeout=120.0).judgement
 
 
 def test_the_three_plugins_load_with_their_library_versions() -> None:

@@ -25,17 +25,17 @@ cache decoder (``cached_decoding``), as impls/torch implements them:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from ftspec.conformance.core.calling import Prepared, to_native
+from ftspec.conformance.core.calling import to_native
 from ftspec.conformance.core.case import Case
-from ftspec.conformance.core.execute import Member, examine
+from ftspec.conformance.core.examining import examine_case
+from ftspec.conformance.core.execute import Member
 from ftspec.conformance.core.strategies import cases
-from ftspec.conformance.core.tolerances import Reference, reference
 from ftspec.conformance.core.values import default_hyper
 from ftspec.impls.api import Context
 from ftspec.impls.discovery import load
@@ -80,20 +80,10 @@ def _draw(entry: str, variant: VariantSet, dtype: str, n: int) -> list[Case]:
 def _judge(impl: Any, case: Case, dtype: str) -> tuple[list[str], bool]:
     """The harness's findings for ``impl`` on ``case`` at ``dtype`` (as ``ftspec replay`` judges one
     case); ([], False) when the spec refuses the case rounded to ``dtype`` (nothing to judge)."""
-    entry = case.entry
-    prepared = Prepared(entry, case.inputs, case.params, dtype)
     try:
-        ref = reference(entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=case.variant,
-                        dtype=dtype, precision=impl.precision_for(dtype))
-        batch: list[tuple[Mapping[str, np.ndarray], Reference]] = []
-        for extra in case.batch:
-            p = Prepared(entry, extra, case.params, dtype)
-            batch.append((p.inputs, reference(entry, p.inputs, p.params, hyper=case.hyper, variant=case.variant,
-                                              dtype=dtype, precision=impl.precision_for(dtype))))
+        outcome = examine_case(Member(impl.name, impl, "cpu"), case, dtype, timeout=TIMEOUT)
     except SpecError:
         return [], False
-    outcome = examine(Member(impl.name, impl, "cpu"), case, prepared.inputs, prepared.params, ref, dtype=dtype,
-                      timeout=TIMEOUT, batch=batch)
     return [f"{f.check}: {f.message}" for f in outcome.judgement.findings], True
 
 

@@ -163,7 +163,8 @@ def test_rms_norm_default_epsilon_is_the_declared_one(impl) -> None:
 
 from ftspec.conformance.core.calling import Prepared  # noqa: E402
 from ftspec.conformance.core.case import Case  # noqa: E402
-from ftspec.conformance.core.execute import Member, examine  # noqa: E402
+from ftspec.conformance.core.examining import examine_case  # noqa: E402
+from ftspec.conformance.core.execute import Member  # noqa: E402
 from ftspec.conformance.core.tolerances import reference  # noqa: E402
 from ftspec.spec.registry import REGISTRY  # noqa: E402
 from ftspec.spec.variants import VariantSet  # noqa: E402
@@ -250,15 +251,8 @@ def test_layer_conforms_and_a_wrong_declaration_is_caught(name: str, algorithm: 
     case.batch.append(Case.build(algorithm, case.hyper, declared, seed=6).inputs)
     assert impl.admits(algorithm, case.hyper)
     for dtype in ("float64", "float32"):
-        p = Prepared(case.entry, case.inputs, case.params, dtype)
-        b = Prepared(case.entry, case.batch[0], case.params, dtype)
-
         def judge(variant):
-            ref = reference(case.entry, p.inputs, p.params, hyper=case.hyper, variant=variant, dtype=dtype)
-            batch = [(b.inputs, reference(case.entry, b.inputs, b.params, hyper=case.hyper, variant=variant,
-                                          dtype=dtype))]
-            return examine(Member(name, impl, "cpu"), case, p.inputs, p.params, ref, dtype=dtype, timeout=60,
-                           batch=batch).judgement
+            return examine_case(Member(name, impl, "cpu"), case, dtype, timeout=60, variant=variant).judgement
 
         j = judge(declared)
         assert j.ok, (f"{name} {algorithm} at {dtype} on cpu, hyper {case.hyper}: fails under its own "
@@ -382,12 +376,7 @@ def _judge(impl, algorithm: str, variant, dtype: str, *, seed: int, hyper=None, 
     case = Case.build(algorithm, hyper, variant, seed=seed, given=given)
     case.batch.append(Case.build(algorithm, case.hyper, variant, seed=seed + 1, given=given).inputs)
     assert impl.admits(algorithm, case.hyper), case.hyper
-    p = Prepared(case.entry, case.inputs, case.params, dtype)
-    b = Prepared(case.entry, case.batch[0], case.params, dtype)
-    ref = reference(case.entry, p.inputs, p.params, hyper=case.hyper, variant=variant, dtype=dtype)
-    batch = [(b.inputs, reference(case.entry, b.inputs, b.params, hyper=case.hyper, variant=variant, dtype=dtype))]
-    return examine(Member(impl.name, impl, "cpu"), case, p.inputs, p.params, ref, dtype=dtype, timeout=60,
-                   batch=batch).judgement
+    return examine_case(Member(impl.name, impl, "cpu"), case, dtype, timeout=60, variant=variant).judgement
 
 
 @pytest.mark.parametrize("impl", [implementation, implementation_weights], ids=lambda i: i.name)

@@ -1,7 +1,7 @@
 """Shared helpers of the spec's self-tests: random parameters and cases.
 
 Registry cases (``case``, ``flat_params``, ``random_inputs``) come from the
-one value builder (``conformance/core/values.py``) for a Hypothesis-drawn seed:
+one value builder (``conformance/core/values/``) for a Hypothesis-drawn seed:
 well-scaled (weights N(0, 1/fan_in), γ ≈ 1, small biases, inputs N(0, 1)),
 so every intermediate stays of order 1 and no rounding bound is swamped, and
 the same seed gives the same value to the same parameter under every
@@ -144,7 +144,7 @@ FORWARD_FAMILIES = ("component", "layer", "architecture")
 FORWARD: dict[str, Entry] = {n: e for n, e in REGISTRY.items() if e.family in FORWARD_FAMILIES}
 
 def small_hyper(e: Entry, **overrides: int) -> dict[str, int]:
-    """The entry's ``DEFAULT_HYPER`` row (``conformance/core/values.py``) with the ``overrides`` it has."""
+    """The entry's ``DEFAULT_HYPER`` row (``conformance/core/values/``) with the ``overrides`` it has."""
     return default_hyper(e, **{k: v for k, v in overrides.items() if k in e.hyper})
 
 

@@ -90,8 +90,8 @@ def test_assert_close_bounds_are_torchs_defaults(dtype):
 
 def test_the_assert_close_baseline_searches_with_assert_close_bounds(tmp_path):
     """The search takes its references through ``references_for`` (blocks) and ``alone`` (a failure
-    confirmed); the baseline overrode only ``reference_for`` and was judged by the harness's own
-    bounds. A layer norm off by 1e-9 relatively at float64 is far beyond the harness's bound
+    confirmed, through ``reference_for``); the baseline overrode only ``reference_for`` and was
+    judged by the harness's own bounds. A layer norm off by 1e-9 relatively at float64 is far beyond the harness's bound
     (about 1e-15) and well within assert_close's (rtol 1e-7): the harness fails it, the baseline
     passes it."""
     import dataclasses

@@ -59,16 +59,12 @@ class AssertCloseRunner(Runner):
     def reference_for(self, entry: Entry, prepared: Prepared, case: Case, dtype: str, precision: str) -> Reference:
         return assert_close_bound(super().reference_for(entry, prepared, case, dtype, precision))
 
-    # the search takes its references through these two (blocks, and the failures confirmed alone):
-    # without them the baseline was judged by the harness's own bounds
+    # the search takes its blocks' references through this one (a failure is confirmed alone, by
+    # ``alone``, which takes ``reference_for``): without it the baseline was judged by the harness's bounds
     def references_for(self, entry: Entry, prepared: Sequence[Prepared], case: Case, dtype: str, precision: str,
                        lanes: int = SCREEN_LANES) -> list[Any]:
         return [assert_close_bound(r) if isinstance(r, Reference) else r
                 for r in super().references_for(entry, prepared, case, dtype, precision, lanes)]
-
-    def alone(self, entry: Entry, prepared: Prepared, case: Case, dtype: str, precision: str) -> Optional[Reference]:
-        r = super().alone(entry, prepared, case, dtype, precision)
-        return assert_close_bound(r) if r is not None else None
 
 
 def fixture_replay(plugins: Sequence[tuple[str, Any]], algorithms: Sequence[str], dtypes: Sequence[str], *,

@@ -160,7 +160,7 @@ def speed_section(examples: int, *, dtype: str, seed: int, xdist_command: Option
 
     speed: dict[str, Any] = {"throughput_examples": examples}
     say("bench speed: blocks against one value set per draw (numpy, float32, back to back)")
-    speed["blocks"] = blocks(examples=max(16 * examples, 256), seed=seed)  # blocks of 8: runner.MIN_DRAWS
+    speed["blocks"] = blocks(examples=max(16 * examples, 256), seed=seed)  # blocks of 8: impl_search.MIN_DRAWS
     say("bench speed: ftspec against a plain Hypothesis + NumPy check, five entries")
     speed["plain"] = plain_checks(max(10 * examples, 200), seed=seed)
     say(f"bench speed: throughput ({examples} examples per search at {dtype})")

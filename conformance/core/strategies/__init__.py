@@ -12,7 +12,7 @@ it draws:
   hyper, variant, dtype=, style=, inputs=)``: float64 arrays from seeded NumPy
   generators, shaped by a style (``STYLES``) and kept inside the dtype; the
   real values and parameters are the one value builder's
-  (``conformance/core/values.py``: ``real_input``, ``parameter_values(...,
+  (``conformance/core/values/``: ``real_input``, ``parameter_values(...,
   seed=)``) for a drawn seed;
 - ``masks(ell_z, ell_x, allow_empty=)``, ``token_sequences(N_V, ell)``,
   ``tokens(N_V)``, ``positions(ell_max)``;

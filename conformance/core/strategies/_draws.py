@@ -1,7 +1,7 @@
 """Real values: seeded NumPy draws shaped by a style, kept inside a dtype.
 
 The deterministic part (generators, magnitudes, column shapers) lives in
-``conformance/core/values.py``, the one value builder; this module adds what
+``conformance/core/values/``, the one value builder; this module adds what
 Hypothesis draws (``seeds``, ``choose``, ``uniform_integer``).
 
 Hypothesis draws only a seed (it shrinks to 0) and the structure around it;

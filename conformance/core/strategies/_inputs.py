@@ -4,7 +4,7 @@ Kinds: real → a float64 array shaped by the style; token → a token ID or a
 token sequence; position → a position; mask → a mask (all-False columns only
 when the variant's ``empty_query`` is not "error").
 
-Real inputs are the value builder's (``conformance/core/values.py``,
+Real inputs are the value builder's (``conformance/core/values/``,
 ``real_input``) for a drawn seed: "wide-range" draws ±10^U(lo, hi);
 "near-constant" gives near-constant columns to every input whose rows are a
 normalised width (the norm entries' X and a pre-LN layer's X reach a norm

@@ -1,7 +1,7 @@
 """Parameters θ: every flat name of the entry's schema under a variant.
 
 Hypothesis draws the seed; the values are ``parameter_values`` of the one
-value builder (``conformance/core/values.py``: roles read from flat names and
+value builder (``conformance/core/values/``: roles read from flat names and
 symbolic shapes, styles, logits aimed for sampling entries).
 """
 

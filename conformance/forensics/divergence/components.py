@@ -2,7 +2,7 @@
 
 ``component_departures`` lists the sublayers of a layer whose component entries (``mh_attention``
 and the other attention entries, ``layer_norm``/``rms_norm``) depart on the spec's values inside
-the layer (distinct_failures.py asks it); ``_embedding_parts`` checks ``token_embedding`` and
+the layer (forensics/distinct_failures/ asks it); ``_embedding_parts`` checks ``token_embedding`` and
 ``positional_embedding`` where a plugin lacks ``embedding``.
 """
 

@@ -26,6 +26,7 @@ from .own_intermediates import _intermediates
 from .record import SECONDS, Divergence, _unchecked
 from .walk import _LAYER_INPUT, _LAYERS, MODEL_OF, _l, _layer_step, model_inputs, model_walk
 from .whole_model import _walk_whole
+from ...core.tolerances import keeping_references
 
 __all__ = ["locate", "locate_failure"]
 
@@ -36,6 +37,7 @@ def _model_check(check: _Checker, model_entry: str, inputs: Mapping[str, np.ndar
     return check(where, model_entry, inputs, dict(params), h, config)
 
 
+@keeping_references()  # each piece is judged again under each configuration tried
 def locate(member: Any, algorithm: str, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
            hyper: Mapping[str, int], variant: VariantSet, dtype: str, *, timeout: float = 30.0,
            seconds: float = SECONDS, every: bool = True, structural: bool = False) -> Divergence:

@@ -1,0 +1,54 @@
+"""Default hyperparameters: the entries' own sizes, and widths fitted to a variant set."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Mapping, Optional, Union
+
+from ftspec.spec.entry import implied_multiples
+from ftspec.spec.registry import REGISTRY, Entry, entry as registry_entry
+from ftspec.spec.variants import VariantSet
+
+from ..value_flow import equal_widths
+
+
+#: {entry: {hyperparameter: size}}: each entry's ``sizes`` (declared in its ``Entry``), the
+#: defaults of every fixed case (plugin tests, spec self-tests, zoo witnesses) and the fixtures
+DEFAULT_HYPER: Mapping[str, Mapping[str, int]] = MappingProxyType(
+    {name: MappingProxyType(dict(e.sizes)) for name, e in REGISTRY.items()})
+
+
+def _resolve(entry: Union[str, Entry]) -> Entry:
+    return registry_entry(entry) if isinstance(entry, str) else entry
+
+
+def default_hyper(entry: Union[str, Entry], variant: Optional[VariantSet] = None, **overrides: int) -> dict[str, int]:
+    """The entry's ``DEFAULT_HYPER`` row with ``overrides``, in ``entry.hyper`` order; with a
+    ``variant``, the widths it forces equal (``value_flow.equal_widths``: d_mlp = d_e under
+    ``mlp="one_layer"``) copied from their leader."""
+    e = _resolve(entry)
+    row = e.sizes
+    unknown = set(overrides) - set(e.hyper)
+    if unknown:
+        raise ValueError(f"{e.name}: no hyperparameter {sorted(unknown)}; it has {list(e.hyper)}")
+    out = {k: int(overrides.get(k, row[k])) for k in e.hyper}
+    return fit_widths(e, variant, out) if variant is not None else out
+
+
+def fit_widths(entry: Union[str, Entry], variant: VariantSet, hyper: Mapping[str, int]) -> dict[str, int]:
+    """``hyper`` with each width ``variant`` forces equal to another set to it (followers only move),
+    and each size it needs a multiple of k (RoPE's even d_attn, H a multiple of ``kv_group``;
+    ``spec.entry.implied_multiples``) raised to the next multiple."""
+    e = _resolve(entry)
+    out = dict(hyper)
+    for name, k in implied_multiples(e, variant).items():
+        if name in out:
+            out[name] = -(-out[name] // k) * k
+    if variant.kv_order != "consecutive" and "H" in out and "kv_group" in e.switches:
+        out["H"] = max(out["H"], 2 * variant.kv_group)  # two kv heads at least: an order to see
+    if variant.rotary != "none" and "d_attn" in out and "rotary" in e.switches:
+        out["d_attn"] = max(out["d_attn"], 4)  # two RoPE pairs at least: a pairing to see
+    for follower, leader in equal_widths(e, variant):
+        if follower in out and leader in out:
+            out[follower] = out[leader]
+    return out
