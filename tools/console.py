@@ -20,7 +20,7 @@ from rich.padding import Padding
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ftspec.conformance.running.results import LEFT_OUT
+from ftspec.conformance.running.results import LEFT_OUT, Status
 from ftspec.conformance.running.runner import RunResult
 
 __all__ = ["Fitted", "RunProgress", "console", "err_console", "error", "fit", "print_failures", "print_verdict",
@@ -59,7 +59,7 @@ def print_failures(result: RunResult) -> None:
 def print_verdict(result: RunResult, subject: str = "") -> None:
     """The last line: the verdict, the cells behind it, and why it is not conformant."""
     cells = [c for c in result.cells if c.status != "not implemented"]
-    passed = sum(1 for c in cells if c.status == "pass")
+    passed = sum(1 for c in cells if c.status == Status.PASS)
     examples = sorted(c.examples for c in cells)
     counts = (f"examples per cell {examples[0]} to {examples[-1]} (at least {result.minimum} required)"
               if examples else "no examples")
@@ -262,9 +262,9 @@ def summary_table(result: RunResult, title: str = "Conformance") -> Fitted:
             if c.algorithm not in missing.setdefault(c.impl, []):
                 missing[c.impl].append(c.algorithm)
             continue
-        verdict = c.status if c.status != "fail" else f"fail ({c.failure.check})" if c.failure else "fail"
+        verdict = c.status if c.status != Status.FAIL else f"fail ({c.failure.check})" if c.failure else "fail"
         extra = f" +{c.out_of_range} out of range" if c.out_of_range else ""
-        short = " [yellow](too few)[/]" if c.status == "pass" and c.examples < result.minimum else ""
+        short = " [yellow](too few)[/]" if c.status == Status.PASS and c.examples < result.minimum else ""
         rows.append((escape(c.algorithm), escape(c.impl), escape(c.dtype), escape(c.device),
                      f"{c.examples}{extra}{short}", f"[{_STYLE.get(c.status, '')}]{escape(verdict)}[/]",
                      ratio_text(c.worst_ratio) if c.examples else "-"))

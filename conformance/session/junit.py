@@ -33,6 +33,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
+from ..running.results import Status
+
 __all__ = ["JunitError", "junit_tree", "report_view", "write_junit"]
 
 #: characters XML 1.0 cannot hold at all (not even escaped): shown as \\xNN instead
@@ -128,7 +130,7 @@ def _cell_case(cell: Mapping[str, Any], minimum: int) -> ET.Element:
     status, note = str(cell.get("status")), cell.get("note") or ""
     examples = int(cell.get("examples") or 0)
     failure = cell.get("failure") or {}
-    if status == "fail":
+    if status == Status.FAIL:
         more = cell.get("more_failures") or []
         lines = _failure_text(failure) if failure else [note or "failed"]
         for i, other in enumerate(more, 1):
@@ -137,14 +139,14 @@ def _cell_case(cell: Mapping[str, Any], minimum: int) -> ET.Element:
         el = ET.SubElement(case, "failure", message=_text(failure.get("message") or note or "failed"),
                            type=_text(failure.get("check") or "fail"))
         el.text = _text("\n".join(lines))
-    elif status == "error":
+    elif status == Status.ERROR:
         message = note or failure.get("message") or "harness error"
         el = ET.SubElement(case, "error", message=_text(message), type="error")
         el.text = _text("\n".join(_failure_text(failure)) if failure else message)
-    elif status == "not implemented":
+    elif status == Status.NOT_IMPLEMENTED:
         ET.SubElement(case, "skipped", message=_text(f"not implemented: {impl} does not declare {algorithm} "
                                                      f"at {cell.get('dtype')}"))
-    elif status == "pass" and not _short(cell, minimum):
+    elif status == Status.PASS and not _short(cell, minimum):
         pass
     else:  # "no examples", or a pass short of the minimum: no verdict either way
         why = f"; {note}" if note else ""

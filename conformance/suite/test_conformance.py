@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from ftspec.conformance.running.results import Status
 from ftspec.impls.api import FLOAT_DTYPES
 from ftspec.spec.registry import REGISTRY
 
@@ -26,5 +27,5 @@ def test_conforms(ftspec_runner_factory, algorithm, dtype, tmp_path):
     bad = result.failures()
     assert not bad, "\n\n".join(c.failure.report if c.failure else f"{c.algorithm} {c.impl} {c.dtype} {c.device}: "
                                 f"{c.status}: {c.note}" for c in bad)
-    ran = [c for c in result.cells if c.status == "pass"]
+    ran = [c for c in result.cells if c.status == Status.PASS]
     assert ran and all(c.examples > 0 for c in ran)

@@ -386,7 +386,7 @@ def _blocks(out: list[str], rows: Optional[list[dict[str, Any]]], plain: Any) ->
                 "draws each size up to the largest the default strategies draw and a seed, NumPy draws the "
                 "inputs and parameters, the NumPy plugin at float64 is the reference and `numpy.allclose` "
                 "judges; beside it ftspec's search of the same entry with the same plugin and the same count, "
-                "back to back in one process. Target (issue 36): ftspec at least 0.5× on each.", ""]
+                "back to back in one process. Target: ftspec at least 0.5× on each.", ""]
         out += _table(["algorithm", "plain ex/s", "ftspec ex/s", "ftspec / plain", "ftspec's reference share"],
                       [[r["algorithm"], _s(r["plain"]["per_second"], 0), _s(r["ftspec"]["per_second"], 0),
                         f"**{_s(r['ratio'])}×**",

@@ -165,7 +165,7 @@ def blocks(impl_name: str = "numpy", *, examples: int = 64, dtype: str = "float3
     return rows
 
 
-#: the entries whose plain check ``plain_checks`` writes (issue 36's baseline)
+#: the entries whose plain check ``plain_checks`` writes (the baseline the speed target is stated against)
 PLAIN_ENTRIES = ("layer_norm", "mh_attention", "gpt2_layer", "d_transformer", "d_gradient")
 
 

@@ -91,8 +91,8 @@ def _float16_positions(variant: VariantSet) -> VariantSet:
 
 
 #: styles drawn more often at a dtype, {dtype: {style: weight}} (others weigh 1): at bfloat16 and
-#: float16 a wrong ε is invisible on every other style and plain on near-epsilon (issue 35 finding
-#: 7: LLaMA's ε 1e-6 claimed for 1e-5 went uncaught for 100+ examples of its layer and model)
+#: float16 a wrong ε is invisible on every other style and plain on near-epsilon (2026-12-05:
+#: LLaMA's ε 1e-6 claimed for 1e-5 went uncaught for 100+ examples of its layer and model)
 STYLE_WEIGHTS = {"bfloat16": {"near-epsilon": 3.0}, "float16": {"near-epsilon": 3.0}}
 
 

@@ -37,7 +37,7 @@ rule there, ``_alibi_heads``). The draw is the
 plain one with the smallest value and the structural one swapped, so every
 size is drawn as often as before, but Hypothesis's first example (the
 simplest choices, and the simplest extension of every early prefix: its
-first examples are mostly those, issue 35 finding 6) is structural, and so is
+first examples are mostly those: a wrong mask went unseen so, 2026-12-05) is structural, and so is
 the shrink target of a failure that shows at every size. A failure that
 shows only at the smallest size (ℓ = 1) still shrinks there: it is one step
 from the structural value.

@@ -10,7 +10,7 @@ them.
 The simplest draw (Hypothesis's first example and the shrink target) is the
 causal mask, and the simplest padding pads the last position: from ℓ = 2
 (the structural simplest length, ``_hyper.STRUCTURAL``) a key is masked in
-the first example, where a wrong mask shows (issue 35 finding 6).
+the first example, where a wrong mask shows (it went unseen before, 2026-12-05).
 
 Which masks may have empty columns follows the variant's ``empty_query``
 (``masks(..., empty_query=...)``): under "nan", "zeros" and "uniform" half of

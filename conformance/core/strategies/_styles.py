@@ -21,7 +21,8 @@
   values drawn (1e-12 to 1e-3; float16 from 1e-6, below which squares
   underflow), biases and β 1e-3·N(0, 1): ε then moves the
   normalised value by a large fraction, so a wrong ε (1e-6 for 1e-5, a
-  missing one) shows at bfloat16 and float16 too (issue 35 finding 7).
+  missing one) shows at bfloat16 and float16 too (LLaMA's ε 1e-6 claimed for
+  1e-5 went uncaught before, 2026-12-05).
 - "subnormal": well-scaled, then the output moved into the dtype's
   subnormal range (largest |output| log-uniform from 16 subnormal spacings
   to the smallest normal): through the last parameters the output is linear

@@ -46,7 +46,7 @@ Otherwise it is *undecided: no case separates* those values at this dtype
 every case; with no value excluded, the switch never acted). The switches
 one rotary pair, one key/value head or one position cannot show
 (``HEAD_SWITCHES``) get a case built on purpose at sizes that separate them
-(``separating_hyper``; issue 35: at head width 2 identify recommended
+(``separating_hyper``; at head width 2 identify once recommended
 ``rotary='half'`` for two interleaved-RoPE LLaMA codes). The merge over
 entries (``merge_all``) writes no default and no still-possible declared
 value as a change, and names the switches no case separates rather than

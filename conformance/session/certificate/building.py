@@ -13,6 +13,7 @@ from ftspec.spec.registry import REGISTRY
 
 from ...core.tolerances import table
 from ...core.verdict import narrowing
+from ...running.results import Status
 from ...running.runner import RunResult
 from ..report import cell_dict, environment
 from ..separation import FRACTION, MIN_SECONDS, listings
@@ -30,7 +31,7 @@ def build(label: str, impl: Implementation, result: RunResult, *, settings: Any 
     # passing examples its search kept (cells on several devices searched together: the fullest)
     kept: dict[tuple[str, str], list] = {}
     for cell in result.cells:
-        if cell.impl == label and cell.status == "pass" and len(cell.sample) > len(kept.get((cell.algorithm,
+        if cell.impl == label and cell.status == Status.PASS and len(cell.sample) > len(kept.get((cell.algorithm,
                                                                                                cell.dtype), [])):
             kept[(cell.algorithm, cell.dtype)] = list(cell.sample)
     listed = listings(impl, [(c["algorithm"], c["dtype"]) for c in results if c["status"] == "pass"],
