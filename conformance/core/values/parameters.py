@@ -135,14 +135,17 @@ def _subnormal(entry: Entry, hyper: Mapping[str, int], variant: VariantSet, para
         return
     if inputs is None:
         return
+    # which groups the outputs are linear in is a property of the structure: found on its first
+    # value set, then taken (a block's further value sets skip up to three evaluations each, and
+    # a structure linear in none, a layer whose residual carries its input, skips the fourth too)
+    key = (entry.name, tuple(sorted(hyper.items())), variant.to_json(), dtype)
+    known = _LINEAR_GROUPS.get(key, ...)
+    if known is None:
+        return
     base = _spec_outputs(entry, hyper, variant, inputs, params)
     if base is None or not any(np.abs(v).max(initial=0.0) > 0 for v in base):
         return
     groups = _groups_from_the_end(symbolic_schema(entry, variant, hyper))
-    # which groups the outputs are linear in is a property of the structure: found on its first
-    # value set, then taken (a block's further value sets skip up to three evaluations each)
-    key = (entry.name, tuple(sorted(hyper.items())), variant.to_json(), dtype)
-    known = _LINEAR_GROUPS.get(key, ...)
     for k in ([known] if known is not ... else range(1, min(3, len(groups)) + 1)):
         if k is None:
             return
