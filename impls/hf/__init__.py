@@ -1,5 +1,7 @@
 """Hugging Face transformers as an implementation (plugins ``transformers``,
-``transformers-sdpa``, ``transformers-bert``, ``transformers-bert-sdpa``).
+``transformers-sdpa``, ``transformers-bert``, ``transformers-bert-sdpa``, and per family
+``transformers-mistral``, ``-qwen2``, ``-qwen2-window``, ``-gpt-neox``, ``-gemma``, each with
+``-sdpa``).
 
 Boundary only: tiny configs built from the case's sizes, ftspec's parameters
 loaded into the library's own modules, layout and head packing
@@ -48,6 +50,30 @@ plugins keep GPT-2's; BERT's is certified by ``transformers-bert``.
                             bert_layer, the two padded BERT entries and
                             nn.LayerNorm at BERT's ε; eager.
 ``transformers-bert-sdpa``  BERT alone with "sdpa" (the same less layer_norm).
+
+``transformers-mistral``     MistralForCausalLM (padded_d_transformer, cached_decoding),
+                            MistralAttention (padded_causal_self_attention) with
+                            sliding_window = ``adapter.MISTRAL_WINDOW``, under
+                            llama+window=2 with kv_group 2 and 1.
+``transformers-qwen2``       Qwen2ForCausalLM, Qwen2Attention: llama+attn_bias=True,
+                            attn_bias_at=qkv, kv_group 2 and 1.
+``transformers-qwen2-window`` the same with use_sliding_window on every layer
+                            (max_window_layers = 0), window=2 declared.
+``transformers-gpt-neox``    GPTNeoXForCausalLM, GPTNeoXAttention, GPTNeoXLayer
+                            (gpt2_layer): the gpt-neox preset.
+``transformers-gemma``       GemmaForCausalLM, GemmaAttention: gemma+kv_group=2 and gemma;
+                            d_e free of H·d_attn (Gemma's own head_dim).
+Each of these with an ``-sdpa`` twin (padded entries under empty_query="zeros"), with Llama's
+per-algorithm dtypes (``LLAMA_DTYPES``; models/gpt_neox and models/gemma compute RoPE's cos/sin
+and eager softmax in float32, GemmaRMSNorm in float32, as Llama does). The families are plugins
+of their own, not more variant sets in ``transformers``: a plugin maps each entry name to one
+function, and a family choosing its library class from the declared set would let a declaration
+change what runs. For the same reason the conventions a family fixes (Mistral's window, GPT-NeoX's
+rotary fraction, Qwen2's biases, Gemma's gain and embedding scale) are the library's, never read
+from the declared set; sizes (kv heads, widths) and ε and the RoPE base are, as for Llama. Read
+in models/{mistral,qwen2,gpt_neox,gemma}/modeling_*.py and configuration_*.py, masking_utils.py
+(create_sliding_window_causal_mask, sliding_window_overlay) and cache_utils.py
+(DynamicSlidingWindowLayer), transformers 5.24.0.
 
 GPT-2 alone is ``ftspec certify transformers --algorithm d_transformer
 --algorithm gpt2_layer --algorithm layer_norm`` (a ``partial`` verdict: it
@@ -102,11 +128,18 @@ from ftspec.impls.api import Implementation, Limits
 from ftspec.spec.variants import preset
 
 from .._torch_boundary import configure, devices, from_numpy, to_numpy
-from .entries import bert_algorithms, gpt2_algorithms, llama_algorithms
+from .adapter import MISTRAL_WINDOW
+from .entries import (GEMMA, MISTRAL, NEOX, QWEN2, QWEN2_WINDOWED, Decoder, bert_algorithms, decoder_algorithms,
+                      gpt2_algorithms, llama_algorithms)
 
 __all__ = ["implementation", "implementation_sdpa", "implementation_bert", "implementation_bert_sdpa",
            "VARIANT_GPT2", "VARIANT_BERT", "VARIANT_LLAMA", "LLAMA_EAGER", "LLAMA_SDPA", "GPT2_LIMITS",
-           "BERT_LIMITS", "BERT_PADDED", "BERT_DTYPES", "LLAMA_LIMITS", "LLAMA_DTYPES"]
+           "BERT_LIMITS", "BERT_PADDED", "BERT_DTYPES", "LLAMA_LIMITS", "LLAMA_DTYPES", "VARIANT_MISTRAL",
+           "VARIANT_QWEN2", "FAMILY_SETS", "implementation_mistral", "implementation_mistral_sdpa",
+           "implementation_qwen2", "implementation_qwen2_sdpa", "implementation_qwen2_window",
+           "implementation_qwen2_window_sdpa", "VARIANT_NEOX", "implementation_gpt_neox",
+           "implementation_gpt_neox_sdpa", "VARIANT_GEMMA", "GEMMA_LIMITS", "implementation_gemma",
+           "implementation_gemma_sdpa"]
 
 configure()  # one intra-op thread, float32 matmuls at "highest" (_torch_boundary.py)
 
@@ -220,3 +253,62 @@ implementation = _merged("transformers", "eager")
 implementation_sdpa = _merged("transformers-sdpa", "sdpa")
 implementation_bert = _bert("transformers-bert", "eager", with_norm=True)
 implementation_bert_sdpa = _bert("transformers-bert-sdpa", "sdpa", with_norm=False)
+
+
+#: Mistral (MistralConfig defaults as Llama's: rms_norm_eps 1e-6, SwiGLU, rotate_half RoPE at base
+#: 10000, no biases, separate lm_head) with its sliding window: the plugin builds every config
+#: with sliding_window = MISTRAL_WINDOW and declares the same W (adapter.MISTRAL_WINDOW: HF's
+#: sliding_window W is the spec's window W, masking_utils.sliding_window_overlay, transformers 5.24).
+VARIANT_MISTRAL = VARIANT_LLAMA.replace(window=MISTRAL_WINDOW)
+#: Qwen2 (Qwen2Config defaults as Llama's: rms_norm_eps 1e-6, SwiGLU, rotate_half RoPE at base
+#: 10000, separate lm_head) with biases on q_proj, k_proj, v_proj and none on o_proj or the MLP
+#: (Qwen2Attention.__init__, Qwen2MLP.__init__): attn_bias with attn_bias_at = "qkv".
+VARIANT_QWEN2 = VARIANT_LLAMA.replace(attn_bias=True, attn_bias_at="qkv")
+#: GPT-NeoX (GPTNeoXConfig defaults): the ``gpt-neox`` preset (parallel residual from two
+#: LayerNorms, partial rotary 0.25, biases everywhere, exact GELU, eps 1e-5). One set: the model
+#: has no grouped kv heads.
+VARIANT_NEOX = preset("gpt-neox")
+#: Gemma (GemmaConfig defaults): the ``gemma`` preset (gains 1 + γ, embeddings × √d_e, GeGLU with
+#: tanh GELU, tied unembedding), grouped (kv_group = 2) and not.
+VARIANT_GEMMA = preset("gemma").replace(kv_group=2)
+#: Gemma's head width is its own (head_dim): only d_attn = d_mid is tied, d_e is free of H·d_attn.
+GEMMA_LIMITS = {a: Limits(equal=(("d_attn", "d_mid"),)) for a in LLAMA_LIMITS}
+#: Each family's eager sets (grouped, kv_group = 2, and one kv head per query head); sdpa's padded
+#: entries take empty_query = "zeros" as Llama's do.
+FAMILY_SETS: dict[str, tuple[Any, ...]] = {
+    "mistral": (VARIANT_MISTRAL, VARIANT_MISTRAL.replace(kv_group=1)),
+    "qwen2": (VARIANT_QWEN2, VARIANT_QWEN2.replace(kv_group=1)),
+    "qwen2-windowed": (VARIANT_QWEN2.replace(window=MISTRAL_WINDOW),
+                       VARIANT_QWEN2.replace(kv_group=1, window=MISTRAL_WINDOW)),
+    "gpt_neox": (VARIANT_NEOX,),
+    "gemma": (VARIANT_GEMMA, VARIANT_GEMMA.replace(kv_group=1)),
+}
+
+
+def _family(name: str, family: Decoder, attn: str) -> Implementation:
+    """One Llama-like family in a plugin of its own (``transformers-<family>``, ``…-sdpa``): its
+    entries have the names Llama's have, and a plugin maps each name to one function, so a family
+    cannot join the merged plugin without the declared set choosing the library class (which would
+    let a declaration change what is run). Per-algorithm variant sets and dtypes as Llama's."""
+    eager = FAMILY_SETS[family.name]
+    padded = eager if attn == "eager" else tuple(v.replace(empty_query="zeros") for v in eager)
+    algorithms = decoder_algorithms(family, attn, with_norm=False)  # norms: inside the whole model
+    variants = {a: list(padded if a.startswith("padded_") else eager) for a in algorithms}
+    limits = {**(GEMMA_LIMITS if family is GEMMA else LLAMA_LIMITS),
+              **({"gpt2_layer": Limits(equal=_TIED)} if "gpt2_layer" in algorithms else {})}
+    dtypes = {**LLAMA_DTYPES[attn], **({"gpt2_layer": LLAMA_DTYPES[attn]["cached_decoding"]}
+                                       if "gpt2_layer" in algorithms else {})}
+    classes = ", ".join(f"{family.prefix}{c}" for c in ("ForCausalLM", "Attention", family.layer) if c)
+    return _make(name, algorithms, variants, limits, attn, classes, dtypes)
+
+
+implementation_mistral = _family("transformers-mistral", MISTRAL, "eager")
+implementation_mistral_sdpa = _family("transformers-mistral-sdpa", MISTRAL, "sdpa")
+implementation_qwen2 = _family("transformers-qwen2", QWEN2, "eager")
+implementation_qwen2_sdpa = _family("transformers-qwen2-sdpa", QWEN2, "sdpa")
+implementation_qwen2_window = _family("transformers-qwen2-window", QWEN2_WINDOWED, "eager")
+implementation_qwen2_window_sdpa = _family("transformers-qwen2-window-sdpa", QWEN2_WINDOWED, "sdpa")
+implementation_gpt_neox = _family("transformers-gpt-neox", NEOX, "eager")
+implementation_gpt_neox_sdpa = _family("transformers-gpt-neox-sdpa", NEOX, "sdpa")
+implementation_gemma = _family("transformers-gemma", GEMMA, "eager")
+implementation_gemma_sdpa = _family("transformers-gemma-sdpa", GEMMA, "sdpa")

@@ -42,6 +42,25 @@ difference:
   in the call's dtype the way ``from_pretrained(dtype=…)`` builds it
   (``_from_config(config, dtype=…)``): the RoPE ``inv_freq`` buffer stays
   float32 as the library creates it, where a ``.to(dtype)`` would round it.
+- Mistral (models/mistral/modeling_mistral.py) and Qwen2 (models/qwen2/modeling_qwen2.py) name
+  and lay out their parameters as Llama does (the same ``*_proj`` Linears, norms, embed_tokens,
+  lm_head), so ``llama_lm_weights`` serves them; Qwen2's q/k/v projections carry biases
+  (``bias=True`` on q_proj, k_proj, v_proj, ``bias=False`` on o_proj, hard-coded in
+  Qwen2Attention.__init__): ``q_proj.bias`` = [b_q of heads 0 … H−1], ``k_proj``/``v_proj.bias`` =
+  [b_k | b_v of kv_heads 0 … H/G−1] (``qwen2_attention_weights``).
+- GPT-NeoX (models/gpt_neox/modeling_gpt_neox.py) fuses q, k and v into one ``query_key_value``
+  Linear whose output is viewed as (…, H, 3·head_size) and chunked in three along the last axis
+  (``GPTNeoXAttention.forward``: ``view(hidden_shape)``, ``qkv.chunk(3, dim=-1)``): the rows are
+  head-major, each head's q, k, v rows in turn, [W_q⁰; W_k⁰; W_v⁰; W_q¹; …] (not GPT-2's
+  [all q; all k; all v]), and the bias the same. ``dense`` is W_o, b_o; ``dense_h_to_4h`` and
+  ``dense_4h_to_h`` W_mlp1, W_mlp2 with biases; ``input_layernorm`` γ¹/β¹ (before the attention),
+  ``post_attention_layernorm`` γ²/β² (before the MLP, on the layer's input under
+  use_parallel_residual); ``embed_in`` W_eᵀ, ``final_layer_norm`` γ/β, a separate ``lm_head`` W_u
+  without bias (``embed_out`` in transformers 4).
+- Gemma (models/gemma/modeling_gemma.py) has Llama's parameter names and layout but no
+  ``lm_head`` of its own (tie_word_embeddings: the embedding table is the unembedding, the
+  spec's ``unembedding="tied"``), so ``gemma_lm_weights`` is ``llama_lm_weights`` without it;
+  GemmaRMSNorm's ``weight`` is the spec's γ of the gain 1 + γ (``norm_gain="one_plus_gamma"``).
 
 Every library parameter must be loaded from ftspec's (``load``), so no
 random initialisation survives into a result.
@@ -60,7 +79,9 @@ from torch import Tensor, nn
 __all__ = ["cols_to_rows", "rows_to_cols", "batch", "unbatch", "check_tokens", "pack_heads", "gpt2_config",
            "bert_config", "llama_config", "gpt2_block_weights", "bert_layer_weights", "bert_self_attention_weights",
            "BertSelfAttentionOnly", "gpt2_lm_weights", "bert_mlm_weights", "llama_attention_weights",
-           "llama_lm_weights", "load", "loaded"]
+           "llama_lm_weights", "MISTRAL_WINDOW", "mistral_config", "qwen2_config", "qwen2_attention_weights",
+           "neox_config", "neox_attention_weights", "neox_layer_weights", "neox_lm_weights",
+           "gemma_config", "gemma_lm_weights", "load", "loaded"]
 
 In = Mapping[str, Tensor]
 
@@ -163,6 +184,88 @@ def llama_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
         rms_norm_eps=variant.epsilon, rope_parameters={"rope_type": "default", "rope_theta": variant.rope_base},
         attention_bias=False, mlp_bias=False, tie_word_embeddings=False, attention_dropout=0.0,
         bos_token_id=None, eos_token_id=None, pad_token_id=None, attn_implementation=attn)
+
+
+#: The ``sliding_window`` of every Mistral config built here (and of Qwen2's windowed one). The
+#: plugin fixes it rather than reading the declared ``window`` into the config: a declaration fed to
+#: the library would be obeyed whatever it said, and a wrong window could not be caught. The plugins
+#: declare ``window = MISTRAL_WINDOW``, which holds only because transformers 5.24's mask
+#: (masking_utils.py ``sliding_window_overlay``: ``kv_idx > q_idx - sliding_window``, and-ed with the
+#: causal ``kv_idx <= q_idx`` by ``sliding_window_causal_mask_function``) lets query t see the keys
+#: t − W < t_z ≤ t, W keys counting itself: the spec's ``window`` W (spec/attention.py). 2 is the
+#: least window that drops a key; the harness draws ℓ ≥ W + 2 for a windowed set, so a key W places
+#: back (in the window) and one W + 1 back (out of it) are both present.
+MISTRAL_WINDOW = 2
+
+
+def _decoder_kwargs(hyper: Mapping[str, int], attn: str, variant: Any) -> dict[str, Any]:
+    """What ``llama_config`` gives every Llama-like config (sizes, ε, RoPE base, kv heads)."""
+    H = hyper["H"]
+    return dict(
+        vocab_size=hyper.get("N_V", 1), hidden_size=hyper["d_e"], intermediate_size=hyper.get("d_mlp", 1),
+        num_hidden_layers=hyper.get("L", 1), num_attention_heads=H, num_key_value_heads=H // variant.kv_group,
+        max_position_embeddings=hyper.get("ell_max", hyper.get("ell", 1)),
+        rms_norm_eps=variant.epsilon, rope_parameters={"rope_type": "default", "rope_theta": variant.rope_base},
+        tie_word_embeddings=False, attention_dropout=0.0,
+        bos_token_id=None, eos_token_id=None, pad_token_id=None, attn_implementation=attn)
+
+
+def mistral_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
+    """A ``MistralConfig`` as ``llama_config`` builds a LlamaConfig (MistralAttention and MistralMLP
+    have no biases: no switch to set), head_dim = d_attn, and sliding_window = ``MISTRAL_WINDOW``
+    (not the declared ``window``: see there). ``MistralModel.forward`` then builds every layer's
+    mask with ``create_sliding_window_causal_mask``."""
+    from transformers import MistralConfig
+
+    return MistralConfig(**_decoder_kwargs(hyper, attn, variant), head_dim=hyper["d_attn"],
+                         sliding_window=MISTRAL_WINDOW)
+
+
+def qwen2_config(hyper: Mapping[str, int], attn: str, variant: Any, windowed: bool = False) -> Any:
+    """A ``Qwen2Config`` as ``llama_config`` builds a LlamaConfig. Qwen2 has no head_dim option
+    (``Qwen2Attention``: ``getattr(config, "head_dim", hidden_size // num_attention_heads)``), which
+    the plugin's tie d_e = H·d_attn makes d_attn. ``windowed``: use_sliding_window with
+    max_window_layers = 0, so every layer is "sliding_attention" (layer i slides when i ≥
+    max_window_layers, configuration_qwen2.py) at ``MISTRAL_WINDOW``; otherwise the default, no
+    window (every layer "full_attention")."""
+    from transformers import Qwen2Config
+
+    window = dict(use_sliding_window=True, sliding_window=MISTRAL_WINDOW, max_window_layers=0) if windowed else \
+        dict(use_sliding_window=False)
+    return Qwen2Config(**_decoder_kwargs(hyper, attn, variant), **window)
+
+
+def neox_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
+    """A ``GPTNeoXConfig``: hidden_size = d_e, num_attention_heads = H (head_size = d_e / H, the
+    plugin's tie d_e = H·d_attn), intermediate_size = d_mlp, num_hidden_layers = L,
+    max_position_embeddings = ℓ_max, vocab_size = N_V; from the variant set layer_norm_eps = ε and
+    rope_theta = rope_base; the library's defaults otherwise (hidden_act "gelu",
+    use_parallel_residual, attention_bias, a separate lm_head, and partial_rotary_factor: the
+    default rotary_pct 0.25, rotary_ndims = int(head_size · 0.25), the spec's ⌊f·d_attn⌋), dropout
+    off, no bos/eos ids (their defaults lie outside a tiny vocabulary). The rotary fraction is the
+    library's, not the declared ``rotary_fraction``, for the reason ``MISTRAL_WINDOW`` gives: a
+    declaration fed to the config would be obeyed, and a wrong one never caught."""
+    from transformers import GPTNeoXConfig
+
+    return GPTNeoXConfig(
+        vocab_size=hyper.get("N_V", 1), hidden_size=hyper["d_e"], intermediate_size=hyper.get("d_mlp", 1),
+        num_hidden_layers=hyper.get("L", 1), num_attention_heads=hyper["H"],
+        max_position_embeddings=hyper.get("ell_max", hyper.get("ell", 1)), layer_norm_eps=variant.epsilon,
+        rope_parameters={"rope_type": "default", "rope_theta": variant.rope_base},
+        use_parallel_residual=True, attention_bias=True, tie_word_embeddings=False,
+        hidden_dropout=0.0, attention_dropout=0.0, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        attn_implementation=attn)
+
+
+def gemma_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
+    """A ``GemmaConfig`` as ``llama_config`` builds a LlamaConfig, with head_dim = d_attn free of
+    d_e / H (GemmaAttention's projections are H·head_dim wide and GemmaConfig does not check
+    hidden_size against the heads), and the library's defaults otherwise (hidden_act
+    gelu_pytorch_tanh, gated; tie_word_embeddings; the embedding scale √hidden_size)."""
+    from transformers import GemmaConfig
+
+    return GemmaConfig(**(_decoder_kwargs(hyper, attn, variant) | {"tie_word_embeddings": True}),
+                       head_dim=hyper["d_attn"])
 
 
 # --------------------------------------------------------------------------
@@ -270,19 +373,72 @@ def llama_attention_weights(p: In, H: int, G: int, src: str = "", dst: str = "")
             dst + "o_proj.weight": p[src + "W_o"]}  # (d_e, H·d_mid)
 
 
-def llama_lm_weights(p: In, L: int, H: int, G: int) -> dict[str, Tensor]:
+def qwen2_attention_weights(p: In, H: int, G: int, src: str = "", dst: str = "") -> dict[str, Tensor]:
+    """One ``Qwen2Attention``: ``llama_attention_weights`` plus the q/k/v biases, packed as their
+    weights are (the heads' b_q; the kv heads' b_k, b_v, or the heads' own under G = 1). o_proj has
+    no bias, which ``attn_bias_at = "qkv"`` states."""
+    kv = (lambda n: torch.cat([p[f"{src}kv_heads.{g}.{n}"] for g in range(H // G)], dim=0)) if G > 1 else \
+        (lambda n: pack_heads(p, src, n, H))
+    return llama_attention_weights(p, H, G, src, dst) | {
+        dst + "q_proj.bias": pack_heads(p, src, "b_q", H), dst + "k_proj.bias": kv("b_k"),
+        dst + "v_proj.bias": kv("b_v")}  # (H·d_attn,), (H/G·d_attn,)
+
+
+def neox_attention_weights(p: In, H: int, G: int = 1, src: str = "", dst: str = "") -> dict[str, Tensor]:
+    """One ``GPTNeoXAttention``: ``query_key_value`` = per head h in turn [W_q^h; W_k^h; W_v^h]
+    (3·H·d_attn, d_e), its bias [b_q^h; b_k^h; b_v^h]; ``dense`` = W_o, b_o. GPT-NeoX has no grouped
+    kv heads (G must be 1)."""
+    if G != 1:
+        raise ValueError(f"GPT-NeoX has one key/value head per query head; kv_group {G}")
+    head = lambda n, h: p[f"{src}heads.{h}.{n}"]  # noqa: E731
+    return {dst + "query_key_value.weight": torch.cat([head(n, h) for h in range(H) for n in ("W_q", "W_k", "W_v")]),
+            dst + "query_key_value.bias": torch.cat([head(n, h) for h in range(H) for n in ("b_q", "b_k", "b_v")]),
+            dst + "dense.weight": p[src + "W_o"], dst + "dense.bias": p[src + "b_o"]}
+
+
+def neox_layer_weights(p: In, H: int, src: str = "", dst: str = "") -> dict[str, Tensor]:
+    """One ``GPTNeoXLayer``: the attention, the two LayerNorms and the MLP (see the module docstring)."""
+    return neox_attention_weights(p, H, 1, src + "attn.", dst + "attention.") | {
+        dst + "input_layernorm.weight": p[src + "gamma1"], dst + "input_layernorm.bias": p[src + "beta1"],
+        dst + "post_attention_layernorm.weight": p[src + "gamma2"],
+        dst + "post_attention_layernorm.bias": p[src + "beta2"],
+        dst + "mlp.dense_h_to_4h.weight": p[src + "W_mlp1"], dst + "mlp.dense_h_to_4h.bias": p[src + "b_mlp1"],
+        dst + "mlp.dense_4h_to_h.weight": p[src + "W_mlp2"], dst + "mlp.dense_4h_to_h.bias": p[src + "b_mlp2"]}
+
+
+def neox_lm_weights(p: In, L: int, H: int, G: int = 1, attention: Any = None) -> dict[str, Tensor]:
+    """``GPTNeoXForCausalLM``: embed_in = W_eᵀ, the layers, final_layer_norm = γ/β, lm_head = W_u.
+    (``G`` and ``attention``: ``llama_lm_weights``'s signature; GPT-NeoX has one layout.)"""
+    out = {"gpt_neox.embed_in.weight": p["W_e"].T, "gpt_neox.final_layer_norm.weight": p["gamma"],
+           "gpt_neox.final_layer_norm.bias": p["beta"], "lm_head.weight": p["W_u"]}
+    for l in range(L):
+        out |= neox_layer_weights(p, H, f"layers.{l}.", f"gpt_neox.layers.{l}.")
+    return out
+
+
+def llama_lm_weights(p: In, L: int, H: int, G: int,
+                     attention: Callable[..., dict[str, Tensor]] = llama_attention_weights) -> dict[str, Tensor]:
     """``LlamaForCausalLM``: embed_tokens = W_eᵀ, per layer the attention,
     γ¹/γ² (input_layernorm, post_attention_layernorm) and the gated MLP
     (gate_proj = W_mlp1, up_proj = W_mlp1_lin, down_proj = W_mlp2), the final
-    norm γ and lm_head = W_u (N_V, d_e)."""
+    norm γ and lm_head = W_u (N_V, d_e). ``attention``: the layer's attention
+    weights (``qwen2_attention_weights`` for Qwen2; Mistral's are Llama's)."""
     out = {"model.embed_tokens.weight": p["W_e"].T, "model.norm.weight": p["gamma"], "lm_head.weight": p["W_u"]}
     for l in range(L):
         src, dst = f"layers.{l}.", f"model.layers.{l}."
-        out |= llama_attention_weights(p, H, G, src + "attn.", dst + "self_attn.")
+        out |= attention(p, H, G, src + "attn.", dst + "self_attn.")
         out |= {dst + "input_layernorm.weight": p[src + "gamma1"],
                 dst + "post_attention_layernorm.weight": p[src + "gamma2"],
                 dst + "mlp.gate_proj.weight": p[src + "W_mlp1"], dst + "mlp.up_proj.weight": p[src + "W_mlp1_lin"],
                 dst + "mlp.down_proj.weight": p[src + "W_mlp2"]}
+    return out
+
+
+def gemma_lm_weights(p: In, L: int, H: int, G: int,
+                     attention: Callable[..., dict[str, Tensor]] = llama_attention_weights) -> dict[str, Tensor]:
+    """``GemmaForCausalLM``: ``llama_lm_weights`` less lm_head (tied to embed_tokens = W_eᵀ)."""
+    out = llama_lm_weights({**p, "W_u": p["W_e"].T}, L, H, G, attention)
+    del out["lm_head.weight"]
     return out
 
 

@@ -14,6 +14,8 @@ loaded again (``adapter.loaded``): ~4 ms a call instead of ~11 ms.
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass
 from functools import cache
 from typing import Any, Callable, Mapping
 
@@ -24,7 +26,8 @@ from ftspec.impls.api import Context
 
 from . import adapter as A
 
-__all__ = ["gpt2_algorithms", "bert_algorithms", "llama_algorithms"]
+__all__ = ["gpt2_algorithms", "bert_algorithms", "llama_algorithms", "decoder_algorithms", "Decoder", "LLAMA",
+           "MISTRAL", "QWEN2", "QWEN2_WINDOWED", "NEOX", "GEMMA"]
 
 In = Mapping[str, torch.Tensor]
 Fn = Callable[[In, In, Context], Any]
@@ -182,44 +185,103 @@ def bert_algorithms(attn: str, with_norm: bool) -> dict[str, Fn]:
     return out
 
 
+@dataclass(frozen=True)
+class Decoder:
+    """A Llama-like decoder family of transformers 5.24: its module (``models/<module>/
+    modeling_<module>.py``, classes ``<prefix>ForCausalLM``, ``<prefix>Attention``,
+    ``<prefix>RotaryEmbedding``, ``<prefix>RMSNorm``), its config builder and its attention weights
+    (``adapter``). Llama, Mistral and Qwen2 share the layout and the calls; what differs is in the
+    config (Mistral's sliding_window, Qwen2's layer_types) and the q/k/v biases (Qwen2). GPT-NeoX
+    is called the same way (``GPTNeoXAttention(X, attention_mask=…, position_embeddings=…)``,
+    ``GPTNeoXForCausalLM(input_ids, attention_mask=…)``) with weights of its own and a layer
+    (``GPTNeoXLayer``: gpt2_layer) that the Llama families do not certify."""
+
+    name: str
+    module: str
+    prefix: str
+    config: Callable[[Mapping[str, int], str, Any], Any]
+    attention_weights: Callable[..., dict[str, torch.Tensor]] = A.llama_attention_weights
+    lm_weights: Callable[..., dict[str, torch.Tensor]] = A.llama_lm_weights
+    #: the class suffix of one layer (``GPTNeoXLayer``: "Layer") and its weights; "": no gpt2_layer
+    layer: str = ""
+    layer_weights: Callable[..., dict[str, torch.Tensor]] | None = None
+
+    def cls(self, suffix: str) -> Any:
+        return getattr(importlib.import_module(f"transformers.models.{self.module}.modeling_{self.module}"),
+                       self.prefix + suffix)
+
+
+LLAMA = Decoder("llama", "llama", "Llama", A.llama_config)
+MISTRAL = Decoder("mistral", "mistral", "Mistral", A.mistral_config)
+QWEN2 = Decoder("qwen2", "qwen2", "Qwen2", A.qwen2_config, A.qwen2_attention_weights)
+NEOX = Decoder("gpt_neox", "gpt_neox", "GPTNeoX", A.neox_config, A.neox_attention_weights, A.neox_lm_weights,
+               layer="Layer", layer_weights=A.neox_layer_weights)
+GEMMA = Decoder("gemma", "gemma", "Gemma", A.gemma_config, lm_weights=A.gemma_lm_weights)
+QWEN2_WINDOWED = Decoder("qwen2-windowed", "qwen2", "Qwen2",
+                         lambda h, attn, v: A.qwen2_config(h, attn, v, windowed=True), A.qwen2_attention_weights)
+
+
+def _mask(config: Any, **kw: Any) -> Any:
+    """The 4-D mask (or None) the family's ``<prefix>Model.forward`` builds for its first layer:
+    ``create_sliding_window_causal_mask`` where that layer slides (Mistral: ``sliding_window`` set,
+    MistralModel.forward; Qwen2: ``layer_types[0] == "sliding_attention"``, Qwen2Model.forward),
+    ``create_causal_mask`` otherwise. Every layer of a config built here is of one kind."""
+    from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
+
+    types = getattr(config, "layer_types", None)
+    sliding = types[0] == "sliding_attention" if types else getattr(config, "sliding_window", None) is not None
+    return (create_sliding_window_causal_mask if sliding else create_causal_mask)(config=config, **kw)
+
+
 def _llama_key(name: str, attn: str, hyper: Mapping[str, int], variant: Any) -> tuple:
     """``_key`` plus what a Llama config also takes: head_dim, the kv heads, ε and the RoPE base
     (``inv_freq`` is a buffer fixed at construction)."""
-    return _key(name, attn, hyper) + (hyper.get("d_attn", 0), variant.kv_group, variant.epsilon, variant.rope_base)
+    return _key(name, attn, hyper) + (hyper.get("d_attn", 0), variant.kv_group, variant.epsilon, variant.rope_base,
+                                      variant.rotary_fraction)
 
 
 def llama_algorithms(attn: str, with_norm: bool) -> dict[str, Fn]:
-    """LLaMA through ``LlamaForCausalLM`` (padded_d_transformer with an
-    attention_mask, cached_decoding with a ``DynamicCache``) and
-    ``LlamaAttention`` (padded_causal_self_attention) with
-    ``attn_implementation=attn``; rms_norm is ``LlamaRMSNorm`` (every Llama
-    norm). The config follows the case's sizes and the declared set's ε,
-    rope_base and kv_group (``adapter.llama_config``)."""
+    """LLaMA (``decoder_algorithms(LLAMA, …)``)."""
+    return decoder_algorithms(LLAMA, attn, with_norm)
+
+
+def decoder_algorithms(family: Decoder, attn: str, with_norm: bool) -> dict[str, Fn]:
+    """A Llama-like family through ``<prefix>ForCausalLM`` (padded_d_transformer with an
+    attention_mask, cached_decoding with a ``DynamicCache``) and ``<prefix>Attention``
+    (padded_causal_self_attention) with ``attn_implementation=attn``; rms_norm is
+    ``<prefix>RMSNorm`` (every norm of the model). The config follows the case's sizes and the
+    declared set's ε, rope_base and kv_group (``family.config``); a window is the family's own
+    (``adapter.MISTRAL_WINDOW``), never the declared one."""
+    lm_key = family.name + "_lm"
+
+    def build_lm(h: Mapping[str, int], v: Any, ctx: Context) -> Any:
+        return family.cls("ForCausalLM")._from_config(family.config(h, attn, v), dtype=_dtype(ctx))
+
+    def lm_weights(p: In, h: Mapping[str, int], v: Any) -> dict[str, torch.Tensor]:
+        return family.lm_weights(p, h["L"], h["H"], v.kv_group, family.attention_weights)
 
     def padded_d_transformer(i: In, p: In, ctx: Context) -> Any:
-        """Alg. 10 with padding via ``LlamaForCausalLM(input_ids, attention_mask=pad).logits``:
-        the 2-D mask a tokenizer returns (1 = token, 0 = padding), from which
-        ``create_causal_mask`` builds the causal ∧ padding mask of every layer; positions are
-        the column indexes (the model's default position_ids, as the spec's)."""
-        from transformers import LlamaForCausalLM
-
+        """Alg. 10 with padding via ``<prefix>ForCausalLM(input_ids, attention_mask=pad).logits``:
+        the 2-D mask a tokenizer returns (1 = token, 0 = padding), from which the model builds
+        the causal (or sliding-window) ∧ padding mask of every layer; positions are the column
+        indexes (the model's default position_ids, as the spec's)."""
         h, v = ctx.hyper, ctx.variant
         A.check_tokens(i["x"], h)
         x = A.batch(i["x"], ctx.batched)  # (B, ℓ)
         mask = A.batch(i["pad"], ctx.batched).to(torch.long)  # (B, ℓ): 1 = a token, 0 = padding
-        with A.loaded(_llama_key("llama_lm", attn, h, v),
-                      lambda: LlamaForCausalLM._from_config(A.llama_config(h, attn, v), dtype=_dtype(ctx)),
-                      A.llama_lm_weights(p, h["L"], h["H"], v.kv_group), _dtype(ctx), ctx.device,
-                      cast=False) as lm:
+        with A.loaded(_llama_key(lm_key, attn, h, v), lambda: build_lm(h, v, ctx), lm_weights(p, h, v),
+                      _dtype(ctx), ctx.device, cast=False) as lm:
             logits = lm(input_ids=x, attention_mask=mask, use_cache=False).logits  # (B, ℓ, N_V)
         return _probabilities(logits, ctx.batched)
 
     def cached_decoding(i: In, p: In, ctx: Context) -> Any:
-        """Alg. 10 as ``generate`` runs it: ``LlamaForCausalLM(x[:n], cache=DynamicCache)``
+        """Alg. 10 as ``generate`` runs it: ``<prefix>ForCausalLM(x[:n], cache=DynamicCache)``
         fills the cache (the prefill), then each later token x[t] alone with that cache, its
         position t taken from the cache's length (the model's own position_ids). A batched
-        call decodes each sequence on its own (each has its own n_prefill)."""
-        from transformers import DynamicCache, LlamaForCausalLM
+        call decodes each sequence on its own (each has its own n_prefill). Under a sliding
+        window the cache is the config's (``DynamicCache(config=…)``: a DynamicSlidingWindowLayer
+        keeping the last W − 1 keys), as ``generate`` makes it."""
+        from transformers import DynamicCache
 
         h, v = ctx.hyper, ctx.variant
         A.check_tokens(i["x"], h)
@@ -227,10 +289,8 @@ def llama_algorithms(attn: str, with_norm: bool) -> dict[str, Fn]:
         ns = A.batch(i["n_prefill"], ctx.batched).reshape(-1)  # (B,)
         ell = xs.shape[-1]
         out = []
-        with A.loaded(_llama_key("llama_lm", attn, h, v),
-                      lambda: LlamaForCausalLM._from_config(A.llama_config(h, attn, v), dtype=_dtype(ctx)),
-                      A.llama_lm_weights(p, h["L"], h["H"], v.kv_group), _dtype(ctx), ctx.device,
-                      cast=False) as lm:
+        with A.loaded(_llama_key(lm_key, attn, h, v), lambda: build_lm(h, v, ctx), lm_weights(p, h, v),
+                      _dtype(ctx), ctx.device, cast=False) as lm:
             for x, n in zip(xs, ns.tolist()):
                 if not 1 <= n <= ell:
                     raise ValueError(f"n_prefill: {n} tokens to prefill of a sequence of {ell}")
@@ -245,37 +305,52 @@ def llama_algorithms(attn: str, with_norm: bool) -> dict[str, Fn]:
         return _probabilities(torch.stack(out), True) if ctx.batched else _probabilities(out[0], True)
 
     def padded_causal_self_attention(i: In, p: In, ctx: Context) -> Any:
-        """Alg. 5 with Mask = [[t_z ≤ t_x]] ∧ pad[t_z] via ``LlamaAttention``, called as
-        ``LlamaModel.forward`` calls it: position embeddings (cos, sin) from
-        ``LlamaRotaryEmbedding`` at positions 0 … ℓ−1 and the mask from
-        ``create_causal_mask`` with the 2-D padding mask."""
-        from transformers.masking_utils import create_causal_mask
-        from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
-
+        """Alg. 5 with Mask = [[t_z ≤ t_x]] ∧ pad[t_z] (narrowed to the family's window, if any)
+        via ``<prefix>Attention``, called as ``<prefix>Model.forward`` calls it: position
+        embeddings (cos, sin) from ``<prefix>RotaryEmbedding`` at positions 0 … ℓ−1 and the mask
+        from ``create_causal_mask`` or ``create_sliding_window_causal_mask`` (``_mask``) with
+        the 2-D padding mask."""
         h, v = ctx.hyper, ctx.variant
-        config = A.llama_config(h, attn, v)
+        config = family.config(h, attn, v)
         X = A.batch(A.cols_to_rows(i["X"]), ctx.batched)  # (B, ℓ, d_e)
         pad = A.batch(i["pad"], ctx.batched).to(torch.long)  # (B, ℓ)
         positions = torch.arange(X.shape[1], device=X.device).unsqueeze(0)  # (1, ℓ)
-        rotary = LlamaRotaryEmbedding(config).to(device=X.device)  # inv_freq: float32, as the library makes it
-        with A.loaded(_llama_key("llama_attention", attn, h, v), lambda: LlamaAttention(config, layer_idx=0),
-                      A.llama_attention_weights(p, h["H"], v.kv_group), _dtype(ctx), ctx.device) as attention:
-            mask = create_causal_mask(config=config, inputs_embeds=X, attention_mask=pad, cache=None,
-                                      position_ids=positions)
+        rotary = family.cls("RotaryEmbedding")(config).to(device=X.device)  # inv_freq: float32, as the library makes it
+        with A.loaded(_llama_key(family.name + "_attention", attn, h, v),
+                      lambda: family.cls("Attention")(config, layer_idx=0),
+                      family.attention_weights(p, h["H"], v.kv_group), _dtype(ctx), ctx.device) as attention:
+            mask = _mask(config, inputs_embeds=X, attention_mask=pad, cache=None, position_ids=positions)
             Y, _ = attention(X, position_embeddings=rotary(X, positions), attention_mask=mask)  # (B, ℓ, d_e)
         return A.rows_to_cols(A.unbatch(Y, ctx.batched))
 
     def rms_norm(i: In, p: In, ctx: Context) -> Any:
-        """RMSnorm via ``LlamaRMSNorm(d_e, eps=ε)``, the norm of every Llama layer and the final one."""
-        from transformers.models.llama.modeling_llama import LlamaRMSNorm
-
+        """RMSnorm via ``<prefix>RMSNorm(d_e, eps=ε)``, the norm of every layer and the final one."""
         d_e, eps = ctx.hyper["d_e"], ctx.variant.epsilon
-        with A.loaded(("llama_rms_norm", eps, d_e), lambda: LlamaRMSNorm(d_e, eps=eps), {"weight": p["gamma"]},
-                      _dtype(ctx), ctx.device) as norm:
+        with A.loaded((family.name + "_rms_norm", eps, d_e), lambda: family.cls("RMSNorm")(d_e, eps=eps),
+                      {"weight": p["gamma"]}, _dtype(ctx), ctx.device) as norm:
             return A.rows_to_cols(norm(A.cols_to_rows(i["X"])))  # (…, ℓ, d_e) → (…, d_e, ℓ)
+
+    def gpt2_layer(i: In, p: In, ctx: Context) -> Any:
+        """Alg. 10 lines 5-8 via ``<prefix><layer>`` (GPTNeoXLayer), called as the model calls it:
+        position embeddings from ``<prefix>RotaryEmbedding`` at 0 … ℓ−1 and the mask from
+        ``create_causal_mask`` with no padding (sdpa: None, its is_causal)."""
+        assert family.layer_weights is not None
+        h, v = ctx.hyper, ctx.variant
+        config = family.config(h, attn, v)
+        X = A.batch(A.cols_to_rows(i["X"]), ctx.batched)  # (B, ℓ, d_e)
+        positions = torch.arange(X.shape[1], device=X.device).unsqueeze(0)  # (1, ℓ)
+        rotary = family.cls("RotaryEmbedding")(config).to(device=X.device)
+        with A.loaded(_llama_key(family.name + "_layer", attn, h, v),
+                      lambda: family.cls(family.layer)(config, layer_idx=0),
+                      family.layer_weights(p, h["H"]), _dtype(ctx), ctx.device) as layer:
+            mask = _mask(config, inputs_embeds=X, attention_mask=None, cache=None, position_ids=positions)
+            Y = layer(X, attention_mask=mask, position_embeddings=rotary(X, positions))  # (B, ℓ, d_e)
+        return A.rows_to_cols(A.unbatch(Y, ctx.batched))
 
     out: dict[str, Fn] = {"padded_d_transformer": padded_d_transformer, "cached_decoding": cached_decoding,
                           "padded_causal_self_attention": padded_causal_self_attention}
+    if family.layer:
+        out["gpt2_layer"] = gpt2_layer
     if with_norm:
         out["rms_norm"] = rms_norm
     return out

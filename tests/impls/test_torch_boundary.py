@@ -35,8 +35,13 @@ def test_every_transformers_plugin_crosses_through_the_shared_boundary():
     pytest.importorskip("transformers")
     import ftspec.impls.hf as hf
 
+    from importlib.metadata import entry_points
+
     plugins = [getattr(hf, n) for n in hf.__all__ if n.startswith("implementation")]
-    assert len(plugins) == 4
+    registered = [ep for ep in entry_points(group="ftspec.impls") if ep.value.startswith("ftspec.impls.hf:")]
+    # every plugin the package offers is registered, and the other way round (none left out of the check)
+    assert sorted(ep.value.split(":")[1] for ep in registered) == sorted(
+        n for n in hf.__all__ if n.startswith("implementation")) and len(plugins) >= 4
     for impl in plugins:
         assert (impl.from_numpy, impl.to_numpy, impl.devices) == (boundary.from_numpy, boundary.to_numpy,
                                                                   boundary.devices), impl.name
