@@ -73,7 +73,7 @@ def ed_transformer_logits(z: Sequence[int], x: Sequence[int], theta: EDTransform
         if variant.resolved_final_norm("ed_decoder"):
             X = step("dec_final_norm", norm_columns, X, theta.gamma_dec, theta.beta_dec, variant)
         W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)
-        return logits(X, W_u, theta.b_u)  # line 21, before the softmax
+        return logits(X, W_u, theta.b_u, variant)  # line 21, before the softmax
 
 
 def e_transformer(x: Sequence[int], theta: ETransformerParams, *,
@@ -114,7 +114,7 @@ def e_transformer_logits(x: Sequence[int], theta: ETransformerParams, *,
             X = norm_columns(X, theta.gamma, theta.beta, variant)  # line 11
         record("head", X)
         W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)
-        return logits(X, W_u, theta.b_u)  # line 12, before the softmax
+        return logits(X, W_u, theta.b_u, variant)  # line 12, before the softmax
 
 
 def d_transformer(x: Sequence[int], theta: DTransformerParams, *,
@@ -147,7 +147,7 @@ def d_transformer_logits(x: Sequence[int], theta: DTransformerParams, *,
         if variant.resolved_final_norm("gpt2"):
             X = step("final_norm", norm_columns, X, theta.gamma, theta.beta, variant)  # line 10
         W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)
-        return logits(X, W_u, theta.b_u)  # line 11, before the softmax
+        return logits(X, W_u, theta.b_u, variant)  # line 11, before the softmax
 
 
 def next_token_encoder(x: Sequence[int], theta: DTransformerParams, *,
@@ -203,4 +203,4 @@ def next_token_encoder_logits(x: Sequence[int], theta: DTransformerParams, *,
         if variant.resolved_final_norm("ed_encoder"):
             last = step("final_norm", norm_columns, last, theta.gamma, theta.beta, variant)
         W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)
-        return column(logits(last, W_u, theta.b_u), 0)  # line 9, before the softmax
+        return column(logits(last, W_u, theta.b_u, variant), 0)  # line 9, before the softmax

@@ -11,7 +11,7 @@ from typing import Any, Optional, Sequence
 
 from . import numbers
 from .errors import SpecError, in_algorithm
-from .functions import softmax
+from .functions import softcap, softmax
 from .intermediates import record, recording, step
 from .linalg import (
     Matrix,
@@ -24,6 +24,7 @@ from .linalg import (
     shape,
     transpose,
 )
+from .normalization import norm_columns
 from .params import AttentionParams, MHAttentionParams
 from .position_bias import alibi_slopes
 from .rotary import rotate
@@ -112,7 +113,8 @@ def _check_mask(Mask: Sequence[Sequence[Any]], ell_z: int, ell_x: int) -> None:
 
 
 def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[Any]], *,
-              variant: VariantSet = PAPER, slope: Optional[Any] = None) -> Matrix:
+              variant: VariantSet = PAPER, slope: Optional[Any] = None,
+              qk_gains: Optional[tuple[Vector, Vector]] = None) -> Matrix:
     """Algorithm 4: Ṽ ← Attention(X, Z | W_qkv, Mask).
 
     X ∈ R^{d_x×ℓ_x} (primary), Z ∈ R^{d_z×ℓ_z} (context).
@@ -139,10 +141,32 @@ def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[
     before the mask: line 4' S[t_z, t_x] ← S[t_z, t_x]/√d_attn + m·(t_z − t_x), then lines 5-6 with
     no further division (the scale placements divide Q, K as before; the bias is added to KᵀQ).
 
+    ``qk_gains`` (γ_q, γ_k) (QK-norm, ``qk_norm="rms"``; given by ``mh_attention`` for a layer's
+    attention): after lines 1-2 and before RoPE, every column of Q and of K is normalised by
+    RMSnorm over its d_attn rows, Q[:, t] ← RMSnorm(Q[:, t] | γ_q), K[:, t] ← RMSnorm(K[:, t] | γ_k),
+    with the variant's ε and its placement and the gain γ or 1 + γ (``norm_gain``); the gains are
+    always applied (the norms of the reference code always have a weight), whatever ``affine``
+    says of the layer norms. Sources: Qwen3 (Hugging Face transformers 5.24,
+    models/qwen3/modeling_qwen3.py, ``Qwen3Attention``: ``q_norm = Qwen3RMSNorm(head_dim,
+    eps=rms_norm_eps)``, ``query_states = self.q_norm(self.q_proj(hidden_states).view(hidden_shape))``,
+    then ``apply_rotary_pos_emb``), Gemma 3 (models/gemma3/modeling_gemma3.py, ``Gemma3Attention``:
+    ``q_norm = Gemma3RMSNorm(dim=head_dim)``, applied to the per-head states before
+    ``apply_rotary_pos_emb``; Gemma3RMSNorm's gain is 1 + weight). The norm is over one head's
+    width: OLMo 2 normalises all heads' H·d_attn rows at once, another convention.
+
+    Soft cap (``attn_softcap`` = c > 0; Gemma 2): line 4'' S[t_z, t_x] ← c·tanh((S[t_z, t_x]/√d_attn)/c)
+    (``functions.softcap``) on the scaled scores, before ALiBi's bias (where present), the mask and
+    the softmax, which then divides no further: Hugging Face transformers 5.24
+    models/gemma2/modeling_gemma2.py, ``eager_attention_forward``: ``attn_weights =
+    torch.matmul(query, key_states.transpose(2, 3)) * scaling``, then ``attn_weights / softcap``,
+    ``torch.tanh``, ``* softcap``, and only then ``attn_weights + attention_mask``. A masked score
+    stays −∞ (the cap is not applied to it: capped, it would be −c, and the key would get weight).
+
     Intermediates (``spec/intermediates.py``): Q, K, V (lines 1-3, before any
     scaling), scores (line 4: KᵀQ, of Q and K already divided under the
     ``query*`` placements), S (ℓ_z×ℓ_x: the scaled scores with −∞ where masked,
     what line 6's softmax reads), A (ℓ_z×ℓ_x: the weights, each column sums to 1).
+    QK-norm adds q_norm and k_norm (each a scope: the normalised Q, K and their rms).
     """
     N = numbers.current()
     with in_algorithm("attention"):
@@ -156,6 +180,10 @@ def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[
         record("Q", Q)
         record("K", K)
         record("V", V)
+        if qk_gains is not None:  # QK-norm: each head's q and k columns, before RoPE (Qwen3, Gemma 3)
+            gained = variant.replace(affine="scale")  # its gains always apply (β: RMSnorm has none)
+            Q = step("q_norm", norm_columns, Q, qk_gains[0], None, gained, "rms_norm")
+            K = step("k_norm", norm_columns, K, qk_gains[1], None, gained, "rms_norm")
         if variant.rotary != "none":  # RoFormer eq. 34: positions t_x of Q, t_z of K
             Q, K = rotate(Q, variant), rotate(K, variant)
             record("Q_rot", Q)
@@ -169,6 +197,10 @@ def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[
             divisor = None
         S = matmul(transpose(K), Q)  # line 4
         record("scores", S)  # KᵀQ (of Q, K already divided under scale_placement query*)
+        if variant.attn_softcap:  # line 4'': c·tanh(s/c) of the scaled scores, before bias and mask
+            c = variant.attn_softcap
+            S = [[softcap(_over(s, divisor), c) for s in row] for row in S]
+            divisor = None
         if slope is not None:  # line 4': ALiBi's m·(t_z − t_x), added to the scaled scores
             S = [[_over(s, divisor) + slope * N.num(tz - tx) for tx, s in enumerate(row)] for tz, row in enumerate(S)]
             divisor = None
@@ -225,6 +257,11 @@ def mh_attention(X: Matrix, Z: Matrix, W: MHAttentionParams, Mask: Sequence[Sequ
     Variant ``attn_bias_at`` keeps the heads' b_q, b_k, b_v only ("qkv") or b_o only ("out"): a
     bias the variant drops is absent from W (None), as under ``attn_bias=False``.
 
+    QK-norm (``qk_norm="rms"``; Qwen3, Gemma 3): where W holds the gains γ_q, γ_k (a layer's
+    attention: Algorithm 5's own entries list no norm switch and have none), every head normalises
+    its Q and K columns with them, one pair shared by all heads (Algorithm 4's ``qk_gains``); under
+    grouped-query attention a kv head's K is normalised once, with γ_k.
+
     ALiBi (``position_bias="alibi"``; Press et al. 2022): where the attention is a causal
     self-attention (``causal_self``: Z = X read under a causal mask, the only attention the bias is
     defined for), head h adds m_h·(t_z − t_x) to its scaled scores, m_h = ``alibi_slopes(H)[h]``
@@ -238,7 +275,10 @@ def mh_attention(X: Matrix, Z: Matrix, W: MHAttentionParams, Mask: Sequence[Sequ
         heads = _grouped(W, variant.kv_group, variant.kv_order)
         slopes: list[Any] = alibi_slopes(len(heads)) if causal_self and variant.position_bias == "alibi" \
             else [None] * len(heads)
-        Ys = [step(f"heads.{h}", attention, X, Z, head, Mask, variant=variant, slope=slopes[h])
+        gains = None
+        if variant.qk_norm == "rms" and W.gamma_q is not None and W.gamma_k is not None:
+            gains = (W.gamma_q, W.gamma_k)
+        Ys = [step(f"heads.{h}", attention, X, Z, head, Mask, variant=variant, slope=slopes[h], qk_gains=gains)
               for h, head in enumerate(heads)]  # lines 1-2
         Y = [row for Yh in Ys for row in Yh]  # line 3
         record("Y", Y)

@@ -175,15 +175,17 @@ class Entry:
 
 #: Algorithm 3's switches (one query, no positions)
 BASIC_ATTENTION = frozenset({"attn_scale", "scale_placement", "attn_bias"})
-#: Algorithm 4's: RoPE rotates Q and K by their columns' positions
-ATTENTION = BASIC_ATTENTION | {"rotary", "rope_base", "rotary_fraction"}
+#: Algorithm 4's: RoPE rotates Q and K by their columns' positions; a soft cap on the scaled scores
+ATTENTION = BASIC_ATTENTION | {"rotary", "rope_base", "rotary_fraction", "attn_softcap"}
 #: Algorithm 5's: key/value heads shared by groups of query heads
 MH_ATTENTION = ATTENTION | {"kv_group", "kv_order", "attn_bias_at"}
 NORM_LN = frozenset({"epsilon", "epsilon_placement", "variance", "affine", "norm_gain"})
 NORM_ANY = NORM_LN | {"norm"}
-LAYER = MH_ATTENTION | NORM_ANY | {"norm_placement", "activation", "mlp_bias", "mlp_depth", "mlp"}
+#: a layer's: QK-norm is listed where the norm switches it reads (ε, its placement, the gain) are,
+#: so Algorithm 5's own entries, which list no norm, have no QK-norm gains and do not read it
+LAYER = MH_ATTENTION | NORM_ANY | {"norm_placement", "activation", "mlp_bias", "mlp_depth", "mlp", "qk_norm"}
 EMBEDDING = frozenset({"positions", "embedding_scale", "embedding_norm"}) | NORM_ANY
-ARCHITECTURE = LAYER | EMBEDDING | {"final_norm", "unembedding", "logit_bias"}
+ARCHITECTURE = LAYER | EMBEDDING | {"final_norm", "unembedding", "logit_bias", "logit_softcap"}
 #: where a causal self-attention is computed: the sliding window narrows its mask, ALiBi's position
 #: bias is added to its scores (listed only by the entries that have one: a bidirectional layer has
 #: no window to read, and ALiBi is defined for causal self-attention alone; the mask entry lists the

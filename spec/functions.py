@@ -13,7 +13,7 @@ from .errors import SpecError
 from .linalg import Matrix, Vector, column, from_columns, map_matrix, shape
 from .numbers import Batched, largest, offered
 
-__all__ = ["gelu_erf", "gelu_tanh", "relu", "silu", "softmax", "softmax_columns", "ACTIVATIONS"]
+__all__ = ["gelu_erf", "gelu_tanh", "relu", "silu", "softcap", "softmax", "softmax_columns", "ACTIVATIONS"]
 
 
 def softmax(z: Vector) -> Vector:
@@ -60,6 +60,16 @@ def gelu_tanh(x: Any) -> Any:
     c = N.sqrt(N.num(2) / N.pi)
     inner = c * (x + N.const("0.044715") * (x * x * x))
     return N.const("0.5") * x * (N.num(1) + N.tanh(inner))
+
+
+def softcap(x: Any, c: float) -> Any:
+    """Soft-capping c·tanh(x/c) for a cap c > 0 (Gemma 2: Gemma Team 2024, "Gemma 2", §2; Hugging
+    Face transformers 5.24 models/gemma2: ``x / softcap``, ``torch.tanh``, ``* softcap``): x where
+    |x| ≪ c, bounded by ±c, with slope 1 at 0. The division, the tanh and the product are three
+    roundings, as in the reference code."""
+    N = numbers.current()
+    cap = N.const(repr(float(c)))
+    return cap * N.tanh(x / cap)
 
 
 def silu(x: Any) -> Any:

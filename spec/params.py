@@ -79,6 +79,10 @@ class MHAttentionParams:
     W_o: Matrix
     b_o: Optional[Vector]
     kv_heads: tuple[KVHeadParams, ...] = ()
+    #: ``qk_norm="rms"`` (a layer's attention): the gains γ_q, γ_k ∈ R^{d_attn} of the RMSNorm of every
+    #: head's query and key columns, one pair shared by all heads (Qwen3's q_norm, k_norm)
+    gamma_q: Optional[Vector] = None
+    gamma_k: Optional[Vector] = None
 
 
 @dataclass(frozen=True)
@@ -282,11 +286,13 @@ def attention_schema(bias: bool, d_x: str = "d_x", d_z: str = "d_z", d_attn: str
 
 def mh_attention_schema(H: int, bias: bool, d_x: str = "d_x", d_z: str = "d_z",
                         d_attn: str = "d_attn", d_mid: str = "d_mid", d_out: str = "d_out",
-                        prefix: str = "", kv_group: int = 1, bias_at: str = "all") -> dict[str, Shape]:
+                        prefix: str = "", kv_group: int = 1, bias_at: str = "all",
+                        qk_norm: bool = False) -> dict[str, Shape]:
     """``heads.{h}.*`` and W_o, b_o; under ``kv_group`` = G > 1, ``heads.{h}.W_q``/``b_q`` and
     ``kv_heads.{g}.W_k``/``b_k``/``W_v``/``b_v`` for g < H/G (H a multiple of G: the entry's check).
     With ``bias``, ``bias_at`` (variant ``attn_bias_at``) keeps b_q, b_k, b_v only ("qkv") or b_o
-    only ("out")."""
+    only ("out"). ``qk_norm`` (a layer's attention under ``qk_norm="rms"``): the QK-norm gains
+    gamma_q, gamma_k ∈ R^{d_attn}, last, so that the draws of every other parameter are as before."""
     bias, out_bias = bias and bias_at != "out", bias and bias_at != "qkv"
     s: dict[str, Shape] = {}
     if kv_group == 1:
@@ -303,6 +309,9 @@ def mh_attention_schema(H: int, bias: bool, d_x: str = "d_x", d_z: str = "d_z",
     s[prefix + "W_o"] = (d_out, f"H*{d_mid}")
     if out_bias:
         s[prefix + "b_o"] = (d_out,)
+    if qk_norm:
+        s[prefix + "gamma_q"] = (d_attn,)
+        s[prefix + "gamma_k"] = (d_attn,)
     return s
 
 
@@ -346,7 +355,7 @@ def layer_schema(H: int, variant: VariantSet, prefix: str = "", arch: str = "gpt
     """LayerParams (encoder, BERT and GPT-2 layers), in the paper's order. ``residual`` is read by the
     GPT-2 layer alone (``arch``): its shared-norm form has no γ², β²."""
     s = mh_attention_schema(H, variant.attn_bias, "d_e", "d_e", "d_attn", "d_mid", "d_e", prefix + "attn.",
-                            variant.kv_group, variant.attn_bias_at)
+                            variant.kv_group, variant.attn_bias_at, variant.qk_norm == "rms")
     s.update(norm_schema(variant, prefix + "gamma1", prefix + "beta1"))
     s.update(mlp_schema(variant, "1", "2", prefix))
     if variant.residual != "parallel_shared" or arch != "gpt2":  # GPT-J's one shared norm has no γ², β²
@@ -356,11 +365,12 @@ def layer_schema(H: int, variant: VariantSet, prefix: str = "", arch: str = "gpt
 
 def decoder_layer_schema(H: int, variant: VariantSet, prefix: str = "") -> dict[str, Shape]:
     b = variant.attn_bias
+    qk = variant.qk_norm == "rms"
     s = mh_attention_schema(H, b, "d_e", "d_e", "d_attn", "d_mid", "d_e", prefix + "self_attn.", variant.kv_group,
-                            variant.attn_bias_at)
+                            variant.attn_bias_at, qk)
     s.update(norm_schema(variant, prefix + "gamma3", prefix + "beta3"))
     s.update(mh_attention_schema(H, b, "d_e", "d_e", "d_attn", "d_mid", "d_e", prefix + "cross_attn.",
-                                 variant.kv_group, variant.attn_bias_at))
+                                 variant.kv_group, variant.attn_bias_at, qk))
     s.update(norm_schema(variant, prefix + "gamma4", prefix + "beta4"))
     s.update(mlp_schema(variant, "3", "4", prefix))
     s.update(norm_schema(variant, prefix + "gamma5", prefix + "beta5"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .errors import SpecError, in_algorithm
-from .functions import softmax, softmax_columns
+from .functions import softcap, softmax, softmax_columns
 from .intermediates import kept, record
 from .linalg import Matrix, Vector, add_bias, matmul, matvec, shape, transpose
 from .variants import PAPER, VariantSet
@@ -41,16 +41,28 @@ def unembedding_matrix(W_u: Optional[Matrix], W_e: Optional[Matrix], variant: Va
     return W_u
 
 
-def logits(X: Matrix, W_u: Matrix, b_u: Optional[Vector] = None) -> Matrix:
-    """W_u X (+ b_u 1ᵀ): the argument of the final softmax of Algorithms 7-10 (the
-    intermediate ``logits``)."""
+def logits(X: Matrix, W_u: Matrix, b_u: Optional[Vector] = None, variant: VariantSet = PAPER) -> Matrix:
+    """W_u X (+ b_u 1ᵀ): the argument of the final softmax of Algorithms 7-10 and of the losses
+    (the intermediate ``logits``).
+
+    Variant ``logit_softcap`` = c > 0 (Gemma 2): each logit z becomes c·tanh(z/c)
+    (``functions.softcap``), after the bias and before the softmax and the loss; the intermediate
+    ``logits`` is the capped value, what the softmax reads. Source: Hugging Face transformers 5.24
+    models/gemma2/modeling_gemma2.py, ``Gemma2ForCausalLM.forward``: ``logits = self.lm_head(...)``,
+    then ``logits / final_logit_softcapping``, ``torch.tanh``, ``* final_logit_softcapping``,
+    before the loss; Gemma2Config's ``final_logit_softcapping`` is 30.0."""
     with in_algorithm("unembedding"):
         n_v, d = shape(W_u)
         if shape(X)[0] != d:
             raise SpecError("X", f"{d} rows (W_u is {n_v}x{d})", f"{shape(X)[0]} rows")
-        return kept("logits", add_bias(matmul(W_u, X), b_u))
+        Z = add_bias(matmul(W_u, X), b_u)
+        if variant.logit_softcap:
+            c = variant.logit_softcap
+            Z = [[softcap(z, c) for z in row] for row in Z]
+        return kept("logits", Z)
 
 
-def unembed(X: Matrix, W_u: Matrix, b_u: Optional[Vector] = None) -> Matrix:
-    """The last line of Algorithms 8-10: P ← softmax(W_u X) (+ b_u 1ᵀ), column-wise Algorithm 7."""
-    return softmax_columns(logits(X, W_u, b_u))
+def unembed(X: Matrix, W_u: Matrix, b_u: Optional[Vector] = None, variant: VariantSet = PAPER) -> Matrix:
+    """The last line of Algorithms 8-10: P ← softmax(W_u X) (+ b_u 1ᵀ), column-wise Algorithm 7
+    (capped by ``logit_softcap``: ``logits``)."""
+    return softmax_columns(logits(X, W_u, b_u, variant))

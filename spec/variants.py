@@ -28,6 +28,7 @@ __all__ = [
     "ROUNDING_ONLY",
     "SAME_MATHEMATICS",
     "SIZES",
+    "SOFTCAPS",
     "SWITCHES",
     "Switch",
     "VariantSet",
@@ -55,6 +56,8 @@ class VariantSet:
     kv_order: Literal["consecutive", "strided"] = "consecutive"
     window: int = 0
     position_bias: Literal["none", "alibi"] = "none"
+    qk_norm: Literal["none", "rms"] = "none"
+    attn_softcap: float = 0.0
     # --- normalisation ---------------------------------------------------
     norm: Literal["layer_norm", "rms_norm"] = "layer_norm"
     epsilon: float = 0.0
@@ -77,6 +80,7 @@ class VariantSet:
     embedding_scale: Literal["one", "sqrt_d_e"] = "one"
     unembedding: Literal["separate", "tied"] = "separate"
     logit_bias: bool = False
+    logit_softcap: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -98,6 +102,12 @@ class VariantSet:
                         not (math.isfinite(value) and 0 < value <= 1):
                     raise ValueError(f"variant switch 'rotary_fraction': expected a number in (0, 1], given {value!r}")
                 object.__setattr__(self, "rotary_fraction", float(value))
+            elif f.name in SOFTCAPS:  # any cap c ≥ 0 (0: none): the choices are the drawn few
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                        not (math.isfinite(value) and value >= 0):
+                    raise ValueError(f"variant switch {f.name!r}: expected a finite number >= 0 (0: no cap), "
+                                     f"given {value!r}")
+                object.__setattr__(self, f.name, float(value))
             elif f.name in SIZES:  # a size: any whole number from its least (the choices are the drawn few)
                 if isinstance(value, bool) or not isinstance(value, int) or value < SIZES[f.name]:
                     raise ValueError(f"variant switch {f.name!r}: expected a whole number >= {SIZES[f.name]}, "
@@ -257,6 +267,20 @@ def _switches() -> dict[str, Switch]:
                "slopes of n = 2^⌊log₂ H⌋ heads followed by every other slope of 2n heads (BLOOM: "
                "transformers 5.24 build_alibi_tensor; MPT); added after the 1/√d scale, before the mask; "
                "read only by causal self-attention"),
+        Switch("qk_norm", "attention", ("none", "rms"), "none",
+               "QK-norm: none (paper), or an RMSNorm of each column of each head's Q and K over its d_attn "
+               "rows, after the projections (and their biases) and before RoPE, with gains γ_q, γ_k ∈ "
+               "R^{d_attn} shared by all heads (attn.gamma_q, attn.gamma_k; always present, as the reference "
+               "code's norms always have a weight), the norm's ε as epsilon/epsilon_placement give and its gain "
+               "as norm_gain gives (Qwen3: Qwen3Attention.q_norm = Qwen3RMSNorm(head_dim); Gemma 3: "
+               "Gemma3RMSNorm(head_dim), gain 1 + γ; transformers 5.24); read by the layers' attentions. OLMo "
+               "2's norm over all heads' H·d_attn rows at once is another convention"),
+        Switch("attn_softcap", "attention", (0.0, 2.0), 0.0,
+               "tanh soft-capping of the attention logits: 0 (paper) is none; c > 0, any number (2 is "
+               "drawn; Gemma 2's attn_logit_softcapping is 50), replaces each scaled score s = qᵀk/√d_attn "
+               "by c·tanh(s/c) before the mask (Gemma 2: transformers 5.24 eager_attention_forward, scores "
+               "times scaling, then / softcap, tanh, * softcap, then + attention_mask); ALiBi's bias, "
+               "where present, is added after the cap"),
         Switch("norm", "normalisation", ("layer_norm", "rms_norm"), "layer_norm",
                "which normalisation the layers and architectures use (RMSnorm: Gopher, T5)"),
         Switch("epsilon", "normalisation", (0.0,), 0.0,
@@ -319,6 +343,11 @@ def _switches() -> dict[str, Switch]:
                "W_u a parameter of its own, or tied: W_u = W_eᵀ (GPT-2, BERT, nanoGPT)"),
         Switch("logit_bias", "embeddings", (False, True), False,
                "a bias b_u on the logits before the final softmax (BERT MLM head, BART)"),
+        Switch("logit_softcap", "embeddings", (0.0, 2.0), 0.0,
+               "tanh soft-capping of the final logits: 0 (paper) is none; c > 0, any number (2 is drawn; "
+               "Gemma 2's final_logit_softcapping is 30), replaces each logit z = W_u x (+ b_u) by "
+               "c·tanh(z/c) before the final softmax and the loss (Gemma2ForCausalLM.forward: lm_head, "
+               "then / final_logit_softcapping, tanh, * final_logit_softcapping; transformers 5.24)"),
     ]
     return {x.name: x for x in s}
 
@@ -339,7 +368,12 @@ ROUNDING_ONLY: frozenset[str] = frozenset({"scale_placement"})
 #: default, so the hash of every set stated before them is unchanged (fixtures, certificates).
 LATER: dict[str, Any] = {"mlp_depth": 1, "mlp": "plain", "attn_bias_at": "all", "rotary": "none", "rope_base": 10000.0,
                          "kv_group": 1, "kv_order": "consecutive", "window": 0, "norm_gain": "gamma",
-                         "residual": "sequential", "position_bias": "none", "rotary_fraction": 1.0}
+                         "residual": "sequential", "position_bias": "none", "rotary_fraction": 1.0,
+                         "qk_norm": "none", "attn_softcap": 0.0, "logit_softcap": 0.0}
+
+#: Switches that are a soft cap c (0: none; any finite c ≥ 0 is a value, the ``choices`` are the
+#: drawn few): c·tanh(s/c) of the attention scores or of the final logits (Gemma 2).
+SOFTCAPS: frozenset[str] = frozenset({"attn_softcap", "logit_softcap"})
 
 #: Switches that are sizes, with their least value: any whole number from it is a value (a 70B
 #: Llama's kv_group 8, Mistral's window 4096), the ``choices`` are the few the strategies draw and
@@ -455,6 +489,15 @@ PRESETS: dict[str, VariantSet] = {
                         mlp_bias=False, attn_bias=False, positions="none", rotary="half",
                         empty_query="uniform", norm_gain="one_plus_gamma", embedding_scale="sqrt_d_e",
                         unembedding="tied"),
+    # Hugging Face Qwen3 (Qwen3ForCausalLM, Qwen3Config defaults, transformers 5.24) is the "llama" set
+    # with QK-norm (Qwen3Attention's q_norm and k_norm, Qwen3RMSNorm(head_dim) of each head's query and
+    # key before apply_rotary_pos_emb, one gain of width head_dim shared by the heads) and its released
+    # checkpoints' RoPE base: llama+qk_norm=rms,rope_base=1000000.0 (Qwen3Config's own default base is
+    # 10000); its kv heads and optional sliding window are sizes. Gemma 3's QK-norm (gains 1 + γ) is
+    # gemma+qk_norm=rms, Gemma 2's soft caps gemma+attn_softcap=50.0,logit_softcap=30.0, each short of
+    # the family's sandwich norms and alternating local/global layers, which no switch states yet. None
+    # has a preset of its own: a preset adds ~35 fixture cases, past the fixtures' size bound
+    # (docs/spec.md).
     # Hugging Face BLOOM (BloomForCausalLM, BloomConfig defaults, transformers 5.24): pre-LN LayerNorm
     # (apply_residual_connection_post_layernorm=False) with γ and β, eps 1e-5 inside the root, a
     # LayerNorm of the embeddings (word_embeddings_layernorm) and a final one (ln_f); biases on the
@@ -526,11 +569,11 @@ def _parse_value(key: str, raw: str) -> Any:
             return int(raw)
         except ValueError:
             raise ValueError(f"variant switch {key!r}: expected a whole number, given {raw!r}") from None
-    if key == "rotary_fraction":
+    if key == "rotary_fraction" or key in SOFTCAPS:
         try:
             return float(raw)
         except ValueError:
-            raise ValueError(f"variant switch 'rotary_fraction': expected a number, given {raw!r}") from None
+            raise ValueError(f"variant switch {key!r}: expected a number, given {raw!r}") from None
     if key == "rope_base":
         try:
             return float(raw)

@@ -42,6 +42,7 @@ from .components import (
     project_q,
     rope,
     rope_rows,
+    softcap,
 )
 from .layers import valid_rows, block, decoder_block, encoder_block, self_mask
 
@@ -49,7 +50,8 @@ from .layers import valid_rows, block, decoder_block, encoder_block, self_mask
 def _logits(X: Array, theta: Params, variant: VariantSet) -> Array:
     """Alg. 7 before the softmax: W_u X[t] + b_u for every row. X: (ℓ, d) → (ℓ, N_V)."""
     W_u = theta["tok"] if variant.unembedding == "tied" else theta["unembed"]["W_u"]  # (N_V, d)
-    return linear(X, W_u, theta["unembed"].get("b_u"))  # (ℓ, N_V)
+    z = linear(X, W_u, theta["unembed"].get("b_u"))  # (ℓ, N_V)
+    return softcap(z, variant.logit_softcap) if variant.logit_softcap else z  # Gemma 2's final cap
 
 
 def _softmax(logits: Array) -> Array:

@@ -77,6 +77,8 @@ def _mha(flat: Flat, prefix: str = "") -> dict:
     out = _stacked(heads, ("W_q", "b_q"))
     out.update(_stacked(kv or heads, ("W_k", "b_k", "W_v", "b_v")))
     out["W_o"], out["b_o"] = flat[prefix + "W_o"], flat.get(prefix + "b_o")
+    # QK-norm's gains (a layer's attention under qk_norm="rms"), one pair shared by the heads; None elsewhere
+    out["gamma_q"], out["gamma_k"] = flat.get(prefix + "gamma_q"), flat.get(prefix + "gamma_k")
     return out
 
 
@@ -199,7 +201,7 @@ ENTRIES: dict[str, tuple[Callable[[Flat], Any], Core]] = {
     "rms_norm": (lambda f: _norm(f, "gamma", "beta"), lambda i, th, c: {
         "X_hat": C.norm(i["X"], th, c.variant, kind="rms_norm")}),
     "unembedding": (_tables, lambda i, th, c: {
-        "P": C.unembed(i["X"], _tied_W_u(th, c.variant), th["unembed"]["b_u"])}),
+        "P": C.unembed(i["X"], _tied_W_u(th, c.variant), th["unembed"]["b_u"], c.variant)}),
     "encoder_layer": (_layer, lambda i, th, c: {"Z": Lyr.encoder_block(i["Z"], th, c.variant, "ed_encoder")}),
     "decoder_layer": (_decoder_layer, lambda i, th, c: {"X": Lyr.decoder_block(i["X"], i["Z"], th, c.variant)}),
     "bert_layer": (_layer, lambda i, th, c: {"X": Lyr.encoder_block(i["X"], th, c.variant, "bert")}),

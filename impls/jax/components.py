@@ -329,18 +329,27 @@ def _bias(p: Params, name: str) -> Any:
     return None if p.get(name) is None else p[name][:, None, :]  # (heads, 1, ·)
 
 
+def _qk_norm(M: Array, p: Params, gain: str, variant: VariantSet) -> Array:
+    """QK-norm (``qk_norm="rms"``: Qwen3's q_norm/k_norm, Gemma 3's): RMSnorm of every head's row over
+    its d_attn entries with the gain ``p[gain]`` (γ, or 1 + γ under ``norm_gain``), where the
+    attention has the gains (a layer's; Alg. 4 and 5 alone have none)."""
+    if variant.qk_norm != "rms" or p.get(gain) is None:
+        return M
+    return rms_norm(M, p[gain], variant)  # (heads, ℓ, d_attn): over the last axis, one head's width
+
+
 def project_q(X: Array, p: Params, variant: VariantSet, r: Optional[Rope]) -> Array:
-    """Alg. 4 line 1 for every query head, then RoPE: X (ℓ_x, d_x) → Q (H, ℓ_x, d_attn)."""
+    """Alg. 4 line 1 for every query head, QK-norm, then RoPE: X (ℓ_x, d_x) → Q (H, ℓ_x, d_attn)."""
     Q = _add(einsum("xd,had->hxa", X, p["W_q"]), _bias(p, "b_q"))  # (H, ℓ_x, d_attn)
-    return rotate(Q, r, variant.rotary)
+    return rotate(_qk_norm(Q, p, "gamma_q", variant), r, variant.rotary)
 
 
 def project_kv(Z: Array, p: Params, variant: VariantSet, r: Optional[Rope]) -> tuple[Array, Array]:
-    """Alg. 4 lines 2-3 for every key/value head, K then RoPE: Z (ℓ_z, d_z) → K (H_kv, ℓ_z, d_attn),
-    V (H_kv, ℓ_z, d_mid). H_kv = H without grouping, H/G under ``kv_group`` = G."""
+    """Alg. 4 lines 2-3 for every key/value head, K through QK-norm then RoPE: Z (ℓ_z, d_z) → K (H_kv,
+    ℓ_z, d_attn), V (H_kv, ℓ_z, d_mid). H_kv = H without grouping, H/G under ``kv_group`` = G."""
     K = _add(einsum("zd,had->hza", Z, p["W_k"]), _bias(p, "b_k"))  # (H_kv, ℓ_z, d_attn)
     V = _add(einsum("zd,hmd->hzm", Z, p["W_v"]), _bias(p, "b_v"))  # (H_kv, ℓ_z, d_mid)
-    return rotate(K, r, variant.rotary), V
+    return rotate(_qk_norm(K, p, "gamma_k", variant), r, variant.rotary), V
 
 
 def kv_index(H: int, H_kv: int, variant: VariantSet) -> Optional[np.ndarray]:
@@ -400,6 +409,8 @@ def attend(Q: Array, K: Array, V: Array, mask: Optional[Array], variant: Variant
     if kv_valid is not None:
         V = jnp.where(kv_valid[None, :, None], V, jnp.zeros((), V.dtype))
     S = scaled_scores(Q, K, variant, d_model=d_model)  # (H, ℓ_x, ℓ_z)    lines 4, 6
+    if variant.attn_softcap:  # Gemma 2: c·tanh(s/c) of the scaled scores, before the bias and the mask
+        S = softcap(S, variant.attn_softcap)
     if bias is not None:
         S = S + bias  # ALiBi: after the scale, before the mask
     A = masked_softmax(S, mask, variant)  # (H, ℓ_x, ℓ_z)                lines 5-6
@@ -483,9 +494,17 @@ def unidirectional_mask(ell_z: int, ell_x: int, variant: VariantSet) -> Array:
 # --------------------------------------------------------------------------
 
 
-def unembed(X: Array, W_u: Array, b_u: Optional[Array]) -> Array:
-    """Alg. 7 on every row: P[t] = softmax(W_u X[t] + b_u). X: (ℓ, d), W_u: (N_V, d) → (ℓ, N_V)."""
+def softcap(S: Array, c: float) -> Array:
+    """c·tanh(S/c) (Gemma 2's attn_logit_softcapping and final_logit_softcapping: divide, tanh, multiply)."""
+    return jnp.tanh(S / c) * c
+
+
+def unembed(X: Array, W_u: Array, b_u: Optional[Array], variant: Optional[VariantSet] = None) -> Array:
+    """Alg. 7 on every row: P[t] = softmax(W_u X[t] + b_u), the logits capped under ``logit_softcap``.
+    X: (ℓ, d), W_u: (N_V, d) → (ℓ, N_V)."""
     logits = linear(X, W_u, b_u)  # (ℓ, N_V)
+    if variant is not None and variant.logit_softcap:
+        logits = softcap(logits, variant.logit_softcap)
     return jax.nn.softmax(logits, axis=-1)
 
 

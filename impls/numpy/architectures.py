@@ -62,13 +62,22 @@ class UnembedCache(NamedTuple):
     W_u: np.ndarray  # (N_V, d)  W_u, or W_eᵀ when tied
     tied: bool
     has_b_u: bool
+    capped: Optional[np.ndarray] = None  # (..., N_V, ℓ) tanh(z/c) under ``logit_softcap`` c, else None
 
 
 def unembed_logits_fwd(X: np.ndarray, params: Params, variant) -> tuple[np.ndarray, UnembedCache]:
-    """W_u X + b_u 1ᵀ (Algorithm 7 before the softmax), with the ``unembedding`` and ``logit_bias`` switches."""
+    """W_u X + b_u 1ᵀ (Algorithm 7 before the softmax), with the ``unembedding`` and ``logit_bias`` switches;
+    under ``logit_softcap`` c > 0 each logit z then becomes c·tanh(z/c) (Gemma 2's final_logit_softcapping,
+    applied to lm_head's output before the softmax and the loss)."""
     W_u = unembedding_matrix(params, variant)
     b_u = params["b_u"] if variant.logit_bias else None
-    return logits(X, W_u, b_u), UnembedCache(X, W_u, variant.unembedding == "tied", b_u is not None)
+    z = logits(X, W_u, b_u)
+    capped = None
+    if variant.logit_softcap:
+        c = np.asarray(variant.logit_softcap, dtype=z.dtype)
+        capped = np.tanh(z / c)
+        z = c * capped
+    return z, UnembedCache(X, W_u, variant.unembedding == "tied", b_u is not None, capped)
 
 
 def unembed_columns(X: np.ndarray, params: Params, variant) -> np.ndarray:

@@ -577,11 +577,15 @@ class AttentionCache(NamedTuple):
     pos_k: Optional[np.ndarray] = None  # (ℓ_z,) positions of K's columns (RoPE)
     kv_index: Optional[np.ndarray] = None  # (H,) the kv head of each query head (GQA), None: its own
     rotary_rows: Optional[int] = None  # the rows RoPE rotated (partial rotary), None: all
+    qk_norms: Optional[tuple[NormCache, NormCache]] = None  # QK-norm's caches of Q's and K's RMSnorm
+    softcap: float = 0.0  # the attention soft cap c (0: none)
+    capped: Optional[np.ndarray] = None  # (..., ℓ_z, ℓ_x) tanh(s/c) of the scaled scores, under a cap
 
 
 def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index: Optional[np.ndarray] = None,
                   offset: int = 0, kv_cache: Optional[KVCache] = None,
-                  rope: bool = True, alibi: bool = False) -> tuple[np.ndarray, AttentionCache]:
+                  rope: bool = True, alibi: bool = False,
+                  qk_gains: Optional[tuple[np.ndarray, np.ndarray]] = None) -> tuple[np.ndarray, AttentionCache]:
     """Algorithm 4, lines 1-6, for one head or a stack of heads at once.
 
     X: (..., d_x, ℓ_x), Z: (..., d_z, ℓ_z). W_q: ([H,] d_attn, d_x),
@@ -603,6 +607,15 @@ def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index
     heads on axis −3 (H of them, one slope each, ``alibi_slopes``) add m_h·(t_z − t_x), at the
     absolute positions, to the scores after the 1/√d scale and before the mask (BLOOM's
     ``alibi.baddbmm(Q, Kᵀ, alpha=1/√d)``). The bias is a constant: the backward is unchanged.
+
+    ``qk_gains`` (γ_q, γ_k), each (d_attn,) (QK-norm, ``qk_norm="rms"``: Qwen3's q_norm/k_norm, Gemma
+    3's): each column of each head's Q and K (over its d_attn rows, axis −2) goes through RMSnorm
+    with that gain, after the biases and before RoPE; ε, its placement and the gain γ or 1 + γ
+    (``norm_gain``) are the variant's. Under GQA the kv heads' K is normalised before the gather.
+
+    ``attn_softcap`` c > 0 (Gemma 2's attn_logit_softcapping): the scores are scaled first, then
+    capped to c·tanh(s/c), then biased (ALiBi) and masked (Hugging Face's eager Gemma 2 attention:
+    ``* scaling``, ``/ softcap``, ``tanh``, ``* softcap``, ``+ attention_mask``).
     """
     d_attn, d_x = W_q.shape[-2], W_q.shape[-1]
     Q = W_q @ X  # (..., d_attn, ℓ_x)  line 1
@@ -614,6 +627,11 @@ def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index
         K = K + b_k[..., None]  # + b_k 1ᵀ
     if b_v is not None:
         V = V + b_v[..., None]  # + b_v 1ᵀ
+    qk_norms = None
+    if qk_gains is not None:  # QK-norm: RMSnorm over each head's width, before RoPE
+        Q, q_cache = norm_fwd(Q, qk_gains[0], None, variant, "rms_norm")
+        K, k_cache = norm_fwd(K, qk_gains[1], None, variant, "rms_norm")
+        qk_norms = (q_cache, k_cache)
     rotary = variant.rotary if rope else "none"
     pos_q = offset + np.arange(Q.shape[-1])  # (ℓ_x,)  absolute positions of the columns
     pos_k = offset + np.arange(K.shape[-1])  # (ℓ_z,)
@@ -638,8 +656,15 @@ def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index
         raise ValueError(f"unknown scale_placement {placement!r}")
     S = np.swapaxes(K, -1, -2) @ Q  # (..., ℓ_z, ℓ_x)  line 4: S = KᵀQ
     scaled = False
-    if alibi and variant.position_bias == "alibi":
+    cap, capped = variant.attn_softcap, None
+    if cap:  # Gemma 2: scale, then c·tanh(s/c), then bias and mask
         if divisor is not None and placement == "scores":
+            S, scaled = S / _const(math.sqrt(divisor), S), True
+        c = _const(cap, S)
+        capped = np.tanh(S / c)  # (..., ℓ_z, ℓ_x), kept for the backward: d(c·tanh(s/c))/ds = 1 − tanh²
+        S = c * capped
+    if alibi and variant.position_bias == "alibi":
+        if divisor is not None and placement == "scores" and not scaled:
             S, scaled = S / _const(math.sqrt(divisor), S), True  # the bias goes after the scale
         pos_keys = np.arange(K.shape[-1]) + (0 if kv_cache is not None else offset)  # cached keys from 0
         S = S + alibi_bias(alibi_slopes(W_q.shape[-3], S.dtype), pos_keys, pos_q)  # (..., H, ℓ_z, ℓ_x)
@@ -677,7 +702,7 @@ def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index
     out = V @ A  # (..., d_out, ℓ_x)  line 6: Ṽ = V·softmax(…)
     cache = AttentionCache(X, Z, W_q, W_k, W_v, (b_q is not None, b_k is not None, b_v is not None),
                            Q, K, V, A, empty, divisor, placement, rotary, variant.rope_base, pos_q, pos_k, kv_index,
-                           rows)
+                           rows, qk_norms, cap, capped)
     return out, cache
 
 

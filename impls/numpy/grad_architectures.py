@@ -26,8 +26,11 @@ __all__ = ["d_logits_bwd", "e_logits_bwd", "ed_logits_bwd"]
 def unembed_bwd(dlogits: np.ndarray, c: UnembedCache, grads: Grads) -> np.ndarray:
     """logits = W_u X + b_u 1ᵀ: dX = W_uᵀ dlogits, dW_u = dlogits Xᵀ, db_u = Σ_t dlogits.
 
-    Tied (W_u = W_eᵀ): dW_uᵀ is added to W_e's gradient.
+    Tied (W_u = W_eᵀ): dW_uᵀ is added to W_e's gradient. Soft-capped (``c.capped`` = tanh(z/c)):
+    the logits were c·tanh(z/c), so dz = dlogits ⊙ (1 − tanh²) first.
     """
+    if c.capped is not None:
+        dlogits = dlogits * (np.asarray(1.0, dtype=dlogits.dtype) - c.capped * c.capped)
     dX, dW_u, db_u = linear_bwd(dlogits, c.X, c.W_u, c.has_b_u)
     if c.tied:
         grads.add("W_e", np.swapaxes(dW_u, -1, -2))  # W_u = W_eᵀ

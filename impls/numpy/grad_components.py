@@ -144,8 +144,10 @@ def attention_bwd(dOut: np.ndarray, c: AttentionCache):
       RoPE (``c.rotary``): Q and K were rotated column by column, an orthogonal map, so dQ and dK
       are rotated back, by −t·θ_i (``rotate(..., inverse=True)``), on the rows it rotated (partial
       rotary: the first ``c.rotary_rows``; the identity on the rest).
+      Soft cap (``c.capped`` = tanh(s/c)): dS ← dS ⊙ (1 − tanh²), before the scale's 1/√d.
+      QK-norm (``c.qk_norms``): dQ and dK, rotated back, go through RMSnorm's backward (``norm_bwd``).
       Lines 1-3 are affine maps (``linear_bwd``).
-    Returns (dX, dZ, grads) with grads = {"W_q", "b_q", "W_k", "b_k", "W_v", "b_v"}
+    Returns (dX, dZ, grads) with grads = {"W_q", "b_q", "W_k", "b_k", "W_v", "b_v", "gamma_q", "gamma_k"}
     (biases None where absent; under GQA the key/value ones per kv head); dX and dZ keep any head
     axis (H for dX, H_kv for dZ) for the caller to sum.
     """
@@ -155,6 +157,8 @@ def attention_bwd(dOut: np.ndarray, c: AttentionCache):
     dS = A * (dA - np.sum(A * dA, axis=-2, keepdims=True))  # (..., ℓ_z, ℓ_x)
     if c.empty is not None:
         dS = np.where(c.empty, _const(0.0, dS), dS)
+    if c.capped is not None:  # S = c·tanh(s/c) of the scaled s: dS/ds = 1 − tanh²(s/c)
+        dS = dS * (_const(1.0, dS) - c.capped * c.capped)
     if c.divisor is not None and c.placement == "scores":
         dS = dS / _const(math.sqrt(c.divisor), dS)
     dQ = c.K @ dS  # (..., d_attn, ℓ_x)
@@ -173,11 +177,16 @@ def attention_bwd(dOut: np.ndarray, c: AttentionCache):
         assert c.pos_q is not None and c.pos_k is not None  # attention_fwd records them
         dQ = rotate(dQ, c.pos_q, c.rotary, c.rope_base, inverse=True, rows=c.rotary_rows)  # the unrotated rows
         dK = rotate(dK, c.pos_k, c.rotary, c.rope_base, inverse=True, rows=c.rotary_rows)  # pass as they are
+    dgamma_q = dgamma_k = None
+    if c.qk_norms is not None:  # QK-norm came before RoPE: through RMSnorm's backward next
+        dQ, dgamma_q, _ = norm_bwd(dQ, c.qk_norms[0])
+        dK, dgamma_k, _ = norm_bwd(dK, c.qk_norms[1])
     has_q, has_k, has_v = c.has_bias
     dX, dW_q, db_q = linear_bwd(dQ, c.X, c.W_q, has_q)
     dZ_k, dW_k, db_k = linear_bwd(dK, c.Z, c.W_k, has_k)
     dZ_v, dW_v, db_v = linear_bwd(dV, c.Z, c.W_v, has_v)
-    grads = {"W_q": dW_q, "b_q": db_q, "W_k": dW_k, "b_k": db_k, "W_v": dW_v, "b_v": db_v}
+    grads = {"W_q": dW_q, "b_q": db_q, "W_k": dW_k, "b_k": db_k, "W_v": dW_v, "b_v": db_v,
+             "gamma_q": dgamma_q, "gamma_k": dgamma_k}  # the gains' per head (..., H or H_kv, d_attn)
     return dX, dZ_k + dZ_v, grads
 
 

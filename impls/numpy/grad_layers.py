@@ -53,6 +53,9 @@ def mh_attention_bwd(dOut: np.ndarray, c: MHACache, grads: Grads) -> tuple[np.nd
     for leaf, g in head_grads.items():
         if g is None:
             continue
+        if leaf.startswith("gamma_"):  # QK-norm's gains, shared by the heads: the sum over the head axis
+            grads.add(c.prefix + leaf, np.sum(g, axis=-2))
+            continue
         leaf_ndim = 1 if leaf.startswith("b_") else 2
         per_head = np.moveaxis(g, -(leaf_ndim + 1), 0)  # (H or H_kv, ..., *leaf shape)
         group = "kv_heads" if c.W.kv_index is not None and leaf[-1] in "kv" else "heads"

@@ -85,6 +85,8 @@ class MHA(NamedTuple):
     W_o: np.ndarray  # (d_out, H*d_mid)
     b_o: Optional[np.ndarray]  # (d_out,)
     kv_index: Optional[np.ndarray] = None  # (H,) kv head of each query head (GQA), None: its own
+    gamma_q: Optional[np.ndarray] = None  # (d_attn,) QK-norm's query gain, shared by the heads
+    gamma_k: Optional[np.ndarray] = None  # (d_attn,) QK-norm's key gain
 
 
 def gather_mha(params: Params, prefix: str, H: int, bias: bool, kv_group: int = 1,
@@ -122,7 +124,13 @@ def gather_variant_mha(params: Params, prefix: str, H: int, variant) -> MHA:
     out = variant.attn_bias and variant.attn_bias_at in ("all", "out")
     if variant.attn_bias and variant.attn_bias_at not in ("all", "qkv", "out"):
         raise ValueError(f"unknown attn_bias_at {variant.attn_bias_at!r}")
-    return gather_mha(params, prefix, H, qkv, variant.kv_group, variant.kv_order, out_bias=out)
+    W = gather_mha(params, prefix, H, qkv, variant.kv_group, variant.kv_order, out_bias=out)
+    if variant.qk_norm == "rms" and prefix + "gamma_q" in params:  # a layer's attention (Algorithm 5's
+        # own entries have no QK-norm gains and no norm switches)
+        W = W._replace(gamma_q=params[prefix + "gamma_q"], gamma_k=params[prefix + "gamma_k"])
+    elif variant.qk_norm not in ("none", "rms"):
+        raise ValueError(f"unknown qk_norm {variant.qk_norm!r}")
+    return W
 
 
 # --------------------------------------------------------------------------
@@ -151,7 +159,9 @@ def mh_attention_fwd(X: np.ndarray, Z: np.ndarray, W: MHA, Mask: Optional[np.nda
     Xh = X[..., None, :, :]  # (..., 1, d_x, ℓ_x)  broadcast against the head axis
     Zh = Z[..., None, :, :]  # (..., 1, d_z, ℓ_z)
     Mh = None if Mask is None else Mask[..., None, :, :]  # (..., 1, ℓ_z, ℓ_x)
-    heads_fwd = partial(attention_fwd, kv_index=W.kv_index, offset=offset, kv_cache=kv_cache, alibi=causal_self)
+    gains = None if W.gamma_q is None or W.gamma_k is None else (W.gamma_q, W.gamma_k)
+    heads_fwd = partial(attention_fwd, kv_index=W.kv_index, offset=offset, kv_cache=kv_cache, alibi=causal_self,
+                        qk_gains=gains)
     # lines 1-2, every head at once: Y (..., H, d_mid, ℓ_x)
     Y, heads = heads_fwd(Xh, Zh, W.W_q, W.b_q, W.W_k, W.b_k, W.W_v, W.b_v, Mh, variant)
     H, d_mid, ell_x = Y.shape[-3:]

@@ -114,6 +114,8 @@ class Attn:
     W_o: Optional[Tensor] = None  # (d_out, H·d_mid); None for single-head Alg. 3/4
     b_o: Optional[Tensor] = None  # (d_out,)
     kv_heads: int = 0  # H_kv shared key/value heads (``kv_heads.{g}.*``); 0: every head its own
+    gamma_q: Optional[Tensor] = None  # (d_attn,) QK-norm's query gain, shared by the heads (qk_norm)
+    gamma_k: Optional[Tensor] = None  # (d_attn,) QK-norm's key gain
 
 
 @dataclass(frozen=True)
@@ -201,7 +203,8 @@ def attn_params(params: Mapping[str, Tensor], prefix: str = "", multi_head: bool
     packed.update({n: _cat([params.get(g + n) for g in kv]) for n in ("W_k", "b_k", "W_v", "b_v")})
     out = params.get(prefix + "W_o") if multi_head else None
     bias = params.get(prefix + "b_o") if multi_head else None
-    return Attn(len(heads), W_o=out, b_o=bias, kv_heads=n_kv, **packed)
+    gains = {n: params.get(prefix + n) for n in ("gamma_q", "gamma_k")} if multi_head else {}  # a layer's QK-norm
+    return Attn(len(heads), W_o=out, b_o=bias, kv_heads=n_kv, **packed, **gains)
 
 
 def norm_params(params: Mapping[str, Tensor], gamma: str, beta: str) -> Norm:

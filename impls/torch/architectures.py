@@ -61,7 +61,7 @@ def ed_decode_logits(x: Tensor, Z: Tensor, emb_dec: Embedding, dec: Sequence[Dec
         X = decoder_block(X, Z, p, v, pad_x, pad_z)  # lines 14-19
     if v.resolved_final_norm("ed_decoder"):
         X = norm(X, final_dec, v)
-    return logits(X, head.W_u, head.b_u)  # line 21 before softmax: (…, ℓ_x, N_V)
+    return logits(X, head.W_u, head.b_u, v)  # line 21 before softmax: (…, ℓ_x, N_V)
 
 
 def ed_logits(z: Tensor, x: Tensor, emb_enc: Embedding, emb_dec: Embedding, enc: Sequence[Block],
@@ -98,7 +98,7 @@ def e_logits(x: Tensor, emb: Embedding, layers: Sequence[Block], final: Norm, W_
         X = norm(X, final, v)
     X = activation(F.linear(X, W_f, b_f), v.resolved_activation("bert"))  # line 10: (…, ℓ, d_f)
     X = norm(X, head_norm, v)  # line 11
-    return logits(X, head.W_u, head.b_u)  # line 12 before softmax: (…, ℓ, N_V)
+    return logits(X, head.W_u, head.b_u, v)  # line 12 before softmax: (…, ℓ, N_V)
 
 
 def e_transformer(*args, **kwargs) -> Tensor:
@@ -115,7 +115,7 @@ def d_logits(x: Tensor, emb: Embedding, layers: Sequence[Block], final: Norm, he
         X = block(X, p, v, "gpt2", pad)  # lines 5-8
     if v.resolved_final_norm("gpt2"):
         X = norm(X, final, v)  # line 10
-    return logits(X, head.W_u, head.b_u)  # line 11 before softmax: (…, ℓ, N_V)
+    return logits(X, head.W_u, head.b_u, v)  # line 11 before softmax: (…, ℓ, N_V)
 
 
 def d_step_logits(x: Tensor, start: int, caches: Sequence[list[Tensor]], emb: Embedding, layers: Sequence[Block],
@@ -129,7 +129,7 @@ def d_step_logits(x: Tensor, start: int, caches: Sequence[list[Tensor]], emb: Em
         X = cached_block(X, p, v, cache, start)  # lines 5-8
     if v.resolved_final_norm("gpt2"):
         X = norm(X, final, v)  # line 10
-    return logits(X, head.W_u, head.b_u)  # line 11 before softmax
+    return logits(X, head.W_u, head.b_u, v)  # line 11 before softmax
 
 
 def d_cached_logits(x: Tensor, n_prefill: int, emb: Embedding, layers: Sequence[Block], final: Norm,
@@ -166,7 +166,7 @@ def next_token_logits(x: Tensor, emb: Embedding, layers: Sequence[Block], final:
     e = X[..., -1:, :]  # (…, 1, d_e): the last token
     if v.resolved_final_norm("ed_encoder"):
         e = norm(e, final, v)
-    return logits(e, head.W_u, head.b_u).squeeze(-2)  # (…, N_V)
+    return logits(e, head.W_u, head.b_u, v).squeeze(-2)  # (…, N_V)
 
 
 def next_token_encoder(*args, **kwargs) -> Tensor:

@@ -267,6 +267,9 @@ def project(X: Tensor, Z: Tensor, p: Attn, v: VariantSet, x_start: int = 0, z_st
     Q = _split_heads(F.linear(X, p.W_q, p.b_q), p.heads)  # line 1: (…, H, ℓ_x, d_attn)
     K = _split_heads(F.linear(Z, p.W_k, p.b_k), H_kv)  # line 2: (…, H_kv, ℓ_z, d_attn)
     V = _split_heads(F.linear(Z, p.W_v, p.b_v), H_kv)  # line 3: (…, H_kv, ℓ_z, d_mid)
+    if v.qk_norm == "rms" and p.gamma_q is not None:  # QK-norm: each head's q and k rows, before RoPE
+        # (Qwen3Attention's q_norm/k_norm over head_dim; the gain as norm_gain says: Gemma 3's 1 + γ)
+        Q, K = norm(Q, Norm(p.gamma_q, None), v, "rms_norm"), norm(K, Norm(p.gamma_k, None), v, "rms_norm")
     if rotary and v.rotary != "none":
         Q, K = rotate(Q, x_start, v), rotate(K, z_start, v)
     return Q, K, V
@@ -342,6 +345,11 @@ def attend(Q: Tensor, K: Tensor, V: Tensor, v: VariantSet, d_x: int, mask: Optio
         Q = Q / math.sqrt(d)
     elif d != 1 and v.scale_placement == "query_key_sqrt":
         Q, K = Q / d ** 0.25, K / d ** 0.25  # √(√d) on each side: ONNX Attention
+    if v.attn_softcap:  # Gemma 2: scale, cap c·tanh(s/c), then bias and mask: no SDPA path has it
+        S = Q @ K.transpose(-1, -2)  # line 4, native Sᵀ: (…, H, ℓ_x, ℓ_z)
+        if d != 1 and v.scale_placement == "scores":
+            S = S / math.sqrt(d)
+        return _softmax_attend(softcap(S, v.attn_softcap), V, v, bias, mask, empty)
     if bias is not None and (d == 1 or v.scale_placement != "scores") and empty is None:
         # SDPA adds a float attn_mask to the scaled scores, as BLOOM's baddbmm adds ALiBi: the bias,
         # −∞ where the mask forbids
@@ -356,6 +364,13 @@ def attend(Q: Tensor, K: Tensor, V: Tensor, v: VariantSet, d_x: int, mask: Optio
     S = Q @ K.transpose(-1, -2)  # line 4, native Sᵀ: (…, H, ℓ_x, ℓ_z)
     if d != 1 and v.scale_placement == "scores":
         S = S / math.sqrt(d)  # line 6's S / √d_attn, applied to the scores as written
+    return _softmax_attend(S, V, v, bias, mask, empty)
+
+
+def _softmax_attend(S: Tensor, V: Tensor, v: VariantSet, bias: Optional[Tensor], mask: Optional[Tensor],
+                    empty: Optional[Tensor]) -> Tensor:
+    """Alg. 4 lines 5-6 from the scaled scores S (…, H, ℓ_x, ℓ_z): ALiBi's bias, the mask, the softmax
+    and the empty queries' weights (``empty_query``), then Ṽᵀ = αᵀ Vᵀ."""
     if bias is not None:
         S = S + bias  # ALiBi, after the scale, before the mask
     if mask is not None:
@@ -491,14 +506,21 @@ def mlp(X: Tensor, p: MLP, kind: str, v: VariantSet) -> Tensor:
     return F.linear(H, p.W2, p.b2)  # (…, ℓ, d_e)
 
 
-def logits(X: Tensor, W_u: Tensor, b_u: Optional[Tensor] = None) -> Tensor:
+def logits(X: Tensor, W_u: Tensor, b_u: Optional[Tensor] = None, v: Optional[VariantSet] = None) -> Tensor:
     """Alg. 7 before its softmax: W_u e + b_u per token. X (…, ℓ, d) → (…, ℓ, N_V).
 
-    The losses of Alg. 11-13 take log-probabilities from these with
-    ``log_softmax``/``cross_entropy`` rather than the log of P."""
-    return F.linear(X, W_u, b_u)
+    ``logit_softcap`` c > 0 (Gemma 2's final_logit_softcapping): each logit z becomes c·tanh(z/c),
+    as Gemma2ForCausalLM does to lm_head's output (``softcap``). The losses of Alg. 11-13 take
+    log-probabilities from these with ``log_softmax``/``cross_entropy`` rather than the log of P."""
+    z = F.linear(X, W_u, b_u)
+    return softcap(z, v.logit_softcap) if v is not None and v.logit_softcap else z
 
 
-def unembed(X: Tensor, W_u: Tensor, b_u: Optional[Tensor] = None) -> Tensor:
-    """Alg. 7 per token: softmax(W_u e + b_u). X (…, ℓ, d) → P (…, ℓ, N_V)."""
-    return torch.softmax(logits(X, W_u, b_u), dim=-1)
+def softcap(S: Tensor, c: float) -> Tensor:
+    """c·tanh(S/c), in Hugging Face Gemma 2's order: divide, tanh, multiply."""
+    return torch.tanh(S / c) * c
+
+
+def unembed(X: Tensor, W_u: Tensor, b_u: Optional[Tensor] = None, v: Optional[VariantSet] = None) -> Tensor:
+    """Alg. 7 per token: softmax(W_u e + b_u), capped by ``logit_softcap``. X (…, ℓ, d) → P (…, ℓ, N_V)."""
+    return torch.softmax(logits(X, W_u, b_u, v), dim=-1)

@@ -117,7 +117,7 @@ def _norm_entry(kind: str):
 def unembedding(i: In, p: In, ctx: Context) -> Any:
     """Alg. 7 per column → P (…, N_V, ℓ)."""
     u = A.unembedding_params(p, ctx.variant.unembedding == "tied")
-    return A.rows_to_cols(C.unembed(A.cols_to_rows(i["X"]), u.W_u, u.b_u))
+    return A.rows_to_cols(C.unembed(A.cols_to_rows(i["X"]), u.W_u, u.b_u, ctx.variant))
 
 
 def _block_entry(arch: str, name: str, padding: bool = False):

@@ -33,7 +33,7 @@ import pytest
 
 from ftspec.conformance.core.examining import examine_case, judged_case
 from ftspec.conformance.core.execute import Member, examine
-from ftspec.conformance.core.tolerances import reference
+from ftspec.conformance.core.tolerances import keeping_references, reference
 from ftspec.impls.discovery import load
 from ftspec.spec import PAPER, SpecError, evaluate
 from ftspec.spec.registry import REGISTRY
@@ -125,6 +125,7 @@ def test_every_fixed_case_is_checked_somewhere():
 
 
 @pytest.mark.parametrize("case", CASES, ids=_ids)
+@keeping_references()  # each plugin is judged against the dtype's one reference (evaluated once)
 def test_conforms_on_fixed_case(case, request):
     entry = case.entry
     extra = make_case(entry, case.variant, seed=7) if any(b for _, _, b in _plan(case)) else None

@@ -1,14 +1,15 @@
 """Mutants of the conventions of the model families after LLaMA (issue 38): Mistral's sliding-window
 causal attention (``window``), Gemma's RMSNorm gain 1 + γ (``norm_gain``), GPT-NeoX's parallel
-residual (``residual``), BLOOM's and MPT's ALiBi (``position_bias``) and GPT-NeoX's partial rotary
-(``rotary_fraction``). Each is a one-line source edit of the NumPy plugin's own helper, so every entry
-built on the helper inherits it."""
+residual (``residual``), BLOOM's and MPT's ALiBi (``position_bias``), GPT-NeoX's partial rotary
+(``rotary_fraction``), Qwen3's and Gemma 3's QK-norm (``qk_norm``) and Gemma 2's soft caps
+(``attn_softcap``, ``logit_softcap``). Each is a source edit of the NumPy plugin's own helper (one
+line, or a block moved), so every entry built on the helper inherits it."""
 
 from __future__ import annotations
 
 from ftspec.spec.registry import REGISTRY
 
-from .groups import C, L
+from .groups import A, C, GC, L
 from .injection import Edit, Mutant, Witness, source_edit
 
 #: the entries that build a causal mask, which the sliding window narrows
@@ -21,6 +22,41 @@ GAINED = tuple(name for name, e in REGISTRY.items() if "norm_gain" in e.switches
 BIASED = tuple(name for name, e in REGISTRY.items() if "position_bias" in e.switches)
 #: the entries whose queries and keys RoPE may rotate in part
 PARTIAL = tuple(name for name, e in REGISTRY.items() if "rotary_fraction" in e.switches)
+#: the entries whose layers' attention may normalise each head's queries and keys (QK-norm)
+QK_NORMED = tuple(name for name, e in REGISTRY.items() if "qk_norm" in e.switches)
+#: the entries whose attention scores may be soft-capped
+CAPPED = tuple(name for name, e in REGISTRY.items() if "attn_softcap" in e.switches)
+#: ... of them, those with a masked key on some path (a causal or padding mask, a Mask input): without
+#: one, capping after the mask is capping before it. The bidirectional unpadded ones are left out.
+_UNMASKED = {"self_attention", "encoder_layer", "bert_layer", "basic_single_query_attention"} | \
+    {name for name in REGISTRY if name.startswith("e_") or name == "next_token_encoder"}
+CAPPED_MASKED = tuple(name for name in CAPPED if name not in _UNMASKED)
+#: the entries whose final logits may be soft-capped (the unembedding and every model)
+LOGIT_CAPPED = tuple(name for name, e in REGISTRY.items() if "logit_softcap" in e.switches)
+
+#: QK-norm's block in ``components.attention_fwd`` and the rotation after it: the mutant moves the block
+_QK_BLOCK = (
+    '    if qk_gains is not None:  # QK-norm: RMSnorm over each head\'s width, before RoPE\n'
+    '        Q, q_cache = norm_fwd(Q, qk_gains[0], None, variant, "rms_norm")\n'
+    '        K, k_cache = norm_fwd(K, qk_gains[1], None, variant, "rms_norm")\n'
+    '        qk_norms = (q_cache, k_cache)\n')
+#: QK-norm over all heads' rows at once (OLMo 2's q_norm of width H·d_attn): each (..., heads, d_attn, ℓ)
+#: stack flattened to (..., heads·d_attn, ℓ) around the norm, the gain tiled over the heads, forward and
+#: backward alike (the tiled gain's gradient, reshaped per head, is summed over the heads as before)
+_FLAT_FWD = [Edit(C, "attention_fwd",
+                  f'        {M}, {m}_cache = norm_fwd({M}, qk_gains[{i}], None, variant, "rms_norm")\n',
+                  f"        {M}, {m}_cache = norm_fwd({M}.reshape({M}.shape[:-3] + (-1, {M}.shape[-1])), "
+                  f'np.tile(qk_gains[{i}], {M}.shape[-3]), None, variant, "rms_norm")\n'
+                  f"        {M} = {M}.reshape({M}.shape[:-2] + (-1, d_attn, {M}.shape[-1]))\n")
+             for i, (M, m) in enumerate((("Q", "q"), ("K", "k")))]
+_FLAT_BWD = [Edit(GC, "attention_bwd", f"        d{M}, dgamma_{m}, _ = norm_bwd(d{M}, c.qk_norms[{i}])\n",
+                  f"        d{M}, dgamma_{m}, _ = norm_bwd(d{M}.reshape(d{M}.shape[:-3] + (-1, d{M}.shape[-1])), "
+                  f"c.qk_norms[{i}])\n"
+                  f"        d{M} = d{M}.reshape(d{M}.shape[:-2] + (-1, c.K.shape[-2], d{M}.shape[-1]))\n"
+                  f"        dgamma_{m} = dgamma_{m}.reshape(dgamma_{m}.shape[:-1] + (-1, c.K.shape[-2]))\n")
+             for i, (M, m) in enumerate((("Q", "q"), ("K", "k")))]
+_ROTATED = ('        K = rotate(K, pos_k, rotary, variant.rope_base, rows=rows)\n'
+            '    if kv_cache is not None:')
 
 MUTANTS = [
     Mutant("window-off-by-one", "the sliding window keeps W + 1 keys, t_x − W ≤ t_z ≤ t_x, instead of W "
@@ -72,4 +108,66 @@ MUTANTS = [
            witness=Witness("causal_self_attention", hyper={"d_attn": 4},
                            variant={"rotary": "half", "rotary_fraction": 0.5}),
            bench=("causal_self_attention", "d_transformer")),
+    # bench: the entry whose default search kills it (a whole model's 40 examples draw the convention
+    # too rarely: ``ftspec bench power`` of 2026-12-07 left d_transformer and d_loss alive)
+    Mutant("qk-norm-after-rotary", "QK-norm applied to the rotated query and key, RoPE first, where Qwen3 and "
+           "Gemma 3 normalise the projections and rotate the result: the per-dimension gains γ_q, γ_k then act "
+           "on rotated coordinates", QK_NORMED,
+           source_edit(Edit(C, "attention_fwd", _QK_BLOCK, ""),
+                       Edit(C, "attention_fwd", _ROTATED, _ROTATED.replace(
+                           "    if kv_cache", _QK_BLOCK.replace("before", "after") + "    if kv_cache"))),
+           source="karpathy/nanochat's gpt.py rotates, then normalises q and k (issue #743, 2026: 'In Qwen3, they "
+                  "apply QRMSNorm and KRMSNorm before rotation'); with its parameter-free norm the orders agree, "
+                  "with Qwen3's learned gains they do not (Hugging Face transformers 5.24 Qwen3Attention: "
+                  "q_norm(q_proj(·)), then apply_rotary_pos_emb)",
+           equivalence="equivalent under qk_norm = 'none' or rotary = 'none', and where γ_q and γ_k are constant "
+                       "vectors (a rotation keeps each pair's length, so the root mean square is unchanged; "
+                       "Qwen3's gains start at ones)",
+           witness=Witness("gpt2_layer", variant={"qk_norm": "rms", "rotary": "half"}),
+           bench=("gpt2_layer",)),
+    Mutant("qk-norm-over-all-heads", "QK-norm of each query and key over all heads' H·d_attn rows at once, "
+           "the gain tiled over the heads, where Qwen3 and Gemma 3 normalise each head's d_attn rows on their "
+           "own", QK_NORMED,
+           source_edit(*_FLAT_FWD, *_FLAT_BWD),
+           source="OLMo 2's convention carried into a Qwen3 port: Hugging Face transformers 5.24 Olmo2Attention "
+                  "normalises q_proj's whole output (Olmo2RMSNorm(num_attention_heads * head_dim)) before the "
+                  "head split, where Qwen3Attention's q_norm = Qwen3RMSNorm(head_dim) is applied after it (its "
+                  "source's comment: 'unlike olmo, only on the head dim!')",
+           equivalence="equivalent under qk_norm = 'none', and where every head's query (and key) columns "
+                       "have the same root mean square (H = 1, or kv_group = H for the keys)",
+           witness=Witness("gpt2_layer", variant={"qk_norm": "rms"}),
+           bench=("gpt2_layer",)),
+    Mutant("attn-softcap-after-mask", "the attention cap c·tanh(s/c) applied after the mask, where Gemma 2 caps "
+           "the scaled scores and then masks: a masked score −∞ becomes −c, so every masked key gets weight",
+           CAPPED_MASKED,
+           source_edit(Edit(C, "attention_fwd", "        S = c * capped\n", "        S = S  # capped below\n"),
+                       Edit(C, "attention_fwd", "        S = S / _const(math.sqrt(divisor), S)  # line 6: S / √d\n",
+                            "        S = S / _const(math.sqrt(divisor), S)  # line 6: S / √d\n"
+                            "    if cap:\n        S = c * np.tanh(S / c)  # after the mask\n")),
+           source="a port that folds the mask into the scores as an additive bias first (the form attention "
+                  "kernels take it in) and caps the sum; Hugging Face transformers 5.24 eager Gemma 2 "
+                  "attention caps (attn_weights / softcap, tanh, * softcap) and only then adds attention_mask",
+           equivalence="equivalent under attn_softcap = 0 and where no key is masked (bidirectional attention "
+                       "without padding)",
+           witness=Witness("causal_self_attention", variant={"attn_softcap": 2.0}),
+           bench=("causal_self_attention",)),
+    Mutant("attn-softcap-missing-outer-c", "the attention scores replaced by tanh(s/c), the outer factor c of "
+           "c·tanh(s/c) left out: scores squeezed into (−1, 1) rather than capped at ±c", CAPPED,
+           source_edit(Edit(C, "attention_fwd", "        S = c * capped\n", "        S = capped\n")),
+           source="the three steps of Gemma 2's cap (Hugging Face transformers 5.24: / softcap, tanh, * softcap) "
+                  "written as one tanh(s / softcap), the last multiplication dropped; constructed from the "
+                  "definition, not seen in a public thread",
+           equivalence="equivalent under attn_softcap = 0, and at a cap c = 1",
+           witness=Witness("attention", variant={"attn_softcap": 2.0}),
+           bench=("attention", "gpt2_layer")),
+    Mutant("final-logit-softcap-missing", "the final logits left uncapped where Gemma 2's c·tanh(z/c) "
+           "(final_logit_softcapping) is declared", LOGIT_CAPPED,
+           source_edit(Edit(A, "unembed_logits_fwd", "    if variant.logit_softcap:\n", "    if False:\n")),
+           source="llama.cpp's first Gemma 2 support (ggml-org/llama.cpp PR #8156) had neither cap, added by PR "
+                  "#8197 ('adds the missing attention layer and final logit soft-capping'); vLLM's Transformers "
+                  "backend applied the final cap only from PR #52173; NVIDIA-NeMo/Megatron-Bridge issue #4610 "
+                  "(Gemma 4 dense models without the final cap)",
+           equivalence="equivalent under logit_softcap = 0",
+           witness=Witness("unembedding", variant={"logit_softcap": 2.0}),
+           bench=("unembedding",)),
 ]

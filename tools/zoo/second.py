@@ -224,8 +224,7 @@ _EMBED = [
        bench=("unembedding",), witness=Witness("unembedding")),
     _m("unembedding-t5-rescale", "the unembedding's input multiplied by d_e^−½ (T5's tied-head rescale) where "
        "the model has none", ("unembedding",) + UNEMBED_USERS,
-       Edit(A, "unembed_logits_fwd", "return logits(X, W_u, b_u), UnembedCache(",
-            "return logits(X * (X.shape[-2] ** -0.5), W_u, b_u), UnembedCache("),
+       Edit(A, "unembed_logits_fwd", "z = logits(X, W_u, b_u)", "z = logits(X * (X.shape[-2] ** -0.5), W_u, b_u)"),
        source="T5's sequence_output * d_model ** -0.5 carried into a model without it",
        bench=("unembedding",), witness=Witness("unembedding")),
     # -- a catalogue convention, written differently from the first zoo

@@ -1,0 +1,47 @@
+"""The zoo's QK-norm and soft-capping mutants are caught by a default search of a plugin that declares
+the convention: what a Qwen3 or Gemma 2 port with the slip would meet on its first ``ftspec run``.
+
+Each mutant is the NumPy plugin with one edit (``tools/zoo/catalogue_families.py``), declared here
+under the set the convention belongs to (a plugin's ``variants``), and searched on the entry its bench
+run searches first, at float32, with the default profile's examples: the search fails, by the spec
+check (a value outside the derived bound), not by an exception. A mutant the search did not reach, or
+one equal to the correct plugin under that set, would pass and fail this test (the correct NumPy
+plugin passed the same searches when this test was written). The failure's diagnosis, nine tenths
+of the time, is left out: the kill is what is tested here (tests/conformance/test_families_diagnosis.py
+names the conventions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from ftspec.conformance.running import failures
+from ftspec.conformance.running.config import RunConfig
+from ftspec.conformance.running.runner import Runner
+from ftspec.spec.variants import PAPER, parse
+from ftspec.tools.zoo import build, mutant
+
+#: Hugging Face Qwen3 as docs/spec.md declares it
+QWEN3 = parse("llama+qk_norm=rms,rope_base=1000000.0")
+#: mutant id → the set a port of the family declares (the caps at 2, where they bite at the drawn sizes)
+DECLARED = {
+    "qk-norm-after-rotary": QWEN3,
+    "qk-norm-over-all-heads": QWEN3,
+    "attn-softcap-after-mask": PAPER.replace(attn_softcap=2.0),
+    "attn-softcap-missing-outer-c": PAPER.replace(attn_softcap=2.0),
+    "final-logit-softcap-missing": PAPER.replace(logit_softcap=2.0),
+}
+
+
+@pytest.mark.parametrize("mutant_id", sorted(DECLARED))
+def test_the_mutant_is_caught_by_a_default_search_under_its_convention(mutant_id, tmp_path, monkeypatch):
+    monkeypatch.setattr(failures, "diagnose_failure", lambda *a, **k: None)
+    m = mutant(mutant_id)
+    impl = dataclasses.replace(build(m), variants=(DECLARED[mutant_id],))
+    runner = Runner([(f"mutant:{m.id}", impl)], RunConfig(case_dir=str(tmp_path)))
+    runner.distinct_failures = 0  # the first failure is the verdict
+    cell = runner.run([m.targets[0]], ["float32"]).cells[0]
+    assert cell.status.value == "fail", (mutant_id, cell.status, cell.examples)
+    assert cell.failure is not None and cell.failure.check == "spec", (mutant_id, cell.failure)
