@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.ftspec-installed
 PROFILE ?= default
 # make run: the three independent implementations (the library plugins are
-# certified by `make bench` and, three of them, by `make test`); IMPLS= runs
+# certified by `make bench` and, torch-nn, by `make test`); IMPLS= runs
 # every installed plugin
 IMPLS ?= numpy torch jax
 PYTEST_ARGS ?= -n auto

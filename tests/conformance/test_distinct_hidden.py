@@ -171,7 +171,9 @@ def test_each_bug_of_two_is_its_own_failure(tmp_path, name, algorithm, places):
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("seed", [0])  # seeds 1 and 2 passed too (2026-11-26); one keeps make test in budget
 @pytest.mark.parametrize("mutant_id, algorithms", [
-    ("pre-ln-residual-normalised", ["d_transformer", "gpt2_layer"]),
+    # its gpt2_layer cell (8 CPU-seconds) with FTSPEC_ALL_PAIRS=1 from spec 2.6.0; that layer's residual
+    # bug is still searched beside a second bug by the residual+gelu-tanh pair above
+    ("pre-ln-residual-normalised", ["d_transformer", *(["gpt2_layer"] if os.environ.get("FTSPEC_ALL_PAIRS") else [])]),
     ("scale-missing", ["d_transformer"]),
     ("unembedding-softmax-over-tokens", ["d_transformer"]),
     # gelu-tanh on e_transformer (22 CPU-seconds) with FTSPEC_ALL_PAIRS=1 (from spec 2.3.0)
