@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterator, Optional
 
+import numpy as np
+
 from ftspec.conformance.core.case import Case
 from ftspec.conformance.core.values import default_hyper, stated_by_twin, variant_enumeration
 from ftspec.spec import PAPER, VariantSet
@@ -108,3 +110,13 @@ def with_all_four_biases(impl: Any) -> Any:
         return wrong
     return dataclasses.replace(impl, name=impl.name + "-all-biases",
                                algorithms={k: wrap(f) for k, f in impl.algorithms.items()})
+
+
+def labelled_case(label: str, variants: dict[str, VariantSet], seed: int) -> Case:
+    """The case of a test table's ``label`` ("algorithm+what"): its algorithm at its default sizes
+    under ``variants[label]``, drawn with ``seed``; a cached decoding prefills one token (so that
+    its decoding steps, where the switches under test act, are most of the case)."""
+    algorithm = label.partition("+")[0]
+    given = {"n_prefill": np.array(1)} if algorithm == "cached_decoding" else None
+    return Case.build(algorithm, variant=variants[label], seed=seed, given=given)
+

@@ -11,7 +11,6 @@ would fail here.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from ftspec.conformance.core.case import Case
@@ -20,6 +19,8 @@ from ftspec.conformance.core.tolerances import reference
 from ftspec.impls.discovery import load
 from ftspec.spec import evaluate
 from ftspec.spec.variants import PAPER, parse
+
+from .cases import labelled_case
 
 IMPLS = {name: load(name) for name in ("numpy", "torch", "jax")}
 
@@ -36,9 +37,7 @@ CASES = {
 
 
 def _case(label: str) -> Case:
-    algorithm = label.partition("+")[0]
-    given = {"n_prefill": np.array(1)} if algorithm == "cached_decoding" else None
-    return Case.build(algorithm, variant=CASES[label], seed=3, given=given)
+    return labelled_case(label, CASES, seed=3)
 
 
 @pytest.mark.parametrize("label", sorted(CASES))

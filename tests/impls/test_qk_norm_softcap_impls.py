@@ -15,7 +15,6 @@ them would fail here.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from ftspec.conformance.core.case import Case
@@ -24,6 +23,8 @@ from ftspec.conformance.core.tolerances import reference
 from ftspec.impls.discovery import load
 from ftspec.spec import evaluate
 from ftspec.spec.variants import PAPER, parse
+
+from .cases import labelled_case
 
 IMPLS = {name: load(name) for name in ("numpy", "torch", "jax")}
 
@@ -48,9 +49,7 @@ RUNS = [("numpy", "d_gradient+all"), ("numpy", "cached_decoding+qwen3"), ("torch
 
 
 def _case(label: str) -> Case:
-    algorithm = label.partition("+")[0]
-    given = {"n_prefill": np.array(1)} if algorithm == "cached_decoding" else None
-    return Case.build(algorithm, variant=CASES[label], seed=5, given=given)
+    return labelled_case(label, CASES, seed=5)
 
 
 @pytest.mark.parametrize("label", sorted(CASES))
