@@ -24,6 +24,7 @@ import json
 import warnings
 from collections import OrderedDict
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 
@@ -267,7 +268,9 @@ def own_rounding(value: np.ndarray, dtype: str, spread: np.ndarray) -> np.ndarra
 #: piece under each configuration it tries: 417 of 1,246 evaluations repeated one, 11 of 36 s, in a
 #: two-bug model's distinct-failure search, tests/conformance/test_distinct_hidden.py, 2026-12-07)
 REFERENCES_KEPT = 256
-_kept: "Optional[OrderedDict[bytes, Union[Reference, SpecError, ToleranceModelError]]]" = None
+#: the references kept by the innermost ``keeping_references`` of this thread (a context variable:
+#: a Dask worker runs searches in threads, each in its own scope)
+_kept: "ContextVar[Optional[OrderedDict[bytes, Any]]]" = ContextVar("ftspec_references_kept", default=None)
 
 
 @contextmanager
@@ -276,15 +279,14 @@ def keeping_references() -> Iterator[None]:
     them again (a run, a replay, a diagnosis: one tolerance model throughout). Nested, the
     outermost one's are kept; outside, every call evaluates (a test that changes the model between
     two calls sees the change)."""
-    global _kept
-    if _kept is not None:
+    if _kept.get() is not None:
         yield
         return
-    _kept = OrderedDict()
+    token = _kept.set(OrderedDict())
     try:
         yield
     finally:
-        _kept = None
+        _kept.reset(token)
 
 
 def _reference_key(entry: Entry, inputs: Mapping[str, Any], params: Mapping[str, Any], hyper: Mapping[str, int],
@@ -312,13 +314,14 @@ def reference(entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[st
     them), so inside ``keeping_references`` the last ``REFERENCES_KEPT`` are kept and given
     again, the same object, its arrays read-only: callers read a Reference, never change it.
     """
-    if _kept is None:
+    kept = _kept.get()
+    if kept is None:
         return _evaluated(entry, inputs, params, hyper=hyper, variant=variant, dtype=dtype, precision=precision,
                           lanes=lanes)
     key = _reference_key(entry, inputs, params, hyper, variant, dtype, precision, lanes)
-    if key in _kept:
-        _kept.move_to_end(key)
-        found = _kept[key]
+    if key in kept:
+        kept.move_to_end(key)
+        found = kept[key]
     else:
         try:
             found = _evaluated(entry, inputs, params, hyper=hyper, variant=variant, dtype=dtype,
@@ -329,9 +332,9 @@ def reference(entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[st
                         v.setflags(write=False)
         except (SpecError, ToleranceModelError) as exc:
             found = exc
-        _kept[key] = found
-        if len(_kept) > REFERENCES_KEPT:
-            _kept.popitem(last=False)
+        kept[key] = found
+        if len(kept) > REFERENCES_KEPT:
+            kept.popitem(last=False)
     if isinstance(found, (SpecError, ToleranceModelError)):
         raise found.with_traceback(None)
     return found

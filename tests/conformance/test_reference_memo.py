@@ -79,3 +79,24 @@ def test_outside_a_scope_every_call_evaluates_and_a_scope_ends_with_its_referenc
     assert len(evaluated) == 3
     with tolerances.keeping_references():
         assert _ref(case) is not inside and len(evaluated) == 4
+
+
+def test_a_scope_is_its_threads_own(monkeypatch):
+    """A Dask worker runs searches in threads: each thread keeps its own references (a scope that
+    one thread closes never empties another's, and no thread reads another's)."""
+    import threading
+
+    evaluated = counted_evaluations(monkeypatch)
+    case = _case(41)
+    seen: dict[str, object] = {}
+
+    def other():
+        seen["first"], seen["again"] = _ref(case), _ref(case)  # no scope in this thread: evaluated twice
+
+    with tolerances.keeping_references():
+        mine = _ref(case)
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        assert _ref(case) is mine
+    assert seen["first"] is not seen["again"] and len(evaluated) == 3
