@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from . import numbers as numbers_mod
-from .numbers import (FLOAT, Numbers, NumberSystem, OnePassMoments, PerValueMax, PerValueStep, UncentredBackward,
-                      offered)
+from .numbers import (FLOAT, Numbers, NumberSystem, OnePassMoments, PerValueMax, PerValueSign, PerValueStep,
+                      UncentredBackward, offered)
 
 __all__ = ["GradNumbers", "Var", "gradient"]
 
@@ -124,6 +124,9 @@ class GradNumbers(Numbers):
         self._most = offered(base, PerValueMax)
         if self._most is None:  # and ``PerValueMax`` exactly when the base does
             self.largest = None  # type: ignore[assignment]
+        self._sign = offered(base, PerValueSign)
+        if self._sign is None:  # and ``PerValueSign`` exactly when the base does
+            self.by_sign = None  # type: ignore[assignment]
 
     def _record(self, v: Var) -> None:
         v.index = len(self.tape)
@@ -206,6 +209,31 @@ class GradNumbers(Numbers):
         slopes = backward.uncentred_slopes(values, m.v)
         return [Var(c, self, ((m, one), (x, s))) for c, x, s in zip(centres, terms, slopes)]
 
+    def by_sign(self, x: Any, nonnegative: Callable[[Any], Any], negative: Callable[[Any], Any]) -> Var:
+        """``PerValueSign``, offered where the base offers it (SiLU's two forms, spec/functions.py).
+
+        Where every value of x takes one form, that form on the tape, as a branch would take it.
+        Where values take both (a block of value sets, each with its own signs), each form runs
+        on x restricted to the values that take it (0 in the others, so that neither form
+        overflows outside its domain) and the result takes each value from its own form; both
+        restrictions and the choice are selections, whose derivative passes the adjoint on
+        where the form was taken and 0 where it was not, exactly (``_Selected``): no rounding is
+        added to what the value sets' own backward passes round."""
+        assert self._sign is not None  # __init__ withdraws this method otherwise
+        sign = self._sign
+        x = self._lift(x)
+        zero = self.base.num(0)
+        taken = sign.by_sign(x.v, lambda _: True, lambda _: False)
+        if taken is True:
+            return self._lift(nonnegative(x))
+        if taken is False:
+            return self._lift(negative(x))
+        up_in = Var(sign.by_sign(x.v, lambda v: v, lambda _: zero), self, ((x, _Selected(sign, x.v, True)),))
+        down_in = Var(sign.by_sign(x.v, lambda _: zero, lambda v: v), self, ((x, _Selected(sign, x.v, False)),))
+        up, down = self._lift(nonnegative(up_in)), self._lift(negative(down_in))
+        value = sign.by_sign(x.v, lambda _: up.v, lambda _: down.v)
+        return Var(value, self, ((up, _Selected(sign, x.v, True)), (down, _Selected(sign, x.v, False))))
+
     def _unary(self, x: Any, value: Any, slope: Any) -> Var:
         x = self._lift(x)
         return Var(value, self, ((x, slope),))
@@ -258,9 +286,26 @@ class GradNumbers(Numbers):
         return Var(B.relu(x.v), self, ((x, step),))
 
 
+class _Selected:
+    """The local derivative of a value chosen per value by sign (``GradNumbers.by_sign``): the
+    adjoint itself where the form on the ``up`` side (x ≥ 0) or the other was taken, exactly 0
+    where it was not; the base's own ``by_sign`` chooses, so the choice is the forward pass's."""
+
+    __slots__ = ("sign", "x", "up")
+
+    def __init__(self, sign: PerValueSign, x: Any, up: bool) -> None:
+        self.sign, self.x, self.up = sign, x, up
+
+    def passing(self, adjoint: Any, zero: Any) -> Any:
+        if self.up:
+            return self.sign.by_sign(self.x, lambda _: adjoint, lambda _: zero)
+        return self.sign.by_sign(self.x, lambda _: zero, lambda _: adjoint)
+
+
 if TYPE_CHECKING:  # mypy checks the class against the protocol and the optional interface it offers
     _system: type[NumberSystem] = GradNumbers
     _moments: type[OnePassMoments] = GradNumbers
+    _signs: type[PerValueSign] = GradNumbers
 
 
 def _key(parent: Var) -> int:
@@ -272,13 +317,14 @@ def _adjoints(ns: GradNumbers, output: Var) -> dict[int, Any]:
     """Backward pass: adjoint of every tape entry that the output depends on."""
     B = ns.base
     adj: dict[int, Any] = {output.index: B.num(1)}
+    zero = B.num(0)
     for node in reversed(ns.tape[: output.index + 1]):
         a = adj.get(node.index)
         if a is None:
             continue
         for parent, local in node.parents:
             key = _key(parent)
-            term = a * local
+            term = local.passing(a, zero) if type(local) is _Selected else a * local
             prev = adj.get(key)
             adj[key] = term if prev is None else prev + term
     return adj
