@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
 
+from .status import Status
+
 __all__ = [
     "EXIT_CODES",
     "EXIT_ERROR",
@@ -91,9 +93,9 @@ def derive(cells: Sequence[Mapping[str, Any]], fixtures: Sequence[Mapping[str, A
     Cells are ``report.cell_dict`` dicts (``status``, ``examples``, ``algorithm``, ``implementation``,
     ``dtype``, ``device``); fixtures are ``FixtureResult.to_dict`` dicts (``ok``, ``device``).
     Raises NothingTested when nothing ran (and the run was not interrupted)."""
-    considered = [c for c in cells if c.get("status") != "not implemented"]
+    considered = [c for c in cells if c.get("status") != Status.NOT_IMPLEMENTED]
     replayed = [f for f in fixtures if f.get("device", "-") != "-"]
-    ran = (any(int(c.get("examples") or 0) > 0 or c.get("status") in ("fail", "error") for c in considered)
+    ran = (any(int(c.get("examples") or 0) > 0 or c.get("status") in (Status.FAIL, Status.ERROR) for c in considered)
            or bool(replayed))
     if not ran and not interrupted and not broken:
         if considered:
@@ -105,7 +107,7 @@ def derive(cells: Sequence[Mapping[str, Any]], fixtures: Sequence[Mapping[str, A
     for name, error in broken:
         reasons.append(f"plugin {name!r} failed to load: {error}")
     for c in considered:
-        if c.get("status") in ("fail", "error"):
+        if c.get("status") in (Status.FAIL, Status.ERROR):
             more = len(c.get("more_failures") or [])  # forensics/distinct_failures/: other signatures
             reasons.append(f"{c.get('algorithm')} {c.get('implementation')} {c.get('dtype')} {c.get('device')}: "
                            f"{c.get('status')}" + (f" ({1 + more} distinct failures)" if more else ""))

@@ -12,12 +12,12 @@ import dataclasses
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Optional
 
 import numpy as np
 
 from ..core.case import Case
+from ..core.status import Status
 
 __all__ = ["LEFT_OUT", "RATIOS_KEPT", "SAMPLED_DTYPES", "SAMPLE_CASES", "SAMPLE_ELEMENTS", "Cell", "Failure",
            "RunResult", "Status", "keep_sample", "merge_samples", "sample_priority"]
@@ -37,23 +37,6 @@ SAMPLE_ELEMENTS = 1 << 15
 #: how many examples' error/bound ratios a cell keeps, the first judged (the HTML report's plot,
 #: conformance/session/html_report.py): bounded, so that a thorough run's report stays small
 RATIOS_KEPT = 200
-
-
-class Status(StrEnum):
-    """A cell's status. A ``StrEnum``: each member is its string (``Status.PASS == "pass"``), so the
-    JSON report, the JUnit XML, the certificates and the worker's plain values write the same text
-    as when the status was a bare string, and readers of plain data compare it with that text."""
-
-    #: every example the search judged passed (or the search has not run yet: planned cells start so)
-    PASS = "pass"
-    #: a check failed on an example (the cell's ``failure`` says which)
-    FAIL = "fail"
-    #: the implementation does not declare the algorithm at this dtype
-    NOT_IMPLEMENTED = "not implemented"
-    #: the search judged no example (every draw refused or out of range, left out, or not run)
-    NO_EXAMPLES = "no examples"
-    #: the harness or the plugin's loading failed: nothing can be said of the implementation
-    ERROR = "error"
 
 
 @dataclass

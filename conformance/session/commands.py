@@ -77,6 +77,7 @@ from ..core.blocks import MAX_BLOCK
 from ..core.profiles import PROFILES, profile
 from ..running.runner import RunResult
 from ..core.verdict import NothingTested
+from ..core.status import Status
 
 __all__ = [
     "EXTENSION_SEED",
@@ -515,7 +516,7 @@ def reproduce(path: Path | str, impl: Plugin, *, jobs: Optional[int] = None,
     rep = Reproduction(doc, new)
     got = {(c["algorithm"], c["dtype"], c["device"]): c["status"] for c in new.doc["results"]}
     for c in doc["results"]:
-        if c["status"] == "not implemented":
+        if c["status"] == Status.NOT_IMPLEMENTED:
             continue
         key = (c["algorithm"], c["dtype"], c["device"])
         now = got.get(key, "not run")

@@ -26,6 +26,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from .errors import SessionError
 from .junit import report_view
+from ..core.status import Status
 
 __all__ = ["render_html", "require_matplotlib", "write_html"]
 
@@ -76,7 +77,7 @@ def _slug(*parts: Any) -> str:
 
 
 def _short(cell: Mapping[str, Any], minimum: int) -> bool:
-    return (cell.get("status") == "pass" and int(cell.get("examples") or 0) < minimum
+    return (cell.get("status") == Status.PASS and int(cell.get("examples") or 0) < minimum
             and not cell.get("exhausted"))
 
 
@@ -295,7 +296,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         out.append(f"<p>No recorded examples to draw (not implemented, none run, or a report written before "
                    f"ratios were recorded): {_e(', '.join(unplotted))}</p>")
 
-    failing = [c for c in cells if c.get("failure") or c.get("status") in ("fail", "error")]
+    failing = [c for c in cells if c.get("failure") or c.get("status") in (Status.FAIL, Status.ERROR)]
     out.append(f"<h2>Failures ({len(failing)})</h2>")
     if not failing:
         out.append("<p>None.</p>")

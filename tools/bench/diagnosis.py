@@ -34,6 +34,8 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from ftspec.conformance.core.status import Status
+
 __all__ = ["CLASSES", "COMBINED", "CONVENTIONS", "DIVERGES", "FIRST_EXPECTED", "classify", "names_plan",
            "run_diagnosis", "summarise", "summarise_names"]
 
@@ -439,7 +441,7 @@ def summarise_names(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                 "cells": 0, "failing": 0, "value": 0, "undiagnosed": 0, "places": 0, "place_hits": 0,
                 "catalogue": dict.fromkeys(CLASSES, 0), "other": dict.fromkeys(CLASSES, 0)})
             row["cells"] += 1
-            row["failing"] += c["status"] == "fail"
+            row["failing"] += c["status"] == Status.FAIL
             if "place" in c:
                 row["places"] += 1
                 row["place_hits"] += bool(c["place_hit"])
@@ -471,9 +473,9 @@ def summarise_names(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def summarise(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     conv = [c for r in records if r["kind"] == "convention" and "error" not in r for c in r["cells"]]
-    failing = [c for c in conv if c["status"] == "fail"]
+    failing = [c for c in conv if c["status"] == Status.FAIL]
     div = [r for r in records if r["kind"] == "divergence" and "error" not in r]
-    div_failing = [r for r in div if r["status"] == "fail"]
+    div_failing = [r for r in div if r["status"] == Status.FAIL]
     dist = [r for r in records if r["kind"] == "distinct" and "error" not in r]
     return {
         "convention_cells": len(conv), "convention_failing": len(failing),
@@ -519,7 +521,7 @@ def _markdown_first(out: list[str], diag: Mapping[str, Any]) -> None:
         if r["kind"] != "convention" or "error" in r:
             continue
         for c in r["cells"]:
-            mark = "-" if c["status"] != "fail" else ("yes" if c["named"] else "**no**")
+            mark = "-" if c["status"] != Status.FAIL else ("yes" if c["named"] else "**no**")
             rows.append(f"| {r['id']} | {c['algorithm']} | {c['dtype']} | {c['status']} | {mark} | "
                         f"{c['summary'] or '-'} |")
     out += ["| convention mutant | target | dtype | cell | named | first match |", "|---|---|---|---|---|---|"]
@@ -528,7 +530,7 @@ def _markdown_first(out: list[str], diag: Mapping[str, Any]) -> None:
     for r in diag["records"]:
         if r["kind"] != "divergence" or "error" in r:
             continue
-        hit = "-" if r["status"] != "fail" else ("yes" if r["hit"] else "**no**")
+        hit = "-" if r["status"] != Status.FAIL else ("yes" if r["hit"] else "**no**")
         got = r["got"] or (f"({r['check']} check: not located)" if r["check"] else "(passed)")
         want = r["want"].replace("|", " or ")
         out.append(f"| {r['id']} | {r['model']} | {want} | {got} | {hit} |")

@@ -15,6 +15,8 @@ import tempfile
 import time
 from typing import Any, Optional, Sequence
 
+from ftspec.conformance.core.status import Status
+
 __all__ = ["run_false_failures"]
 
 IMPLS = ("numpy", "torch", "jax")
@@ -88,8 +90,8 @@ def run_false_failures(examples: Optional[int] = None, *, impls: Sequence[str] =
     out: dict[str, Any] = {
         "judge": judge, "profile": profile_name, "examples_cap": examples or prof.examples, "seed": seed,
         "jobs": jobs, "seconds": time.perf_counter() - started, "cells": cells,
-        "examples": sum(c["examples"] for c in cells), "failed_cells": [c for c in cells if c["status"] == "fail"],
-        "error_cells": [c for c in cells if c["status"] in ("error", "no examples")],
+        "examples": sum(c["examples"] for c in cells), "failed_cells": [c for c in cells if c["status"] == Status.FAIL],
+        "error_cells": [c for c in cells if c["status"] in (Status.ERROR, Status.NO_EXAMPLES)],
     }
     if fixtures and judge == "harness":
         try:

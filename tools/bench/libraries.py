@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from ftspec.conformance.core.status import Status
 from ftspec.impls.discovery import INDEPENDENT, discover, load_record
 from ftspec.spec.variants import PAPER, VariantSet
 
@@ -107,7 +108,7 @@ def _ratio(r: Any) -> str:
 def _rows(rec: dict[str, Any]) -> list[list[str]]:
     doc = rec["certificate"]
     subject = doc["subject"]
-    cells = [c for c in doc["results"] if c["status"] != "not implemented"]
+    cells = [c for c in doc["results"] if c["status"] != Status.NOT_IMPLEMENTED]
     rows = []
     for algorithm in dict.fromkeys(c["algorithm"] for c in cells):
         mine = [c for c in cells if c["algorithm"] == algorithm]

@@ -26,6 +26,8 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from ftspec.conformance.core.status import Status
+
 __all__ = ["PowerOptions", "run_mutant", "run_power", "summarise"]
 
 
@@ -173,11 +175,11 @@ def calibrate(records: list[dict[str, Any]], options: PowerOptions,
 def _credible_kill(rec: dict[str, Any], key: str, calibration: Optional[dict[str, Any]]) -> bool:
     """Whether a baseline's kill of this mutant stands where the correct base passes the same judgement."""
     if key == "assert_close":
-        fails = [c for c in rec["assert_close"]["cells"] if c["status"] == "fail"]
+        fails = [c for c in rec["assert_close"]["cells"] if c["status"] == Status.FAIL]
         if calibration is None:
             return bool(fails)
         bad = {(c["impl"], c["algorithm"], c["dtype"]) for c in calibration["assert_close"]["cells"]
-               if c["status"] == "fail"}
+               if c["status"] == Status.FAIL}
         return any((rec["base"], c["algorithm"], c["dtype"]) not in bad for c in fails)
     fx = rec.get(key)
     if not fx:
@@ -193,7 +195,7 @@ def _credible_kill(rec: dict[str, Any], key: str, calibration: Optional[dict[str
 
 
 def _killed(cells: list[dict[str, Any]], dtype: Optional[str] = None, algorithm: Optional[str] = None) -> bool:
-    return any(c["status"] == "fail" for c in cells
+    return any(c["status"] == Status.FAIL for c in cells
                if (dtype is None or c["dtype"] == dtype) and (algorithm is None or c["algorithm"] == algorithm))
 
 
@@ -212,7 +214,7 @@ def _status(rec: dict[str, Any], section: str) -> dict[str, Any]:
     dtypes = rec.get("dtypes", [])
     equivalent = set(rec.get("equivalent", []))
     by_dtype = {d: _killed(cells, d) for d in dtypes}
-    errors = [c for c in cells if c["status"] == "error"]
+    errors = [c for c in cells if c["status"] == Status.ERROR]
     return {"killed": any(by_dtype.values()), "by_dtype": by_dtype,
             "equivalent_everywhere": bool(dtypes) and all(d in equivalent for d in dtypes),
             "killed_where_equivalent": [d for d in dtypes if by_dtype[d] and d in equivalent],
@@ -232,7 +234,7 @@ def summarise(records: list[dict[str, Any]], calibration: Optional[dict[str, Any
             rows.append({"id": rec["id"], "error": rec["error"]})
             continue
         h = _status(rec, "harness")
-        fails = [c for c in rec["harness"]["cells"] if c["status"] == "fail"]
+        fails = [c for c in rec["harness"]["cells"] if c["status"] == Status.FAIL]
         ttk = min((c["first_failure_s"] for c in fails if c.get("first_failure_s") is not None), default=None)
         tte = min((c["first_failure_examples"] for c in fails if c.get("first_failure_examples") is not None),
                   default=None)

@@ -14,6 +14,8 @@ import platform
 import sys
 from typing import Any, Optional
 
+from ftspec.conformance.core.status import Status
+
 from .speed import GROWTH_BAND
 
 __all__ = ["markdown", "meta"]
@@ -60,12 +62,12 @@ def _cell_text(rec: dict[str, Any], section: str, dtype: str) -> str:
     cells = [c for c in rec.get(section, {}).get("cells", []) if c["dtype"] == dtype]
     if not cells:
         return "–"
-    fails = [c for c in cells if c["status"] == "fail"]
+    fails = [c for c in cells if c["status"] == Status.FAIL]
     if fails:
         return "killed (" + ", ".join(sorted({c.get("check", "?") for c in fails})) + ")"
-    if any(c["status"] == "error" for c in cells):
+    if any(c["status"] == Status.ERROR for c in cells):
         return "harness error"
-    if all(c["status"] == "no examples" for c in cells):
+    if all(c["status"] == Status.NO_EXAMPLES for c in cells):
         return "no examples"
     return "survived"
 
@@ -128,7 +130,7 @@ def _power(out: list[str], results: dict[str, Any]) -> None:
     out += _table(["baseline", "kills (credible)", "raw", "caught by the harness, missed by it",
                    "caught by it, missed by the harness"], rows)
     if cal:
-        fails = [c for c in cal["assert_close"]["cells"] if c["status"] == "fail"]
+        fails = [c for c in cal["assert_close"]["cells"] if c["status"] == Status.FAIL]
         out += ["", f"The baselines on the correct plugins: assert_close fails {len(fails)} of "
                 f"{len(cal['assert_close']['cells'])} searches of correct code ("
                 + (", ".join(f"{c['impl']} {c['algorithm']} {c['dtype']}" for c in fails) or "none") + "); "
@@ -198,17 +200,18 @@ def _power(out: list[str], results: dict[str, Any]) -> None:
             out.append(f"- `{mid}` at {', '.join(ds)}" + (f": {m.note}" if m is not None and m.note else ""))
     ff = results.get("false_failures")
     if ff:
-        bad = {(c["impl"], c["algorithm"], c["dtype"]) for c in ff["cells"] if c["status"] == "fail"}
+        bad = {(c["impl"], c["algorithm"], c["dtype"]) for c in ff["cells"] if c["status"] == Status.FAIL}
         doubtful = sorted({f"`{mid}` ({c['algorithm']} {c['dtype']})" for mid, rec in recs.items()
                            for c in rec["harness"]["cells"]
-                           if c["status"] == "fail" and (rec["base"], c["algorithm"], c["dtype"]) in bad})
+                           if c["status"] == Status.FAIL and (rec["base"], c["algorithm"], c["dtype"]) in bad})
         out += ["", "Kills on an (algorithm, dtype) where the correct base implementation also failed the "
                 "false-failure run below (such a kill may not be the mutant's bug): "
                 + (", ".join(doubtful) or "none") + "."]
     if s["errors"]:
         out += ["", "Mutants whose bench run raised (harness problems):", ""]
         out += [f"- `{e['id']}`: {e['error']}" for e in s["errors"]]
-    harness_errors = [(rid, c) for rid, rec in recs.items() for c in rec["harness"]["cells"] if c["status"] == "error"]
+    harness_errors = [(rid, c) for rid, rec in recs.items() for c in rec["harness"]["cells"]
+                      if c["status"] == Status.ERROR]
     if harness_errors:
         out += ["", "Searches that ended in a harness error (not counted as kills):", ""]
         out += [f"- `{rid}` {c['algorithm']} {c['dtype']}: {c['note'][:200]}" for rid, c in harness_errors]
@@ -243,12 +246,12 @@ def _false_failures(out: list[str], ff: dict[str, Any], cal: Optional[dict[str, 
             + (f"; {len(ff['error_cells'])} searches did not run (below)" if ff["error_cells"] else "") + ".", ""]
     by: dict[tuple[str, str, str], list[int]] = {}
     for c in ff["cells"]:
-        if c["status"] == "not implemented":
+        if c["status"] == Status.NOT_IMPLEMENTED:
             continue
         k = by.setdefault((c["impl"], c.get("device", "cpu"), c["dtype"]), [0, 0, 0, 0])
         k[0] += c["examples"]
-        k[1] += c["status"] == "fail"
-        k[2] += c["status"] in ("error", "no examples")
+        k[1] += c["status"] == Status.FAIL
+        k[2] += c["status"] in (Status.ERROR, Status.NO_EXAMPLES)
         k[3] += 1
     out += _table(["implementation", "device", "dtype", "examples", "failed searches", "did not run", "searches"],
                   [[i, dev, d, v[0], v[1], v[2], v[3]] for (i, dev, d), v in sorted(by.items())])
@@ -298,7 +301,7 @@ def _speed(out: list[str], speed: dict[str, Any]) -> None:
                 r = by.get((i, a))
                 if r is None:
                     row.append("–")
-                elif r["status"] in ("error", "no examples"):
+                elif r["status"] in (Status.ERROR, Status.NO_EXAMPLES):
                     row.append(r["status"])
                 else:
                     row.append(f"{_s(r['per_second'], 1)} ex/s ({_share(r)})")
@@ -306,7 +309,7 @@ def _speed(out: list[str], speed: dict[str, Any]) -> None:
         out += _table(["algorithm"] + [f"{i}: ex/s (spec / impl / harness)" for i in impls], rows)
         tot: dict[str, tuple[float, float, float]] = {}  # impl -> (ex/s, spec share, impl share)
         for i in impls:
-            rs = [r for r in tp if r["impl"] == i and r["status"] not in ("error", "no examples")]
+            rs = [r for r in tp if r["impl"] == i and r["status"] not in (Status.ERROR, Status.NO_EXAMPLES)]
             T = sum(r["seconds"] for r in rs)
             if T:
                 tot[i] = (sum(r["examples"] for r in rs) / T,

@@ -34,16 +34,16 @@ def build(label: str, impl: Implementation, result: RunResult, *, settings: Any 
         if cell.impl == label and cell.status == Status.PASS and len(cell.sample) > len(kept.get((cell.algorithm,
                                                                                                cell.dtype), [])):
             kept[(cell.algorithm, cell.dtype)] = list(cell.sample)
-    listed = listings(impl, [(c["algorithm"], c["dtype"]) for c in results if c["status"] == "pass"],
+    listed = listings(impl, [(c["algorithm"], c["dtype"]) for c in results if c["status"] == Status.PASS],
                       seconds=max(MIN_SECONDS, FRACTION * float(result.seconds or 0.0)), samples=kept)
     for c in results:
-        c["indistinguishable"] = listed.get((c["algorithm"], c["dtype"])) if c["status"] == "pass" else None
+        c["indistinguishable"] = listed.get((c["algorithm"], c["dtype"])) if c["status"] == Status.PASS else None
     per_algorithm = {}
     chosen = result.selection.get("algorithms")
     for name in implemented:
         if chosen is not None and name not in chosen:
             continue
-        mine = [c for c in results if c["algorithm"] == name and c["status"] != "not implemented"]
+        mine = [c for c in results if c["algorithm"] == name and c["status"] != Status.NOT_IMPLEMENTED]
         worst = max((number(c["worst_ratio"]) for c in mine), default=0.0)
         per_algorithm[name] = {
             "paper": REGISTRY[name].title,

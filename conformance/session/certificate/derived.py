@@ -10,6 +10,8 @@ import math
 import statistics
 from typing import Any
 
+from ...core.status import Status
+
 
 def canonical(doc: dict[str, Any]) -> bytes:
     """The canonical JSON the hash is taken of: keys sorted, no spaces."""
@@ -36,7 +38,7 @@ def algorithm_verdict(cells: list[dict[str, Any]], minimum: int) -> str:
     examples than ``minimum`` in any cell leaves it inconclusive."""
     if not cells:
         return "not run"
-    if any(c["status"] in ("fail", "error") for c in cells):
+    if any(c["status"] in (Status.FAIL, Status.ERROR) for c in cells):
         return "fail"
     if any(int(c["examples"]) < minimum for c in cells):
         return "inconclusive"
@@ -45,7 +47,7 @@ def algorithm_verdict(cells: list[dict[str, Any]], minimum: int) -> str:
 
 def examples_run(cells: list[dict[str, Any]]) -> dict[str, Any]:
     """How many examples the implemented cells ran: cells, total, min, median, max."""
-    counts = [int(c["examples"]) for c in cells if c["status"] != "not implemented"]
+    counts = [int(c["examples"]) for c in cells if c["status"] != Status.NOT_IMPLEMENTED]
     if not counts:
         return {"cells": 0, "total": 0, "min": 0, "median": 0, "max": 0}
     return {"cells": len(counts), "total": sum(counts), "min": min(counts), "median": statistics.median(counts),

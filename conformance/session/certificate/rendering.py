@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any, Optional, Sequence
 
+from ...core.status import Status
 from .reading import limits_of
 
 
@@ -142,7 +143,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         "|---|---|---|---|---:|---|---:|",
     ]
     for r in doc["results"]:
-        if r["status"] == "not implemented":
+        if r["status"] == Status.NOT_IMPLEMENTED:
             continue
         ratio = r["worst_ratio"]
         ratio = f"{ratio:.3g}" if isinstance(ratio, (int, float)) else ratio

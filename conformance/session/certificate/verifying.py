@@ -17,6 +17,7 @@ from ftspec.spec.variants import VariantSet
 
 from ...core.casefile import read_untrusted_json
 from ...core.profiles import PROFILES
+from ...core.status import Status
 from ...core.verdict import NothingTested, derive
 from .derived import algorithm_verdict, content_hash, examples_run
 from .reading import LIMITS, CertificateError, Malformed, is_text, limits_of, show, variant_sets
@@ -170,12 +171,12 @@ def problems(doc: dict[str, Any]) -> tuple[list[str], list[str]]:
         seen.add(key)
         if c["implementation"] != label:
             add(f"{where}: a result of {show(c['implementation'])}, not of the subject {label!r}")
-        if c["status"] == "pass" and c.get("failure") is not None:
+        if c["status"] == Status.PASS and c.get("failure") is not None:
             add(f"{where}: 'pass' with a failure recorded")
-        if c["status"] == "pass" and not _passing_ratio(c["worst_ratio"]):
+        if c["status"] == Status.PASS and not _passing_ratio(c["worst_ratio"]):
             add(f"{where}: 'pass' with an error ratio of {show(c['worst_ratio'])}, not a number from 0 "
                 "to 1 (a ratio above 1, NaN, negative or infinite never passes)")
-        if c["status"] == "fail" and c.get("failure") is None and not c.get("note"):
+        if c["status"] == Status.FAIL and c.get("failure") is None and not c.get("note"):
             add(f"{where}: 'fail' with no failure recorded")
     for f in fixtures:
         if f["ok"] and not _passing_ratio(f["ratio"]):
@@ -186,7 +187,7 @@ def problems(doc: dict[str, Any]) -> tuple[list[str], list[str]]:
                   if selection.get("algorithms") is None or a in selection["algorithms"]]
     dtypes = [d for d in declared["dtypes"] if selection.get("dtypes") is None or d in selection["dtypes"]]
     found = doc["environment"]["implementations"].get(label, {}).get("devices", [])
-    if any(str(d).startswith("error") for d in found) and not any(c["status"] == "error" for c in results):
+    if any(str(d).startswith("error") for d in found) and not any(c["status"] == Status.ERROR for c in results):
         add("the implementation's devices are recorded as an error, but no cell records one")
     if not any(str(d).startswith("error") for d in found) and not run.get("interrupted"):
         devices = select_devices([str(d) for d in found], selection.get("devices"))
@@ -201,7 +202,7 @@ def problems(doc: dict[str, Any]) -> tuple[list[str], list[str]]:
         add(f"the per-algorithm summaries do not match the selected algorithms ({', '.join(odd[:3])})")
     by_algorithm: dict[str, list[dict[str, Any]]] = {}
     for c in results:
-        if c["status"] != "not implemented":
+        if c["status"] != Status.NOT_IMPLEMENTED:
             by_algorithm.setdefault(c["algorithm"], []).append(c)
     for name, summary in summaries.items():
         mine = by_algorithm.get(name, [])
