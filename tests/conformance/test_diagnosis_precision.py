@@ -125,3 +125,67 @@ def test_a_departure_beyond_the_narrower_rounding_is_not_named(monkeypatch):
     d = diagnose(case.entry, case, _outputs(case, "float64"), "float64")
     assert d.recurred and d.matches == [] and d.lower_precision is None, d.summary()
     assert "computes in" not in d.summary()
+
+
+def _caller(impl, dtype: str):
+    """The implementation on another case (the diagnosis's fresh cases), as a failure's hook calls it."""
+    def run(c: Case) -> dict:
+        p = Prepared(c.entry, c.inputs, c.params, dtype)
+        return call(impl, c.entry, p.inputs, p.params, hyper=c.hyper, variant=c.variant, dtype=dtype, device="cpu")
+    return run
+
+
+def test_a_narrower_dtype_is_still_named_where_fresh_cases_confirm_it(monkeypatch):
+    """The norm in float16 inside a float32 model holds float16's bound on any case: given the
+    implementation's fresh cases (``call``), the diagnosis still names float16 and refutes nothing."""
+    case = Case.build("rms_norm", None, LLAMA, seed=2)
+    monkeypatch.setattr(numpy_layers, "_norm_columns_fwd", _norm_inside("float16"))
+    called = []
+    run = _caller(NUMPY, "float32")
+    d = diagnose(case.entry, case, _outputs(case, "float32"), "float32",
+                 call=lambda c: called.append(c) or run(c))
+    assert called, "no fresh case was tried: the test shows nothing"
+    assert d.lower_precision == "float16" and not d.lower_refuted, d.summary()
+
+
+#: Hugging Face Qwen3 as docs/spec.md declares it, and a degenerate layer (width 1) such as a shrunk
+#: failing case is, where a narrower dtype's bound is wide
+QWEN3 = preset("llama").replace(qk_norm="rms", rope_base=1000000.0)
+SHRUNK = {"H": 2, "d_e": 1, "d_attn": 4, "d_mid": 1, "d_mlp": 1, "ell": 2}
+
+
+def test_a_convention_slip_within_a_narrower_bound_on_a_shrunk_case_is_not_named_a_narrower_dtype():
+    """QK-norm over all heads at once instead of per head (the zoo's ``qk-norm-over-all-heads``): on a
+    width-1 layer its output lies within bfloat16's bound, and the diagnosis said "computes in
+    bfloat16 inside". A narrower arithmetic would hold on any case; a fresh case at the entry's
+    default sizes refutes it, and the diagnosis says so instead of naming it."""
+    import dataclasses
+
+    from ftspec.tools.zoo import build, mutant
+
+    impl = dataclasses.replace(build(mutant("qk-norm-over-all-heads")), variants=(QWEN3,))
+    case = Case.build("gpt2_layer", SHRUNK, QWEN3, seed=0, dtype="float32")
+    run = _caller(impl, "float32")
+    alone = diagnose(case.entry, case, run(case), "float32", evaluations=40)
+    assert alone.lower_precision is not None, "the shrunk case no longer lets a narrower bound hold: no test"
+    d = diagnose(case.entry, case, run(case), "float32", evaluations=40, call=run)
+    assert d.recurred and d.matches == [] and d.lower_precision is None, d.summary()
+    assert [r["dtype"] for r in d.lower_refuted] == [alone.lower_precision, *alone.lower_also], d.lower_refuted
+    assert "computes in" not in d.summary() and "not bfloat16 inside" in d.summary(), d.summary()
+
+
+def test_a_narrower_bound_that_holds_everywhere_is_said_with_its_alternative():
+    """QK-norm after RoPE (the zoo's ``qk-norm-after-rotary``) departs by less than bfloat16's rounding
+    on every case tried: bfloat16 inside cannot be told from it by a bound, so its outputs, float32
+    values, are said to be either, and float16, which a fresh case refutes, is not named."""
+    import dataclasses
+
+    from ftspec.tools.zoo import build, mutant
+
+    impl = dataclasses.replace(build(mutant("qk-norm-after-rotary")), variants=(QWEN3,))
+    case = Case.build("gpt2_layer", SHRUNK, QWEN3, seed=0, dtype="float32")
+    run = _caller(impl, "float32")
+    d = diagnose(case.entry, case, run(case), "float32", evaluations=40, call=run)
+    assert d.lower_precision == "bfloat16" and not d.lower_values, d.summary()
+    assert [r["dtype"] for r in d.lower_refuted] == ["float16"], d.lower_refuted
+    assert "or a departure smaller than that rounding" in d.summary(), d.summary()

@@ -134,20 +134,37 @@ class _Confirmation:
         declared set cannot judge it)."""
         if self._fresh_planned is None:
             self._fresh_planned = self._fresh_cases(admits)
-        for i, fresh in enumerate(self._fresh_planned):
+        for i in range(len(self._fresh_planned)):
             if not any(r["fits"] for r in fits):
                 return
-            if i not in self._fresh_built:
-                try:
-                    outputs = call(fresh)
-                except Exception:  # noqa: BLE001 - a fresh case the implementation cannot take separates nothing
-                    outputs = None
-                site = _Site(self.search, fresh, outputs)
-                ok = site.declared_ref is not None and outputs is not None
-                self._fresh_built[i] = (site, f"a fresh case ({fresh.describe()})") if ok else None
-            built = self._fresh_built[i]
+            built = self._built(i, call)
             if built is not None:
                 yield built
+
+    def every_fresh_site(self, call: Call, admits: Optional[Callable[[Mapping[str, int]], bool]]
+                         ) -> list[tuple[_Site, str]]:
+        """Every fresh case as a site (each built once), whether or not a set fits: where none does, a
+        lower precision inside is confirmed on them (``lower``)."""
+        if self._fresh_planned is None:
+            self._fresh_planned = self._fresh_cases(admits)
+        for i in range(len(self._fresh_planned)):
+            self._built(i, call)
+        return self._fresh
+
+    def _built(self, i: int, call: Call) -> Optional[tuple[_Site, str]]:
+        """Fresh case ``i`` as a site and its label, the implementation called on it once (None: a case
+        that separates nothing: it raised, or the declared set cannot judge it)."""
+        assert self._fresh_planned is not None
+        if i not in self._fresh_built:
+            fresh = self._fresh_planned[i]
+            try:
+                outputs = call(fresh)
+            except Exception:  # noqa: BLE001 - a fresh case the implementation cannot take separates nothing
+                outputs = None
+            site = _Site(self.search, fresh, outputs)
+            ok = site.declared_ref is not None and outputs is not None
+            self._fresh_built[i] = (site, f"a fresh case ({fresh.describe()})") if ok else None
+        return self._fresh_built[i]
 
     @property
     def _fresh(self) -> list[tuple[_Site, str]]:

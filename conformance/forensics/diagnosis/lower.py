@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
 import numpy as np
 
@@ -13,6 +13,7 @@ from ...core.tolerances import Reference, ToleranceModelError, reference
 from .site import _Site
 
 if TYPE_CHECKING:
+    from .confirmation import Call
     from .search import _Search
 
 #: narrower dtypes a dtype's output may have been computed in, the finest first (float16 keeps 11
@@ -22,9 +23,19 @@ if TYPE_CHECKING:
 _NARROWER = {"float64": ("float32",), "float32": ("float16", "bfloat16"), "float16": (), "bfloat16": ()}
 
 
-def lower_precision(search: "_Search") -> None:
+def lower_precision(search: "_Search", call: Optional["Call"] = None,
+                    admits: Optional[Callable[[Mapping[str, int]], bool]] = None) -> None:
     """When no set fits: the narrower dtype (the closest first) within whose bound the outputs lie
-    on every failing example, the declared set's reference bounded for that dtype's arithmetic.
+    on every failing example and on every fresh case the implementation is called on (``call``:
+    the confirmation's fresh cases), the declared set's reference bounded for that dtype's
+    arithmetic.
+
+    Narrower arithmetic inside holds on any case; a departure that only the failing examples'
+    bounds allowed does not. A shrunk case is degenerate (one row, width 1), and there a narrower
+    dtype's bound can be wide enough to take in a convention's difference: QK-norm applied after
+    RoPE instead of before (the zoo's ``qk-norm-after-rotary``, a rotation that the norm's gain
+    does not commute with) was named "computes in float16 inside" on its shrunk gpt2_layer case.
+    A dtype that a fresh case refutes is not named (``lower_refuted`` says so).
 
     The outputs need not be values of the narrower dtype: a model that computes its norm on
     ``x.float()`` and multiplies the result by a float64 weight (LLaMA's ``RMSNorm`` in Meta's
@@ -38,6 +49,11 @@ def lower_precision(search: "_Search") -> None:
         return
     search.d.searched.append("lower precisions")
     held = [n for n in _NARROWER.get(search.dtype, ()) if all(_within_at(search, site, n) for site in search.sites)]
+    if held and call is not None:
+        for site, label in search.confirmation.every_fresh_site(call, admits):
+            for n in [n for n in held if not _within_at(search, site, n)]:
+                held.remove(n)
+                search.d.lower_refuted.append({"dtype": n, "by": label})
     if held:
         # float16's bound is SAFETY = 8 times its spread, as wide as bfloat16's rounding: where both
         # hold, the case cannot tell which, and both are said

@@ -97,6 +97,9 @@ class Diagnosis:
     lower_values: bool = False
     #: the other narrower dtypes whose bound the outputs also lie within (the case cannot tell them apart)
     lower_also: list[str] = field(default_factory=list)
+    #: narrower dtypes whose bound held on the failing examples but not on a fresh case (where the
+    #: narrower arithmetic would hold as well: so not the cause), with that case's label
+    lower_refuted: list[dict[str, str]] = field(default_factory=list)
     #: the case diagnosed when it is not the failure's recorded one (a refusal's transformed case)
     on: str = ""
 
@@ -109,7 +112,8 @@ class Diagnosis:
             "gave_up": self.gave_up, "recurred": self.recurred, "seconds": round(self.seconds, 3),
             "budget": self.budget, "divergence": self.divergence, "ambiguous": self.ambiguous,
             "confirmed": self.confirmed, "lower_precision": self.lower_precision,
-            "lower_values": self.lower_values, "lower_also": self.lower_also, "on": self.on,
+            "lower_values": self.lower_values, "lower_also": self.lower_also,
+            "lower_refuted": self.lower_refuted, "on": self.on,
         }
 
     def summary(self) -> str:
@@ -134,13 +138,21 @@ class Diagnosis:
             return "matches " + " | or ".join(parts) + more
         if self.lower_precision:
             low = self.lower_precision
-            how = (f"its outputs are {low} values" if self.lower_values
-                   else f"its outputs are {self.dtype} values carrying {low} rounding")
+            # outputs that are the narrower dtype's values are its fingerprint; outputs of the declared
+            # dtype within its bound are that or a departure smaller than its rounding: both are said
+            how = (f"its outputs are {low} values; no neighbouring variant set fits" if self.lower_values
+                   else f"its outputs are {self.dtype} values carrying {low} rounding, or a departure "
+                        f"smaller than that rounding which no neighbouring variant set states")
             also = "".join(f" (or {a}: within its bound too)" for a in self.lower_also)
+            refuted = "".join(f"; not {r['dtype']}: outside its bound on {r['by'].split(' (')[0]}"
+                              for r in self.lower_refuted[:1])
             return (f"computes in {low} inside{also}: the output lies within {low}'s bound (the declared "
-                    f"set with {low} arithmetic), not within {self.dtype}'s; {how}; no neighbouring "
-                    f"variant set fits")
+                    f"set with {low} arithmetic), not within {self.dtype}'s; {how}{refuted}")
         text = f"no neighbouring variant set fits (declared {self.declared})"
+        if self.lower_refuted:  # a lower precision that only the failing examples' bounds allowed
+            r = self.lower_refuted[0]
+            text += (f"; not {r['dtype']} inside: within its bound on the failing example, outside it on "
+                     f"{r['by'].split(' (')[0]}")
         if self.near_misses and self.near_misses[0].get("excluded"):
             n = self.near_misses[0]
             text += f"; {_changes_text(n['changes'])} is within its bound but excluded: {n['excluded']}"

@@ -63,7 +63,7 @@ def diagnose(entry: Entry, case: Case, impl_outputs: Optional[Mapping[str, np.nd
             search.confirmation.confirm(failing, call, admits)
         _conclude(d, list(search.tried.values()))
         if not d.matches:
-            lower_precision(search)
+            lower_precision(search, call, admits)
     d.seconds = time.perf_counter() - started
     return d
 
