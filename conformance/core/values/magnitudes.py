@@ -15,10 +15,8 @@ from ..dtypes import FORMATS, round_to
 def generator(seed: int, name: str = "") -> np.random.Generator:
     """The generator for the array called ``name`` under ``seed``: Philox keyed
     by (seed, crc32 of the name), a counter-based stream per array that is
-    cheap to create. (The key is given as Philox's two 64-bit words, the integer's low word and
-    0: the same key as the integer itself, and half the cost of converting one.)"""
-    key = np.array([(int(seed) % 2**32) << 32 | zlib.crc32(name.encode()), 0], dtype=np.uint64)
-    return np.random.Generator(np.random.Philox(key=key))
+    cheap to create."""
+    return np.random.Generator(np.random.Philox(key=(int(seed) % 2**32) << 32 | zlib.crc32(name.encode())))
 
 
 @dataclass(frozen=True)
