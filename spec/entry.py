@@ -176,7 +176,7 @@ class Entry:
 #: Algorithm 3's switches (one query, no positions)
 BASIC_ATTENTION = frozenset({"attn_scale", "scale_placement", "attn_bias"})
 #: Algorithm 4's: RoPE rotates Q and K by their columns' positions; a soft cap on the scaled scores
-ATTENTION = BASIC_ATTENTION | {"rotary", "rope_base", "rotary_fraction", "attn_softcap"}
+ATTENTION = BASIC_ATTENTION | {"rotary", "rope_base", "rotary_fraction", "rope_scaling", "attn_softcap"}
 #: Algorithm 5's: key/value heads shared by groups of query heads
 MH_ATTENTION = ATTENTION | {"kv_group", "kv_order", "attn_bias_at"}
 NORM_LN = frozenset({"epsilon", "epsilon_placement", "variance", "affine", "norm_gain"})

@@ -25,6 +25,28 @@ and Pythia (``rotary_pct`` 0.25: Hugging Face transformers 5.24
 passed; the rope's dim ``int(head_dim * partial_rotary_factor)``), Phi
 (``partial_rotary_factor`` 0.5 and 0.4) with half pairs; GPT-J (``rotary_dim`` 64
 of 256: ``k[:, :, :, :rotary_dim]``, ``rotate_every_two``) with adjacent pairs.
+
+Scaling (``rope_scaling``) replaces each θ_i by θ'_i before the angles t·θ'_i are taken
+(``frequencies``), with r the rotated width and λ_i = 2π/θ_i pair i's wavelength:
+
+- ``none``: θ'_i = θ_i.
+- ``linear-2``: θ'_i = θ_i / 2, the angles of positions t/2 (position interpolation, Chen et al.
+  2023; Hugging Face transformers 5.24 ``modeling_rope_utils._compute_linear_scaling_rope_parameters``
+  with ``factor`` 2: ``inv_freq /= factor``, "originally, scaling was applied to the position_ids").
+- ``llama3``: Llama 3.1's, with s = 8 (``factor``), l = 1 (``low_freq_factor``), h = 4
+  (``high_freq_factor``) and L = 8192 (``original_max_position_embeddings``), the published
+  constants of Llama 3.1's ``rope_scaling`` (transformers 5.24
+  ``modeling_rope_utils._compute_llama3_parameters``; Meta's llama-models ``apply_scaling``)::
+
+      θ'_i = θ_i                              if λ_i < L/h   (= 2048: high frequencies kept)
+      θ'_i = θ_i / s                          if λ_i > L/l   (= 8192: low frequencies slowed s-fold)
+      θ'_i = (1 − γ_i)·θ_i/s + γ_i·θ_i        otherwise, γ_i = (L/λ_i − l)/(h − l)
+
+  γ_i is 1 at λ_i = L/h and 0 at λ_i = L/l, so θ' is continuous in λ: which band a boundary value
+  falls in does not matter. The bands depend on base and r only: at base 10000 and r ≤ 4 every
+  λ_i is below 2048 and llama3 changes nothing (r = 6 blends pair 2, λ ≈ 2916); at base 500000
+  (Llama 3's) r = 4 puts pair 1 (λ ≈ 4443) in the middle band and r = 6 pair 2 (λ ≈ 39584) in
+  the slowed one.
 """
 
 from __future__ import annotations
@@ -36,7 +58,13 @@ from .errors import SpecError
 from .linalg import Matrix, map_matrix
 from .variants import VariantSet
 
-__all__ = ["pairs", "rotate"]
+__all__ = ["LLAMA3", "frequencies", "pairs", "rotate"]
+
+#: Llama 3.1's rope_scaling (its published config.json; transformers' _compute_llama3_parameters reads
+#: these keys): factor s, low_freq_factor l, high_freq_factor h, original_max_position_embeddings L
+LLAMA3 = {"factor": 8, "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 8192}
+#: linear scaling's factor for each ``rope_scaling`` value ``linear-F``
+LINEAR = {"linear-2": 2}
 
 
 def pairs(d: int, pairing: str) -> list[tuple[int, int]]:
@@ -63,8 +91,7 @@ def rotate(M: Matrix, variant: VariantSet) -> Matrix:
     P = pairs(d, variant.rotary)
     if not ell or not P:
         return out
-    base = N.num(variant.rope_base)
-    theta = [N.pow(base, N.num(-2 * i) / N.num(d)) for i in range(len(P))]  # θ_i = base^(−2i/d)
+    theta = frequencies(d, variant)  # θ'_i: base^(−2i/d), rescaled as rope_scaling says
     angle = map_matrix(_times, [[N.num(t) for t in range(ell)] for _ in P], [[th] * ell for th in theta])
     c, s = map_matrix(N.cos, angle), map_matrix(N.sin, angle)
     x, y = [M[a] for a, _ in P], [M[b] for _, b in P]
@@ -72,6 +99,36 @@ def rotate(M: Matrix, variant: VariantSet) -> Matrix:
     second = map_matrix(_second, x, y, c, s)  # y cos + x sin
     for i, (a, b) in enumerate(P):
         out[a], out[b] = first[i], second[i]
+    return out
+
+
+def frequencies(r: int, variant: VariantSet) -> list[Any]:
+    """θ'_i for i = 0 .. r/2 − 1: θ_i = base^(−2i/r) (RoFormer eq. 15), then ``rope_scaling``'s
+    rescaling (module docstring), in the current number system. The band of a llama3 pair is a
+    comparison of λ_i (a system with several values per number compares the value it branches on,
+    as at any comparison): θ' is continuous across the bands, so a rounding at a boundary changes
+    nothing."""
+    N = numbers.current()
+    base = N.num(variant.rope_base)
+    theta = [N.pow(base, N.num(-2 * i) / N.num(r)) for i in range(r // 2)]  # θ_i = base^(−2i/r)
+    if variant.rope_scaling == "none":
+        return theta
+    if variant.rope_scaling in LINEAR:
+        return [th / N.num(LINEAR[variant.rope_scaling]) for th in theta]
+    if variant.rope_scaling != "llama3":
+        raise SpecError("rope_scaling", "one of 'none', 'linear-2', 'llama3'", repr(variant.rope_scaling))
+    s, low, high = N.num(LLAMA3["factor"]), N.num(LLAMA3["low_freq_factor"]), N.num(LLAMA3["high_freq_factor"])
+    L = N.num(LLAMA3["original_max_position_embeddings"])
+    out = []
+    for th in theta:
+        wavelength = N.num(2) * N.pi / th  # λ_i = 2π/θ_i
+        if wavelength < L / high:  # high frequency: kept
+            out.append(th)
+        elif wavelength > L / low:  # low frequency: slowed by s
+            out.append(th / s)
+        else:  # between: a blend of the two, γ = 1 at λ = L/h, 0 at λ = L/l
+            gamma = (L / wavelength - low) / (high - low)
+            out.append((N.num(1) - gamma) * th / s + gamma * th)
     return out
 
 

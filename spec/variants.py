@@ -52,6 +52,7 @@ class VariantSet:
     rotary: Literal["none", "half", "interleaved"] = "none"
     rope_base: float = 10000.0
     rotary_fraction: float = 1.0
+    rope_scaling: Literal["none", "linear-2", "llama3"] = "none"
     kv_group: int = 1
     kv_order: Literal["consecutive", "strided"] = "consecutive"
     window: int = 0
@@ -242,9 +243,18 @@ def _switches() -> dict[str, Switch]:
                "(Phi-2 partial_rotary_factor), 0.5 (Phi-1.5); any fraction (1, 0.5, 0.25 are drawn); read "
                "only when rotary is not 'none' (Hugging Face transformers 5.24: GPTNeoXAttention, "
                "apply_rotary_pos_emb on q[..., :rotary_ndims]; rope dim = int(head_dim · partial_rotary_factor))"),
-        Switch("kv_group", "attention", (1, 2, 3, 4), 1,
+        Switch("rope_scaling", "attention", ("none", "linear-2", "llama3"), "none",
+               "RoPE's frequencies θ_i = base^(−2i/r) rescaled (spec/rotary.py, ``frequencies``): none "
+               "(paper, LLaMA 1-3); linear-2, θ_i/2, positions halved (Hugging Face rope_type 'linear', "
+               "factor 2: _compute_linear_scaling_rope_parameters); llama3, Llama 3.1's bands by "
+               "wavelength λ_i = 2π/θ_i with factor 8, low_freq_factor 1, high_freq_factor 4 and "
+               "original_max_position_embeddings 8192: θ_i kept for λ_i < 2048, θ_i/8 for λ_i > 8192, "
+               "between them (1 − γ)·θ_i/8 + γ·θ_i with γ = (8192/λ_i − 1)/3 (transformers 5.24 "
+               "modeling_rope_utils._compute_llama3_parameters; Meta's llama-models apply_scaling); "
+               "read only when rotary is not 'none'"),
+        Switch("kv_group", "attention", (1, 2, 3, 4, 8), 1,
                "query heads per key/value head G, any whole number ≥ 1 (a size: no preset fixes it; "
-               "1-4 are drawn; a 70B Llama's is 8) (grouped-query attention, Ainslie et al. 2023; "
+               "1-4 and 8, Llama 2 and 3 70B's, are drawn) (grouped-query attention, Ainslie et al. 2023; "
                "multi-query attention, Shazeer 2019, is G = H): 1 (paper) gives every head its own "
                "W_k, W_v; G > 1 has H/G key/value heads kv_heads.{g}, query head h reading kv head "
                "⌊h/G⌋ (consecutive heads share, as Hugging Face's repeat_kv and torch SDPA enable_gqa)"),
@@ -369,7 +379,7 @@ ROUNDING_ONLY: frozenset[str] = frozenset({"scale_placement"})
 LATER: dict[str, Any] = {"mlp_depth": 1, "mlp": "plain", "attn_bias_at": "all", "rotary": "none", "rope_base": 10000.0,
                          "kv_group": 1, "kv_order": "consecutive", "window": 0, "norm_gain": "gamma",
                          "residual": "sequential", "position_bias": "none", "rotary_fraction": 1.0,
-                         "qk_norm": "none", "attn_softcap": 0.0, "logit_softcap": 0.0}
+                         "qk_norm": "none", "attn_softcap": 0.0, "logit_softcap": 0.0, "rope_scaling": "none"}
 
 #: Switches that are a soft cap c (0: none; any finite c ≥ 0 is a value, the ``choices`` are the
 #: drawn few): c·tanh(s/c) of the attention scores or of the final logits (Gemma 2).
@@ -381,9 +391,13 @@ SOFTCAPS: frozenset[str] = frozenset({"attn_softcap", "logit_softcap"})
 SIZES: dict[str, int] = {"kv_group": 1, "window": 0}
 
 #: Switches read only when another switch is on, with the setting they are moved with when moved
-#: alone (fixtures, tests): RoPE's base with a pairing, the key/value head order with groups of 2.
+#: alone (fixtures, tests): RoPE's base with a pairing, the key/value head order with groups of 2; RoPE's
+#: scaling with a pairing and Llama 3's base 500000, at which llama3's bands reach the drawn widths (at
+#: base 10000 and d_attn ≤ 4, the fixtures' width under RoPE, every wavelength is below 2048: llama3 would
+#: change nothing).
 READ_WITH: dict[str, dict[str, Any]] = {"rope_base": {"rotary": "half"}, "kv_order": {"kv_group": 2},
-                                        "rotary_fraction": {"rotary": "half"}}
+                                        "rotary_fraction": {"rotary": "half"},
+                                        "rope_scaling": {"rotary": "half", "rope_base": 500000.0}}
 
 PAPER = VariantSet()
 
@@ -472,7 +486,9 @@ PRESETS: dict[str, VariantSet] = {
                               empty_query="nan"),
     # Meta's Llama 3 reference code (meta-llama/llama3 model.py): the same layer as "meta-llama2" with
     # rope_theta 500000 (8B: 32 heads, 8 kv heads: meta-llama3+kv_group=4, a size the preset does not
-    # fix).
+    # fix). Llama 3.1 adds its RoPE scaling (meta-llama/llama-models apply_scaling; config.json's
+    # rope_scaling rope_type "llama3"): meta-llama3+rope_scaling=llama3. No preset of its own: the one
+    # switch apart, and the fixtures' size bound.
     "meta-llama3": VariantSet(norm="rms_norm", epsilon=1e-5, epsilon_placement="inside_root", affine="scale",
                               norm_placement="pre", final_norm="final", activation="silu", mlp="gated",
                               mlp_bias=False, attn_bias=False, positions="none", rotary="interleaved",

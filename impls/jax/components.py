@@ -287,15 +287,32 @@ def rope(variant: VariantSet, n: int, d: int, dtype: Any) -> Optional[Rope]:
     t·θ_i (0-based positions: the column index). Under ``rotary_fraction`` f < 1 (partial rotary)
     d is the rotated width ⌊f·d_attn⌋, as Hugging Face's ``int(head_dim * partial_rotary_factor)``.
     Like the sinusoid table, the tables are constants of the program: computed in float64 and
-    rounded once to ``dtype``."""
+    rounded once to ``dtype``. ``rope_scaling`` rescales each θ_i (``_scaled``)."""
     if variant.rotary == "none":
         return None
     d = int(d * variant.rotary_fraction)  # partial rotary: a RoPE of the first ⌊f·d_attn⌋ rows' width
     if d % 2 or d < 2:
         raise ValueError(f"rotary={variant.rotary!r} rotates pairs of rows: {d} rotated rows cannot be")
-    theta = np.power(float(variant.rope_base), -2.0 * np.arange(d // 2) / d)  # (d/2,)
+    theta = _scaled(np.power(float(variant.rope_base), -2.0 * np.arange(d // 2) / d), variant.rope_scaling)
     angle = np.arange(n, dtype=np.float64)[:, None] * theta[None, :]  # (n, d/2)
     return jnp.asarray(np.cos(angle), dtype), jnp.asarray(np.sin(angle), dtype)
+
+
+def _scaled(theta: np.ndarray, scaling: str) -> np.ndarray:
+    """RoPE's frequencies θ (float64) under ``rope_scaling``: "linear-2" halves them (Hugging Face's
+    rope_type "linear" with factor 2, positions t/2); "llama3" is Llama 3.1's (transformers 5.24
+    ``_compute_llama3_parameters``: factor s = 8, low_freq_factor 1, high_freq_factor 4, original
+    context 8192), written here as one blend θ·(w + (1 − w)/s) whose weight w = (8192·θ/2π − 1)/(4 − 1)
+    is clipped to [0, 1]: w = 1 (θ kept) for wavelengths 2π/θ below 8192/4, w = 0 (θ/s) above
+    8192/1; the blend is continuous at both ends, so the clip is the published three bands."""
+    if scaling == "none":
+        return theta
+    if scaling == "linear-2":
+        return theta * 0.5
+    if scaling != "llama3":
+        raise ValueError(f"unknown rope_scaling {scaling!r}")
+    w = np.clip((8192.0 * theta / (2.0 * np.pi) - 1.0) / 3.0, 0.0, 1.0)
+    return theta * (w + (1.0 - w) / 8.0)
 
 
 def rope_rows(r: Optional[Rope], start: Array, n: int) -> Optional[Rope]:

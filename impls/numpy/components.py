@@ -58,6 +58,7 @@ __all__ = [
     "norm_columns",
     "norm_fwd",
     "relu",
+    "rope_frequencies",
     "rope_tables",
     "rotary_rows",
     "rotate",
@@ -428,21 +429,47 @@ def _divisor(variant, d_attn: int, d_model: int) -> float | None:
 # --------------------------------------------------------------------------
 
 
-def rope_tables(d: int, positions: np.ndarray, base: float, dtype) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin of the RoPE angles t·θ_i, θ_i = base^(−2i/d), i = 0..d/2−1, for each position t.
+def rope_frequencies(d: int, base: float, scaling: str = "none") -> np.ndarray:
+    """θ_i = base^(−2i/d), i = 0..d/2−1 (RoFormer eq. 15), rescaled as ``rope_scaling`` says, in binary64.
+
+    ``linear-2``: θ_i / 2 (Hugging Face's rope_type "linear", factor 2: ``inv_freq /= factor``).
+    ``llama3``: Llama 3.1's (Hugging Face transformers 5.24 ``_compute_llama3_parameters``, with
+    factor 8, low_freq_factor 1, high_freq_factor 4, original_max_position_embeddings 8192): by the
+    wavelength 2π/θ_i, kept below 8192/4, divided by 8 above 8192/1, and in between the blend
+    (1 − g)·θ_i/8 + g·θ_i with g = (8192/wavelength − 1)/(4 − 1).
+    """
+    i = np.arange(d // 2, dtype=np.float64)  # (d/2,)
+    theta = np.power(float(base), -2.0 * i / float(d))  # θ_i = base^(−2i/d)
+    if scaling == "none":
+        return theta
+    if scaling == "linear-2":
+        return theta / 2.0  # the angles of positions t/2
+    if scaling != "llama3":
+        raise ValueError(f"unknown rope_scaling {scaling!r}")
+    factor, low_factor, high_factor, context = 8.0, 1.0, 4.0, 8192.0
+    wavelength = 2.0 * np.pi / theta
+    g = (context / wavelength - low_factor) / (high_factor - low_factor)
+    blended = (1.0 - g) * theta / factor + g * theta
+    slowed = np.where(wavelength > context / low_factor, theta / factor, blended)
+    return np.where(wavelength < context / high_factor, theta, slowed)
+
+
+def rope_tables(d: int, positions: np.ndarray, base: float, dtype, scaling: str = "none"
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of the RoPE angles t·θ_i, θ_i = base^(−2i/d), i = 0..d/2−1 (rescaled as
+    ``rope_frequencies`` says under ``scaling``), for each position t.
 
     Su et al. 2021 (RoFormer), eqs. 13-15 and 34. Like the sinusoid tables, computed in binary64
     and rounded once to ``dtype`` (a data-independent table, as libraries precompute it).
     Returns two (d/2, len(positions)) arrays.
     """
-    i = np.arange(d // 2, dtype=np.float64)[:, None]  # (d/2, 1)
-    theta = np.power(float(base), -2.0 * i / float(d))  # (d/2, 1)  θ_i = base^(−2i/d)
+    theta = rope_frequencies(d, base, scaling)[:, None]  # (d/2, 1)
     angle = np.asarray(positions, dtype=np.float64)[None, :] * theta  # (d/2, ℓ)  t·θ_i
     return np.cos(angle).astype(dtype), np.sin(angle).astype(dtype)
 
 
 def rotate(M: np.ndarray, positions: np.ndarray, pairing: str, base: float, inverse: bool = False,
-           rows: Optional[int] = None) -> np.ndarray:
+           rows: Optional[int] = None, scaling: str = "none") -> np.ndarray:
     """RoPE (RoFormer eq. 34): column t of M (..., d, ℓ) rotated pair by pair by the angles t·θ_i.
 
     Pair i is rows (2i, 2i+1) under ``pairing="interleaved"`` (RoFormer's R^d_{Θ,t}, Meta's LLaMA
@@ -451,7 +478,8 @@ def rotate(M: np.ndarray, positions: np.ndarray, pairing: str, base: float, inve
     rotation is orthogonal, so that is both its inverse and its transpose (the backward pass).
     ``positions``: (ℓ,) the absolute position of each column. ``rows`` r (partial rotary,
     ``rotary_fraction``: GPT-NeoX's ``rotary_ndims``, GPT-J's ``rotary_dim``): only the first r rows
-    are rotated, as a RoPE of width r (θ_i = base^(−2i/r)); the others pass unchanged.
+    are rotated, as a RoPE of width r (θ_i = base^(−2i/r)); the others pass unchanged. ``scaling``:
+    ``rope_scaling``'s rescaling of the θ_i (``rope_frequencies``).
     """
     width = M.shape[-2]  # d_attn
     d = width if rows is None else rows  # the rotated width r
@@ -459,7 +487,7 @@ def rotate(M: np.ndarray, positions: np.ndarray, pairing: str, base: float, inve
         raise ValueError(f"rotary: RoPE rotates pairs of rows; {d} of d_attn = {width} rows cannot be")
     lead = slice(0, d)  # the rotated rows: the first r
     part = M[..., lead, :]  # (..., r, ℓ)
-    cos, sin = rope_tables(d, positions, base, M.dtype)  # (r/2, ℓ) each
+    cos, sin = rope_tables(d, positions, base, M.dtype, scaling)  # (r/2, ℓ) each
     if inverse:
         sin = -sin
     if pairing == "interleaved":
@@ -573,6 +601,7 @@ class AttentionCache(NamedTuple):
     placement: str
     rotary: str = "none"  # the RoPE pairing applied to Q and K ("none": not rotated)
     rope_base: float = 10000.0
+    rope_scaling: str = "none"  # rope_scaling's rescaling of the RoPE frequencies
     pos_q: Optional[np.ndarray] = None  # (ℓ_x,) positions of Q's columns (RoPE)
     pos_k: Optional[np.ndarray] = None  # (ℓ_z,) positions of K's columns (RoPE)
     kv_index: Optional[np.ndarray] = None  # (H,) the kv head of each query head (GQA), None: its own
@@ -637,8 +666,8 @@ def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index
     pos_k = offset + np.arange(K.shape[-1])  # (ℓ_z,)
     rows = rotary_rows(d_attn, variant.rotary_fraction)  # all d_attn, or the first ⌊f·d_attn⌋
     if rotary != "none":  # RoFormer eq. 34, on the projections, before any scaling
-        Q = rotate(Q, pos_q, rotary, variant.rope_base, rows=rows)
-        K = rotate(K, pos_k, rotary, variant.rope_base, rows=rows)
+        Q = rotate(Q, pos_q, rotary, variant.rope_base, rows=rows, scaling=variant.rope_scaling)
+        K = rotate(K, pos_k, rotary, variant.rope_base, rows=rows, scaling=variant.rope_scaling)
     if kv_cache is not None:  # decoding: the queries read every cached key and value
         K, V = kv_cache.extend(K, V)
     if kv_index is not None:  # GQA: query head h reads kv head kv_index[h]
@@ -701,7 +730,8 @@ def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index
         A = np.where(empty, fill, A)  # (..., ℓ_z, ℓ_x)
     out = V @ A  # (..., d_out, ℓ_x)  line 6: Ṽ = V·softmax(…)
     cache = AttentionCache(X, Z, W_q, W_k, W_v, (b_q is not None, b_k is not None, b_v is not None),
-                           Q, K, V, A, empty, divisor, placement, rotary, variant.rope_base, pos_q, pos_k, kv_index,
+                           Q, K, V, A, empty, divisor, placement, rotary, variant.rope_base, variant.rope_scaling,
+                           pos_q, pos_k, kv_index,
                            rows, qk_norms, cap, capped)
     return out, cache
 

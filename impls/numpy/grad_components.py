@@ -175,8 +175,9 @@ def attention_bwd(dOut: np.ndarray, c: AttentionCache):
         dV = ungroup_heads(dV, c.kv_index, H_kv)  # (..., H_kv, d_out, ℓ_z)
     if c.rotary != "none":  # the transpose of a rotation is the rotation by −angle
         assert c.pos_q is not None and c.pos_k is not None  # attention_fwd records them
-        dQ = rotate(dQ, c.pos_q, c.rotary, c.rope_base, inverse=True, rows=c.rotary_rows)  # the unrotated rows
-        dK = rotate(dK, c.pos_k, c.rotary, c.rope_base, inverse=True, rows=c.rotary_rows)  # pass as they are
+        # the unrotated rows pass as they are; rope_scaling's frequencies are constants, rotated back alike
+        dQ = rotate(dQ, c.pos_q, c.rotary, c.rope_base, inverse=True, rows=c.rotary_rows, scaling=c.rope_scaling)
+        dK = rotate(dK, c.pos_k, c.rotary, c.rope_base, inverse=True, rows=c.rotary_rows, scaling=c.rope_scaling)
     dgamma_q = dgamma_k = None
     if c.qk_norms is not None:  # QK-norm came before RoPE: through RMSnorm's backward next
         dQ, dgamma_q, _ = norm_bwd(dQ, c.qk_norms[0])

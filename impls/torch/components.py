@@ -23,7 +23,8 @@ from .adapter import Attn, MLP, Norm
 __all__ = [
     "activation", "alibi_bias", "alibi_slopes", "attend", "attention_heads", "cached_self_attention", "causal_mask",
     "check_biases", "check_groups", "embed",
-    "expand_kv", "logits", "lookup", "merge_heads", "mh_attention", "mlp", "norm", "project", "rope_tables",
+    "expand_kv", "inverse_frequencies", "logits", "lookup", "merge_heads", "mh_attention", "mlp", "norm", "project",
+    "rope_tables",
     "rotate", "sinusoid_table", "unembed",
 ]
 
@@ -179,17 +180,42 @@ def _split_heads(Y: Tensor, H: int) -> Tensor:
     return Y.unflatten(-1, (H, -1)).transpose(-3, -2)
 
 
-def rope_tables(d: int, start: int, n: int, base: float, dtype: torch.dtype, device) -> tuple[Tensor, Tensor]:
+def inverse_frequencies(d: int, base: float, scaling: str = "none") -> Tensor:
+    """θ_i = base^(−2i/d), i = 0 … d/2 − 1 (RoFormer eq. 15) in float64, rescaled by ``scaling``
+    (``rope_scaling``) as Hugging Face transformers 5.24 computes its ``inv_freq``: "linear-2" is
+    ``_compute_linear_scaling_rope_parameters`` with factor 2 (inv_freq / 2), "llama3"
+    ``_compute_llama3_parameters`` with Llama 3.1's factor 8, low_freq_factor 1, high_freq_factor 4
+    and original_max_position_embeddings 8192 (by wavelength 2π/θ: kept below 2048, /8 above 8192,
+    smoothly blended between)."""
+    i = torch.arange(d // 2, dtype=torch.float64)  # (d/2,)
+    inv_freq = torch.pow(torch.tensor(float(base), dtype=torch.float64), -2 * i / d)  # θ_i
+    if scaling == "none":
+        return inv_freq
+    if scaling == "linear-2":
+        return inv_freq / 2
+    if scaling != "llama3":
+        raise ValueError(f"unknown rope_scaling {scaling!r}")
+    factor, low_freq_factor, high_freq_factor, old_context_len = 8.0, 1.0, 4.0, 8192.0
+    wavelen = 2 * math.pi / inv_freq
+    low_freq_wavelen, high_freq_wavelen = old_context_len / low_freq_factor, old_context_len / high_freq_factor
+    smooth = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    medium = (1 - smooth) * inv_freq / factor + smooth * inv_freq
+    out = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, medium)
+    return torch.where(wavelen < high_freq_wavelen, inv_freq, out)
+
+
+def rope_tables(d: int, start: int, n: int, base: float, dtype: torch.dtype, device,
+                scaling: str = "none") -> tuple[Tensor, Tensor]:
     """cos and sin of the RoPE angles t·θ_i for positions t = start … start + n − 1 and
-    θ_i = base^(−2i/d), i = 0 … d/2 − 1 (RoFormer eq. 15): two (n, d/2) tables.
+    θ_i = base^(−2i/d), i = 0 … d/2 − 1 (RoFormer eq. 15; rescaled as ``inverse_frequencies``
+    says under ``scaling``): two (n, d/2) tables.
 
     Built in float64 on the CPU and rounded once to ``dtype`` (like the sinusoid table and a
     registered ``inv_freq`` buffer computed in full precision), so every dtype gets correctly
     rounded cos and sin."""
     if d % 2:
         raise ValueError(f"rotary position embedding rotates pairs: d_attn = {d} must be even")
-    i = torch.arange(d // 2, dtype=torch.float64)  # (d/2,)
-    theta = torch.pow(torch.tensor(float(base), dtype=torch.float64), -2 * i / d)  # θ_i
+    theta = inverse_frequencies(d, base, scaling)  # θ_i
     t = torch.arange(start, start + n, dtype=torch.float64)  # absolute positions
     angle = t[:, None] * theta[None, :]  # (n, d/2)
     return (torch.cos(angle).to(device=device, dtype=dtype), torch.sin(angle).to(device=device, dtype=dtype))
@@ -210,7 +236,7 @@ def rotate(Y: Tensor, start: int, v: VariantSet) -> Tensor:
     r = int(d * v.rotary_fraction)
     if r < d:  # partial: rotate Y[..., :r], pass Y[..., r:]
         return torch.cat([rotate(Y[..., :r], start, v.replace(rotary_fraction=1.0)), Y[..., r:]], dim=-1)
-    cos, sin = rope_tables(d, start, ell, v.rope_base, Y.dtype, Y.device)  # (ℓ, d/2) each
+    cos, sin = rope_tables(d, start, ell, v.rope_base, Y.dtype, Y.device, v.rope_scaling)  # (ℓ, d/2) each
     if v.rotary == "half":
         a, b = Y[..., : d // 2], Y[..., d // 2:]
         return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)

@@ -16,6 +16,7 @@ import numpy as np
 
 from ftspec.conformance.core.case import Case
 from ftspec.conformance.core.values import default_hyper, stated_by_twin, variant_enumeration
+from ftspec.fixtures.cases import ONLY_AT
 from ftspec.spec import PAPER, VariantSet
 from ftspec.spec.entry import Kind
 from ftspec.spec.registry import REGISTRY, Entry
@@ -31,8 +32,11 @@ def hyper_for(entry: Entry) -> dict[str, int]:
 
 def variants_for(entry: Entry) -> list[VariantSet]:
     """The variant sets of ``variant_enumeration`` (the paper's, presets, single switches, combinations),
-    less a padded entry's copies of its unpadded twin's switches (``stated_by_twin``)."""
-    return [v for slug, v in variant_enumeration(entry) if not stated_by_twin(entry, slug, v)]
+    less a padded entry's copies of its unpadded twin's switches (``stated_by_twin``) and the single
+    switches the fixtures keep at a few entries only (``ONLY_AT``: their code path is taken at every
+    entry by another value of the switch, or is one function every attention calls)."""
+    return [v for slug, v in variant_enumeration(entry)
+            if not stated_by_twin(entry, slug, v) and entry.name in ONLY_AT.get(slug, (entry.name,))]
 
 
 #: every temperature regime: the argmax limit, below and above 1, 1, the uniform limit

@@ -1,9 +1,10 @@
 """Mutants of the conventions of the model families after LLaMA (issue 38): Mistral's sliding-window
 causal attention (``window``), Gemma's RMSNorm gain 1 + γ (``norm_gain``), GPT-NeoX's parallel
 residual (``residual``), BLOOM's and MPT's ALiBi (``position_bias``), GPT-NeoX's partial rotary
-(``rotary_fraction``), Qwen3's and Gemma 3's QK-norm (``qk_norm``) and Gemma 2's soft caps
-(``attn_softcap``, ``logit_softcap``). Each is a source edit of the NumPy plugin's own helper (one
-line, or a block moved), so every entry built on the helper inherits it."""
+(``rotary_fraction``), Qwen3's and Gemma 3's QK-norm (``qk_norm``), Gemma 2's soft caps
+(``attn_softcap``, ``logit_softcap``) and Llama 3.1's and linear RoPE scaling (``rope_scaling``). Each is
+a source edit of the NumPy plugin's own helper (one line, or a block moved), so every entry built on the
+helper inherits it."""
 
 from __future__ import annotations
 
@@ -31,6 +32,13 @@ CAPPED = tuple(name for name, e in REGISTRY.items() if "attn_softcap" in e.switc
 _UNMASKED = {"self_attention", "encoder_layer", "bert_layer", "basic_single_query_attention"} | \
     {name for name in REGISTRY if name.startswith("e_") or name == "next_token_encoder"}
 CAPPED_MASKED = tuple(name for name in CAPPED if name not in _UNMASKED)
+#: the entries whose RoPE frequencies may be rescaled (every attention RoPE may rotate)
+ROPE_SCALED = tuple(name for name, e in REGISTRY.items() if "rope_scaling" in e.switches)
+#: Llama 3.1's scaling where its bands reach the drawn widths (base 500000: d_attn 4 blends pair 1)
+_LLAMA31 = {"rotary": "half", "rope_base": 500000.0, "rope_scaling": "llama3"}
+#: the final lines of the NumPy plugin's ``rope_frequencies`` (llama3's three bands)
+_SLOWED = "    slowed = np.where(wavelength > context / low_factor, theta / factor, blended)\n"
+_KEPT = "    return np.where(wavelength < context / high_factor, theta, slowed)\n"
 #: the entries whose final logits may be soft-capped (the unembedding and every model)
 LOGIT_CAPPED = tuple(name for name, e in REGISTRY.items() if "logit_softcap" in e.switches)
 
@@ -55,7 +63,7 @@ _FLAT_BWD = [Edit(GC, "attention_bwd", f"        d{M}, dgamma_{m}, _ = norm_bwd(
                   f"        d{M} = d{M}.reshape(d{M}.shape[:-2] + (-1, c.K.shape[-2], d{M}.shape[-1]))\n"
                   f"        dgamma_{m} = dgamma_{m}.reshape(dgamma_{m}.shape[:-1] + (-1, c.K.shape[-2]))\n")
              for i, (M, m) in enumerate((("Q", "q"), ("K", "k")))]
-_ROTATED = ('        K = rotate(K, pos_k, rotary, variant.rope_base, rows=rows)\n'
+_ROTATED = ('        K = rotate(K, pos_k, rotary, variant.rope_base, rows=rows, scaling=variant.rope_scaling)\n'
             '    if kv_cache is not None:')
 
 MUTANTS = [
@@ -170,4 +178,37 @@ MUTANTS = [
            equivalence="equivalent under logit_softcap = 0",
            witness=Witness("unembedding", variant={"logit_softcap": 2.0}),
            bench=("unembedding",)),
+    Mutant("llama3-rope-smoothing-missing", "Llama 3.1's RoPE scaling without its middle band: frequencies "
+           "whose wavelength lies between 2048 and 8192 left unscaled, where the published rule blends θ/8 and θ "
+           "by (1 − γ)·θ/8 + γ·θ, γ = (8192/λ − 1)/3", ROPE_SCALED,
+           source_edit(Edit(C, "rope_frequencies", _SLOWED, _SLOWED.replace("blended)", "theta)"))),
+           source="a two-band reading of rope_type 'llama3' (divide by factor above original_max_position_embeddings "
+                  "/ low_freq_factor, keep the rest) against transformers 5.24 _compute_llama3_parameters, whose "
+                  "is_medium_freq band is smoothed; constructed from the definition, not seen in a public thread",
+           equivalence="equivalent under rope_scaling other than 'llama3', and where no rotated pair's wavelength "
+                       "2π·base^(2i/r) lies in [2048, 8192] (base 10000 at r ≤ 4; base 500000 at r = 6)",
+           witness=Witness("causal_self_attention", hyper={"d_attn": 4}, variant=_LLAMA31),
+           bench=("causal_self_attention",)),
+    Mutant("llama3-rope-factor-on-high-frequencies", "Llama 3.1's factor 8 applied to the high frequencies too: "
+           "θ/8 for wavelengths below 2048, which the published rule keeps (so every position's fastest "
+           "rotations are slowed as by linear scaling)", ROPE_SCALED,
+           source_edit(Edit(C, "rope_frequencies", _KEPT, _KEPT.replace("theta, slowed", "theta / factor, slowed"))),
+           source="linear scaling's inv_freq /= factor carried into a llama3 port for every band; transformers 5.24 "
+                  "_compute_llama3_parameters keeps inv_freq where wavelen < high_freq_wavelen ('do nothing'); "
+                  "constructed from the definition",
+           equivalence="equivalent under rope_scaling other than 'llama3' (pair 0, θ = 1, wavelength 2π, is always "
+                       "in the kept band, so it differs under llama3 at every width and base)",
+           witness=Witness("causal_self_attention", hyper={"d_attn": 4}, variant=_LLAMA31),
+           bench=("causal_self_attention",)),
+    Mutant("linear-rope-scaling-inverted", "linear RoPE scaling applied the wrong way: positions multiplied by the "
+           "factor 2 (θ·2) where position interpolation divides them (θ/2)", ROPE_SCALED,
+           source_edit(Edit(C, "rope_frequencies", "        return theta / 2.0  # the angles of positions t/2\n",
+                            "        return theta * 2.0  # the angles of positions 2·t\n")),
+           source="Chen et al. 2023 (position interpolation) scale positions by L/L' < 1, transformers 5.24 "
+                  "_compute_linear_scaling_rope_parameters divides inv_freq by factor; a port that multiplies "
+                  "(reading 'factor' as a position multiplier) extrapolates instead; constructed from the definition",
+           equivalence="equivalent under rope_scaling other than 'linear-2'",
+           witness=Witness("causal_self_attention", hyper={"d_attn": 4},
+                           variant={"rotary": "half", "rope_scaling": "linear-2"}),
+           bench=("causal_self_attention",)),
 ]

@@ -28,11 +28,12 @@ the training and inference budgets, whose examples are whole models) have a
 *structural* simplest value (``STRUCTURAL``): their simplest draw is the
 smallest size at which order shows (ℓ = 2: a key before and after a query,
 so a causal mask masks one and RoPE rotates one position; H = 2, or two kv
-heads, H = 2·``kv_group``, under grouped-query attention; ℓ = W + 2 under a
-sliding window W, whose bound it raises too: a key W places back shows the
-window and its off-by-one, ``_shows_window``; under ALiBi the least head count
-that is not a power of two, with two kv heads or more, H = 3 or 2·``kv_group``
-or 3·``kv_group``, whose bound it raises too: ALiBi's slopes follow another
+heads, H = 2·``kv_group`` (at most ``MOST_SHOWN_HEADS``, else one: H = G),
+under grouped-query attention; ℓ = W + 2 under a sliding window W, whose bound
+it raises too: a key W places back shows the window and its off-by-one,
+``_shows_window``; under ALiBi the least head count that is not a power of
+two, with two kv heads or more, H = 3 or 2·``kv_group`` or 3·``kv_group`` (G
+above 4: H = G), whose bound it raises too: ALiBi's slopes follow another
 rule there, ``_alibi_heads``). The draw is the
 plain one with the smallest value and the structural one swapped, so every
 size is drawn as often as before, but Hypothesis's first example (the
@@ -68,10 +69,13 @@ from ..dtypes import round_to
 from ._budgets import MODEL_FAMILIES, RARE, hyper_kind, resolve_budget, resolve_dtype, resolve_entry
 from ._draws import uniform_integer
 
-__all__ = ["STRUCTURAL", "TIE_WIDTH", "hyperparameters", "structural_size"]
+__all__ = ["MOST_SHOWN_HEADS", "STRUCTURAL", "TIE_WIDTH", "hyperparameters", "structural_size"]
 
 #: the structural simplest value of each kind of size that carries order (see the module docstring)
 STRUCTURAL = {"length": 2, "heads": 2}
+#: the most heads a structural head count raises H to (grouped-query attention, ALiBi): a larger group
+#: (kv_group 8) is drawn at H = G, so that no example pays for 16 or 24 heads
+MOST_SHOWN_HEADS = 12
 
 #: Smallest width of a zero-variance-singular norm per dtype (see ``hyperparameters``):
 #: exact ties of all d entries then have probability ≤ 2^-32 per column.
@@ -132,7 +136,7 @@ def hyperparameters(draw: st.DrawFn, entry: Any, *, variant: VariantSet = PAPER,
         if b.usual(name) < bound and uniform_integer(draw, "rare " + name, 1, RARE) < RARE:
             bound = b.usual(name)
         if name == "H" and variant.kv_group > 1 and "kv_group" in e.switches:
-            bound = max(bound, 2 * variant.kv_group)  # room for two kv heads: kv_order shows
+            bound = max(bound, _grouped_heads(variant.kv_group))  # room for two kv heads: kv_order shows
         if name == "d_attn" and variant.rotary != "none" and "rotary" in e.switches:
             bound = max(bound, 4, low[name])  # room for two pairs: the pairing (half, interleaved) shows
         if name == "H" and _shows_alibi(e, variant):
@@ -176,14 +180,14 @@ def hyperparameters(draw: st.DrawFn, entry: Any, *, variant: VariantSet = PAPER,
 def structural_size(e: Any, name: str, variant: VariantSet) -> Optional[int]:
     """The structural simplest value of size ``name`` of entry ``e`` under ``variant`` (None: its
     smallest): ℓ = 2 for a sequence length, H = 2 for a head count (2·``kv_group`` under grouped-query
-    attention: two kv heads, so that their order shows)."""
+    attention: two kv heads, so that their order shows; ``_grouped_heads``)."""
     kind = hyper_kind(name)
     if kind not in STRUCTURAL:
         return None
     if name == "H" and _shows_alibi(e, variant):
         return _alibi_heads(e, variant)
     if name == "H" and variant.kv_group > 1 and "kv_group" in e.switches:
-        return 2 * variant.kv_group
+        return _grouped_heads(variant.kv_group)
     if kind == "length" and _shows_window(e, variant, None):
         return max(STRUCTURAL[kind], variant.window + 2)  # a key W places back, and one W + 1 back
     return STRUCTURAL[kind]
@@ -205,9 +209,19 @@ def _alibi_heads(e: Any, variant: VariantSet) -> int:
     """The least head count at which ALiBi's slopes for H not a power of two show (Press et al. 2022:
     the first 2^⌊log₂ H⌋ heads, then every other slope of twice as many; computing 2^(−8(h+1)/H)
     instead is the classic slip), with two key/value heads or more under grouped-query attention so
-    that their order shows too: 2·G when that is not a power of two, else 3·G (G = 1: H = 3)."""
+    that their order shows too: 2·G when that is not a power of two, else 3·G (G = 1: H = 3); above
+    ``MOST_SHOWN_HEADS`` the least multiple of G (G = 8: H = 8, the rule shown by the smaller groups)."""
     G = variant.kv_group if "kv_group" in e.switches else 1
-    return 2 * G if (2 * G) & (2 * G - 1) else 3 * G
+    H = 2 * G if (2 * G) & (2 * G - 1) else 3 * G
+    return H if H <= MOST_SHOWN_HEADS else G
+
+
+def _grouped_heads(G: int) -> int:
+    """The least head count at which grouped-query attention with G query heads per kv head shows
+    the order of its kv heads (two kv heads: H = 2·G), or G itself (one kv head, H = G: multi-query)
+    where 2·G is above ``MOST_SHOWN_HEADS``: a 70B Llama's G = 8 is drawn at H = 8 (the size is then
+    shown, and the order by the groups of 2 to 4 drawn beside it), not at 16 heads per example."""
+    return 2 * G if 2 * G <= MOST_SHOWN_HEADS else G
 
 
 def _swapped(drawn: int, low: int, aim: Optional[int], top: int) -> int:

@@ -10,9 +10,10 @@ hashed) variant sets. The draw is weighted towards what real code uses:
 - several switches changed at once.
 
 ε and its placement move together (ε > 0 exactly when placed): a placement
-is drawn with ε from ``EPSILONS``. RoPE's base and its rotated share (``rotary_fraction``,
-partial rotary) move with ``rotary``: they are read only when a pairing is on, so they are drawn
-only with one; likewise the
+is drawn with ε from ``EPSILONS``. RoPE's base, its rotated share (``rotary_fraction``,
+partial rotary) and its scaling (``rope_scaling``; llama3's at a base of 500000 or more, where its
+bands reach the drawn widths) move with ``rotary``: they are read only when a pairing is on, so they
+are drawn only with one; likewise the
 key/value head order with a group size above 1. A parallel ``residual`` is defined for the pre-LN
 placement only, so it is drawn with the paper's placement (pre for GPT-2), overriding a placement
 drawn beside it.
@@ -52,8 +53,8 @@ def _groups(entry: Entry) -> list[str]:
     """Switches drawn together: ε and its placement are one group ("epsilon"); RoPE's base is
     drawn with a pairing (group "rotary"), the key/value head order with a group size > 1
     (group "kv_group"), the biased projections with the biases on (group "attn_biases")."""
-    names = sorted(entry.switches - {"epsilon", "epsilon_placement", "rope_base", "rotary_fraction", "kv_order",
-                                     "attn_bias_at"})
+    names = sorted(entry.switches - {"epsilon", "epsilon_placement", "rope_base", "rotary_fraction", "rope_scaling",
+                                     "kv_order", "attn_bias_at"})
     if "attn_bias_at" in entry.switches:
         names = [n for n in names if n != "attn_bias"] + ["attn_biases"]
     if entry.switches & {"epsilon", "epsilon_placement"}:
@@ -98,14 +99,30 @@ def _changed(group: str) -> st.SearchStrategy[dict[str, Any]]:
     if group == "residual":  # defined for the pre-LN placement only: drawn with the paper's (GPT-2: pre),
         # after any placement a several-switch draw chose (groups are applied in sorted order)
         return st.sampled_from([{"residual": r, "norm_placement": "paper"} for r in SWITCHES["residual"].choices[1:]])
-    if group == "rotary":  # the base and the rotated share (partial rotary) move with a pairing
-        return st.builds(lambda r, b, f: {"rotary": r, "rope_base": b, "rotary_fraction": f},
+    if group == "rotary":  # the base, the rotated share (partial rotary) and the scaling move with a pairing
+        return st.builds(_rotary,
                          st.sampled_from(SWITCHES["rotary"].choices[1:]),
                          st.sampled_from(SWITCHES["rope_base"].choices),
-                         st.sampled_from(SWITCHES["rotary_fraction"].choices))
+                         st.sampled_from(SWITCHES["rotary_fraction"].choices),
+                         st.sampled_from(SWITCHES["rope_scaling"].choices))
     values = [c for c in SWITCHES[group].choices
               if c != SWITCHES[group].paper and (group, c) not in SAME_MATHEMATICS]
     return st.sampled_from(values).map(lambda v: {group: v})
+
+
+#: the least drawn RoPE base at which Llama 3.1's scaling moves a frequency of the drawn widths (Llama 3's
+#: 500000: rotated width 4 puts pair 1, wavelength 2π·500000^½ ≈ 4443, between 2048 and 8192, the blended
+#: band; width 6 puts pair 2, ≈ 39584, above 8192). At 10000 every wavelength of width 4, the structural
+#: first draw under RoPE, is below 2048 (pair 1: 2π·100 ≈ 628): llama3 would change nothing there.
+LLAMA3_BASE = 500000.0
+
+
+def _rotary(pairing: str, base: float, fraction: float, scaling: str) -> dict[str, Any]:
+    """A pairing with its base, rotated share and scaling; llama3's scaling with a base of at least
+    ``LLAMA3_BASE`` (where its bands reach the drawn widths, so that a wrong declaration shows)."""
+    if scaling == "llama3":
+        base = max(base, LLAMA3_BASE)
+    return {"rotary": pairing, "rope_base": base, "rotary_fraction": fraction, "rope_scaling": scaling}
 
 
 @functools.lru_cache(maxsize=None)

@@ -59,8 +59,9 @@ def designed_cases(entry: Entry, hyper: Mapping[str, int], variant: VariantSet, 
 
 
 #: the switches whose values give the same numbers at one rotary pair, one key/value head or one
-#: position: RoPE's pairing and base, the key/value head order
-HEAD_SWITCHES = frozenset({"rotary", "rope_base", "kv_order"})
+#: position: RoPE's pairing, base and scaling (llama3 keeps pair 0's frequency 1), the key/value
+#: head order
+HEAD_SWITCHES = frozenset({"rotary", "rope_base", "rope_scaling", "kv_order"})
 #: the least sizes at which they differ: two rotary pairs (half-split pairs (0, 2), (1, 3) against
 #: interleaved (0, 1), (2, 3); a second frequency base^(-2/4), the first is 1 for every base), two
 #: key/value heads (⌊h/G⌋ against h mod H/G), and a third position (rotation by t = 0, 1, 2)

@@ -221,9 +221,9 @@ def _prefer(values: Sequence[dict[str, Any]], start: dict[str, Any]) -> dict[str
 def same_here(entry: Entry, variant: VariantSet, group: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """Whether values ``a`` and ``b`` of ``group`` are the same computation at ``entry`` with the
     other switches as in ``variant``: the spec reads the switch only under another setting that
-    ``variant`` does not have. From the switches' definitions (``spec/variants.py``): RoPE's base
-    only when ``rotary`` is not none; the key/value head order only when ``kv_group`` > 1; where
-    the biases sit only with ``attn_bias``; RMSNorm has no mean and no β, so it ignores
+    ``variant`` does not have. From the switches' definitions (``spec/variants.py``): RoPE's base,
+    rotated share and scaling only when ``rotary`` is not none; the key/value head order only when
+    ``kv_group`` > 1; where the biases sit only with ``attn_bias``; RMSNorm has no mean and no β, so it ignores
     ``variance`` and its ``affine`` ``scale_shift`` is ``scale`` (spec/normalization.py
     ``_rms_norm``)."""
     moved_a, moved_b = _replace(variant, a), _replace(variant, b)
@@ -236,8 +236,9 @@ def _as_read(entry: Entry, v: VariantSet) -> VariantSet:
     """``v`` with every switch the entry does not read under ``v``'s other settings at the paper's
     value (``same_here``)."""
     changes: dict[str, Any] = {}
-    if v.rotary == "none":
-        changes["rope_base"] = PAPER.rope_base
+    if v.rotary == "none":  # RoPE's base, rotated share and scaling are read only with a pairing
+        changes.update(rope_base=PAPER.rope_base, rotary_fraction=PAPER.rotary_fraction,
+                       rope_scaling=PAPER.rope_scaling)
     if v.kv_group == 1:
         changes["kv_order"] = PAPER.kv_order
     if not v.attn_bias:
