@@ -45,3 +45,22 @@ def test_the_mutant_is_caught_by_a_default_search_under_its_convention(mutant_id
     cell = runner.run([m.targets[0]], ["float32"]).cells[0]
     assert cell.status.value == "fail", (mutant_id, cell.status, cell.examples)
     assert cell.failure is not None and cell.failure.check == "spec", (mutant_id, cell.failure)
+
+
+def test_the_qk_norm_rope_fixture_fails_both_qk_norm_slips_and_passes_the_plugin():
+    """QK-norm's order against RoPE shows only when both are on: the fixture case
+    ``gpt2_layer--edge-qk-norm-rope`` holds them together, so a user replaying the fixtures alone (no
+    search) catches the norm after RoPE and the norm over all heads, by the spec check, at float64
+    and float32; the correct NumPy plugin passes it."""
+    from ftspec.conformance.running.fixture_replay import replay_fixtures
+    from ftspec.impls.discovery import load
+
+    case = ["gpt2_layer--edge-qk-norm-rope"]
+    for label, impl in [("numpy", load("numpy")), *((i, build(mutant(i))) for i in
+                                                     ("qk-norm-after-rotary", "qk-norm-over-all-heads"))]:
+        got = replay_fixtures([(label, impl)], cases=case, dtypes=["float64", "float32"])
+        assert [r.dtype for r in got] == ["float64", "float32"], got
+        if label == "numpy":
+            assert all(r.ok for r in got), [r.message for r in got]
+        else:
+            assert not any(r.ok for r in got) and all(r.message.startswith("spec:") for r in got), got
