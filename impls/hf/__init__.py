@@ -1,7 +1,7 @@
 """Hugging Face transformers as an implementation (plugins ``transformers``,
 ``transformers-sdpa``, ``transformers-bert``, ``transformers-bert-sdpa``, and per family
-``transformers-mistral``, ``-qwen2``, ``-qwen2-window``, ``-gpt-neox``, ``-gemma``, each with
-``-sdpa``).
+``transformers-mistral``, ``-qwen2``, ``-qwen2-window``, ``-gpt-neox``, ``-gemma``, ``-qwen3``,
+``-phi3``, ``-gpt-j``, ``-opt``, ``-falcon``, each with ``-sdpa``).
 
 Boundary only: tiny configs built from the case's sizes, ftspec's parameters
 loaded into the library's own modules, layout and head packing
@@ -63,6 +63,22 @@ plugins keep GPT-2's; BERT's is certified by ``transformers-bert``.
                             (gpt2_layer): the gpt-neox preset.
 ``transformers-gemma``       GemmaForCausalLM, GemmaAttention: gemma+kv_group=2 and gemma;
                             d_e free of H·d_attn (Gemma's own head_dim).
+``transformers-qwen3``       Qwen3ForCausalLM (padded_d_transformer, cached_decoding),
+                            Qwen3DecoderLayer (gpt2_layer): llama+qk_norm=rms,rope_base=1e6,
+                            kv_group 2 and 1; no padded_causal_self_attention (Algorithm 5's
+                            entry reads no QK-norm, which Qwen3Attention always applies).
+``transformers-phi3``        Phi3ForCausalLM, Phi3Attention, Phi3DecoderLayer (gpt2_layer):
+                            llama+epsilon=1e-5, kv_group 2 and 1 (fused qkv_proj, gate_up_proj).
+``transformers-gpt-j``       GPTJForCausalLM, GPTJAttention, GPTJBlock (gpt2_layer): gpt-neox+
+                            residual=parallel_shared,activation=gelu_tanh,rotary=interleaved,
+                            attn_bias=False,logit_bias=True (rotary_dim = head_dim / 4).
+``transformers-opt``         OPTForCausalLM (d_transformer, cached_decoding: no padded model, its
+                            positions under padding are counted among the real tokens),
+                            OPTAttention, OPTDecoderLayer (gpt2_layer): hf-gpt2+activation=relu,
+                            scale_placement=query; its sdpa twin also at float64 (FLOAT64_SDPA).
+``transformers-falcon``      FalconForCausalLM, FalconAttention, FalconDecoderLayer (gpt2_layer), the new
+                            decoder architecture with two norms: nanogpt+residual=parallel,attn_bias=False,
+                            mlp_bias=False,positions=none,rotary=half,empty_query=uniform, kv_group 2 and 1.
 Each of these with an ``-sdpa`` twin (padded entries under empty_query="zeros"), with Llama's
 per-algorithm dtypes (``LLAMA_DTYPES``; models/gpt_neox and models/gemma compute RoPE's cos/sin
 and eager softmax in float32, GemmaRMSNorm in float32, as Llama does). The families are plugins
@@ -71,7 +87,8 @@ function, and a family choosing its library class from the declared set would le
 change what runs. For the same reason the conventions a family fixes (Mistral's window, GPT-NeoX's
 rotary fraction, Qwen2's biases, Gemma's gain and embedding scale) are the library's, never read
 from the declared set; sizes (kv heads, widths) and ε and the RoPE base are, as for Llama. Read
-in models/{mistral,qwen2,gpt_neox,gemma}/modeling_*.py and configuration_*.py, masking_utils.py
+in models/{mistral,qwen2,gpt_neox,gemma,qwen3,phi3,gptj,opt,falcon}/modeling_*.py and configuration_*.py,
+masking_utils.py
 (create_sliding_window_causal_mask, sliding_window_overlay) and cache_utils.py
 (DynamicSlidingWindowLayer), transformers 5.24.0.
 
@@ -128,9 +145,9 @@ from ftspec.impls.api import Implementation, Limits
 from ftspec.spec.variants import preset
 
 from .._torch_boundary import configure, devices, from_numpy, to_numpy
-from .adapter import MISTRAL_WINDOW
-from .entries import (GEMMA, MISTRAL, NEOX, QWEN2, QWEN2_WINDOWED, Decoder, bert_algorithms, decoder_algorithms,
-                      gpt2_algorithms, llama_algorithms)
+from .adapter import GPTJ_ROTARY_SHARE, MISTRAL_WINDOW
+from .entries import (FALCON, GEMMA, GPTJ, MISTRAL, NEOX, OPT, PHI3, QWEN2, QWEN2_WINDOWED, QWEN3, Decoder,
+                      bert_algorithms, decoder_algorithms, gpt2_algorithms, llama_algorithms)
 
 __all__ = ["implementation", "implementation_sdpa", "implementation_bert", "implementation_bert_sdpa",
            "VARIANT_GPT2", "VARIANT_BERT", "VARIANT_LLAMA", "LLAMA_EAGER", "LLAMA_SDPA", "GPT2_LIMITS",
@@ -139,7 +156,10 @@ __all__ = ["implementation", "implementation_sdpa", "implementation_bert", "impl
            "implementation_qwen2", "implementation_qwen2_sdpa", "implementation_qwen2_window",
            "implementation_qwen2_window_sdpa", "VARIANT_NEOX", "implementation_gpt_neox",
            "implementation_gpt_neox_sdpa", "VARIANT_GEMMA", "GEMMA_LIMITS", "implementation_gemma",
-           "implementation_gemma_sdpa"]
+           "implementation_gemma_sdpa", "VARIANT_QWEN3", "VARIANT_PHI3", "VARIANT_GPTJ", "VARIANT_OPT",
+           "implementation_qwen3", "implementation_qwen3_sdpa", "implementation_phi3", "implementation_phi3_sdpa",
+           "implementation_gpt_j", "implementation_gpt_j_sdpa", "implementation_opt", "implementation_opt_sdpa",
+           "VARIANT_FALCON", "implementation_falcon", "implementation_falcon_sdpa"]
 
 configure()  # one intra-op thread, float32 matmuls at "highest" (_torch_boundary.py)
 
@@ -273,6 +293,35 @@ VARIANT_NEOX = preset("gpt-neox")
 VARIANT_GEMMA = preset("gemma").replace(kv_group=2)
 #: Gemma's head width is its own (head_dim): only d_attn = d_mid is tied, d_e is free of H·d_attn.
 GEMMA_LIMITS = {a: Limits(equal=(("d_attn", "d_mid"),)) for a in LLAMA_LIMITS}
+#: Qwen3 (Qwen3Config defaults, transformers 5.24): the Llama layer with QK-norm (Qwen3Attention's
+#: q_norm, k_norm = Qwen3RMSNorm(head_dim, eps=rms_norm_eps) of each head's q and k before
+#: apply_rotary_pos_emb) at the released checkpoints' RoPE base 1e6 (read into the config, as Llama's
+#: base is): docs/spec.md's llama+qk_norm=rms,rope_base=1000000.0, grouped (kv_group = 2) and not.
+VARIANT_QWEN3 = VARIANT_LLAMA.replace(qk_norm="rms", rope_base=1000000.0)
+#: Phi-3 (Phi3Config defaults): the Llama layer (SwiGLU through the fused gate_up_proj, rotate_half RoPE
+#: over the whole head, no biases, a separate lm_head) at Phi3Config's rms_norm_eps 1e-5 (Llama's is
+#: 1e-6; read into the config as for Llama), grouped and not (Phi-3-medium: 40 heads, 10 kv heads).
+VARIANT_PHI3 = VARIANT_LLAMA.replace(epsilon=1e-5)
+#: GPT-J (GPTJConfig defaults): docs/spec.md's gpt-neox+residual=parallel_shared,activation=gelu_tanh,
+#: rotary=interleaved,attn_bias=False,logit_bias=True: one ln_1 feeding attention and MLP in parallel
+#: (GPTJBlock.forward: attn_output + feed_forward_hidden_states + residual), gelu_new, adjacent pairs
+#: (rotate_every_two) on the first quarter of each head (adapter.GPTJ_ROTARY_SHARE) at base 10000, no
+#: attention biases, MLP biases, an untied lm_head with a bias. One set: no grouped kv heads.
+VARIANT_GPTJ = preset("gpt-neox").replace(residual="parallel_shared", activation="gelu_tanh", rotary="interleaved",
+                                          attn_bias=False, logit_bias=True)
+#: OPT (OPTConfig defaults, OPT-125m … 175B; not 350m's post-LN): GPT-2's layer (pre-LN LayerNorms with
+#: γ, β at nn.LayerNorm's eps 1e-5, a final LayerNorm, biases everywhere, learned positions, lm_head tied
+#: to embed_tokens) with ReLU and the 1/√d scale on the query (OPTAttention.forward:
+#: ``q_proj(hidden_states) * self.scaling``, then scaling=1.0 to the attention: scale_placement
+#: "query"); masked scores are the dtype's minimum (uniform weights for a query with no key). One set.
+VARIANT_OPT = preset("hf-gpt2").replace(activation="relu", scale_placement="query", empty_query="uniform")
+#: Falcon, new decoder architecture with two norms (Falcon-40B/180B: FalconDecoderLayer's ln_attn and
+#: ln_mlp, attention and MLP in parallel from the same input, ``mlp_output += attention_output`` then the
+#: residual): docs/spec.md's Falcon with residual=parallel, i.e. nanogpt+residual=parallel,attn_bias=False,
+#: mlp_bias=False,positions=none,rotary=half,empty_query=uniform (bias False everywhere, exact GELU,
+#: LayerNorm eps 1e-5, ln_f, tied lm_head, rotate_half RoPE), grouped (kv_group = 2) and not.
+VARIANT_FALCON = preset("nanogpt").replace(residual="parallel", attn_bias=False, mlp_bias=False, positions="none",
+                                           rotary="half", empty_query="uniform", kv_group=2)
 #: Each family's eager sets (grouped, kv_group = 2, and one kv head per query head); sdpa's padded
 #: entries take empty_query = "zeros" as Llama's do.
 FAMILY_SETS: dict[str, tuple[Any, ...]] = {
@@ -282,7 +331,30 @@ FAMILY_SETS: dict[str, tuple[Any, ...]] = {
                        VARIANT_QWEN2.replace(kv_group=1, window=MISTRAL_WINDOW)),
     "gpt_neox": (VARIANT_NEOX,),
     "gemma": (VARIANT_GEMMA, VARIANT_GEMMA.replace(kv_group=1)),
+    "qwen3": (VARIANT_QWEN3, VARIANT_QWEN3.replace(kv_group=1)),
+    "phi3": (VARIANT_PHI3, VARIANT_PHI3.replace(kv_group=1)),
+    "gptj": (VARIANT_GPTJ,),
+    "opt": (VARIANT_OPT,),
+    "falcon": (VARIANT_FALCON, VARIANT_FALCON.replace(kv_group=1)),
 }
+
+
+#: The families whose sdpa path computes in float64 at float64 (measured with transformers 5.24.0,
+#: torch 2.13.0; docs/libraries.md "Qwen3, Phi-3, GPT-J and OPT"): OPT, which has no RoPE table and no
+#: float32 norm; its eager path does not (``eager_attention_forward``: ``softmax(…, dtype=torch.float32)``,
+#: errors ~5e-8 at float64). The others compute RoPE's cos/sin in float32 (GPT-J's
+#: ``create_sinusoidal_positions`` table; Qwen3's and Phi-3's inv_freq), GPT-J's eager scores in float32
+#: (``query.to(torch.float32)``), Qwen3's and Phi-3's RMSNorm in float32.
+FLOAT64_SDPA = frozenset({OPT.name})
+
+
+def _family_limits(family: Decoder) -> Limits:
+    """The sizes a family's config can take: Llama's ties, except a head width of its own (Gemma's and
+    Qwen3's head_dim: only d_attn = d_mid), and GPT-J's rotary_dim = head_dim / 4 even (d_attn a
+    multiple of 8; at an odd rotary_dim ``apply_rotary_pos_emb`` fails on the shapes)."""
+    equal = (("d_attn", "d_mid"),) if family.name in (GEMMA.name, QWEN3.name) else _TIED
+    multiple = {"d_attn": 2 * GPTJ_ROTARY_SHARE} if family.name == GPTJ.name else {}
+    return Limits(equal=equal, multiple_of=multiple)
 
 
 def _family(name: str, family: Decoder, attn: str) -> Implementation:
@@ -294,10 +366,11 @@ def _family(name: str, family: Decoder, attn: str) -> Implementation:
     padded = eager if attn == "eager" else tuple(v.replace(empty_query="zeros") for v in eager)
     algorithms = decoder_algorithms(family, attn, with_norm=False)  # norms: inside the whole model
     variants = {a: list(padded if a.startswith("padded_") else eager) for a in algorithms}
-    limits = {**(GEMMA_LIMITS if family is GEMMA else LLAMA_LIMITS),
-              **({"gpt2_layer": Limits(equal=_TIED)} if "gpt2_layer" in algorithms else {})}
-    dtypes = {**LLAMA_DTYPES[attn], **({"gpt2_layer": LLAMA_DTYPES[attn]["cached_decoding"]}
-                                       if "gpt2_layer" in algorithms else {})}
+    limits = {a: _family_limits(family) for a in algorithms}
+    # the entries without padding (gpt2_layer, d_transformer) leave no query without a key: cached_decoding's
+    dtypes = {a: LLAMA_DTYPES[attn].get(a, LLAMA_DTYPES[attn]["cached_decoding"]) for a in algorithms}
+    if attn == "sdpa" and family.name in FLOAT64_SDPA:
+        dtypes = {a: ("float64",) + d for a, d in dtypes.items()}
     classes = ", ".join(f"{family.prefix}{c}" for c in ("ForCausalLM", "Attention", family.layer) if c)
     return _make(name, algorithms, variants, limits, attn, classes, dtypes)
 
@@ -312,3 +385,13 @@ implementation_gpt_neox = _family("transformers-gpt-neox", NEOX, "eager")
 implementation_gpt_neox_sdpa = _family("transformers-gpt-neox-sdpa", NEOX, "sdpa")
 implementation_gemma = _family("transformers-gemma", GEMMA, "eager")
 implementation_gemma_sdpa = _family("transformers-gemma-sdpa", GEMMA, "sdpa")
+implementation_qwen3 = _family("transformers-qwen3", QWEN3, "eager")
+implementation_qwen3_sdpa = _family("transformers-qwen3-sdpa", QWEN3, "sdpa")
+implementation_phi3 = _family("transformers-phi3", PHI3, "eager")
+implementation_phi3_sdpa = _family("transformers-phi3-sdpa", PHI3, "sdpa")
+implementation_gpt_j = _family("transformers-gpt-j", GPTJ, "eager")
+implementation_gpt_j_sdpa = _family("transformers-gpt-j-sdpa", GPTJ, "sdpa")
+implementation_opt = _family("transformers-opt", OPT, "eager")
+implementation_opt_sdpa = _family("transformers-opt-sdpa", OPT, "sdpa")
+implementation_falcon = _family("transformers-falcon", FALCON, "eager")
+implementation_falcon_sdpa = _family("transformers-falcon-sdpa", FALCON, "sdpa")

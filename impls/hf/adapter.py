@@ -62,6 +62,35 @@ difference:
   spec's ``unembedding="tied"``), so ``gemma_lm_weights`` is ``llama_lm_weights`` without it;
   GemmaRMSNorm's ``weight`` is the spec's γ of the gain 1 + γ (``norm_gain="one_plus_gamma"``).
 
+- Qwen3 (models/qwen3/modeling_qwen3.py) is Llama's layout plus ``self_attn.q_norm.weight`` = γ_q and
+  ``self_attn.k_norm.weight`` = γ_k (``Qwen3RMSNorm(head_dim)``, one gain of width head_dim shared
+  by the heads: the spec's ``attn.gamma_q``, ``attn.gamma_k``; ``qwen3_attention_weights``).
+- Phi-3 (models/phi3/modeling_phi3.py) fuses q, k and v into one ``qkv_proj`` whose output is sliced
+  [all q | all k | all v] (``Phi3Attention.forward``: ``qkv[..., :query_pos]``, then the
+  num_key_value_heads·head_dim k rows, then the v rows), so its weight is [W_q⁰; …; W_q^{H−1};
+  W_k of the kv heads; W_v of the kv heads] (GPT-2's order, not GPT-NeoX's per-head one); and
+  the MLP's ``gate_up_proj`` is chunked in two along its output (``Phi3MLP.forward``:
+  ``gate, up_states = up_states.chunk(2, dim=-1)``, ``up_states * act(gate)``), so its weight is
+  [W_mlp1 (under the activation); W_mlp1_lin] (``phi3_attention_weights``, ``phi3_lm_weights``).
+- GPT-J (models/gptj/modeling_gptj.py): ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj`` without
+  biases, one ``ln_1`` per block (γ¹, β¹; no γ², β² under ``residual="parallel_shared"``), ``mlp.fc_in``
+  / ``fc_out`` with biases, ``transformer.wte`` W_eᵀ, ``ln_f`` γ/β and an untied ``lm_head`` with a
+  bias (W_u, b_u: ``logit_bias``) (``gptj_*_weights``).
+- OPT (models/opt/modeling_opt.py): biased ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``,
+  ``self_attn_layer_norm`` γ¹/β¹ (before the attention when do_layer_norm_before), ``final_layer_norm``
+  γ²/β² (before the MLP, despite its name), ``fc1``/``fc2`` with biases; the decoder's own
+  ``final_layer_norm`` γ/β; ``embed_tokens`` W_eᵀ, tied to ``lm_head``. Positions:
+  ``OPTLearnedPositionalEmbedding`` is an (ℓ_max + 2, d_e) table read at position + 2 (``offset = 2``),
+  so rows 2 … ℓ_max + 1 are W_pᵀ; rows 0 and 1 are read by no position ≥ 0 (row 1 by padding, whose
+  position is −1) and are set to zeros (``opt_lm_weights``).
+- Falcon (models/falcon/modeling_falcon.py), its new decoder architecture: ``query_key_value`` is
+  viewed as (…, H/G, G + 2, head_dim) (``FalconAttention._split_heads``: per kv group g the G query
+  heads g·G … g·G + G − 1, then k_g, then v_g), so its rows are [W_q of group 0's heads; W_k⁰;
+  W_v⁰; W_q of group 1's heads; …] (G = 1: each head's q, k, v in turn, GPT-NeoX's order); ``dense``
+  W_o; ``ln_attn`` γ¹/β¹, ``ln_mlp`` γ²/β² (num_ln_in_parallel_attn = 2); ``mlp.dense_h_to_4h`` /
+  ``dense_4h_to_h`` W_mlp1, W_mlp2; no biases (bias False); ``word_embeddings`` W_eᵀ tied to
+  ``lm_head``; ``ln_f`` γ/β (``falcon_*_weights``).
+
 Every library parameter must be loaded from ftspec's (``load``), so no
 random initialisation survives into a result.
 """
@@ -81,7 +110,12 @@ __all__ = ["cols_to_rows", "rows_to_cols", "batch", "unbatch", "check_tokens", "
            "BertSelfAttentionOnly", "gpt2_lm_weights", "bert_mlm_weights", "llama_attention_weights",
            "llama_lm_weights", "MISTRAL_WINDOW", "mistral_config", "qwen2_config", "qwen2_attention_weights",
            "neox_config", "neox_attention_weights", "neox_layer_weights", "neox_lm_weights",
-           "gemma_config", "gemma_lm_weights", "load", "loaded"]
+           "gemma_config", "gemma_lm_weights", "llama_layer_weights", "qwen3_config", "qwen3_attention_weights",
+           "qwen3_layer_weights", "phi3_config", "phi3_attention_weights", "phi3_layer_weights", "phi3_lm_weights",
+           "GPTJ_ROTARY_SHARE",
+           "gptj_config", "gptj_attention_weights", "gptj_layer_weights", "gptj_lm_weights", "OPT_POSITION_OFFSET",
+           "opt_config", "opt_attention_weights", "opt_layer_weights", "opt_lm_weights", "falcon_config",
+           "falcon_attention_weights", "falcon_layer_weights", "falcon_lm_weights", "load", "loaded"]
 
 In = Mapping[str, Tensor]
 
@@ -268,6 +302,101 @@ def gemma_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
                        head_dim=hyper["d_attn"])
 
 
+def qwen3_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
+    """A ``Qwen3Config`` as ``llama_config`` builds a LlamaConfig, with head_dim = d_attn free of d_e / H
+    (Qwen3Attention's projections are H·head_dim wide, and Qwen3Config checks no relation between
+    hidden_size and the heads: Qwen3-0.6B has hidden_size 1024 and 16 heads of 128), no sliding window
+    (use_sliding_window False, the default: every layer "full_attention"). Its QK-norm takes the
+    layers' rms_norm_eps (``Qwen3RMSNorm(self.head_dim, eps=config.rms_norm_eps)``), which the spec's
+    qk_norm states (the norm's ε as the layer norms')."""
+    from transformers import Qwen3Config
+
+    return Qwen3Config(**_decoder_kwargs(hyper, attn, variant), head_dim=hyper["d_attn"], use_sliding_window=False)
+
+
+def phi3_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
+    """A ``Phi3Config`` as ``llama_config`` builds a LlamaConfig: Phi3Config has no head_dim
+    (``Phi3Attention``: ``getattr(config, "head_dim", hidden_size // num_attention_heads)``), so the
+    plugin's tie d_e = H·d_attn makes d_attn; the default RoPE over the whole head
+    (partial_rotary_factor 1.0, ``Phi3Config.convert_rope_params_to_dict``), no sliding window
+    (sliding_window None: ``Phi3Model`` builds ``create_causal_mask``), no biases anywhere
+    (qkv_proj, o_proj, gate_up_proj, down_proj all ``bias=False``), dropout off (resid_pdrop,
+    embd_pdrop, attention_dropout 0). bos/eos/pad ids: the defaults 1, 32000, 32000 lie outside a
+    tiny vocabulary, cleared as for Llama."""
+    from transformers import Phi3Config
+
+    return Phi3Config(**_decoder_kwargs(hyper, attn, variant), resid_pdrop=0.0, embd_pdrop=0.0, sliding_window=None)
+
+
+#: GPT-J rotates the first ``rotary_dim`` rows of each head; the plugin builds every GPTJConfig with
+#: rotary_dim = head_dim / GPTJ_ROTARY_SHARE, GPT-J 6B's 64 of 256, and declares rotary_fraction = 1/4
+#: (not the declared fraction: a declaration fed to the config would be obeyed, as ``MISTRAL_WINDOW``
+#: says). transformers 5.24 ``create_sinusoidal_positions(num_pos, dim=rotary_dim)``: inv_freq =
+#: 10000^(−arange(0, dim, 2)/dim), the spec's base^(−2i/r) over the rotated width r.
+GPTJ_ROTARY_SHARE = 4
+
+
+def gptj_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
+    """A ``GPTJConfig``: n_embd = d_e, n_head = H (head_dim = d_e / H: GPTJAttention refuses another
+    width), rotary_dim = head_dim / ``GPTJ_ROTARY_SHARE``, n_inner = d_mlp, n_layer = L, n_positions =
+    ℓ_max, vocab_size = N_V, layer_norm_epsilon = ε from the set; the library's defaults otherwise
+    (activation_function gelu_new, an untied lm_head with a bias), dropout off, no bos/eos ids. The
+    RoPE base is GPT-J's own 10000 (``create_sinusoidal_positions`` has no base parameter)."""
+    from transformers import GPTJConfig
+
+    H, d_e = hyper["H"], hyper["d_e"]
+    return GPTJConfig(
+        vocab_size=hyper.get("N_V", 1), n_positions=hyper.get("ell_max", hyper.get("ell", 1)), n_embd=d_e,
+        n_layer=hyper.get("L", 1), n_head=H, rotary_dim=d_e // H // GPTJ_ROTARY_SHARE, n_inner=hyper.get("d_mlp", 1),
+        layer_norm_epsilon=variant.epsilon, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        tie_word_embeddings=False, bos_token_id=None, eos_token_id=None, pad_token_id=None, attn_implementation=attn)
+
+
+#: ``OPTLearnedPositionalEmbedding.offset``: position t reads row t + 2 of the table (transformers 5.24,
+#: "if padding_idx is specified then offset the embedding ids by 2"). Checked against the module in
+#: ``opt_lm_weights``.
+OPT_POSITION_OFFSET = 2
+
+
+def opt_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
+    """An ``OPTConfig``: hidden_size = d_e (= word_embed_proj_dim: no project_in/out), num_attention_heads
+    = H (head_dim = d_e / H), ffn_dim = d_mlp, num_hidden_layers = L, max_position_embeddings = ℓ_max,
+    vocab_size = N_V; the library's defaults otherwise (do_layer_norm_before: pre-LN with a final
+    LayerNorm, activation_function relu, enable_bias, elementwise-affine LayerNorms at nn.LayerNorm's
+    own eps 1e-5, tie_word_embeddings), dropout off, no pad/bos/eos ids (pad_token_id would make
+    embed_tokens' padding_idx). OPT reads no ε and no RoPE base from anywhere: nothing of the set is."""
+    from transformers import OPTConfig
+
+    return OPTConfig(
+        vocab_size=hyper.get("N_V", 1), hidden_size=hyper["d_e"], num_hidden_layers=hyper.get("L", 1),
+        ffn_dim=hyper.get("d_mlp", 1), max_position_embeddings=hyper.get("ell_max", hyper.get("ell", 1)),
+        num_attention_heads=hyper["H"], dropout=0.0, attention_dropout=0.0, layerdrop=0.0,
+        pad_token_id=None, bos_token_id=None, eos_token_id=None, attn_implementation=attn)
+
+
+def falcon_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
+    """A ``FalconConfig`` in the new decoder architecture with two norms (Falcon-40B and 180B:
+    new_decoder_architecture, parallel_attn, num_ln_in_parallel_attn = 2, num_kv_heads a size): hidden_size
+    = d_e, num_attention_heads = H (head_dim = d_e / H: FalconAttention refuses another width),
+    num_kv_heads = H / kv_group, ffn_hidden_size = d_mlp, num_hidden_layers = L, max_position_embeddings
+    = ℓ_max, vocab_size = N_V; from the set layer_norm_epsilon = ε and rope_theta = rope_base; the
+    library's defaults otherwise (activation "gelu", the exact one; bias False; alibi False: rotary;
+    tie_word_embeddings), dropout off, no bos/eos ids. Falcon-7B's old architecture (one shared norm,
+    multi_query: one kv head for any H) has a kv count no set states for every drawn H, and is not
+    built here."""
+    from transformers import FalconConfig
+
+    H = hyper["H"]
+    return FalconConfig(
+        vocab_size=hyper.get("N_V", 1), hidden_size=hyper["d_e"], num_hidden_layers=hyper.get("L", 1),
+        num_attention_heads=H, num_kv_heads=H // variant.kv_group, new_decoder_architecture=True,
+        parallel_attn=True, num_ln_in_parallel_attn=2, bias=False, alibi=False,
+        ffn_hidden_size=hyper.get("d_mlp", 1), max_position_embeddings=hyper.get("ell_max", hyper.get("ell", 1)),
+        layer_norm_epsilon=variant.epsilon, rope_parameters={"rope_type": "default", "rope_theta": variant.rope_base},
+        hidden_dropout=0.0, attention_dropout=0.0, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        attn_implementation=attn)
+
+
 # --------------------------------------------------------------------------
 # weights: {library parameter name: tensor}
 # --------------------------------------------------------------------------
@@ -396,9 +525,9 @@ def neox_attention_weights(p: In, H: int, G: int = 1, src: str = "", dst: str = 
             dst + "dense.weight": p[src + "W_o"], dst + "dense.bias": p[src + "b_o"]}
 
 
-def neox_layer_weights(p: In, H: int, src: str = "", dst: str = "") -> dict[str, Tensor]:
+def neox_layer_weights(p: In, H: int, G: int = 1, src: str = "", dst: str = "") -> dict[str, Tensor]:
     """One ``GPTNeoXLayer``: the attention, the two LayerNorms and the MLP (see the module docstring)."""
-    return neox_attention_weights(p, H, 1, src + "attn.", dst + "attention.") | {
+    return neox_attention_weights(p, H, G, src + "attn.", dst + "attention.") | {
         dst + "input_layernorm.weight": p[src + "gamma1"], dst + "input_layernorm.bias": p[src + "beta1"],
         dst + "post_attention_layernorm.weight": p[src + "gamma2"],
         dst + "post_attention_layernorm.bias": p[src + "beta2"],
@@ -412,7 +541,7 @@ def neox_lm_weights(p: In, L: int, H: int, G: int = 1, attention: Any = None) ->
     out = {"gpt_neox.embed_in.weight": p["W_e"].T, "gpt_neox.final_layer_norm.weight": p["gamma"],
            "gpt_neox.final_layer_norm.bias": p["beta"], "lm_head.weight": p["W_u"]}
     for l in range(L):
-        out |= neox_layer_weights(p, H, f"layers.{l}.", f"gpt_neox.layers.{l}.")
+        out |= neox_layer_weights(p, H, G, f"layers.{l}.", f"gpt_neox.layers.{l}.")
     return out
 
 
@@ -425,12 +554,123 @@ def llama_lm_weights(p: In, L: int, H: int, G: int,
     weights (``qwen2_attention_weights`` for Qwen2; Mistral's are Llama's)."""
     out = {"model.embed_tokens.weight": p["W_e"].T, "model.norm.weight": p["gamma"], "lm_head.weight": p["W_u"]}
     for l in range(L):
-        src, dst = f"layers.{l}.", f"model.layers.{l}."
-        out |= attention(p, H, G, src + "attn.", dst + "self_attn.")
-        out |= {dst + "input_layernorm.weight": p[src + "gamma1"],
-                dst + "post_attention_layernorm.weight": p[src + "gamma2"],
-                dst + "mlp.gate_proj.weight": p[src + "W_mlp1"], dst + "mlp.up_proj.weight": p[src + "W_mlp1_lin"],
-                dst + "mlp.down_proj.weight": p[src + "W_mlp2"]}
+        out |= llama_layer_weights(p, H, G, f"layers.{l}.", f"model.layers.{l}.", attention)
+    return out
+
+
+def llama_layer_weights(p: In, H: int, G: int, src: str = "", dst: str = "",
+                        attention: Callable[..., dict[str, Tensor]] = llama_attention_weights) -> dict[str, Tensor]:
+    """One ``LlamaDecoderLayer`` (and Qwen3's, Mistral's …): the attention (``attention``), γ¹/γ²
+    (input_layernorm, post_attention_layernorm) and the gated MLP (gate_proj = W_mlp1, up_proj =
+    W_mlp1_lin, down_proj = W_mlp2)."""
+    return attention(p, H, G, src + "attn.", dst + "self_attn.") | {
+        dst + "input_layernorm.weight": p[src + "gamma1"], dst + "post_attention_layernorm.weight": p[src + "gamma2"],
+        dst + "mlp.gate_proj.weight": p[src + "W_mlp1"], dst + "mlp.up_proj.weight": p[src + "W_mlp1_lin"],
+        dst + "mlp.down_proj.weight": p[src + "W_mlp2"]}
+
+
+def qwen3_attention_weights(p: In, H: int, G: int, src: str = "", dst: str = "") -> dict[str, Tensor]:
+    """One ``Qwen3Attention``: ``llama_attention_weights`` (no biases: attention_bias False) plus the
+    QK-norm gains, q_norm.weight = γ_q and k_norm.weight = γ_k (d_attn,), one of each for all heads."""
+    return llama_attention_weights(p, H, G, src, dst) | {dst + "q_norm.weight": p[src + "gamma_q"],
+                                                         dst + "k_norm.weight": p[src + "gamma_k"]}
+
+
+def qwen3_layer_weights(p: In, H: int, G: int, src: str = "", dst: str = "") -> dict[str, Tensor]:
+    """One ``Qwen3DecoderLayer``: ``llama_layer_weights`` with Qwen3's attention."""
+    return llama_layer_weights(p, H, G, src, dst, qwen3_attention_weights)
+
+
+def phi3_attention_weights(p: In, H: int, G: int, src: str = "", dst: str = "") -> dict[str, Tensor]:
+    """One ``Phi3Attention``: qkv_proj = [W_q of heads 0 … H−1; W_k of kv heads 0 … H/G−1; W_v of the
+    same] ((H + 2H/G)·d_attn, d_e), sliced in that order by ``Phi3Attention.forward``; o_proj = W_o.
+    No biases."""
+    llama = llama_attention_weights(p, H, G, src, dst)
+    return {dst + "qkv_proj.weight": torch.cat([llama[dst + f"{n}_proj.weight"] for n in ("q", "k", "v")]),
+            dst + "o_proj.weight": llama[dst + "o_proj.weight"]}
+
+
+def phi3_layer_weights(p: In, H: int, G: int, src: str = "", dst: str = "") -> dict[str, Tensor]:
+    """One ``Phi3DecoderLayer``: Llama's names with Phi-3's attention and gate_up_proj = [W_mlp1;
+    W_mlp1_lin] (2·d_mlp, d_e): ``chunk(2, dim=-1)`` gives the gate (under the activation) first."""
+    out = llama_layer_weights(p, H, G, src, dst, phi3_attention_weights)
+    out[dst + "mlp.gate_up_proj.weight"] = torch.cat([out.pop(dst + "mlp.gate_proj.weight"),
+                                                      out.pop(dst + "mlp.up_proj.weight")])
+    return out
+
+
+def phi3_lm_weights(p: In, L: int, H: int, G: int, attention: Any = None) -> dict[str, Tensor]:
+    """``Phi3ForCausalLM``: Llama's embed_tokens, norm and lm_head (untied) with Phi-3's layers.
+    (``attention``: ``llama_lm_weights``'s signature; Phi-3 has one layout.)"""
+    out = {"model.embed_tokens.weight": p["W_e"].T, "model.norm.weight": p["gamma"], "lm_head.weight": p["W_u"]}
+    for l in range(L):
+        out |= phi3_layer_weights(p, H, G, f"layers.{l}.", f"model.layers.{l}.")
+    return out
+
+
+def _one_kv_head_per_head(family: str, G: int) -> None:
+    if G != 1:
+        raise ValueError(f"{family} has one key/value head per query head; kv_group {G}")
+
+
+def gptj_attention_weights(p: In, H: int, G: int = 1, src: str = "", dst: str = "") -> dict[str, Tensor]:
+    """One ``GPTJAttention``: q_proj, k_proj, v_proj = the heads' W_q, W_k, W_v stacked head-major
+    (``view(…, -1, head_dim)``), out_proj = W_o; no biases anywhere (bias=False, hard-coded)."""
+    _one_kv_head_per_head("GPT-J", G)
+    return {dst + "q_proj.weight": pack_heads(p, src, "W_q", H), dst + "k_proj.weight": pack_heads(p, src, "W_k", H),
+            dst + "v_proj.weight": pack_heads(p, src, "W_v", H), dst + "out_proj.weight": p[src + "W_o"]}
+
+
+def gptj_layer_weights(p: In, H: int, G: int = 1, src: str = "", dst: str = "") -> dict[str, Tensor]:
+    """One ``GPTJBlock``: ln_1 = γ¹/β¹ (shared by the attention and the MLP), the attention, the MLP
+    (fc_in = W_mlp1, b_mlp1; fc_out = W_mlp2, b_mlp2)."""
+    return gptj_attention_weights(p, H, G, src + "attn.", dst + "attn.") | {
+        dst + "ln_1.weight": p[src + "gamma1"], dst + "ln_1.bias": p[src + "beta1"],
+        dst + "mlp.fc_in.weight": p[src + "W_mlp1"], dst + "mlp.fc_in.bias": p[src + "b_mlp1"],
+        dst + "mlp.fc_out.weight": p[src + "W_mlp2"], dst + "mlp.fc_out.bias": p[src + "b_mlp2"]}
+
+
+def gptj_lm_weights(p: In, L: int, H: int, G: int = 1, attention: Any = None) -> dict[str, Tensor]:
+    """``GPTJForCausalLM``: wte = W_eᵀ, the blocks, ln_f = γ/β, lm_head = W_u with bias b_u."""
+    out = {"transformer.wte.weight": p["W_e"].T, "transformer.ln_f.weight": p["gamma"],
+           "transformer.ln_f.bias": p["beta"], "lm_head.weight": p["W_u"], "lm_head.bias": p["b_u"]}
+    for l in range(L):
+        out |= gptj_layer_weights(p, H, G, f"layers.{l}.", f"transformer.h.{l}.")
+    return out
+
+
+def opt_attention_weights(p: In, H: int, G: int = 1, src: str = "", dst: str = "") -> dict[str, Tensor]:
+    """One ``OPTAttention``: q_proj, k_proj, v_proj = the heads' W and b stacked head-major
+    (``view(bsz, -1, num_heads, head_dim)``), out_proj = W_o, b_o."""
+    _one_kv_head_per_head("OPT", G)
+    out = {dst + "out_proj.weight": p[src + "W_o"], dst + "out_proj.bias": p[src + "b_o"]}
+    for n in ("q", "k", "v"):
+        out[f"{dst}{n}_proj.weight"] = pack_heads(p, src, f"W_{n}", H)
+        out[f"{dst}{n}_proj.bias"] = pack_heads(p, src, f"b_{n}", H)
+    return out
+
+
+def opt_layer_weights(p: In, H: int, G: int = 1, src: str = "", dst: str = "") -> dict[str, Tensor]:
+    """One ``OPTDecoderLayer``: self_attn_layer_norm = γ¹/β¹, the attention, final_layer_norm = γ²/β²
+    (the norm before the MLP), fc1 = W_mlp1, b_mlp1, fc2 = W_mlp2, b_mlp2."""
+    return opt_attention_weights(p, H, G, src + "attn.", dst + "self_attn.") | {
+        dst + "self_attn_layer_norm.weight": p[src + "gamma1"], dst + "self_attn_layer_norm.bias": p[src + "beta1"],
+        dst + "final_layer_norm.weight": p[src + "gamma2"], dst + "final_layer_norm.bias": p[src + "beta2"],
+        dst + "fc1.weight": p[src + "W_mlp1"], dst + "fc1.bias": p[src + "b_mlp1"],
+        dst + "fc2.weight": p[src + "W_mlp2"], dst + "fc2.bias": p[src + "b_mlp2"]}
+
+
+def opt_lm_weights(p: In, L: int, H: int, G: int = 1, attention: Any = None) -> dict[str, Tensor]:
+    """``OPTForCausalLM``: embed_tokens = W_eᵀ (lm_head is the same tensor), embed_positions = [0; 0;
+    W_pᵀ] ((ℓ_max + 2, d_e): position t reads row t + ``OPT_POSITION_OFFSET``), the layers, the
+    decoder's final_layer_norm = γ/β."""
+    W_p = p["W_p"].T  # (ℓ_max, d_e)
+    offset = torch.zeros((OPT_POSITION_OFFSET, W_p.shape[1]), dtype=W_p.dtype, device=W_p.device)
+    out = {"model.decoder.embed_tokens.weight": p["W_e"].T,
+           "model.decoder.embed_positions.weight": torch.cat([offset, W_p]),
+           "model.decoder.final_layer_norm.weight": p["gamma"], "model.decoder.final_layer_norm.bias": p["beta"]}
+    for l in range(L):
+        out |= opt_layer_weights(p, H, G, f"layers.{l}.", f"model.decoder.layers.{l}.")
     return out
 
 
@@ -439,6 +679,34 @@ def gemma_lm_weights(p: In, L: int, H: int, G: int,
     """``GemmaForCausalLM``: ``llama_lm_weights`` less lm_head (tied to embed_tokens = W_eᵀ)."""
     out = llama_lm_weights({**p, "W_u": p["W_e"].T}, L, H, G, attention)
     del out["lm_head.weight"]
+    return out
+
+
+def falcon_attention_weights(p: In, H: int, G: int, src: str = "", dst: str = "") -> dict[str, Tensor]:
+    """One ``FalconAttention`` (new decoder architecture): query_key_value = per kv group g the W_q of its
+    G query heads, then W_k and W_v of kv head g (G = 1: the head's own); dense = W_o. No biases."""
+    kv = (lambda n, g: p[f"{src}kv_heads.{g}.{n}"]) if G > 1 else (lambda n, g: p[f"{src}heads.{g}.{n}"])
+    rows = []
+    for g in range(H // G):
+        rows += [p[f"{src}heads.{h}.W_q"] for h in range(g * G, (g + 1) * G)] + [kv("W_k", g), kv("W_v", g)]
+    return {dst + "query_key_value.weight": torch.cat(rows), dst + "dense.weight": p[src + "W_o"]}
+
+
+def falcon_layer_weights(p: In, H: int, G: int, src: str = "", dst: str = "") -> dict[str, Tensor]:
+    """One ``FalconDecoderLayer`` with two norms: ln_attn = γ¹/β¹, ln_mlp = γ²/β², the attention, the MLP
+    (dense_h_to_4h = W_mlp1, dense_4h_to_h = W_mlp2, no biases)."""
+    return falcon_attention_weights(p, H, G, src + "attn.", dst + "self_attention.") | {
+        dst + "ln_attn.weight": p[src + "gamma1"], dst + "ln_attn.bias": p[src + "beta1"],
+        dst + "ln_mlp.weight": p[src + "gamma2"], dst + "ln_mlp.bias": p[src + "beta2"],
+        dst + "mlp.dense_h_to_4h.weight": p[src + "W_mlp1"], dst + "mlp.dense_4h_to_h.weight": p[src + "W_mlp2"]}
+
+
+def falcon_lm_weights(p: In, L: int, H: int, G: int, attention: Any = None) -> dict[str, Tensor]:
+    """``FalconForCausalLM``: word_embeddings = W_eᵀ (lm_head is the same tensor), the layers, ln_f = γ/β."""
+    out = {"transformer.word_embeddings.weight": p["W_e"].T, "transformer.ln_f.weight": p["gamma"],
+           "transformer.ln_f.bias": p["beta"]}
+    for l in range(L):
+        out |= falcon_layer_weights(p, H, G, f"layers.{l}.", f"transformer.h.{l}.")
     return out
 
 

@@ -27,7 +27,8 @@ from ftspec.impls.api import Context
 from . import adapter as A
 
 __all__ = ["gpt2_algorithms", "bert_algorithms", "llama_algorithms", "decoder_algorithms", "Decoder", "LLAMA",
-           "MISTRAL", "QWEN2", "QWEN2_WINDOWED", "NEOX", "GEMMA"]
+           "MISTRAL", "QWEN2", "QWEN2_WINDOWED", "NEOX", "GEMMA", "QWEN3", "PHI3", "GPTJ", "OPT",
+           "FALCON"]
 
 In = Mapping[str, torch.Tensor]
 Fn = Callable[[In, In, Context], Any]
@@ -194,7 +195,23 @@ class Decoder:
     config (Mistral's sliding_window, Qwen2's layer_types) and the q/k/v biases (Qwen2). GPT-NeoX
     is called the same way (``GPTNeoXAttention(X, attention_mask=…, position_embeddings=…)``,
     ``GPTNeoXForCausalLM(input_ids, attention_mask=…)``) with weights of its own and a layer
-    (``GPTNeoXLayer``: gpt2_layer) that the Llama families do not certify."""
+    (``GPTNeoXLayer``: gpt2_layer) that Llama, Mistral, Qwen2 and Gemma do not certify. Qwen3, Phi-3,
+    GPT-J and OPT are called the same way, each with its layer (``<prefix>DecoderLayer``,
+    ``GPTJBlock``); three switches say where a family departs from the calls:
+
+    ``attention_entry``  False: no padded_causal_self_attention (Qwen3: Algorithm 5's own entry
+                         reads no QK-norm, which Qwen3Attention always applies).
+    ``padded``           False: the whole model is certified as d_transformer, without a padding
+                         mask (OPT: under padding its positions are counted among the real tokens,
+                         ``cumsum(attention_mask) − 1``, which no switch states).
+    ``rotary``           False: the attention takes no position embeddings (OPT: learned positions
+                         added to the token embeddings).
+    ``extra``            keyword arguments the attention and the layer also take (Falcon's
+                         ``alibi=None``: a required argument); a layer returning a tuple
+                         (FalconDecoderLayer: output, weights) gives its first item.
+    ``full_mask``        the mask is materialised for every path (FalconModel's
+                         ``allow_is_causal_skip=False``: FalconAttention's eager path adds it
+                         unconditionally, and its sdpa path reads None as is_causal)."""
 
     name: str
     module: str
@@ -205,6 +222,11 @@ class Decoder:
     #: the class suffix of one layer (``GPTNeoXLayer``: "Layer") and its weights; "": no gpt2_layer
     layer: str = ""
     layer_weights: Callable[..., dict[str, torch.Tensor]] | None = None
+    attention_entry: bool = True
+    padded: bool = True
+    rotary: bool = True
+    extra: tuple[tuple[str, Any], ...] = ()
+    full_mask: bool = False
 
     def cls(self, suffix: str) -> Any:
         return getattr(importlib.import_module(f"transformers.models.{self.module}.modeling_{self.module}"),
@@ -217,11 +239,22 @@ QWEN2 = Decoder("qwen2", "qwen2", "Qwen2", A.qwen2_config, A.qwen2_attention_wei
 NEOX = Decoder("gpt_neox", "gpt_neox", "GPTNeoX", A.neox_config, A.neox_attention_weights, A.neox_lm_weights,
                layer="Layer", layer_weights=A.neox_layer_weights)
 GEMMA = Decoder("gemma", "gemma", "Gemma", A.gemma_config, lm_weights=A.gemma_lm_weights)
+QWEN3 = Decoder("qwen3", "qwen3", "Qwen3", A.qwen3_config, A.qwen3_attention_weights, layer="DecoderLayer",
+                layer_weights=A.qwen3_layer_weights, attention_entry=False)
+PHI3 = Decoder("phi3", "phi3", "Phi3", A.phi3_config, A.phi3_attention_weights, A.phi3_lm_weights,
+               layer="DecoderLayer", layer_weights=A.phi3_layer_weights)
+GPTJ = Decoder("gptj", "gptj", "GPTJ", A.gptj_config, A.gptj_attention_weights, A.gptj_lm_weights, layer="Block",
+               layer_weights=A.gptj_layer_weights)
+OPT = Decoder("opt", "opt", "OPT", A.opt_config, A.opt_attention_weights, A.opt_lm_weights, layer="DecoderLayer",
+              layer_weights=A.opt_layer_weights, padded=False, rotary=False)
+FALCON = Decoder("falcon", "falcon", "Falcon", A.falcon_config, A.falcon_attention_weights, A.falcon_lm_weights,
+                 layer="DecoderLayer", layer_weights=A.falcon_layer_weights, extra=(("alibi", None),),
+                 full_mask=True)
 QWEN2_WINDOWED = Decoder("qwen2-windowed", "qwen2", "Qwen2",
                          lambda h, attn, v: A.qwen2_config(h, attn, v, windowed=True), A.qwen2_attention_weights)
 
 
-def _mask(config: Any, **kw: Any) -> Any:
+def _mask(config: Any, full: bool = False, **kw: Any) -> Any:
     """The 4-D mask (or None) the family's ``<prefix>Model.forward`` builds for its first layer:
     ``create_sliding_window_causal_mask`` where that layer slides (Mistral: ``sliding_window`` set,
     MistralModel.forward; Qwen2: ``layer_types[0] == "sliding_attention"``, Qwen2Model.forward),
@@ -230,6 +263,8 @@ def _mask(config: Any, **kw: Any) -> Any:
 
     types = getattr(config, "layer_types", None)
     sliding = types[0] == "sliding_attention" if types else getattr(config, "sliding_window", None) is not None
+    if full:  # FalconModel.forward: create_causal_mask(…, allow_is_causal_skip=False)
+        kw["allow_is_causal_skip"] = False
     return (create_sliding_window_causal_mask if sliding else create_causal_mask)(config=config, **kw)
 
 
@@ -274,6 +309,17 @@ def decoder_algorithms(family: Decoder, attn: str, with_norm: bool) -> dict[str,
             logits = lm(input_ids=x, attention_mask=mask, use_cache=False).logits  # (B, ℓ, N_V)
         return _probabilities(logits, ctx.batched)
 
+    def d_transformer(i: In, p: In, ctx: Context) -> Any:
+        """Alg. 10 via ``<prefix>ForCausalLM(input_ids).logits``, no attention mask (every token real):
+        the model's own position_ids, 0 … ℓ−1 (OPT: ``cumsum`` of an all-ones mask, less 1)."""
+        h, v = ctx.hyper, ctx.variant
+        A.check_tokens(i["x"], h)
+        x = A.batch(i["x"], ctx.batched)  # (B, ℓ)
+        with A.loaded(_llama_key(lm_key, attn, h, v), lambda: build_lm(h, v, ctx), lm_weights(p, h, v),
+                      _dtype(ctx), ctx.device, cast=False) as lm:
+            logits = lm(input_ids=x, use_cache=False).logits  # (B, ℓ, N_V)
+        return _probabilities(logits, ctx.batched)
+
     def cached_decoding(i: In, p: In, ctx: Context) -> Any:
         """Alg. 10 as ``generate`` runs it: ``<prefix>ForCausalLM(x[:n], cache=DynamicCache)``
         fills the cache (the prefill), then each later token x[t] alone with that cache, its
@@ -315,12 +361,12 @@ def decoder_algorithms(family: Decoder, attn: str, with_norm: bool) -> dict[str,
         X = A.batch(A.cols_to_rows(i["X"]), ctx.batched)  # (B, ℓ, d_e)
         pad = A.batch(i["pad"], ctx.batched).to(torch.long)  # (B, ℓ)
         positions = torch.arange(X.shape[1], device=X.device).unsqueeze(0)  # (1, ℓ)
-        rotary = family.cls("RotaryEmbedding")(config).to(device=X.device)  # inv_freq: float32, as the library makes it
         with A.loaded(_llama_key(family.name + "_attention", attn, h, v),
                       lambda: family.cls("Attention")(config, layer_idx=0),
                       family.attention_weights(p, h["H"], v.kv_group), _dtype(ctx), ctx.device) as attention:
-            mask = _mask(config, inputs_embeds=X, attention_mask=pad, cache=None, position_ids=positions)
-            Y, _ = attention(X, position_embeddings=rotary(X, positions), attention_mask=mask)  # (B, ℓ, d_e)
+            mask = _mask(config, family.full_mask, inputs_embeds=X, attention_mask=pad, cache=None,
+                         position_ids=positions)
+            Y, _ = attention(X, attention_mask=mask, **dict(family.extra), **_positions(config, X, positions))
         return A.rows_to_cols(A.unbatch(Y, ctx.batched))
 
     def rms_norm(i: In, p: In, ctx: Context) -> Any:
@@ -339,16 +385,30 @@ def decoder_algorithms(family: Decoder, attn: str, with_norm: bool) -> dict[str,
         config = family.config(h, attn, v)
         X = A.batch(A.cols_to_rows(i["X"]), ctx.batched)  # (B, ℓ, d_e)
         positions = torch.arange(X.shape[1], device=X.device).unsqueeze(0)  # (1, ℓ)
-        rotary = family.cls("RotaryEmbedding")(config).to(device=X.device)
         with A.loaded(_llama_key(family.name + "_layer", attn, h, v),
                       lambda: family.cls(family.layer)(config, layer_idx=0),
-                      family.layer_weights(p, h["H"]), _dtype(ctx), ctx.device) as layer:
-            mask = _mask(config, inputs_embeds=X, attention_mask=None, cache=None, position_ids=positions)
-            Y = layer(X, attention_mask=mask, position_embeddings=rotary(X, positions))  # (B, ℓ, d_e)
+                      family.layer_weights(p, h["H"], v.kv_group), _dtype(ctx), ctx.device) as layer:
+            mask = _mask(config, family.full_mask, inputs_embeds=X, attention_mask=None, cache=None,
+                         position_ids=positions)
+            Y = layer(X, attention_mask=mask, **dict(family.extra), **_positions(config, X, positions))
+            Y = Y[0] if isinstance(Y, tuple) else Y  # (B, ℓ, d_e)
         return A.rows_to_cols(A.unbatch(Y, ctx.batched))
 
-    out: dict[str, Fn] = {"padded_d_transformer": padded_d_transformer, "cached_decoding": cached_decoding,
-                          "padded_causal_self_attention": padded_causal_self_attention}
+    def _positions(config: Any, X: torch.Tensor, positions: torch.Tensor) -> dict[str, Any]:
+        """What ``<prefix>Model.forward`` hands a layer for its positions: the (cos, sin) of
+        ``<prefix>RotaryEmbedding`` at 0 … ℓ−1 (GPT-J's (sin, cos), which GPTJAttention unpacks in
+        that order), built outside the module cache in float32 as the library makes it; nothing
+        where the family has no rotary."""
+        if not family.rotary:
+            return {}
+        rotary = family.cls("RotaryEmbedding")(config).to(device=X.device)
+        return {"position_embeddings": rotary(X, positions)}
+
+    out: dict[str, Fn] = {"padded_d_transformer": padded_d_transformer, "cached_decoding": cached_decoding}
+    if not family.padded:
+        out = {"d_transformer": d_transformer, "cached_decoding": cached_decoding}
+    if family.attention_entry:
+        out["padded_causal_self_attention"] = padded_causal_self_attention
     if family.layer:
         out["gpt2_layer"] = gpt2_layer
     if with_norm:
