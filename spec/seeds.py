@@ -7,8 +7,8 @@ claims is tested: tests/spec/test_seeds.py (seeds 000, 002, 003, each
 transcribed from its text), tests/spec/test_seed_models.py (the whole
 models of seeds 000 and 002), tests/tools/test_seed_certificates.py (those
 models written from the documents and certified under their presets) and
-tests/spec/test_seed_004.py (seed 004's printed tables); the gaps are
-issue 26's table.
+tests/spec/test_seed_004.py (seed 004's printed tables); a document no
+entry computes whole says so (``NONE_YET``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ __all__ = ["DIRECTORY", "NONE_YET", "SEEDS", "SHORT", "Part", "Seed", "find", "r
 #: Where the documents are, relative to the repository (docs cite them so).
 DIRECTORY = "../shared/seeds"
 #: What ``whole_model`` shows when no entry computes the whole model.
-NONE_YET = "none yet: issue 26"
+NONE_YET = "none yet"
 
 
 #: Registry entries and what they compute of a document.

@@ -387,7 +387,7 @@ SOFTCAPS: frozenset[str] = frozenset({"attn_softcap", "logit_softcap"})
 
 #: Switches that are sizes, with their least value: any whole number from it is a value (a 70B
 #: Llama's kv_group 8, Mistral's window 4096), the ``choices`` are the few the strategies draw and
-#: the fixtures enumerate. No preset fixes a size: presets hold conventions (issue 38).
+#: the fixtures enumerate. No preset fixes a size: presets hold conventions, sizes are hyperparameters or limits.
 SIZES: dict[str, int] = {"kv_group": 1, "window": 0}
 
 #: Switches read only when another switch is on, with the setting they are moved with when moved

@@ -43,7 +43,7 @@ Design:
   the shape stays fixed while the variant changes (op caches are shared
   across variants: 20-30 ms against 0.2-0.45 s per call), so
   ``FTSPEC_JAX_JIT=0`` switches to eager (the plain path beside the fast one).
-- LLaMA-style switches (issue 27): RoPE and grouped-query attention live in
+- LLaMA-style switches: RoPE and grouped-query attention live in
   ``components.attention_heads`` and so reach every multi-head attention,
   layer, model, training entry (``jax.grad`` differentiates through the
   rotation and the kv-head gather, whose gradient sums over the sharing

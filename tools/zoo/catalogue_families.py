@@ -1,4 +1,4 @@
-"""Mutants of the conventions of the model families after LLaMA (issue 38): Mistral's sliding-window
+"""Mutants of the conventions of the model families after LLaMA: Mistral's sliding-window
 causal attention (``window``), Gemma's RMSNorm gain 1 + γ (``norm_gain``), GPT-NeoX's parallel
 residual (``residual``), BLOOM's and MPT's ALiBi (``position_bias``), GPT-NeoX's partial rotary
 (``rotary_fraction``), Qwen3's and Gemma 3's QK-norm (``qk_norm``), Gemma 2's soft caps

@@ -1,8 +1,8 @@
 """A second zoo of mutants, mostly bugs no catalogue switch describes (``ftspec bench diagnosis``).
 
 The first zoo (``mutants.py``) was written alongside the diagnosis and the
-first-divergence walk; this one is the held-out yardstick for both (issue 25:
-a diagnosis must never name a convention that is not the bug). Its bugs are
+first-divergence walk; this one is the held-out yardstick for both (a
+diagnosis must never name a convention that is not the bug). Its bugs are
 the slips real transformer code makes: index slips, wrong axes, a dropped or
 reordered head, swapped parameters, off-by-one or transposed masks, missing or
 doubled residuals, reversed concatenations, layout bugs, a loss off by one
