@@ -252,7 +252,10 @@ def features(c: Case) -> collections.Counter:
 @pytest.mark.parametrize("name", ENTRIES)
 def test_hard_cases_are_drawn(name: str) -> None:
     """Each hard case is in a sample of 200 cases (its count is printed) or,
-    if this sample misses it, ``find`` reaches it within 500 examples."""
+    if this sample misses it, ``find`` reaches it within 1,500 examples. (Derandomized draws are
+    not uniform: cached_decoding's `kv_group` switch, 5% of 1,500 random draws, is in none of the
+    200; with `kv_group` 8 and `rope_scaling` drawn too (spec 2.7.0), `find` needed more than its
+    old 500 to reach `kv_order`, 2% of random draws.)"""
     e = REGISTRY[name]
     got = sample(name)
     assert len(got) >= 100
@@ -277,7 +280,7 @@ def test_hard_cases_are_drawn(name: str) -> None:
         if s.kind == Kind.POSITION:
             want += ["position 0", "position max"]
     for key in [k for k in want if seen[k] == 0]:
-        search(cases(name), lambda c: features(c)[key] > 0, 500)
+        search(cases(name), lambda c: features(c)[key] > 0, 1500)
 
 
 #: a padded entry draws its variant sets as its unpadded twin does, with ``empty_query`` added
