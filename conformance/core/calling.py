@@ -26,7 +26,7 @@ from ftspec.spec.registry import Entry
 from .dtypes import round_to
 
 __all__ = ["CallWatch", "Prepared", "call", "earlier_hang", "known_hangs", "native_dtype", "note_hang", "prepare",
-           "skipping_hangs", "watch_calls", "watched"]
+           "skipping_hangs", "to_native", "watch_calls", "watched"]
 
 
 _INTEGER_KINDS = frozenset({Kind.TOKEN, Kind.POSITION, Kind.LENGTH})
@@ -67,12 +67,15 @@ def prepare(entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[str,
 
 def to_native(impl: Implementation, entry: Entry, arrays: Mapping[str, np.ndarray], dtype: str,
               device: str, *, params: bool = False) -> dict[str, Any]:
+    """The plugin's own arrays of ``arrays`` (inputs, or parameters with ``params``), each through its
+    ``from_numpy`` from a fresh copy: the harness keeps the arrays it was given, pristine, to see
+    whether the call changed what it received (``execute``'s mutation check)."""
     kinds = {s.name: s.kind for s in entry.inputs}
     out = {}
     for name, value in arrays.items():
         kind = Kind.REAL if params else kinds[name]
         want = native_dtype(kind, dtype)
-        arr: np.ndarray = np.asarray(value, dtype={"int64": np.int64, "bool": np.bool_}.get(want, np.float64))
+        arr: np.ndarray = np.array(value, dtype={"int64": np.int64, "bool": np.bool_}.get(want, np.float64), copy=True)
         out[name] = impl.from_numpy(arr, want, device)
     return out
 
@@ -96,7 +99,9 @@ def outputs_to_numpy(impl: Implementation, entry: Entry, result: Any, hyper: Map
 def call(impl: Implementation, entry: Entry, inputs: Mapping[str, np.ndarray],
          params: Mapping[str, np.ndarray], *, hyper: Mapping[str, int], variant, dtype: str,
          device: str, batched: bool = False) -> dict[str, np.ndarray]:
-    """Run ``impl`` on already-rounded NumPy inputs; returns NumPy outputs."""
+    """Run ``impl`` on already-rounded NumPy inputs; returns NumPy outputs. The plugin called directly,
+    in this thread, with no timeout and no check (tests and scripts); the harness's call is
+    ``execute.call_member``, the same conversions under the call timeout and the mutation check."""
     fn = impl.algorithms[entry.name]
     ctx = Context(entry.name, dtype, device, dict(hyper), variant, batched)
     native_inputs = to_native(impl, entry, inputs, dtype, device)

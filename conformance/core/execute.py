@@ -19,10 +19,9 @@ from typing import Any, Callable, Mapping, Optional
 import numpy as np
 
 from ftspec.impls.api import Context, Implementation
-from ftspec.spec.entry import Kind
 from ftspec.spec.registry import Entry
 
-from .calling import earlier_hang, native_dtype, note_hang, outputs_to_numpy, watched
+from .calling import earlier_hang, note_hang, outputs_to_numpy, to_native, watched
 from .case import Case
 from .interrupts import POLL_S, checkpoint, holding, pending
 from .judge import Finding, Judgement, compare_pair, identical, judge
@@ -156,16 +155,6 @@ def _timed(fn: Callable[[], Any], timeout: float, what: Optional[Mapping[str, st
     return box["value"]
 
 
-def _native(m: Member, entry: Entry, arrays: Mapping[str, np.ndarray], dtype: str, *, params: bool) -> dict:
-    kinds = {s.name: s.kind for s in entry.inputs}
-    out = {}
-    for name, value in arrays.items():
-        want = native_dtype(Kind.REAL if params else kinds[name], dtype)
-        # a copy: the harness keeps the pristine array to detect mutation
-        out[name] = m.impl.from_numpy(np.array(value, copy=True), want, m.device)
-    return out
-
-
 def _mutated(m: Member, native: Mapping[str, Any], pristine: Mapping[str, np.ndarray]) -> Optional[str]:
     for name, value in native.items():
         after = np.asarray(m.impl.to_numpy(value))
@@ -185,8 +174,8 @@ def call_member(m: Member, entry: Entry, inputs: Mapping[str, np.ndarray], param
     ctx = Context(entry.name, dtype, m.device, hyper, case.variant, batched)
 
     def run() -> tuple[dict[str, np.ndarray], Optional[str]]:
-        n_in = _native(m, entry, inputs, dtype, params=False)
-        n_par = _native(m, entry, params, dtype, params=True)
+        n_in = to_native(m.impl, entry, inputs, dtype, m.device)
+        n_par = to_native(m.impl, entry, params, dtype, m.device, params=True)
         result = fn(n_in, n_par, ctx)
         out = outputs_to_numpy(m.impl, entry, result, hyper, case.variant)
         return out, _mutated(m, n_in, inputs) or _mutated(m, n_par, params)
