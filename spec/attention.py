@@ -38,11 +38,25 @@ __all__ = [
 ]
 
 
-def _scale_divisor(variant: VariantSet, d_attn: int, d_model: int) -> Optional[Any]:
-    """The divisor of the scores: √d_attn (paper), √d_model (= d_x) or none."""
+def _scale_divisor(variant: VariantSet, d_attn: int, d_model: int, heads: int = 1) -> Optional[Any]:
+    """The divisor of the scores: √d_attn (paper), √d_model (= d_x), √(d_x/H) or none.
+
+    ``sqrt_d_model_per_head``: √(d_x/H), H the heads of the multi-head attention the head belongs to
+    (1 for Algorithms 3 and 4 alone), the quotient d_x/H taken as a real number (it need not be
+    whole). Source: Gemma 2 (Hugging Face transformers 5.24, models/gemma2/modeling_gemma2.py,
+    ``Gemma2Attention.__init__``: ``self.scaling = config.query_pre_attn_scalar**-0.5``, used as
+    ``torch.matmul(query, key_states.transpose(2, 3)) * scaling`` in ``eager_attention_forward``;
+    configuration_gemma2.py, ``Gemma2Config.query_pre_attn_scalar``, default 256 = head_dim). The
+    released 27B config sets query_pre_attn_scalar = hidden_size / num_attention_heads = 4608/32 =
+    144 with head_dim 128 (this value), and the 9B 3584/16 = 224 with head_dim 256 (this value too);
+    the 2B sets it to head_dim = 256 where d_model/H is 288 (``sqrt_d_attn``). (The released values:
+    AI-Hypercomputer/maxtext, MaxText/utils/ckpt_conversion/utils/hf_model_configs.py.)
+    """
     N = numbers.current()
     if variant.attn_scale == "none":
         return None
+    if variant.attn_scale == "sqrt_d_model_per_head":
+        return N.sqrt(N.num(d_model) / N.num(heads))
     d = d_attn if variant.attn_scale == "sqrt_d_attn" else d_model
     return N.sqrt(N.num(d))
 
@@ -114,7 +128,7 @@ def _check_mask(Mask: Sequence[Sequence[Any]], ell_z: int, ell_x: int) -> None:
 
 def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[Any]], *,
               variant: VariantSet = PAPER, slope: Optional[Any] = None,
-              qk_gains: Optional[tuple[Vector, Vector]] = None) -> Matrix:
+              qk_gains: Optional[tuple[Vector, Vector]] = None, heads: int = 1) -> Matrix:
     """Algorithm 4: Ṽ ← Attention(X, Z | W_qkv, Mask).
 
     X ∈ R^{d_x×ℓ_x} (primary), Z ∈ R^{d_z×ℓ_z} (context).
@@ -130,7 +144,8 @@ def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[
     by ``variant.empty_query``: "error" (default) raises SpecError; "nan"
     makes that output column NaN; "zeros" gives it zero attention weights
     (ṽ = 0); "uniform" gives weight 1/ℓ_z to every key.
-    Variants ``attn_scale`` (√d_attn, √d_model = √d_x, none) and
+    Variants ``attn_scale`` (√d_attn, √d_model = √d_x, √(d_x/H) with H = ``heads``, the heads
+    of the multi-head attention calling it (1 alone: Gemma 2 27B's query_pre_attn_scalar), none) and
     ``scale_placement`` (divide S; divide Q before line 4; divide Q and K by
     the fourth root before line 4) change line 6; ``attn_bias`` drops b_q,
     b_k, b_v. Variant ``rotary`` (RoPE, ``spec/rotary.py``) rotates each
@@ -173,7 +188,7 @@ def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[
         d_x, ell_x = shape(X)
         d_z, ell_z = shape(Z)
         _check_mask(Mask, ell_z, ell_x)
-        divisor = _scale_divisor(variant, len(W.W_q), d_x)
+        divisor = _scale_divisor(variant, len(W.W_q), d_x, heads)
         Q = add_bias(matmul(W.W_q, X), W.b_q)  # line 1
         K = add_bias(matmul(W.W_k, Z), W.b_k)  # line 2
         V = add_bias(matmul(W.W_v, Z), W.b_v)  # line 3
@@ -262,6 +277,9 @@ def mh_attention(X: Matrix, Z: Matrix, W: MHAttentionParams, Mask: Sequence[Sequ
     its Q and K columns with them, one pair shared by all heads (Algorithm 4's ``qk_gains``); under
     grouped-query attention a kv head's K is normalised once, with γ_k.
 
+    Under ``attn_scale="sqrt_d_model_per_head"`` every head divides its scores by √(d_x/H), H the
+    number of query heads (Gemma 2 27B: √(4608/32) = 12, not √head_dim = √128).
+
     ALiBi (``position_bias="alibi"``; Press et al. 2022): where the attention is a causal
     self-attention (``causal_self``: Z = X read under a causal mask, the only attention the bias is
     defined for), head h adds m_h·(t_z − t_x) to its scaled scores, m_h = ``alibi_slopes(H)[h]``
@@ -278,7 +296,8 @@ def mh_attention(X: Matrix, Z: Matrix, W: MHAttentionParams, Mask: Sequence[Sequ
         gains = None
         if variant.qk_norm == "rms" and W.gamma_q is not None and W.gamma_k is not None:
             gains = (W.gamma_q, W.gamma_k)
-        Ys = [step(f"heads.{h}", attention, X, Z, head, Mask, variant=variant, slope=slopes[h], qk_gains=gains)
+        Ys = [step(f"heads.{h}", attention, X, Z, head, Mask, variant=variant, slope=slopes[h], qk_gains=gains,
+                   heads=len(heads))
               for h, head in enumerate(heads)]  # lines 1-2
         Y = [row for Yh in Ys for row in Yh]  # line 3
         record("Y", Y)

@@ -43,7 +43,7 @@ class VariantSet:
     """One choice for every switch (field docs: ``SWITCHES``)."""
 
     # --- attention -------------------------------------------------------
-    attn_scale: Literal["sqrt_d_attn", "sqrt_d_model", "none"] = "sqrt_d_attn"
+    attn_scale: Literal["sqrt_d_attn", "sqrt_d_model", "sqrt_d_model_per_head", "none"] = "sqrt_d_attn"
     scale_placement: Literal["scores", "query", "query_key_sqrt"] = "scores"
     attn_bias: bool = True
     attn_bias_at: Literal["all", "qkv", "out"] = "all"
@@ -207,9 +207,16 @@ class Switch:
 
 def _switches() -> dict[str, Switch]:
     s = [
-        Switch("attn_scale", "attention", ("sqrt_d_attn", "sqrt_d_model", "none"), "sqrt_d_attn",
+        Switch("attn_scale", "attention", ("sqrt_d_attn", "sqrt_d_model", "sqrt_d_model_per_head", "none"),
+               "sqrt_d_attn",
                "score scale: 1/√d_attn (paper), 1/√d_model with d_model the width d_x of the primary "
-               "input (seed 004, numeric tutorial), or none (T5 folds it into initialisation)"),
+               "input (seed 004, numeric tutorial), 1/√(d_x/H) with H the heads of the multi-head "
+               "attention (H = 1 in Algorithms 3 and 4; d_x/H need not be whole: Gemma 2 27B's "
+               "query_pre_attn_scalar = hidden_size/num_attention_heads = 4608/32 = 144 where head_dim "
+               "is 128, and the 9B's 3584/16 = 224 where head_dim is 256; Gemma 2 2B sets it to head_dim 256, "
+               "which is sqrt_d_attn; transformers "
+               "5.24 Gemma2Attention: scaling = query_pre_attn_scalar**-0.5), or none (T5 folds it "
+               "into initialisation)"),
         Switch("scale_placement", "attention", ("scores", "query", "query_key_sqrt"), "scores",
                "where the scale is applied: to S (paper), to Q before Kᵀ Q, or its square root to both "
                "Q and K (ONNX Attention). Same mathematics, different rounding"),
@@ -252,9 +259,10 @@ def _switches() -> dict[str, Switch]:
                "between them (1 − γ)·θ_i/8 + γ·θ_i with γ = (8192/λ_i − 1)/3 (transformers 5.24 "
                "modeling_rope_utils._compute_llama3_parameters; Meta's llama-models apply_scaling); "
                "read only when rotary is not 'none'"),
-        Switch("kv_group", "attention", (1, 2, 3, 4, 8), 1,
+        Switch("kv_group", "attention", (1, 2, 3, 4), 1,
                "query heads per key/value head G, any whole number ≥ 1 (a size: no preset fixes it; "
-               "1-4 and 8, Llama 2 and 3 70B's, are drawn) (grouped-query attention, Ainslie et al. 2023; "
+               "1-4 are drawn; 8, Llama 2 and 3 70B's, is the same rule and is searched where a plugin "
+               "declares it) (grouped-query attention, Ainslie et al. 2023; "
                "multi-query attention, Shazeer 2019, is G = H): 1 (paper) gives every head its own "
                "W_k, W_v; G > 1 has H/G key/value heads kv_heads.{g}, query head h reading kv head "
                "⌊h/G⌋ (consecutive heads share, as Hugging Face's repeat_kv and torch SDPA enable_gqa)"),
@@ -510,7 +518,8 @@ PRESETS: dict[str, VariantSet] = {
     # key before apply_rotary_pos_emb, one gain of width head_dim shared by the heads) and its released
     # checkpoints' RoPE base: llama+qk_norm=rms,rope_base=1000000.0 (Qwen3Config's own default base is
     # 10000); its kv heads and optional sliding window are sizes. Gemma 3's QK-norm (gains 1 + γ) is
-    # gemma+qk_norm=rms, Gemma 2's soft caps gemma+attn_softcap=50.0,logit_softcap=30.0, each short of
+    # gemma+qk_norm=rms, Gemma 2's soft caps gemma+attn_softcap=50.0,logit_softcap=30.0 (27B: with
+    # attn_scale=sqrt_d_model_per_head, its query_pre_attn_scalar d_model/H = 144), each short of
     # the family's sandwich norms and alternating local/global layers, which no switch states yet. None
     # has a preset of its own: a preset adds ~35 fixture cases, past the fixtures' size bound
     # (docs/spec.md).

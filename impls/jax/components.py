@@ -223,21 +223,26 @@ def norm(X: Array, p: Optional[Params], variant: VariantSet, kind: Optional[str]
 # --------------------------------------------------------------------------
 
 
-def _scale_divisor(variant: VariantSet, d_attn: int, d_model: int) -> Optional[float]:
-    """What the scores are divided by: d_attn, d_model (the primary input's width) or nothing."""
+def _scale_divisor(variant: VariantSet, d_attn: int, d_model: int, heads: int) -> Optional[float]:
+    """What the scores are divided by the root of: d_attn, d_model (the primary input's width),
+    d_model/H (``sqrt_d_model_per_head``, H the query heads: Gemma 2 27B's query_pre_attn_scalar =
+    hidden_size/num_attention_heads; transformers 5.24 Gemma2Attention) or nothing."""
     if variant.attn_scale == "sqrt_d_attn":
         return float(d_attn)
     if variant.attn_scale == "sqrt_d_model":
         return float(d_model)
+    if variant.attn_scale == "sqrt_d_model_per_head":
+        return d_model / heads
     return None
 
 
-def scaled_scores(Q: Array, K: Array, variant: VariantSet, d_model: int) -> Array:
+def scaled_scores(Q: Array, K: Array, variant: VariantSet, d_model: int, heads: int = 1) -> Array:
     """S = K^T Q of Alg. 4 line 4 (here [.., t_x, t_z]) divided by √divisor where ``scale_placement`` says.
 
-    Q: (..., ℓ_x, d_attn), K: (..., ℓ_z, d_attn) → (..., ℓ_x, ℓ_z).
+    Q: (..., ℓ_x, d_attn), K: (..., ℓ_z, d_attn) → (..., ℓ_x, ℓ_z). ``heads``: the H of
+    ``sqrt_d_model_per_head`` (1: one head alone).
     """
-    div = _scale_divisor(variant, Q.shape[-1], d_model)
+    div = _scale_divisor(variant, Q.shape[-1], d_model, heads)
     if div is not None and variant.scale_placement == "query":
         Q = Q / math.sqrt(div)
     elif div is not None and variant.scale_placement == "query_key_sqrt":
@@ -425,7 +430,7 @@ def attend(Q: Array, K: Array, V: Array, mask: Optional[Array], variant: Variant
         K, V = K[index], V[index]  # (H, ℓ_z, ·): a gather; its gradient sums over the sharing heads
     if kv_valid is not None:
         V = jnp.where(kv_valid[None, :, None], V, jnp.zeros((), V.dtype))
-    S = scaled_scores(Q, K, variant, d_model=d_model)  # (H, ℓ_x, ℓ_z)    lines 4, 6
+    S = scaled_scores(Q, K, variant, d_model=d_model, heads=Q.shape[0])  # (H, ℓ_x, ℓ_z)    lines 4, 6
     if variant.attn_softcap:  # Gemma 2: c·tanh(s/c) of the scaled scores, before the bias and the mask
         S = softcap(S, variant.attn_softcap)
     if bias is not None:

@@ -414,11 +414,16 @@ def unidirectional_mask(ell_z: int, ell_x: int, alignment: str = "top_left", win
     return t_z <= t_x + (ell_z - ell_x)  # (ℓ_z, ℓ_x) bool
 
 
-def _divisor(variant, d_attn: int, d_model: int) -> float | None:
+def _divisor(variant, d_attn: int, d_model: int, heads: int = 1) -> float | None:
+    """d of the 1/√d score scale. ``sqrt_d_model_per_head``: d_x/H in binary64, H the query heads
+    (1 for one head alone): Gemma 2 27B's query_pre_attn_scalar = hidden_size/num_attention_heads
+    (transformers 5.24 ``Gemma2Attention``: ``scaling = query_pre_attn_scalar**-0.5``)."""
     if variant.attn_scale == "sqrt_d_attn":
         return float(d_attn)
     if variant.attn_scale == "sqrt_d_model":
         return float(d_model)
+    if variant.attn_scale == "sqrt_d_model_per_head":
+        return d_model / heads
     if variant.attn_scale == "none":
         return None
     raise ValueError(f"unknown attn_scale {variant.attn_scale!r}")
@@ -614,7 +619,8 @@ class AttentionCache(NamedTuple):
 def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index: Optional[np.ndarray] = None,
                   offset: int = 0, kv_cache: Optional[KVCache] = None,
                   rope: bool = True, alibi: bool = False,
-                  qk_gains: Optional[tuple[np.ndarray, np.ndarray]] = None) -> tuple[np.ndarray, AttentionCache]:
+                  qk_gains: Optional[tuple[np.ndarray, np.ndarray]] = None,
+                  heads: int = 1) -> tuple[np.ndarray, AttentionCache]:
     """Algorithm 4, lines 1-6, for one head or a stack of heads at once.
 
     X: (..., d_x, ℓ_x), Z: (..., d_z, ℓ_z). W_q: ([H,] d_attn, d_x),
@@ -623,7 +629,8 @@ def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index
     against the stacked weights. Mask: (..., ℓ_z, ℓ_x) bool or None (≡ 1).
     Returns Ṽ: (..., [H,] d_out, ℓ_x) and the cache of the backward pass.
 
-    d_model of ``attn_scale='sqrt_d_model'`` is d_x, the width of X.
+    d_model of ``attn_scale='sqrt_d_model'`` is d_x, the width of X; ``sqrt_d_model_per_head``
+    divides by √(d_x/``heads``), ``heads`` the H of the multi-head attention (1: one head).
 
     Variant ``rotary`` (RoPE, ``rotate``): after lines 1-2 (and their biases), before any scaling,
     column t_x of Q is rotated by position ``offset`` + t_x and column t_z of K by ``offset`` + t_z
@@ -673,7 +680,7 @@ def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index
     if kv_index is not None:  # GQA: query head h reads kv head kv_index[h]
         K = np.take(K, kv_index, axis=-3)  # (..., H, d_attn, ℓ_z)
         V = np.take(V, kv_index, axis=-3)  # (..., H, d_out, ℓ_z)
-    divisor = _divisor(variant, d_attn, d_x)
+    divisor = _divisor(variant, d_attn, d_x, heads)
     placement = variant.scale_placement
     if divisor is not None and placement == "query":
         Q = Q / _const(math.sqrt(divisor), Q)  # scale moved before line 4

@@ -161,7 +161,7 @@ def mh_attention_fwd(X: np.ndarray, Z: np.ndarray, W: MHA, Mask: Optional[np.nda
     Mh = None if Mask is None else Mask[..., None, :, :]  # (..., 1, ℓ_z, ℓ_x)
     gains = None if W.gamma_q is None or W.gamma_k is None else (W.gamma_q, W.gamma_k)
     heads_fwd = partial(attention_fwd, kv_index=W.kv_index, offset=offset, kv_cache=kv_cache, alibi=causal_self,
-                        qk_gains=gains)
+                        qk_gains=gains, heads=W.W_q.shape[0])  # W_q: (H, d_attn, d_x)
     # lines 1-2, every head at once: Y (..., H, d_mid, ℓ_x)
     Y, heads = heads_fwd(Xh, Zh, W.W_q, W.b_q, W.W_k, W.b_k, W.W_v, W.b_v, Mh, variant)
     H, d_mid, ell_x = Y.shape[-3:]

@@ -345,7 +345,8 @@ def attend(Q: Tensor, K: Tensor, V: Tensor, v: VariantSet, d_x: int, mask: Optio
     """Alg. 4 lines 4-6 for all H heads at once (Alg. 5 lines 1-2).
 
     Q: (…, H, ℓ_x, d_attn), K: (…, H_kv, ℓ_z, d_attn), V: (…, H_kv, ℓ_z, d_mid) as ``project``
-    gives them; d_x is the primary width (attn_scale="sqrt_d_model"); mask: native (…, ℓ_x,
+    gives them; d_x is the primary width (attn_scale="sqrt_d_model"; d_x/H for
+    "sqrt_d_model_per_head"); mask: native (…, ℓ_x,
     ℓ_z), True = may attend, or None (Mask ≡ 1); ``causal`` builds the square top-left mask.
     ``alibi``: a causal self-attention, whose scores take ALiBi's bias under
     ``position_bias="alibi"`` (``alibi_bias``), after the scale, before the mask.
@@ -353,7 +354,10 @@ def attend(Q: Tensor, K: Tensor, V: Tensor, v: VariantSet, d_x: int, mask: Optio
     H, ell_x, ell_z = Q.shape[-3], Q.shape[-2], K.shape[-2]
     bias = alibi_bias(H, ell_x, ell_z, Q.dtype, Q.device) if alibi and v.position_bias == "alibi" else None
     K, V = expand_kv(K, H, v), expand_kv(V, H, v)  # (…, H, ℓ_z, ·)
-    d = {"sqrt_d_attn": Q.shape[-1], "sqrt_d_model": d_x, "none": 1}[v.attn_scale]
+    # sqrt_d_model_per_head: d_x/H, H the query heads (Gemma 2 27B's query_pre_attn_scalar =
+    # hidden_size/num_attention_heads; transformers 5.24 Gemma2Attention: scaling = that**-0.5)
+    d = {"sqrt_d_attn": Q.shape[-1], "sqrt_d_model": d_x, "sqrt_d_model_per_head": d_x / H,
+         "none": 1}[v.attn_scale]
     if causal:
         mask = causal_mask(ell_x, ell_z, "top_left", Q.device, v.window)  # (ℓ_x, ℓ_z)
     empty = None

@@ -79,8 +79,11 @@ def test_the_tutorial_steps_decide_its_conventions():
     identity = identify_table(read_table(EXAMPLE))
     assert identity.fits, identity.notes
     decided = {g.group: g for g in identity.groups}
-    assert decided["attn_scale"].status == "decided"
-    assert decided["attn_scale"].consistent == [{"attn_scale": "sqrt_d_model"}]
+    # one head: Gemma 2's √(d_x/H) is √d_x here, the same computation, said as such (same_as)
+    scale = decided["attn_scale"]
+    assert scale.status == "decided" and scale.chosen == {"attn_scale": "sqrt_d_model"}, scale
+    assert [c for c in scale.consistent if c not in scale.same_as] == [{"attn_scale": "sqrt_d_model"}]
+    assert scale.same_as == [{"attn_scale": "sqrt_d_model_per_head"}], scale.same_as
     assert decided["variance"].consistent == [{"variance": "unbiased"}]
     assert {"variance": "biased"} in decided["variance"].excluded
     assert {"norm_placement": "pre"} in decided["norm_placement"].excluded
@@ -112,7 +115,9 @@ def test_a_table_of_steps_alone_identifies():
     identity = identify_table(parse_table(doc))
     assert identity.fits
     scale = _group(identity, "attn_scale")
-    assert scale.status == "decided" and scale.consistent == [{"attn_scale": "sqrt_d_attn"}]
+    # d_e = H·d_attn: √(d_x/H) is √d_attn at these sizes, the same computation (same_as)
+    assert scale.status == "decided" and scale.chosen == {"attn_scale": "sqrt_d_attn"}, scale
+    assert [c for c in scale.consistent if c not in scale.same_as] == [{"attn_scale": "sqrt_d_attn"}]
     assert {"variance": "unbiased"} in _group(identity, "variance").excluded
 
 

@@ -339,7 +339,8 @@ def _max_score(case: Case, dtype: str) -> float:
     X, Z = inputs["X"], inputs["Z"]
     Q = p["W_q"] @ X + p.get("b_q", np.zeros(len(p["W_q"])))[:, None]
     K = p["W_k"] @ Z + p.get("b_k", np.zeros(len(p["W_k"])))[:, None]
-    d = {"sqrt_d_attn": Q.shape[0], "sqrt_d_model": X.shape[0], "none": 1}[case.variant.attn_scale]
+    d = {"sqrt_d_attn": Q.shape[0], "sqrt_d_model": X.shape[0], "sqrt_d_model_per_head": X.shape[0],  # H = 1
+         "none": 1}[case.variant.attn_scale]
     S = K.T @ Q / math.sqrt(d)
     mask = inputs["Mask"]
     return float(np.abs(S[mask]).max()) if mask.any() else float(np.abs(S).max())

@@ -2,7 +2,8 @@
 causal attention (``window``), Gemma's RMSNorm gain 1 + γ (``norm_gain``), GPT-NeoX's parallel
 residual (``residual``), BLOOM's and MPT's ALiBi (``position_bias``), GPT-NeoX's partial rotary
 (``rotary_fraction``), Qwen3's and Gemma 3's QK-norm (``qk_norm``), Gemma 2's soft caps
-(``attn_softcap``, ``logit_softcap``) and Llama 3.1's and linear RoPE scaling (``rope_scaling``). Each is
+(``attn_softcap``, ``logit_softcap``), Gemma 2 27B's query scale 1/√(d_model/H) (``attn_scale``) and
+Llama 3.1's and linear RoPE scaling (``rope_scaling``). Each is
 a source edit of the NumPy plugin's own helper (one line, or a block moved), so every entry built on the
 helper inherits it."""
 
@@ -39,6 +40,12 @@ _LLAMA31 = {"rotary": "half", "rope_base": 500000.0, "rope_scaling": "llama3"}
 #: the final lines of the NumPy plugin's ``rope_frequencies`` (llama3's three bands)
 _SLOWED = "    slowed = np.where(wavelength > context / low_factor, theta / factor, blended)\n"
 _KEPT = "    return np.where(wavelength < context / high_factor, theta, slowed)\n"
+#: the entries with a multi-head attention (H heads) whose scores' scale the switch sets, Algorithm 5 first:
+#: the per-head scale √(d_model/H) is √d_model at Algorithms 3 and 4 (one head), so they are left out
+PER_HEAD_SCALED = tuple(sorted((name for name, e in REGISTRY.items() if "attn_scale" in e.switches and "H" in e.hyper),
+                               key=lambda n: n != "mh_attention"))
+#: the per-head branch of the NumPy plugin's ``components._divisor``
+_PER_HEAD = "        return d_model / heads\n"
 #: the entries whose final logits may be soft-capped (the unembedding and every model)
 LOGIT_CAPPED = tuple(name for name, e in REGISTRY.items() if "logit_softcap" in e.switches)
 
@@ -178,6 +185,25 @@ MUTANTS = [
            equivalence="equivalent under logit_softcap = 0",
            witness=Witness("unembedding", variant={"logit_softcap": 2.0}),
            bench=("unembedding",)),
+    Mutant("query-scale-head-dim", "the scores divided by √d_attn (head_dim) where Gemma 2 27B's "
+           "1/√(d_model/H) is declared (query_pre_attn_scalar = hidden_size/num_attention_heads = 144 with "
+           "head_dim 128)", PER_HEAD_SCALED,
+           source_edit(Edit(C, "_divisor", _PER_HEAD, "        return float(d_attn)\n")),
+           source="ports that scale by head_dim**-0.5 as for Gemma 2 2B (query_pre_attn_scalar = head_dim = "
+                  "256) and for most families, where transformers 5.24 Gemma2Attention uses "
+                  "query_pre_attn_scalar**-0.5; constructed from the released configs, not seen in a public thread",
+           equivalence="equivalent under attn_scale other than 'sqrt_d_model_per_head', and wherever d_model = "
+                       "H·d_attn",
+           witness=Witness("mh_attention", hyper={"d_attn": 3}, variant={"attn_scale": "sqrt_d_model_per_head"}),
+           bench=("mh_attention",)),
+    Mutant("query-scale-heads-forgotten", "the scores divided by √d_model, the heads' count left out of "
+           "Gemma 2 27B's 1/√(d_model/H)", PER_HEAD_SCALED,
+           source_edit(Edit(C, "_divisor", _PER_HEAD, "        return float(d_model)\n")),
+           source="query_pre_attn_scalar read as the model width (hidden_size) rather than hidden_size / "
+                  "num_attention_heads; constructed from the definition, not seen in a public thread",
+           equivalence="equivalent under attn_scale other than 'sqrt_d_model_per_head', and at H = 1",
+           witness=Witness("mh_attention", variant={"attn_scale": "sqrt_d_model_per_head"}),
+           bench=("mh_attention",)),
     Mutant("llama3-rope-smoothing-missing", "Llama 3.1's RoPE scaling without its middle band: frequencies "
            "whose wavelength lies between 2048 and 8192 left unscaled, where the published rule blends θ/8 and θ "
            "by (1 − γ)·θ/8 + γ·θ, γ = (8192/λ − 1)/3", ROPE_SCALED,

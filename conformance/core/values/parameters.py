@@ -196,6 +196,18 @@ def _sources(inputs: Optional[Mapping[str, np.ndarray]], name: Optional[str], wi
     return out
 
 
+def _heads_beside(prefix: str, params: Mapping[str, np.ndarray]) -> int:
+    """H of the multi-head attention whose head ``prefix`` (``….heads.{h}.``) is, counted by its
+    heads' W_q; 1 for an attention of one head (a prefix not under ``heads``)."""
+    outer, _, h = prefix.rstrip(".").rpartition(".")
+    if not outer.endswith("heads") or outer.endswith("kv_heads") or not h.isdigit():
+        return 1
+    H = 0
+    while f"{outer}.{H}.W_q" in params:
+        H += 1
+    return H
+
+
 def _target(rng: np.random.Generator, m: Magnitudes, scores: Optional[tuple[float, float]] = None) -> float:
     lo, hi = scores or m.scores
     return float(10.0 ** rng.uniform(math.log10(lo), math.log10(hi)))
@@ -240,6 +252,7 @@ def _large_logits(entry: Entry, hyper: Mapping[str, int], variant: VariantSet, p
         p, kp = head.prefix, head.key_prefix or head.prefix
         W_q, W_k = params[p + "W_q"], params[kp + "W_k"]
         divisor = {"sqrt_d_attn": math.sqrt(W_q.shape[0]), "sqrt_d_model": math.sqrt(W_q.shape[1]),
+                   "sqrt_d_model_per_head": math.sqrt(W_q.shape[1] / _heads_beside(p, params)),
                    "none": 1.0}[variant.attn_scale]
         pairs = [(X, Z) for X in _sources(inputs, head.query, W_q.shape[1], tables, variant, rng)
                  for Z in _sources(inputs, head.key, W_k.shape[1], tables, variant, rng)]

@@ -41,6 +41,10 @@ def fit_widths(entry: Union[str, Entry], variant: VariantSet, hyper: Mapping[str
     ``spec.entry.implied_multiples``) raised to the next multiple."""
     e = _resolve(entry)
     out = dict(hyper)
+    width = out.get("d_x", out.get("d_e"))
+    if variant.attn_scale == "sqrt_d_model_per_head" and "attn_scale" in e.switches and "H" in out and \
+            "d_attn" in out and width == out["H"] * out["d_attn"]:
+        out["d_attn"] += 1  # d_x/H ≠ d_attn: otherwise Gemma 2 27B's scale is the paper's √d_attn here
     for name, k in implied_multiples(e, variant).items():
         if name in out:
             out[name] = -(-out[name] // k) * k

@@ -197,7 +197,7 @@ class Identifier:
         for opt in r.consistent:
             if _key(opt) == _key(r.chosen):
                 continue
-            if same_here(self.entry, current, g, opt, r.chosen) or (
+            if same_here(self.entry, current, g, opt, r.chosen, sizes=[o.hyper for o in self.observations]) or (
                     g in SWITCHES and SWITCHES[g].paper == "paper" and paper in (_key(opt), _key(r.chosen))
                     and all(_same(a, b) for a, b in zip(refs[r.consistent.index(opt)],
                                                         refs[r.consistent.index(r.chosen)]))):
@@ -218,24 +218,43 @@ def _prefer(values: Sequence[dict[str, Any]], start: dict[str, Any]) -> dict[str
     return next((v for v in values if _key(v) == _key(start)), values[0])
 
 
-def same_here(entry: Entry, variant: VariantSet, group: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+def same_here(entry: Entry, variant: VariantSet, group: str, a: Mapping[str, Any], b: Mapping[str, Any],
+              sizes: Sequence[Mapping[str, int]] = ()) -> bool:
     """Whether values ``a`` and ``b`` of ``group`` are the same computation at ``entry`` with the
     other switches as in ``variant``: the spec reads the switch only under another setting that
     ``variant`` does not have. From the switches' definitions (``spec/variants.py``): RoPE's base,
     rotated share and scaling only when ``rotary`` is not none; the key/value head order only when
     ``kv_group`` > 1; where the biases sit only with ``attn_bias``; RMSNorm has no mean and no β, so it ignores
     ``variance`` and its ``affine`` ``scale_shift`` is ``scale`` (spec/normalization.py
-    ``_rms_norm``)."""
+    ``_rms_norm``). With ``sizes`` (every case observed), also what coincides at those sizes alone:
+    Gemma 2's √(d_x/H) is √d_x with one head and √d_attn where d_x = H·d_attn (``_scale_at``)."""
     moved_a, moved_b = _replace(variant, a), _replace(variant, b)
     if moved_a is None or moved_b is None:
         return False
-    return _as_read(entry, moved_a) == _as_read(entry, moved_b)
+    return _as_read(entry, moved_a, sizes) == _as_read(entry, moved_b, sizes)
 
 
-def _as_read(entry: Entry, v: VariantSet) -> VariantSet:
+def _scale_at(hyper: Mapping[str, int]) -> Optional[str]:
+    """The ``attn_scale`` value that ``sqrt_d_model_per_head`` equals at sizes ``hyper``, or None:
+    √(d_x/H) is √d_x with one head (or none: Algorithms 3 and 4) and √d_attn where d_x = H·d_attn
+    (d_x the attention's input width: ``d_x``, or a layer's and a model's ``d_e``)."""
+    heads, width = hyper.get("H", 1), hyper.get("d_x", hyper.get("d_e"))
+    if heads == 1:
+        return "sqrt_d_model"
+    if width is not None and "d_attn" in hyper and width == heads * hyper["d_attn"]:
+        return "sqrt_d_attn"
+    return None
+
+
+def _as_read(entry: Entry, v: VariantSet, sizes: Sequence[Mapping[str, int]] = ()) -> VariantSet:
     """``v`` with every switch the entry does not read under ``v``'s other settings at the paper's
-    value (``same_here``)."""
+    value, and with ``sizes``, a value that another equals at every one of them as that other
+    (``same_here``)."""
     changes: dict[str, Any] = {}
+    if v.attn_scale == "sqrt_d_model_per_head" and sizes:
+        alike = {_scale_at(h) for h in sizes}
+        if len(alike) == 1 and None not in alike:
+            changes["attn_scale"] = alike.pop()
     if v.rotary == "none":  # RoPE's base, rotated share and scaling are read only with a pairing
         changes.update(rope_base=PAPER.rope_base, rotary_fraction=PAPER.rotary_fraction,
                        rope_scaling=PAPER.rope_scaling)
