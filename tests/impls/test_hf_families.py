@@ -28,10 +28,9 @@ import pytest
 pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from ftspec.conformance.core.calling import Prepared  # noqa: E402
 from ftspec.conformance.core.case import Case  # noqa: E402
-from ftspec.conformance.core.execute import Member, examine  # noqa: E402
-from ftspec.conformance.core.tolerances import reference  # noqa: E402
+from ftspec.conformance.core.examining import examine_case  # noqa: E402
+from ftspec.conformance.core.execute import Member  # noqa: E402
 from ftspec.conformance.session.commands import Settings, run  # noqa: E402
 from ftspec.impls.discovery import load  # noqa: E402
 from ftspec.spec.variants import preset  # noqa: E402
@@ -74,12 +73,8 @@ def _findings(name: str, case: Case, variant) -> list[str]:
     """The harness's findings for plugin ``name`` on ``case`` at float32, judged against the spec
     under ``variant`` (as ``ftspec replay`` judges one case)."""
     impl = load(name)
-    entry = case.entry
-    prepared = Prepared(entry, case.inputs, case.params, "float32")
-    ref = reference(entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=variant, dtype="float32",
-                    precision=impl.precision_for("float32"))
-    outcome = examine(Member(impl.name, impl, "cpu"), case, prepared.inputs, prepared.params, ref,
-                      dtype="float32", timeout=60.0)
+    outcome = examine_case(Member(impl.name, impl, "cpu"), case, "float32", timeout=60.0, variant=variant,
+                           batch=False)
     return [f"{f.check}: {f.message}" for f in outcome.judgement.findings]
 
 

@@ -33,8 +33,8 @@ transformers = pytest.importorskip("transformers")
 
 from ftspec.conformance.core.calling import Prepared  # noqa: E402
 from ftspec.conformance.core.case import Case  # noqa: E402
-from ftspec.conformance.core.execute import Member, call_member, examine  # noqa: E402
-from ftspec.conformance.core.tolerances import reference  # noqa: E402
+from ftspec.conformance.core.examining import examine_case  # noqa: E402
+from ftspec.conformance.core.execute import Member, call_member  # noqa: E402
 from ftspec.conformance.forensics.diagnosis import diagnose  # noqa: E402
 from ftspec.impls.discovery import load  # noqa: E402
 from ftspec.spec.variants import preset  # noqa: E402
@@ -80,11 +80,8 @@ def _findings(name: str, case: Case, variant) -> list[str]:
     """The harness's findings for plugin ``name`` on ``case`` at float32, judged against the spec
     under ``variant`` (as ``ftspec replay`` judges one case)."""
     impl = load(name)
-    prepared = Prepared(case.entry, case.inputs, case.params, "float32")
-    ref = reference(case.entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=variant, dtype="float32",
-                    precision=impl.precision_for("float32"))
-    outcome = examine(Member(impl.name, impl, "cpu"), case, prepared.inputs, prepared.params, ref,
-                      dtype="float32", timeout=60.0)
+    outcome = examine_case(Member(impl.name, impl, "cpu"), case, "float32", timeout=60.0, variant=variant,
+                           batch=False)
     return [f"{f.check}: {f.message}" for f in outcome.judgement.findings]
 
 
