@@ -21,7 +21,7 @@ from ftspec.spec import PAPER, VariantSet
 from ftspec.spec.entry import Kind
 from ftspec.spec.registry import REGISTRY, Entry
 
-__all__ = ["FORWARD", "TAUS", "TRAINING", "Case", "accepted_case", "all_cases", "hyper_for", "make_case",
+__all__ = ["FORWARD", "TAUS", "TRAINING", "Case", "accepted_case", "all_cases", "findings_of", "hyper_for", "make_case",
            "variants_for"]
 
 
@@ -124,3 +124,16 @@ def labelled_case(label: str, variants: dict[str, VariantSet], seed: int) -> Cas
     given = {"n_prefill": np.array(1)} if algorithm == "cached_decoding" else None
     return Case.build(algorithm, variant=variants[label], seed=seed, given=given)
 
+
+
+def findings_of(name: str, case: Case, variant: VariantSet) -> list[str]:
+    """The harness's findings for plugin ``name`` on ``case`` at float32, judged against the spec
+    under ``variant`` (as ``ftspec replay`` judges one case), each as "check: message"."""
+    from ftspec.conformance.core.examining import examine_case
+    from ftspec.conformance.core.execute import Member
+    from ftspec.impls.discovery import load
+
+    impl = load(name)
+    outcome = examine_case(Member(impl.name, impl, "cpu"), case, "float32", timeout=60.0, variant=variant,
+                           batch=False)
+    return [f"{f.check}: {f.message}" for f in outcome.judgement.findings]

@@ -29,11 +29,11 @@ pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from ftspec.conformance.core.case import Case  # noqa: E402
-from ftspec.conformance.core.examining import examine_case  # noqa: E402
-from ftspec.conformance.core.execute import Member  # noqa: E402
 from ftspec.conformance.session.commands import Settings, run  # noqa: E402
 from ftspec.impls.discovery import load  # noqa: E402
 from ftspec.spec.variants import preset  # noqa: E402
+
+from .cases import findings_of  # noqa: E402
 
 HEAVY = bool(os.environ.get("FTSPEC_ALL_LIBRARIES"))
 heavy = pytest.mark.skipif(not HEAVY, reason="library certifications: FTSPEC_ALL_LIBRARIES=1 (make bench runs them)")
@@ -69,15 +69,6 @@ CHEAP = {
 }
 
 
-def _findings(name: str, case: Case, variant) -> list[str]:
-    """The harness's findings for plugin ``name`` on ``case`` at float32, judged against the spec
-    under ``variant`` (as ``ftspec replay`` judges one case)."""
-    impl = load(name)
-    outcome = examine_case(Member(impl.name, impl, "cpu"), case, "float32", timeout=60.0, variant=variant,
-                           batch=False)
-    return [f"{f.check}: {f.message}" for f in outcome.judgement.findings]
-
-
 @pytest.mark.parametrize("family", SETS)
 def test_the_library_gives_the_spec_output(family: str) -> None:
     """One case through the library's own module with ftspec's weights loaded: no finding under
@@ -95,9 +86,9 @@ def test_the_library_gives_the_spec_output(family: str) -> None:
     if family.startswith("qwen2"):
         assert all(np.any(v != 0) for k, v in case.params.items() if k.rsplit(".", 1)[-1] in ("b_q", "b_k", "b_v"))
     for name in names:
-        assert _findings(name, case, variant) == [], name
+        assert findings_of(name, case, variant) == [], name
     if contrast is not None:
-        assert _findings(names[0], case, variant.replace(**contrast))
+        assert findings_of(names[0], case, variant.replace(**contrast))
 
 
 # -- heavy: behind FTSPEC_ALL_LIBRARIES ------------------------------------------------------------

@@ -33,11 +33,12 @@ transformers = pytest.importorskip("transformers")
 
 from ftspec.conformance.core.calling import Prepared  # noqa: E402
 from ftspec.conformance.core.case import Case  # noqa: E402
-from ftspec.conformance.core.examining import examine_case  # noqa: E402
 from ftspec.conformance.core.execute import Member, call_member  # noqa: E402
 from ftspec.conformance.forensics.diagnosis import diagnose  # noqa: E402
 from ftspec.impls.discovery import load  # noqa: E402
 from ftspec.spec.variants import preset  # noqa: E402
+
+from .cases import findings_of  # noqa: E402
 
 #: The sets each family is declared under, written out from the library's sources (transformers 5.24:
 #: Qwen3Attention's q_norm/k_norm = Qwen3RMSNorm(head_dim) before apply_rotary_pos_emb; Phi3Config's
@@ -76,15 +77,6 @@ CHEAP = {
 }
 
 
-def _findings(name: str, case: Case, variant) -> list[str]:
-    """The harness's findings for plugin ``name`` on ``case`` at float32, judged against the spec
-    under ``variant`` (as ``ftspec replay`` judges one case)."""
-    impl = load(name)
-    outcome = examine_case(Member(impl.name, impl, "cpu"), case, "float32", timeout=60.0, variant=variant,
-                           batch=False)
-    return [f"{f.check}: {f.message}" for f in outcome.judgement.findings]
-
-
 @pytest.mark.parametrize("family", SETS)
 def test_the_library_gives_the_spec_output(family: str) -> None:
     """One case through the library's own module with ftspec's weights loaded: no finding under the
@@ -104,8 +96,8 @@ def test_the_library_gives_the_spec_output(family: str) -> None:
     if family == "qwen3":
         assert not np.allclose(case.params["attn.gamma_q"], case.params["attn.gamma_k"])
     for name in names:
-        assert _findings(name, case, variant) == [], name
-    assert _findings(names[0], case, variant.replace(**contrast))
+        assert findings_of(name, case, variant) == [], name
+    assert findings_of(names[0], case, variant.replace(**contrast))
 
 
 def _outputs(name: str, case: Case) -> dict[str, np.ndarray]:
@@ -156,7 +148,7 @@ def test_a_wrong_declaration_is_caught(label: str) -> None:
     case = dataclasses.replace(Case.build(algorithm, hyper, liar, seed=7), variant=liar)
     if "pad" in case.inputs:
         case.inputs["pad"] = np.ones(hyper["ell"], dtype=bool)
-    assert _findings(name, case, liar)
+    assert findings_of(name, case, liar)
     diagnosis = diagnose(case.entry, case, _outputs(name, case), "float32", liar,
                          precision=impl.precision_for("float32"))
     assert {switch: truth} in [m["changes"] for m in diagnosis.to_dict()["matches"]], diagnosis.to_dict()["matches"]
