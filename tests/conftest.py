@@ -3,15 +3,25 @@
 Hypothesis now and then draws a literal of a local module already imported; pytest-xdist runs
 the tests in another order on each worker, so a sampled share (test_strategies*.py) or a seeded
 comparison could pass in one run and fail in the next. The harness's own searches empty the pool
-themselves (conformance/running/local_constants.py); a test marked ``local_constants`` checks that."""
+themselves (conformance/running/local_constants.py); a test marked ``local_constants`` checks that.
+
+For the same reason a test's own Hypothesis draws (``@given``, ``find``) are derandomized, with no
+example database: the same examples on every run and machine. Random draws made a test's cost a
+lottery: a ``find`` that took 1 s alone took 34 s in one `make test` (its shrinking wandered), and
+`make test` varied by minutes on the same tree. The harness's searches are untouched: they state
+``derandomize=False`` and their ``seed`` (conformance/running/search_rounds.py)."""
 
 from __future__ import annotations
 
 from typing import Iterator
 
 import pytest
+from hypothesis import settings
 
 from ftspec.conformance.running.local_constants import no_local_constants
+
+settings.register_profile("ftspec-tests", derandomize=True, database=None)
+settings.load_profile("ftspec-tests")
 
 
 @pytest.fixture(autouse=True)

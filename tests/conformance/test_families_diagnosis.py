@@ -2,7 +2,7 @@
 float32, and the diagnosis names the convention it computes: Gemma's gain 1 + γ computed as γ, a
 sliding window not applied, a parallel residual computed sequentially, BLOOM's ALiBi left out,
 GPT-NeoX's partial rotary applied to the whole head, Qwen3's QK-norm left out, Gemma 2's attention
-soft cap left out.
+soft cap left out, Llama 3.1's rotary scaling left out.
 
 The wrong plugin is the bundled NumPy one run under the other value: what a port that reuses a
 Llama RMSNorm for Gemma, drops Mistral's ``sliding_window`` or GPT-NeoX's ``use_parallel_residual``
@@ -27,9 +27,11 @@ HYPER = {"H": 2, "d_e": 4, "d_attn": 2, "d_mid": 2, "d_mlp": 6, "ell": 4}
 DECLARED = {"norm_gain": parse("gemma"), "window": PAPER.replace(window=2),
             "residual": PAPER.replace(residual="parallel"), "position_bias": parse("bloom"),
             "rotary_fraction": PAPER.replace(rotary="half", rotary_fraction=0.5), "qk_norm": parse("llama+qk_norm=rms"),
-            "attn_softcap": PAPER.replace(attn_softcap=2.0)}
+            "attn_softcap": PAPER.replace(attn_softcap=2.0),
+            # Llama 3.1: base 500000 puts the second rotated pair of a width-4 head in the blended band
+            "rope_scaling": parse("meta-llama3+rope_scaling=llama3")}
 #: ... with room for a rotated pair and an unrotated one under rotary_fraction = 1/2
-WIDER = {"rotary_fraction": {"d_attn": 4}}
+WIDER = {"rotary_fraction": {"d_attn": 4}, "rope_scaling": {"d_attn": 4}}
 
 
 @pytest.mark.parametrize("switch", sorted(DECLARED))

@@ -11,14 +11,13 @@ from __future__ import annotations
 import collections
 import functools
 import math
-import warnings
 from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
-from hypothesis.errors import HypothesisWarning, UnsatisfiedAssumption
+from hypothesis.errors import UnsatisfiedAssumption
 
 from ftspec.conformance.core.case import Case
 from ftspec.conformance.core.dtypes import FORMATS, round_to
@@ -46,6 +45,8 @@ from ftspec.spec import REGISTRY, SpecError, evaluate
 from ftspec.spec.entry import Kind
 from ftspec.spec.numbers import FloatNumbers
 from ftspec.spec.variants import PAPER, SAME_MATHEMATICS, SWITCHES, VariantSet
+
+from .drawing import collect, rounded, search, share
 
 #: Algorithms 1-10 and their layers; test_strategies_training.py covers 11-15
 ENTRIES = sorted(n for n, e in REGISTRY.items() if e.family not in ("training", "inference"))
@@ -89,44 +90,9 @@ class PeakNumbers(FloatNumbers):
         return self._seen(super().pow(base, exponent))
 
 
-def rounded(case: Case, dtype: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Inputs and parameters as the harness judges them: reals rounded to ``dtype``."""
-    kinds = {s.name: s.kind for s in case.entry.inputs}
-    inputs = {k: round_to(v, dtype) if kinds[k] == Kind.REAL else v for k, v in case.inputs.items()}
-    return inputs, {k: round_to(v, dtype) for k, v in case.params.items()}
-
-
-def collect(strategy: st.SearchStrategy, n: int) -> list:
-    """Up to ``n`` examples of ``strategy``, deterministically, default health checks."""
-    out: list = []
-
-    @settings(max_examples=n, database=None, derandomize=True, deadline=None)
-    @given(strategy)
-    def run(value: Any) -> None:
-        out.append(value)
-
-    run()
-    return out
-
-
 @functools.lru_cache(maxsize=None)
 def sample(name: str, dtype: str = "float64", n: int = 200) -> tuple[Case, ...]:
     return tuple(collect(cases(name, dtype=dtype), n))
-
-
-def search(strategy: st.SearchStrategy, condition: Any, examples: int) -> Any:
-    """``find`` without shrinking, derandomized; Hypothesis pretty-prints the
-    example it finds field by field, and a whole model's case is a large repr
-    (a HypothesisWarning, an error here)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "Generating overly large repr", HypothesisWarning)
-        return find(strategy, condition, settings=settings(max_examples=examples, database=None, derandomize=True,
-                                                           phases=[Phase.generate]))
-
-
-def share(items: Any, predicate: Any) -> float:
-    items = list(items)
-    return sum(1 for x in items if predicate(x)) / max(len(items), 1)
 
 
 def lengths(name: str) -> list[str]:

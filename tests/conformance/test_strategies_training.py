@@ -16,14 +16,13 @@ generated tokens, the sampled-token judge on ``sample``).
 from __future__ import annotations
 
 import collections
-import warnings
 from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import Phase, find, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.errors import HypothesisWarning, UnsatisfiedAssumption
+from hypothesis.errors import UnsatisfiedAssumption
 
 from ftspec.conformance.core.case import Case
 from ftspec.conformance.core.dtypes import FORMATS, round_to
@@ -44,6 +43,8 @@ from ftspec.spec.entry import Kind
 from ftspec.spec.registry import REGISTRY, entry
 from ftspec.spec.evaluation import evaluate_trace
 
+from .drawing import rounded, search, share
+
 NAMES = sorted([n for n, e in REGISTRY.items() if e.family in ("training", "inference")])
 DTYPES = sorted(FORMATS)
 
@@ -51,13 +52,6 @@ DTYPES = sorted(FORMATS)
 # --------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------
-
-
-def rounded(case: Case, dtype: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Inputs and parameters as the harness judges them: reals rounded to ``dtype``."""
-    real = {s.name: s.is_real for s in entry(case.algorithm).inputs}
-    inputs = {k: round_to(v, dtype) if real[k] else v for k, v in case.inputs.items()}
-    return inputs, {k: round_to(v, dtype) for k, v in case.params.items()}
 
 
 def spec(case: Case, dtype: str = "float64", inputs: Any = None) -> dict[str, Any]:
@@ -93,21 +87,6 @@ def _draw(name: str, dtype: str, n: int, budget: str) -> tuple[tuple[Case, ...],
 
     run()
     return tuple(got), rejected[0]
-
-
-def search(strategy: st.SearchStrategy, condition: Any, examples: int) -> Any:
-    """``find`` without shrinking, derandomized; Hypothesis pretty-prints the
-    example it finds field by field, and a whole model's case is a large repr
-    (a HypothesisWarning, an error here)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "Generating overly large repr", HypothesisWarning)
-        return find(strategy, condition, settings=settings(max_examples=examples, database=None, derandomize=True,
-                                                           phases=[Phase.generate]))
-
-
-def share(items: Any, predicate: Any) -> float:
-    items = list(items)
-    return sum(1 for x in items if predicate(x)) / max(len(items), 1)
 
 
 def near_boundary(case: Case, dtype: str) -> bool:
