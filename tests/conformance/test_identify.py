@@ -229,3 +229,19 @@ def test_limits_tying_sizes_are_settled():
     assert all(limits.admits(o.hyper) and o.outputs is not None for o in identity.observations
                if o.label != "empty query column 0")
     _assert_declared_is_consistent(identity, PAPER)
+
+
+@pytest.mark.parametrize("text, scaling", [("meta-llama3+rope_scaling=llama3", "llama3"),
+                                           ("llama+rope_scaling=linear-2", "linear-2")])
+def test_a_rotary_scaling_is_identified(text, scaling):
+    """Llama 3.1's banded scaling (at Llama 3's base) and Hugging Face's linear one are each found,
+    and decided: the designed rotary cases reach a scaled frequency (known from the set the numpy
+    plugin is called with)."""
+    from ftspec.spec.variants import parse
+
+    declared = parse(text)
+    identity = _run("numpy", "causal_self_attention", declared)
+    _assert_declared_is_consistent(identity, declared)
+    group = next(g for g in identity.groups if "rope_scaling" in g.chosen)
+    assert group.status == "decided" and all(c["rope_scaling"] == scaling for c in group.consistent), group.line()
+    assert f"rope_scaling='{scaling}'" in identity.expression()
