@@ -7,7 +7,11 @@ after each residual sum; "pre" (the paper's for GPT-2; Xiong et al. 2020)
 normalises the sublayer's input and adds the sublayer's output to the
 *un-normalised* X; "res_post" normalises the sublayer's output before it is
 added, X ← X + LN(f(X)) (Swin Transformer v2's res-post-norm, Liu et al. 2022;
-seed 000 (compact definition) lists it as "LayerNorm-ing only the changes").
+seed 000 (compact definition) lists it as "LayerNorm-ing only the changes");
+"sandwich" does both, X ← X + LN'(f(LN(X))), each sublayer with a second norm of
+its own on its output (Gemma 2: transformers 5.24 ``Gemma2DecoderLayer.forward``,
+``residual + post_attention_layernorm(self_attn(input_layernorm(x)))``, then
+``residual + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(h)))``).
 
 The MLP is the paper's one hidden layer unless ``mlp_depth`` adds more
 (seed 000: "a larger number of layers") or ``mlp="gated"`` multiplies the
@@ -101,7 +105,8 @@ def _layer(X: Matrix, W: LayerParams, variant: VariantSet, arch: str, causal: bo
     if variant.residual != "sequential" and arch == "gpt2":  # a decoder convention: read by GPT-2's layer alone
         return _parallel(X, W, variant, placement, Mask, ffn)
     # intermediates: attn, norm1, mlp, norm2 (each a scope: its result and what it records inside),
-    # res1 and res2 (the residual sums), in the order computed
+    # res1 and res2 (the residual sums), in the order computed; under sandwich also norm1_out and
+    # norm2_out (each sublayer's output norm)
     if placement == "post":
         X = kept("res1", add(X, step("attn", mh_attention, X, X, W.attn, Mask, variant=variant,
                                      causal_self=causal)))  # Alg. 8/9 line 5
@@ -112,6 +117,13 @@ def _layer(X: Matrix, W: LayerParams, variant: VariantSet, arch: str, causal: bo
         Y = step("attn", mh_attention, X, X, W.attn, Mask, variant=variant, causal_self=causal)
         X = kept("res1", add(X, step("norm1", norm_columns, Y, W.gamma1, W.beta1, variant)))
         return kept("res2", add(X, step("norm2", norm_columns, step("mlp", ffn, X), W.gamma2, W.beta2, variant)))
+    if placement == "sandwich":  # Alg. 10 lines 5-8 with each sublayer's output normalised before it is added
+        X_tilde = step("norm1", norm_columns, X, W.gamma1, W.beta1, variant)
+        Y = step("attn", mh_attention, X_tilde, X_tilde, W.attn, Mask, variant=variant, causal_self=causal)
+        X = kept("res1", add(X, step("norm1_out", norm_columns, Y, W.gamma1_out, W.beta1_out, variant)))
+        X_tilde = step("norm2", norm_columns, X, W.gamma2, W.beta2, variant)
+        Y = step("mlp", ffn, X_tilde)
+        return kept("res2", add(X, step("norm2_out", norm_columns, Y, W.gamma2_out, W.beta2_out, variant)))
     X_tilde = step("norm1", norm_columns, X, W.gamma1, W.beta1, variant)  # Alg. 10 line 5
     X = kept("res1", add(X, step("attn", mh_attention, X_tilde, X_tilde, W.attn, Mask, variant=variant,
                                  causal_self=causal)))  # line 6
@@ -214,7 +226,8 @@ def decoder_layer(X: Matrix, Z: Matrix, W: DecoderLayerParams, *,
                        hidden=W.mlp_hidden)
 
         # intermediates: self_attn, norm1 (γ3, β3), cross_attn, norm2 (γ4, β4), mlp, norm3 (γ5, β5),
-        # res1, res2, res3 (the residual sums), in the order computed
+        # res1, res2, res3 (the residual sums), in the order computed; under sandwich also norm1_out,
+        # norm2_out, norm3_out (γ3_out ... γ5_out: each sublayer's output norm)
         placement = variant.resolved_norm_placement("ed_decoder")
         if placement == "post":
             X = kept("res1", add(X, step("self_attn", mh_attention, X, X, W.self_attn, causal,
@@ -231,6 +244,17 @@ def decoder_layer(X: Matrix, Z: Matrix, W: DecoderLayerParams, *,
             Y = step("cross_attn", mh_attention, X, Z, W.cross_attn, full, variant=variant)
             X = kept("res2", add(X, step("norm2", norm_columns, Y, W.gamma4, W.beta4, variant)))
             return kept("res3", add(X, step("norm3", norm_columns, step("mlp", ffn, X), W.gamma5, W.beta5, variant)))
+        if placement == "sandwich":  # the pre-LN lines with each sublayer's output normalised before it is added
+            X_tilde = step("norm1", norm_columns, X, W.gamma3, W.beta3, variant)
+            Y = step("self_attn", mh_attention, X_tilde, X_tilde, W.self_attn, causal, variant=variant,
+                     causal_self=True)
+            X = kept("res1", add(X, step("norm1_out", norm_columns, Y, W.gamma3_out, W.beta3_out, variant)))
+            X_tilde = step("norm2", norm_columns, X, W.gamma4, W.beta4, variant)
+            Y = step("cross_attn", mh_attention, X_tilde, Z, W.cross_attn, full, variant=variant)
+            X = kept("res2", add(X, step("norm2_out", norm_columns, Y, W.gamma4_out, W.beta4_out, variant)))
+            X_tilde = step("norm3", norm_columns, X, W.gamma5, W.beta5, variant)
+            Y = step("mlp", ffn, X_tilde)
+            return kept("res3", add(X, step("norm3_out", norm_columns, Y, W.gamma5_out, W.beta5_out, variant)))
         X_tilde = step("norm1", norm_columns, X, W.gamma3, W.beta3, variant)
         X = kept("res1", add(X, step("self_attn", mh_attention, X_tilde, X_tilde, W.self_attn, causal,
                                      variant=variant, causal_self=True)))

@@ -38,6 +38,7 @@ __all__ = [
     "Shape",
     "from_flat",
     "resolve_shape",
+    "sandwich_schema",
     "to_flat",
 ]
 
@@ -112,6 +113,12 @@ class LayerParams:
     b_mlp1_lin: Optional[Vector] = None
     #: ``mlp_depth`` > 1: the hidden layers after the first
     mlp_hidden: tuple[Dense, ...] = ()
+    #: ``norm_placement="sandwich"``: the second norm of each sublayer, on its output before the
+    #: residual sum (Gemma 2's post_attention_layernorm and post_feedforward_layernorm)
+    gamma1_out: Optional[Vector] = None
+    beta1_out: Optional[Vector] = None
+    gamma2_out: Optional[Vector] = None
+    beta2_out: Optional[Vector] = None
 
 
 @dataclass(frozen=True)
@@ -134,6 +141,13 @@ class DecoderLayerParams:
     W_mlp3_lin: Optional[Matrix] = None
     b_mlp3_lin: Optional[Vector] = None
     mlp_hidden: tuple[Dense, ...] = ()
+    #: ``norm_placement="sandwich"``: each sublayer's output norm (self-attention, cross-attention, MLP)
+    gamma3_out: Optional[Vector] = None
+    beta3_out: Optional[Vector] = None
+    gamma4_out: Optional[Vector] = None
+    beta4_out: Optional[Vector] = None
+    gamma5_out: Optional[Vector] = None
+    beta5_out: Optional[Vector] = None
 
 
 @dataclass(frozen=True)
@@ -360,6 +374,18 @@ def layer_schema(H: int, variant: VariantSet, prefix: str = "", arch: str = "gpt
     s.update(mlp_schema(variant, "1", "2", prefix))
     if variant.residual != "parallel_shared" or arch != "gpt2":  # GPT-J's one shared norm has no γ², β²
         s.update(norm_schema(variant, prefix + "gamma2", prefix + "beta2"))
+    s.update(sandwich_schema(variant, prefix, (1, 2)))
+    return s
+
+
+def sandwich_schema(variant: VariantSet, prefix: str, blocks: tuple[int, ...]) -> dict[str, Shape]:
+    """γ{k}_out/β{k}_out of each block k's output norm under ``norm_placement="sandwich"`` (as
+    ``norm_schema`` gives them for the variant's norm and affine), after every other parameter of
+    the layer: the draws of the others are as under any other placement. Empty otherwise."""
+    s: dict[str, Shape] = {}
+    if variant.norm_placement == "sandwich":
+        for k in blocks:
+            s.update(norm_schema(variant, f"{prefix}gamma{k}_out", f"{prefix}beta{k}_out"))
     return s
 
 
@@ -374,6 +400,7 @@ def decoder_layer_schema(H: int, variant: VariantSet, prefix: str = "") -> dict[
     s.update(norm_schema(variant, prefix + "gamma4", prefix + "beta4"))
     s.update(mlp_schema(variant, "3", "4", prefix))
     s.update(norm_schema(variant, prefix + "gamma5", prefix + "beta5"))
+    s.update(sandwich_schema(variant, prefix, (3, 4, 5)))
     return s
 
 

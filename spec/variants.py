@@ -67,7 +67,7 @@ class VariantSet:
     affine: Literal["scale_shift", "scale", "none"] = "scale_shift"
     norm_gain: Literal["gamma", "one_plus_gamma"] = "gamma"
     # --- blocks ----------------------------------------------------------
-    norm_placement: Literal["paper", "post", "pre", "res_post"] = "paper"
+    norm_placement: Literal["paper", "post", "pre", "res_post", "sandwich"] = "paper"
     residual: Literal["sequential", "parallel", "parallel_shared"] = "sequential"
     final_norm: Literal["paper", "none", "final"] = "paper"
     embedding_norm: bool = False
@@ -319,10 +319,13 @@ def _switches() -> dict[str, Switch]:
                "the gain a norm multiplies by: γ (paper), or 1 + γ (Gemma: GemmaRMSNorm's "
                "output * (1.0 + weight), its weight initialised at zeros; Hugging Face transformers "
                "5.24 models/gemma); read only where the norm has γ"),
-        Switch("norm_placement", "blocks", ("paper", "post", "pre", "res_post"), "paper",
-               "post-LN (paper for encoder-decoder and BERT), pre-LN (paper for GPT-2), or the "
+        Switch("norm_placement", "blocks", ("paper", "post", "pre", "res_post", "sandwich"), "paper",
+               "post-LN (paper for encoder-decoder and BERT), pre-LN (paper for GPT-2), the "
                "sublayer's output normalised before it is added, X + LN(f(X)) (Swin v2's res-post-norm; "
-               "seed 000 (compact definition): 'LayerNorm-ing only the changes')"),
+               "seed 000 (compact definition): 'LayerNorm-ing only the changes'), or both, "
+               "X + LN'(f(LN(X))) with a second norm of each sublayer's own (γ1_out, β1_out, ...: "
+               "Gemma 2's input_layernorm and post_attention_layernorm, pre_feedforward_layernorm and "
+               "post_feedforward_layernorm; transformers 5.24 Gemma2DecoderLayer)"),
         Switch("residual", "blocks", ("sequential", "parallel", "parallel_shared"), "sequential",
                "how a pre-LN layer's two sublayers meet the residual: one after the other (paper: "
                "X ← X + Attn(N₁X), then X ← X + MLP(N₂X)), in parallel from the same X, "
@@ -517,12 +520,12 @@ PRESETS: dict[str, VariantSet] = {
     # with QK-norm (Qwen3Attention's q_norm and k_norm, Qwen3RMSNorm(head_dim) of each head's query and
     # key before apply_rotary_pos_emb, one gain of width head_dim shared by the heads) and its released
     # checkpoints' RoPE base: llama+qk_norm=rms,rope_base=1000000.0 (Qwen3Config's own default base is
-    # 10000); its kv heads and optional sliding window are sizes. Gemma 3's QK-norm (gains 1 + γ) is
-    # gemma+qk_norm=rms, Gemma 2's soft caps gemma+attn_softcap=50.0,logit_softcap=30.0 (27B: with
-    # attn_scale=sqrt_d_model_per_head, its query_pre_attn_scalar d_model/H = 144), each short of
-    # the family's sandwich norms and alternating local/global layers, which no switch states yet. None
-    # has a preset of its own: a preset adds ~35 fixture cases, past the fixtures' size bound
-    # (docs/spec.md).
+    # 10000); its kv heads and optional sliding window are sizes. Gemma 3's QK-norm (gains 1 + γ) with its
+    # four norms per layer is gemma+norm_placement=sandwich,qk_norm=rms, Gemma 2 gemma+norm_placement=sandwich,
+    # attn_softcap=50.0,logit_softcap=30.0 (9B, 27B: with attn_scale=sqrt_d_model_per_head, its
+    # query_pre_attn_scalar d_model/H), each short of the family's alternating local/global layers,
+    # which no switch states yet. None has a preset of its own: a preset adds ~35 fixture cases, past
+    # the fixtures' size bound (docs/spec.md).
     # Hugging Face BLOOM (BloomForCausalLM, BloomConfig defaults, transformers 5.24): pre-LN LayerNorm
     # (apply_residual_connection_post_layernorm=False) with γ and β, eps 1e-5 inside the root, a
     # LayerNorm of the embeddings (word_embeddings_layernorm) and a final one (ln_f); biases on the

@@ -150,15 +150,15 @@ def heads(entry: Entry, variant: VariantSet,
     After a ReLU, or a GELU of a very negative argument, a whole column can be
     exactly 0, which a norm without ε refuses; the parameter strategy makes
     row 1 of such a head the negative of row 0 so that never happens. Under
-    ``norm_placement="res_post"`` the MLP's first map is such a head too."""
+    ``norm_placement="res_post"`` or ``"sandwich"`` the MLP's first map is such a head too."""
     schema = symbolic_schema(entry, variant)
     widths = {n.width for n in norms(entry, variant)}
     out = []
-    # under res_post the MLP's output goes straight into a norm: W_mlp2 act(W_mlp1 x + b) (or act(...)
+    # under res_post and sandwich the MLP's output goes straight into a norm: W_mlp2 act(W_mlp1 x + b) (or act(...)
     # itself, one_layer) is an all-zero column when every hidden unit is dead (ReLU, no biases), which
     # a norm without ε refuses, and in a narrow dtype an ε that rounds to 0 (1e-12 in float16) turns into
     # 0/0; a negated row 1 keeps one hidden unit alive
-    into_norm = variant.norm_placement == "res_post"
+    into_norm = variant.norm_placement in ("res_post", "sandwich")
     for name, shape in schema.items():
         part = leaf(name)
         if part.startswith("W_") and len(shape) == 2 and (

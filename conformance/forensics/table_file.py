@@ -173,7 +173,7 @@ def _intermediate_shapes(entry: Entry, hyper: Mapping[str, int], inputs: Mapping
     spec_par = {k: v.tolist() for k, v in params.items()}
     shapes: dict[str, tuple[int, ...]] = {}
     for norm in ("layer_norm", "rms_norm"):
-        for placement in ("paper", "post", "pre", "res_post"):
+        for placement in ("paper", "post", "pre", "res_post", "sandwich"):
             try:
                 v = structure.replace(norm=norm, norm_placement=placement)
                 values = intermediates(entry.name, spec_in, spec_par, hyper=dict(hyper), variant=v)

@@ -1,7 +1,7 @@
 """Hugging Face transformers as an implementation (plugins ``transformers``,
 ``transformers-sdpa``, ``transformers-bert``, ``transformers-bert-sdpa``, and per family
 ``transformers-mistral``, ``-qwen2``, ``-qwen2-window``, ``-gpt-neox``, ``-gemma``, ``-qwen3``,
-``-phi3``, ``-gpt-j``, ``-opt``, ``-falcon``, each with ``-sdpa``).
+``-phi3``, ``-gpt-j``, ``-opt``, ``-falcon``, each with ``-sdpa``, and ``-gemma2``, eager only).
 
 Boundary only: tiny configs built from the case's sizes, ftspec's parameters
 loaded into the library's own modules, layout and head packing
@@ -63,6 +63,13 @@ plugins keep GPT-2's; BERT's is certified by ``transformers-bert``.
                             (gpt2_layer): the gpt-neox preset.
 ``transformers-gemma``       GemmaForCausalLM, GemmaAttention: gemma+kv_group=2 and gemma;
                             d_e free of H·d_attn (Gemma's own head_dim).
+``transformers-gemma2``      Gemma2ForCausalLM, Gemma2Attention, Gemma2DecoderLayer (gpt2_layer):
+                            gemma+norm_placement=sandwich,attn_softcap=50.0,logit_softcap=30.0,
+                            kv_group 2 and 1 (the caps Gemma2Config's defaults; query_pre_attn_scalar
+                            = head_dim; every layer global; d_e = H·d_attn, as Llama's: Gemma2Config
+                            refuses a hidden_size that H does not divide). Eager only: Gemma2PreTrainedModel's
+                            _supports_sdpa is False ("sdpa does not support softcapping"), and
+                            sdpa_attention_forward refuses a softcap.
 ``transformers-qwen3``       Qwen3ForCausalLM (padded_d_transformer, cached_decoding),
                             Qwen3DecoderLayer (gpt2_layer): llama+qk_norm=rms,rope_base=1e6,
                             kv_group 2 and 1; no padded_causal_self_attention (Algorithm 5's
@@ -87,7 +94,7 @@ function, and a family choosing its library class from the declared set would le
 change what runs. For the same reason the conventions a family fixes (Mistral's window, GPT-NeoX's
 rotary fraction, Qwen2's biases, Gemma's gain and embedding scale) are the library's, never read
 from the declared set; sizes (kv heads, widths) and ε and the RoPE base are, as for Llama. Read
-in models/{mistral,qwen2,gpt_neox,gemma,qwen3,phi3,gptj,opt,falcon}/modeling_*.py and configuration_*.py,
+in models/{mistral,qwen2,gpt_neox,gemma,gemma2,qwen3,phi3,gptj,opt,falcon}/modeling_*.py and configuration_*.py,
 masking_utils.py
 (create_sliding_window_causal_mask, sliding_window_overlay) and cache_utils.py
 (DynamicSlidingWindowLayer), transformers 5.24.0.
@@ -145,8 +152,8 @@ from ftspec.impls.api import Implementation, Limits
 from ftspec.spec.variants import preset
 
 from .._torch_boundary import configure, devices, from_numpy, to_numpy
-from .adapter import GPTJ_ROTARY_SHARE, MISTRAL_WINDOW
-from .entries import (FALCON, GEMMA, GPTJ, MISTRAL, NEOX, OPT, PHI3, QWEN2, QWEN2_WINDOWED, QWEN3, Decoder,
+from .adapter import GEMMA2_ATTN_SOFTCAP, GEMMA2_LOGIT_SOFTCAP, GPTJ_ROTARY_SHARE, MISTRAL_WINDOW
+from .entries import (FALCON, GEMMA, GEMMA2, GPTJ, MISTRAL, NEOX, OPT, PHI3, QWEN2, QWEN2_WINDOWED, QWEN3, Decoder,
                       bert_algorithms, decoder_algorithms, gpt2_algorithms, llama_algorithms)
 
 __all__ = ["implementation", "implementation_sdpa", "implementation_bert", "implementation_bert_sdpa",
@@ -159,7 +166,8 @@ __all__ = ["implementation", "implementation_sdpa", "implementation_bert", "impl
            "implementation_gemma_sdpa", "VARIANT_QWEN3", "VARIANT_PHI3", "VARIANT_GPTJ", "VARIANT_OPT",
            "implementation_qwen3", "implementation_qwen3_sdpa", "implementation_phi3", "implementation_phi3_sdpa",
            "implementation_gpt_j", "implementation_gpt_j_sdpa", "implementation_opt", "implementation_opt_sdpa",
-           "VARIANT_FALCON", "implementation_falcon", "implementation_falcon_sdpa"]
+           "VARIANT_FALCON", "implementation_falcon", "implementation_falcon_sdpa", "VARIANT_GEMMA2",
+           "implementation_gemma2"]
 
 configure()  # one intra-op thread, float32 matmuls at "highest" (_torch_boundary.py)
 
@@ -291,6 +299,12 @@ VARIANT_NEOX = preset("gpt-neox")
 #: Gemma (GemmaConfig defaults): the ``gemma`` preset (gains 1 + γ, embeddings × √d_e, GeGLU with
 #: tanh GELU, tied unembedding), grouped (kv_group = 2) and not.
 VARIANT_GEMMA = preset("gemma").replace(kv_group=2)
+#: Gemma 2 (Gemma2Config defaults but every layer global): docs/spec.md's Gemma 2 2B,
+#: gemma+norm_placement=sandwich,attn_softcap=50.0,logit_softcap=30.0 (its four RMSNorms per layer,
+#: Gemma2DecoderLayer; the caps of eager_attention_forward and Gemma2ForCausalLM.forward; the query scale
+#: query_pre_attn_scalar = head_dim, the paper's 1/√d_attn), grouped (kv_group = 2) and not.
+VARIANT_GEMMA2 = VARIANT_GEMMA.replace(norm_placement="sandwich", attn_softcap=GEMMA2_ATTN_SOFTCAP,
+                                       logit_softcap=GEMMA2_LOGIT_SOFTCAP)
 #: Gemma's head width is its own (head_dim): only d_attn = d_mid is tied, d_e is free of H·d_attn.
 GEMMA_LIMITS = {a: Limits(equal=(("d_attn", "d_mid"),)) for a in LLAMA_LIMITS}
 #: Qwen3 (Qwen3Config defaults, transformers 5.24): the Llama layer with QK-norm (Qwen3Attention's
@@ -331,6 +345,7 @@ FAMILY_SETS: dict[str, tuple[Any, ...]] = {
                        VARIANT_QWEN2.replace(kv_group=1, window=MISTRAL_WINDOW)),
     "gpt_neox": (VARIANT_NEOX,),
     "gemma": (VARIANT_GEMMA, VARIANT_GEMMA.replace(kv_group=1)),
+    "gemma2": (VARIANT_GEMMA2, VARIANT_GEMMA2.replace(kv_group=1)),
     "qwen3": (VARIANT_QWEN3, VARIANT_QWEN3.replace(kv_group=1)),
     "phi3": (VARIANT_PHI3, VARIANT_PHI3.replace(kv_group=1)),
     "gptj": (VARIANT_GPTJ,),
@@ -350,7 +365,9 @@ FLOAT64_SDPA = frozenset({OPT.name})
 
 def _family_limits(family: Decoder) -> Limits:
     """The sizes a family's config can take: Llama's ties, except a head width of its own (Gemma's and
-    Qwen3's head_dim: only d_attn = d_mid), and GPT-J's rotary_dim = head_dim / 4 even (d_attn a
+    Qwen3's head_dim: only d_attn = d_mid; not Gemma 2's: Gemma2Config.validate_architecture refuses a
+    hidden_size that the heads do not divide, which no limit can state for every H, so Llama's ties hold
+    there), and GPT-J's rotary_dim = head_dim / 4 even (d_attn a
     multiple of 8; at an odd rotary_dim ``apply_rotary_pos_emb`` fails on the shapes)."""
     equal = (("d_attn", "d_mid"),) if family.name in (GEMMA.name, QWEN3.name) else _TIED
     multiple = {"d_attn": 2 * GPTJ_ROTARY_SHARE} if family.name == GPTJ.name else {}
@@ -385,6 +402,7 @@ implementation_gpt_neox = _family("transformers-gpt-neox", NEOX, "eager")
 implementation_gpt_neox_sdpa = _family("transformers-gpt-neox-sdpa", NEOX, "sdpa")
 implementation_gemma = _family("transformers-gemma", GEMMA, "eager")
 implementation_gemma_sdpa = _family("transformers-gemma-sdpa", GEMMA, "sdpa")
+implementation_gemma2 = _family("transformers-gemma2", GEMMA2, "eager")  # no sdpa: the library refuses it
 implementation_qwen3 = _family("transformers-qwen3", QWEN3, "eager")
 implementation_qwen3_sdpa = _family("transformers-qwen3-sdpa", QWEN3, "sdpa")
 implementation_phi3 = _family("transformers-phi3", PHI3, "eager")

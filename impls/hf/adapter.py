@@ -61,6 +61,10 @@ difference:
   ``lm_head`` of its own (tie_word_embeddings: the embedding table is the unembedding, the
   spec's ``unembedding="tied"``), so ``gemma_lm_weights`` is ``llama_lm_weights`` without it;
   GemmaRMSNorm's ``weight`` is the spec's γ of the gain 1 + γ (``norm_gain="one_plus_gamma"``).
+- Gemma 2 (models/gemma2/modeling_gemma2.py) is Gemma's layout with four norms per layer, the
+  spec's sandwich (``norm_placement="sandwich"``): ``input_layernorm`` γ¹, ``post_attention_layernorm``
+  γ¹_out (on the attention's output, before the residual sum), ``pre_feedforward_layernorm`` γ²,
+  ``post_feedforward_layernorm`` γ²_out (``gemma2_layer_weights``).
 
 - Qwen3 (models/qwen3/modeling_qwen3.py) is Llama's layout plus ``self_attn.q_norm.weight`` = γ_q and
   ``self_attn.k_norm.weight`` = γ_k (``Qwen3RMSNorm(head_dim)``, one gain of width head_dim shared
@@ -110,7 +114,8 @@ __all__ = ["cols_to_rows", "rows_to_cols", "batch", "unbatch", "check_tokens", "
            "BertSelfAttentionOnly", "gpt2_lm_weights", "bert_mlm_weights", "llama_attention_weights",
            "llama_lm_weights", "MISTRAL_WINDOW", "mistral_config", "qwen2_config", "qwen2_attention_weights",
            "neox_config", "neox_attention_weights", "neox_layer_weights", "neox_lm_weights",
-           "gemma_config", "gemma_lm_weights", "llama_layer_weights", "qwen3_config", "qwen3_attention_weights",
+           "gemma_config", "gemma_lm_weights", "gemma2_config", "gemma2_layer_weights", "gemma2_lm_weights",
+           "llama_layer_weights", "qwen3_config", "qwen3_attention_weights",
            "qwen3_layer_weights", "phi3_config", "phi3_attention_weights", "phi3_layer_weights", "phi3_lm_weights",
            "GPTJ_ROTARY_SHARE",
            "gptj_config", "gptj_attention_weights", "gptj_layer_weights", "gptj_lm_weights", "OPT_POSITION_OFFSET",
@@ -300,6 +305,30 @@ def gemma_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
 
     return GemmaConfig(**(_decoder_kwargs(hyper, attn, variant) | {"tie_word_embeddings": True}),
                        head_dim=hyper["d_attn"])
+
+
+#: Gemma 2's soft caps, Gemma2Config's defaults (transformers 5.24), in every config the plugin builds
+GEMMA2_ATTN_SOFTCAP = 50.0
+GEMMA2_LOGIT_SOFTCAP = 30.0
+
+
+def gemma2_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
+    """A ``Gemma2Config`` as ``gemma_config`` builds a GemmaConfig (head_dim = d_attn, tied, the
+    library's gelu_pytorch_tanh and √hidden_size embedding scale), with its caps at the library's
+    defaults (attn_logit_softcapping 50, final_logit_softcapping 30: Gemma2Config), the query
+    scale query_pre_attn_scalar = head_dim (Gemma 2 2B's: the spec's 1/√d_attn), and every layer
+    "full_attention" (``layer_types``: Gemma 2 alternates sliding and global layers, a convention no
+    switch states; Gemma2Model.forward still builds the sliding mask, so sliding_window keeps its
+    default 4096, which no layer reads). The caps and the scale are fixed here, never read from the declared
+    set (a declaration fed to the config would be obeyed)."""
+    from transformers import Gemma2Config
+
+    L = hyper.get("L", 1)
+    return Gemma2Config(**(_decoder_kwargs(hyper, attn, variant) | {"tie_word_embeddings": True}),
+                        head_dim=hyper["d_attn"], query_pre_attn_scalar=hyper["d_attn"],
+                        attn_logit_softcapping=GEMMA2_ATTN_SOFTCAP, final_logit_softcapping=GEMMA2_LOGIT_SOFTCAP,
+                        layer_types=["full_attention"] * L)  # sliding_window: the default, read by no layer
+
 
 
 def qwen3_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
@@ -679,6 +708,29 @@ def gemma_lm_weights(p: In, L: int, H: int, G: int,
     """``GemmaForCausalLM``: ``llama_lm_weights`` less lm_head (tied to embed_tokens = W_eᵀ)."""
     out = llama_lm_weights({**p, "W_u": p["W_e"].T}, L, H, G, attention)
     del out["lm_head.weight"]
+    return out
+
+
+def gemma2_layer_weights(p: In, H: int, G: int, src: str = "", dst: str = "",
+                         attention: Callable[..., dict[str, Tensor]] = llama_attention_weights) -> dict[str, Tensor]:
+    """One ``Gemma2DecoderLayer``: Llama's attention and gated MLP, and its four norms, the spec's
+    sandwich: input_layernorm = γ¹, post_attention_layernorm = γ¹_out, pre_feedforward_layernorm =
+    γ², post_feedforward_layernorm = γ²_out (Llama's post_attention_layernorm is the MLP's input
+    norm; Gemma 2's is the attention output's)."""
+    out = llama_layer_weights(p, H, G, src, dst, attention)
+    out[dst + "post_attention_layernorm.weight"] = p[src + "gamma1_out"]
+    out[dst + "pre_feedforward_layernorm.weight"] = p[src + "gamma2"]
+    out[dst + "post_feedforward_layernorm.weight"] = p[src + "gamma2_out"]
+    return out
+
+
+def gemma2_lm_weights(p: In, L: int, H: int, G: int,
+                      attention: Callable[..., dict[str, Tensor]] = llama_attention_weights) -> dict[str, Tensor]:
+    """``Gemma2ForCausalLM``: embed_tokens = W_eᵀ (lm_head tied to it), Gemma 2's layers, the final
+    norm γ."""
+    out = {"model.embed_tokens.weight": p["W_e"].T, "model.norm.weight": p["gamma"]}
+    for l in range(L):
+        out |= gemma2_layer_weights(p, H, G, f"layers.{l}.", f"model.layers.{l}.", attention)
     return out
 
 

@@ -27,7 +27,7 @@ from ftspec.impls.api import Context
 from . import adapter as A
 
 __all__ = ["gpt2_algorithms", "bert_algorithms", "llama_algorithms", "decoder_algorithms", "Decoder", "LLAMA",
-           "MISTRAL", "QWEN2", "QWEN2_WINDOWED", "NEOX", "GEMMA", "QWEN3", "PHI3", "GPTJ", "OPT",
+           "MISTRAL", "QWEN2", "QWEN2_WINDOWED", "NEOX", "GEMMA", "GEMMA2", "QWEN3", "PHI3", "GPTJ", "OPT",
            "FALCON"]
 
 In = Mapping[str, torch.Tensor]
@@ -239,6 +239,9 @@ QWEN2 = Decoder("qwen2", "qwen2", "Qwen2", A.qwen2_config, A.qwen2_attention_wei
 NEOX = Decoder("gpt_neox", "gpt_neox", "GPTNeoX", A.neox_config, A.neox_attention_weights, A.neox_lm_weights,
                layer="Layer", layer_weights=A.neox_layer_weights)
 GEMMA = Decoder("gemma", "gemma", "Gemma", A.gemma_config, lm_weights=A.gemma_lm_weights)
+#: Gemma 2: Gemma's calls, its own config (caps, query scale, no sliding layers) and four norms per layer
+GEMMA2 = Decoder("gemma2", "gemma2", "Gemma2", A.gemma2_config, lm_weights=A.gemma2_lm_weights, layer="DecoderLayer",
+                 layer_weights=A.gemma2_layer_weights)
 QWEN3 = Decoder("qwen3", "qwen3", "Qwen3", A.qwen3_config, A.qwen3_attention_weights, layer="DecoderLayer",
                 layer_weights=A.qwen3_layer_weights, attention_entry=False)
 PHI3 = Decoder("phi3", "phi3", "Phi3", A.phi3_config, A.phi3_attention_weights, A.phi3_lm_weights,

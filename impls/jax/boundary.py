@@ -94,9 +94,16 @@ def _mlp(flat: Flat, prefix: str, first: int, second: int) -> dict:
             "W2": flat.get(f"{prefix}W_mlp{second}"), "b2": flat.get(f"{prefix}b_mlp{second}")}
 
 
+def _out_norms(flat: Flat, prefix: str, blocks: tuple[int, ...]) -> dict:
+    """``norm{k}_out``: each block's output norm under ``norm_placement="sandwich"`` (γ{k}_out,
+    β{k}_out; None where absent: only the sandwich placement reads them)."""
+    return {f"norm{k}_out": _norm(flat, f"{prefix}gamma{k}_out", f"{prefix}beta{k}_out") for k in blocks}
+
+
 def _layer(flat: Flat, prefix: str = "") -> dict:
     return {"attn": _mha(flat, prefix + "attn."), "norm1": _norm(flat, prefix + "gamma1", prefix + "beta1"),
-            "mlp": _mlp(flat, prefix, 1, 2), "norm2": _norm(flat, prefix + "gamma2", prefix + "beta2")}
+            "mlp": _mlp(flat, prefix, 1, 2), "norm2": _norm(flat, prefix + "gamma2", prefix + "beta2"),
+            **_out_norms(flat, prefix, (1, 2))}
 
 
 def _decoder_layer(flat: Flat, prefix: str = "") -> dict:
@@ -104,7 +111,8 @@ def _decoder_layer(flat: Flat, prefix: str = "") -> dict:
             "norm3": _norm(flat, prefix + "gamma3", prefix + "beta3"),
             "cross_attn": _mha(flat, prefix + "cross_attn."),
             "norm4": _norm(flat, prefix + "gamma4", prefix + "beta4"),
-            "mlp": _mlp(flat, prefix, 3, 4), "norm5": _norm(flat, prefix + "gamma5", prefix + "beta5")}
+            "mlp": _mlp(flat, prefix, 3, 4), "norm5": _norm(flat, prefix + "gamma5", prefix + "beta5"),
+            **_out_norms(flat, prefix, (3, 4, 5))}
 
 
 def _tables(flat: Flat) -> dict:

@@ -8,8 +8,10 @@ decoder layer = {"self_attn", "norm3", "cross_attn", "norm4", "mlp", "norm5"}.
 whose paper value depends on the algorithm: norm placement (post for the
 encoder, decoder and BERT; pre for GPT-2) and activation (ReLU for Alg. 8,
 exact GELU for Alg. 9 and 10). Other placements: ``res_post`` (X + norm(f(X)),
-Swin Transformer v2). Other MLPs: gated (Shazeer 2020), deeper (``mlp_depth``) and one-layer
-(``mlp="one_layer"``, seed 004: act(W_mlp1 X + b_mlp1 1ᵀ) with no second map).
+Swin Transformer v2) and ``sandwich`` (X + norm'(f(norm(X))), Gemma 2; the layer's tree then
+holds "norm1_out", "norm2_out" (decoder: "norm3_out" … "norm5_out")). Other MLPs: gated
+(Shazeer 2020), deeper (``mlp_depth``) and one-layer (``mlp="one_layer"``, seed 004:
+act(W_mlp1 X + b_mlp1 1ᵀ) with no second map).
 """
 
 from __future__ import annotations
@@ -54,11 +56,17 @@ def mlp(X: Array, p: Params, act: Callable[[Array], Array], variant: VariantSet)
 
 
 def _sublayer(X: Array, f: Callable[[Array], Array], norm_p: Optional[Params], variant: VariantSet,
-              placement: str, rows: Optional[Array] = None) -> Array:
+              placement: str, rows: Optional[Array] = None, out_p: Optional[Params] = None) -> Array:
     """One residual sublayer. post: X ← norm(X + f(X)); pre: X ← X + f(norm(X));
-    res_post: X ← X + norm(f(X)) (Liu et al. 2022, Swin Transformer v2's res-post-norm).
-    The pre and res_post residuals add the UN-normalised X (normalising X in place is a classic bug).
+    res_post: X ← X + norm(f(X)) (Liu et al. 2022, Swin Transformer v2's res-post-norm);
+    sandwich: X ← X + norm'(f(norm(X))), norm' with ``out_p`` (Gemma 2: transformers 5.24
+    Gemma2DecoderLayer, input_layernorm then post_attention_layernorm around the attention).
+    The pre, res_post and sandwich residuals add the UN-normalised X (normalising X in place is a classic bug).
     ``rows``: the real rows (a zero-variance row of padding is not refused; None: every row)."""
+    if placement == "sandwich":
+        if out_p is None:
+            raise ValueError("norm_placement='sandwich' needs each sublayer's output norm")
+        return X + norm(f(norm(X, norm_p, variant, rows=rows)), out_p, variant, rows=rows)
     if placement == "pre":
         return X + f(norm(X, norm_p, variant, rows=rows))
     if placement == "res_post":
@@ -97,8 +105,9 @@ def block(X: Array, p: Params, variant: VariantSet, arch: str,
         Y1 = norm(X, p["norm1"], variant, rows=rows)  # (ℓ, d_e)
         Y2 = Y1 if variant.residual == "parallel_shared" else norm(X, p["norm2"], variant, rows=rows)
         return X + (attend(Y1) + mlp(Y2, p["mlp"], act, variant))  # the branches summed first, as HF does
-    X = _sublayer(X, attend, p["norm1"], variant, placement, rows)
-    X = _sublayer(X, lambda Y: mlp(Y, p["mlp"], act, variant), p["norm2"], variant, placement, rows)
+    X = _sublayer(X, attend, p["norm1"], variant, placement, rows, p.get("norm1_out"))
+    X = _sublayer(X, lambda Y: mlp(Y, p["mlp"], act, variant), p["norm2"], variant, placement, rows,
+                  p.get("norm2_out"))
     return X  # (ℓ, d_e)
 
 
@@ -126,7 +135,8 @@ def decoder_block(X: Array, Z: Array, p: Params, variant: VariantSet, valid: Opt
     post (paper): X ← LN3(X + SelfAttn(X, causal)); X ← LN4(X + CrossAttn(X, Z));
     X ← LN5(X + MLP(X)). pre: X += SelfAttn(LN3 X); X += CrossAttn(LN4 X, Z);
     X += MLP(LN5 X), with the context Z used as given. res_post: X += LN3(SelfAttn(X, causal));
-    X += LN4(CrossAttn(X, Z)); X += LN5(MLP(X)). ``valid``: rows t ≥ valid of X
+    X += LN4(CrossAttn(X, Z)); X += LN5(MLP(X)). sandwich: X += LN3'(SelfAttn(LN3 X, causal)); …,
+    LN3' … LN5' the trees' "norm3_out" … "norm5_out". ``valid``: rows t ≥ valid of X
     are padding of a fixed-size buffer (architectures.py, inference).
 
     Padding over keys (the ``padded_`` entries): ``pad_x`` (ℓ_x,) bool masks the decoder's own
@@ -142,8 +152,9 @@ def decoder_block(X: Array, Z: Array, p: Params, variant: VariantSet, valid: Opt
     cross = None if pad_z is None else jnp.broadcast_to(pad_z[None, :], (ell_x, ell_z))  # (ℓ_x, ℓ_z), line 16
     kv = valid_rows(ell_x, valid)
     X = _sublayer(X, lambda Y: mh_attention(Y, Y, p["self_attn"], causal, variant, kv, alibi=True), p["norm3"],
-                  variant, placement, kv)  # lines 14-15
+                  variant, placement, kv, p.get("norm3_out"))  # lines 14-15
     X = _sublayer(X, lambda Y: mh_attention(Y, Z, p["cross_attn"], cross, variant), p["norm4"], variant,
-                  placement, kv)  # lines 16-17, Mask ≡ 1 (∧ pad_z[t_z])
-    X = _sublayer(X, lambda Y: mlp(Y, p["mlp"], act, variant), p["norm5"], variant, placement, kv)  # lines 18-19
+                  placement, kv, p.get("norm4_out"))  # lines 16-17, Mask ≡ 1 (∧ pad_z[t_z])
+    X = _sublayer(X, lambda Y: mlp(Y, p["mlp"], act, variant), p["norm5"], variant, placement, kv,
+                  p.get("norm5_out"))  # lines 18-19
     return X  # (ℓ_x, d_e)

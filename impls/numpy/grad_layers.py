@@ -122,8 +122,8 @@ def _sublayer_bwd(dOut: np.ndarray, c: ResidualCache, grads: Grads) -> tuple[np.
 
 
 def residual_bwd(dOut: np.ndarray, c: ResidualCache, grads: Grads) -> tuple[np.ndarray, Optional[np.ndarray]]:
-    """post: out = norm(X + f(X)); pre: out = X + f(norm(X)); res_post: out = X + norm(f(X)).
-    Returns (dX, dZ or None)."""
+    """post: out = norm(X + f(X)); pre: out = X + f(norm(X)); res_post: out = X + norm(f(X));
+    sandwich: out = X + norm'(f(norm(X))). Returns (dX, dZ or None)."""
     if c.placement == "post":
         dT = named_norm_bwd(dOut, c.norm, grads)  # through the norm of X + f(X)
         dF, dZ = _sublayer_bwd(dT, c, grads)
@@ -134,6 +134,11 @@ def residual_bwd(dOut: np.ndarray, c: ResidualCache, grads: Grads) -> tuple[np.n
     if c.placement == "res_post":
         dF, dZ = _sublayer_bwd(named_norm_bwd(dOut, c.norm, grads), c, grads)  # through norm(f(X))
         return dOut + dF, dZ
+    if c.placement == "sandwich":
+        if c.norm_out is None:
+            raise ValueError("a sandwich sublayer's cache lacks its output norm")
+        dF, dZ = _sublayer_bwd(named_norm_bwd(dOut, c.norm_out, grads), c, grads)  # through norm'(f(·))
+        return dOut + named_norm_bwd(dF, c.norm, grads), dZ  # then through the input norm
     raise ValueError(f"unknown norm placement {c.placement!r}")
 
 

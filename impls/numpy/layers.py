@@ -303,10 +303,11 @@ def mlp_fwd(X: np.ndarray, params: Params, prefix: str, first: str, second: str,
 
 
 class ResidualCache(NamedTuple):
-    placement: str  # "post", "pre" or "res_post"
+    placement: str  # "post", "pre", "res_post" or "sandwich"
     kind: str  # "self" (f(Y) = MHA(Y, Y)), "cross" (f(Y) = MHA(Y, Z)) or "mlp"
     f: Any  # MHACache or MLPCache
     norm: NamedNormCache
+    norm_out: Optional[NamedNormCache] = None  # sandwich: the norm of f's output
 
 
 #: one layer's caches: a ResidualCache per sublayer, or one ParallelCache (``residual`` not sequential)
@@ -317,13 +318,18 @@ def _residual_fwd(X: np.ndarray, f: Callable[[np.ndarray], tuple[np.ndarray, Any
                   placement: str, params: Params, gamma: str, beta: str, variant) -> tuple[np.ndarray, ResidualCache]:
     """post: X ← norm(X + f(X)); pre: X ← X + f(norm(X)) (the residual adds the un-normalised X);
     res_post: X ← X + norm(f(X)) (Swin Transformer v2's res-post-norm, Liu et al. 2022: only the
-    sublayer's output is normalised, the residual stream never is)."""
+    sublayer's output is normalised, the residual stream never is); sandwich: X ← X + norm'(f(norm(X)))
+    with the output norm's own γ/β (``gamma`` + "_out": Gemma 2's post_attention_layernorm and
+    post_feedforward_layernorm, transformers 5.24 Gemma2DecoderLayer)."""
+    out_cache = None
     if placement == "post":
         y, f_cache = f(X)
         out, n_cache = norm_fwd(X + y, params, gamma, beta, variant)
-    elif placement == "pre":
+    elif placement in ("pre", "sandwich"):
         Y, n_cache = norm_fwd(X, params, gamma, beta, variant)
         y, f_cache = f(Y)
+        if placement == "sandwich":  # f's output normalised with its own γ/β before the sum
+            y, out_cache = norm_fwd(y, params, gamma + "_out", beta + "_out", variant)
         out = X + y
     elif placement == "res_post":
         y, f_cache = f(X)
@@ -331,7 +337,7 @@ def _residual_fwd(X: np.ndarray, f: Callable[[np.ndarray], tuple[np.ndarray, Any
         out = X + normed
     else:
         raise ValueError(f"unknown norm placement {placement!r}")
-    return out, ResidualCache(placement, kind, f_cache, n_cache)
+    return out, ResidualCache(placement, kind, f_cache, n_cache, out_cache)
 
 
 def _causal(ell: int, variant) -> np.ndarray:
@@ -381,7 +387,8 @@ def stack_layer_fwd(X: np.ndarray, params: Params, prefix: str, variant, H: int,
     post: X ← norm(X + f(X)) for each sublayer f (Alg. 8/9 lines 5-8);
     pre:  X ← X + f(norm(X)) (Alg. 10 lines 5-8; the residual adds the
     un-normalised X);
-    res_post: X ← X + norm(f(X)), with the same γ1/β1, γ2/β2.
+    res_post: X ← X + norm(f(X)), with the same γ1/β1, γ2/β2;
+    sandwich: X ← X + norm(f(norm(X))), the outer norms with γ1_out/β1_out, γ2_out/β2_out.
 
     ``pad`` (..., ℓ): padding positions masked as keys (``padded``). Decoding: ``offset`` is the
     absolute position of X's first column and ``kv_cache`` holds the keys and values of the
@@ -448,6 +455,7 @@ def decoder_layer_fwd(X: np.ndarray, Z: np.ndarray, params: Params, prefix: str,
     pre: X += SelfAttn(LN3 X); X += CrossAttn(LN4 X, Z); X += MLP(LN5 X),
     with Z used as given (a pre-LN encoder ends in its own final norm).
     res_post: X += LN3(SelfAttn(X)); X += LN4(CrossAttn(X, Z)); X += LN5(MLP(X)).
+    sandwich: X += LN3'(SelfAttn(LN3 X)); ..., the outer norms with γ3_out/β3_out ... γ5_out/β5_out.
 
     Padding (``padded``) masks keys: ``pad_x`` (..., ℓ_x) the decoder's own positions in line 14,
     Mask[t_z, t_x] = [[t_z ≤ t_x]] ∧ pad_x[t_z] (Hugging Face's ``decoder_attention_mask``);

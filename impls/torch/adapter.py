@@ -139,6 +139,9 @@ class Block:
     norm1: Norm
     mlp: MLP
     norm2: Norm
+    #: norm_placement="sandwich": each sublayer's output norm (γ1_out/β1_out, γ2_out/β2_out)
+    norm1_out: Optional[Norm] = None
+    norm2_out: Optional[Norm] = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,10 @@ class DecBlock:
     norm4: Norm
     mlp: MLP
     norm5: Norm
+    #: norm_placement="sandwich": each sublayer's output norm (γ3_out/β3_out ... γ5_out/β5_out)
+    norm3_out: Optional[Norm] = None
+    norm4_out: Optional[Norm] = None
+    norm5_out: Optional[Norm] = None
 
 
 @dataclass(frozen=True)
@@ -224,10 +231,14 @@ def mlp_params(params: Mapping[str, Tensor], prefix: str, first: int, second: in
 
 
 def block_params(params: Mapping[str, Tensor], prefix: str = "") -> Block:
+    """The output norms are built whatever the placement (γ/β None where absent): the layer reads
+    them under ``norm_placement="sandwich"`` alone."""
     return Block(attn_params(params, prefix + "attn."),
                  norm_params(params, prefix + "gamma1", prefix + "beta1"),
                  mlp_params(params, prefix, 1, 2),
-                 norm_params(params, prefix + "gamma2", prefix + "beta2"))
+                 norm_params(params, prefix + "gamma2", prefix + "beta2"),
+                 norm_params(params, prefix + "gamma1_out", prefix + "beta1_out"),
+                 norm_params(params, prefix + "gamma2_out", prefix + "beta2_out"))
 
 
 def dec_block_params(params: Mapping[str, Tensor], prefix: str = "") -> DecBlock:
@@ -236,7 +247,8 @@ def dec_block_params(params: Mapping[str, Tensor], prefix: str = "") -> DecBlock
                     attn_params(params, prefix + "cross_attn."),
                     norm_params(params, prefix + "gamma4", prefix + "beta4"),
                     mlp_params(params, prefix, 3, 4),
-                    norm_params(params, prefix + "gamma5", prefix + "beta5"))
+                    norm_params(params, prefix + "gamma5", prefix + "beta5"),
+                    *(norm_params(params, f"{prefix}gamma{k}_out", f"{prefix}beta{k}_out") for k in (3, 4, 5)))
 
 
 def embedding_params(params: Mapping[str, Tensor], gamma: str = "gamma_emb", beta: str = "beta_emb") -> Embedding:

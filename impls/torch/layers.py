@@ -21,14 +21,22 @@ from .components import cached_self_attention, causal_mask, mh_attention, mlp, n
 __all__ = ["block", "cached_block", "decoder_block", "padding_mask", "self_attention_mask"]
 
 
-def _sublayer(X: Tensor, f: Callable[[Tensor], Tensor], n: Norm, v: VariantSet, placement: str) -> Tensor:
+def _sublayer(X: Tensor, f: Callable[[Tensor], Tensor], n: Norm, v: VariantSet, placement: str,
+              n_out: Optional[Norm] = None) -> Tensor:
     """One residual sublayer.
 
     post:     X ← norm(X + f(X))   (Alg. 8 l. 5-6, Alg. 9 l. 5-6)
     pre:      X ← X + f(norm(X))   (Alg. 10 l. 5-6): the residual adds the
               un-normalised X, so the norm must not overwrite X.
     res_post: X ← X + norm(f(X))   (Swin Transformer v2's "res-post-norm", Liu et
-              al. 2022): the residual stream itself is never normalised."""
+              al. 2022): the residual stream itself is never normalised.
+    sandwich: X ← X + norm'(f(norm(X)))   with ``n_out`` the second norm's γ/β (Gemma 2's
+              post_attention_layernorm, post_feedforward_layernorm: transformers 5.24
+              Gemma2DecoderLayer)."""
+    if placement == "sandwich":
+        if n_out is None:
+            raise ValueError("norm_placement='sandwich' needs each sublayer's output norm")
+        return X + norm(f(norm(X, n, v)), n_out, v)
     if placement == "post":
         return norm(X + f(X), n, v)
     if placement == "res_post":
@@ -99,8 +107,8 @@ def block(X: Tensor, p: Block, v: VariantSet, arch: str, pad: Optional[Tensor] =
     attn = _attention(None, p.attn, v, mask, causal)
     if v.residual != "sequential" and arch == "gpt2":  # read by the decoder-only layer alone
         return _parallel(X, attn, p, v, placement, act)
-    X = _sublayer(X, attn, p.norm1, v, placement)  # lines 5-6
-    return _sublayer(X, lambda Y: mlp(Y, p.mlp, act, v), p.norm2, v, placement)  # lines 7-8
+    X = _sublayer(X, attn, p.norm1, v, placement, p.norm1_out)  # lines 5-6
+    return _sublayer(X, lambda Y: mlp(Y, p.mlp, act, v), p.norm2, v, placement, p.norm2_out)  # lines 7-8
 
 
 def cached_block(X: Tensor, p: Block, v: VariantSet, cache: list[Tensor], start: int) -> Tensor:
@@ -111,8 +119,9 @@ def cached_block(X: Tensor, p: Block, v: VariantSet, cache: list[Tensor], start:
     act = v.resolved_activation("gpt2")
     if v.residual != "sequential":
         return _parallel(X, lambda Y: cached_self_attention(Y, p.attn, v, cache, start), p, v, placement, act)
-    X = _sublayer(X, lambda Y: cached_self_attention(Y, p.attn, v, cache, start), p.norm1, v, placement)
-    return _sublayer(X, lambda Y: mlp(Y, p.mlp, act, v), p.norm2, v, placement)
+    X = _sublayer(X, lambda Y: cached_self_attention(Y, p.attn, v, cache, start), p.norm1, v, placement,
+                  p.norm1_out)
+    return _sublayer(X, lambda Y: mlp(Y, p.mlp, act, v), p.norm2, v, placement, p.norm2_out)
 
 
 def decoder_block(X: Tensor, Z: Tensor, p: DecBlock, v: VariantSet, pad_x: Optional[Tensor] = None,
@@ -126,6 +135,8 @@ def decoder_block(X: Tensor, Z: Tensor, p: DecBlock, v: VariantSet, pad_x: Optio
     ell_x, ell_z = X.shape[-2], Z.shape[-2]
     self_mask = padding_mask(ell_x, ell_x, True, pad_x, X.device, "pad_x", v.window)  # (…, ℓ_x, ℓ_x) or None
     cross_mask = padding_mask(ell_x, ell_z, False, pad_z, X.device, "pad_z")  # (…, ℓ_x, ℓ_z) or None
-    X = _sublayer(X, _attention(None, p.self_attn, v, self_mask, True), p.norm3, v, placement)  # 14-15
-    X = _sublayer(X, _attention(Z, p.cross_attn, v, cross_mask, False), p.norm4, v, placement)  # 16-17
-    return _sublayer(X, lambda Y: mlp(Y, p.mlp, act, v), p.norm5, v, placement)  # 18-19
+    X = _sublayer(X, _attention(None, p.self_attn, v, self_mask, True), p.norm3, v, placement,
+                  p.norm3_out)  # 14-15
+    X = _sublayer(X, _attention(Z, p.cross_attn, v, cross_mask, False), p.norm4, v, placement,
+                  p.norm4_out)  # 16-17
+    return _sublayer(X, lambda Y: mlp(Y, p.mlp, act, v), p.norm5, v, placement, p.norm5_out)  # 18-19

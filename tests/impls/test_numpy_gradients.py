@@ -45,6 +45,9 @@ VARIANTS = {
     # SwiGLU with two further hidden layers, res-post-norm, RMSnorm (the switches added after spec 2.0)
     "glu-deep-res-post": PAPER.replace(mlp="gated", activation="silu", mlp_depth=3, norm_placement="res_post",
                                        norm="rms_norm", epsilon=1e-5, epsilon_placement="inside_root"),
+    # Gemma 2's sandwich: a norm before each sublayer and one of its own (γ{k}_out, β{k}_out) on its
+    # output; LayerNorm, so that the output norms' β get their gradients too
+    "sandwich": PAPER.replace(norm_placement="sandwich", epsilon=1e-5, epsilon_placement="inside_root"),
 }
 MODELS = ("ed", "e", "d")
 

@@ -35,6 +35,7 @@ LAYER_VARIANTS = {
     "post": PAPER.replace(norm_placement="post"),
     "pre": PAPER.replace(norm_placement="pre"),
     "res_post": PAPER.replace(norm_placement="res_post"),
+    "sandwich": PAPER.replace(norm_placement="sandwich"),
     "rms-pre": PAPER.replace(norm="rms_norm", norm_placement="pre"),
     "swiglu-deep": PAPER.replace(norm_placement="pre", mlp="gated", activation="silu", mlp_depth=3),
 }
@@ -84,6 +85,8 @@ def layer_names(p: str, arch: str, variant, H: int) -> list[str]:
             out += fn + [p + res] + nn
         elif placement == "res_post":
             out += fn + nn + [p + res]
+        elif placement == "sandwich":  # the input norm, the sublayer, its output norm (a scope of its own)
+            out += nn + fn + norm_names(p + norm + "_out", variant) + [p + res]
         else:
             out += nn + fn + [p + res]
     return out
@@ -242,6 +245,7 @@ MODEL_VARIANTS = {
                                             embedding_norm=True, logit_bias=True),
     "res_post-rms-gated": PAPER.replace(norm_placement="res_post", norm="rms_norm", mlp="gated",
                                         positions="sinusoidal_vaswani", final_norm="final"),
+    "sandwich-rms-final": PAPER.replace(norm_placement="sandwich", norm="rms_norm", final_norm="final"),
 }
 
 

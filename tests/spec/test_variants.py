@@ -139,7 +139,7 @@ BAD_VALUES = [
     ("attn_bias", 1), ("attn_bias", "True"), ("attn_bias", None),
     ("empty_query", "ignore"), ("causal_alignment", "left"), ("norm", "batch_norm"),
     ("epsilon", -1e-5), ("epsilon", math.nan), ("epsilon", math.inf), ("epsilon", True), ("epsilon", "1e-5"),
-    ("epsilon_placement", "inside"), ("variance", "sample"), ("affine", True), ("norm_placement", "sandwich"),
+    ("epsilon_placement", "inside"), ("variance", "sample"), ("affine", True), ("norm_placement", "peri"),
     ("final_norm", True), ("embedding_norm", 0), ("activation", "gelu"), ("mlp_bias", "no"),
     ("positions", "rotary"), ("embedding_scale", 2.0), ("unembedding", "shared"), ("logit_bias", 1.0),
 ]

@@ -2,8 +2,9 @@
 causal attention (``window``), Gemma's RMSNorm gain 1 + γ (``norm_gain``), GPT-NeoX's parallel
 residual (``residual``), BLOOM's and MPT's ALiBi (``position_bias``), GPT-NeoX's partial rotary
 (``rotary_fraction``), Qwen3's and Gemma 3's QK-norm (``qk_norm``), Gemma 2's soft caps
-(``attn_softcap``, ``logit_softcap``), Gemma 2 27B's query scale 1/√(d_model/H) (``attn_scale``) and
-Llama 3.1's and linear RoPE scaling (``rope_scaling``). Each is
+(``attn_softcap``, ``logit_softcap``), Gemma 2 27B's query scale 1/√(d_model/H) (``attn_scale``),
+Llama 3.1's and linear RoPE scaling (``rope_scaling``) and Gemma 2's sandwich norms
+(``norm_placement="sandwich"``). Each is
 a source edit of the NumPy plugin's own helper (one line, or a block moved), so every entry built on the
 helper inherits it."""
 
@@ -48,6 +49,13 @@ PER_HEAD_SCALED = tuple(sorted((name for name, e in REGISTRY.items() if "attn_sc
 _PER_HEAD = "        return d_model / heads\n"
 #: the entries whose final logits may be soft-capped (the unembedding and every model)
 LOGIT_CAPPED = tuple(name for name, e in REGISTRY.items() if "logit_softcap" in e.switches)
+#: the entries whose layers may wrap each sublayer in two norms (Gemma 2's sandwich), the GPT-2 layer
+#: first (its default search is the bench's and the test's)
+SANDWICHED = tuple(sorted((name for name, e in REGISTRY.items() if "norm_placement" in e.switches),
+                          key=lambda n: n != "gpt2_layer"))
+#: the output norm of the NumPy plugin's sandwich block (``layers._residual_fwd``) and its residual sum
+_OUT_NORM = '            y, out_cache = norm_fwd(y, params, gamma + "_out", beta + "_out", variant)\n'
+_OUT_SUM = "        out = X + y\n"
 
 #: QK-norm's block in ``components.attention_fwd`` and the rotation after it: the mutant moves the block
 _QK_BLOCK = (
@@ -237,4 +245,32 @@ MUTANTS = [
            witness=Witness("causal_self_attention", hyper={"d_attn": 4},
                            variant={"rotary": "half", "rope_scaling": "linear-2"}),
            bench=("causal_self_attention",)),
+    Mutant("sandwich-output-norm-after-residual", "Gemma 2's output norm applied to the residual sum, "
+           "N'(X + f(N X)), where the sublayer's output is normalised before it is added, X + N'(f(N X)): "
+           "the residual stream itself normalised, as in post-LN", SANDWICHED,
+           source_edit(Edit(L, "_residual_fwd", _OUT_NORM, _OUT_NORM.replace("norm_fwd(y,", "norm_fwd(X + y,")),
+                       Edit(L, "_residual_fwd", _OUT_SUM, _OUT_SUM.replace(
+                           "X + y", "y if placement == 'sandwich' else X + y"))),
+           source="Gemma 2's names read with post-LN's meaning: a 'post_attention_layernorm' is, in BERT and "
+                  "the paper's post-LN layers, the norm of the residual sum; transformers 5.24 "
+                  "Gemma2DecoderLayer.forward normalises the attention's output and then adds the residual "
+                  "(hidden_states = residual + post_attention_layernorm(hidden_states)); constructed from "
+                  "the definition, not seen in a public thread",
+           equivalence="equivalent under every norm_placement other than 'sandwich'",
+           witness=Witness("gpt2_layer", variant={"norm_placement": "sandwich"}),
+           bench=("gpt2_layer",)),
+    Mutant("sandwich-output-norm-gain-reused", "each sublayer's output norm computed with its input norm's "
+           "γ and β (one norm module called twice), where Gemma 2 gives it its own "
+           "(post_attention_layernorm, post_feedforward_layernorm)", SANDWICHED,
+           source_edit(Edit(L, "_residual_fwd", _OUT_NORM, _OUT_NORM.replace('gamma + "_out", beta + "_out"',
+                                                                             "gamma, beta"))),
+           source="a port that keeps Llama's two norms per layer and applies each twice; transformers 5.24 "
+                  "Gemma2DecoderLayer holds four RMSNorms (input_layernorm, post_attention_layernorm, "
+                  "pre_feedforward_layernorm, post_feedforward_layernorm) with their own weights; constructed "
+                  "from the definition, not seen in a public thread",
+           equivalence="equivalent under every norm_placement other than 'sandwich', under affine = 'none', "
+                       "and where each output norm's γ and β equal its input norm's (Gemma 2's norms all start "
+                       "at weight 0, a gain of 1 + 0: a freshly initialised model cannot show it)",
+           witness=Witness("gpt2_layer", variant={"norm_placement": "sandwich"}),
+           bench=("gpt2_layer",)),
 ]

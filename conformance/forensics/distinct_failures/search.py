@@ -26,7 +26,9 @@ SECONDS = 30.0
 MIN_EXAMPLES = 60
 
 
-#: the variant sets of the round that moves the norms (``search_distinct``)
+#: the variant sets of the round that moves the norms (``search_distinct``). Not "sandwich": it runs
+#: pre-LN's input norms and res_post's output norms, each code path one of these already takes, and
+#: hides a sublayer behind its output norm as res_post does; a fifth set would only thin the round
 PLACEMENTS = tuple(PAPER.replace(norm_placement=p) for p in ("post", "pre", "res_post"))
 
 

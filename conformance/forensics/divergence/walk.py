@@ -171,8 +171,8 @@ def model_walk(model: str, inputs: Mapping[str, np.ndarray], params: Mapping[str
 
 @dataclass
 class Block:
-    """One residual block of a layer: X ← norm(X + f(X)) (post-LN), X ← X + f(norm(X)) (pre-LN) or
-    X ← X + norm(f(X)) (res-post-norm)."""
+    """One residual block of a layer: X ← norm(X + f(X)) (post-LN), X ← X + f(norm(X)) (pre-LN),
+    X ← X + norm(f(X)) (res-post-norm) or X ← X + norm'(f(norm(X))) (sandwich)."""
 
     name: str  # self-attention | cross-attention | MLP
     gamma: str
@@ -185,6 +185,11 @@ class Block:
     norm_in: Any = None
     attn_in: Optional[tuple[Any, Any, Any]] = None
     pre: Any = None
+    #: under ``norm_placement="sandwich"``: the output norm's γ/β names and what it reads (the
+    #: sublayer's output); empty and None under every other placement
+    gamma_out: str = ""
+    beta_out: str = ""
+    norm_out_in: Any = None
 
 
 def _blocks(name: str) -> list[Block]:
@@ -206,7 +211,7 @@ def layer_walk(name: str, X: list, params: Mapping[str, np.ndarray], variant: Va
                Z: Optional[list] = None) -> tuple[list[Block], list]:
     """The layer ``name`` block by block: each block's values as the layer entry itself records them
     (``spec/intermediates.py``: its sublayer's output, its norm's, its residual sum, the MLP's
-    pre-activation), read per placement (post-LN, pre-LN, res-post-norm); returns (blocks, the
+    pre-activation), read per placement (post-LN, pre-LN, res-post-norm, sandwich); returns (blocks, the
     layer's output). Nothing is recomputed here."""
     arch = _LAYERS[name]
     ell_x = len(X[0])
@@ -226,6 +231,10 @@ def layer_walk(name: str, X: list, params: Mapping[str, np.ndarray], variant: Va
             Y, b.norm_in, X = X, values[res], values[norm]
         elif placement == "res_post":  # X ← X + norm(f(X)): the norm reads the sublayer's output only
             Y, b.norm_in, X = X, values[f], values[res]
+        elif placement == "sandwich":  # X ← X + norm'(f(norm(X))): the block's norm is its input norm,
+            # the output norm (γ{k}_out) reads the sublayer's output
+            Y, b.norm_in, X = values[norm], X, values[res]
+            b.gamma_out, b.beta_out, b.norm_out_in = b.gamma + "_out", b.beta + "_out", values[f]
         else:  # X ← X + f(norm(X))
             Y, b.norm_in, X = values[norm], X, values[res]
         if b.attn:
