@@ -26,18 +26,19 @@ from torch import nn
 from ftspec.impls.api import Context
 from ftspec.impls.torch_nn import adapter as A
 
-from .graphs import Fusion, run_exported
+from .graphs import Fusion, exported_session, run_exported
 
-__all__ = ["algorithms", "LAYER_EPS", "E_TRANSFORMER_OPT_LEVEL"]
+__all__ = ["algorithms", "LAYER_EPS", "E_TRANSFORMER_OPT_LEVEL", "STATIC_BATCH"]
 
 In = Mapping[str, np.ndarray]
 Fn = Callable[[In, In, Context], Any]
-#: ``optimize_model``'s opt_level for the fused BertForMaskedLM: 0, no ONNX Runtime pass before the
-#: fusions. At the default (1) the optimizer saves the graph ONNX Runtime's basic level made, and
-#: ONNX Runtime 1.32.0 refuses to load that graph at ORT_ENABLE_EXTENDED and above (its
-#: MatMulAddFusion adds an initializer whose name the saved graph already holds: "Attempt to
-#: replace the existing tensor"), always at L = 1 (docs/libraries.md gives the reproduction)
-E_TRANSFORMER_OPT_LEVEL = 0
+#: ``optimize_model``'s opt_level for the fused BertForMaskedLM: its default (None: 1, ONNX
+#: Runtime's basic pass before the fusions). On a graph with a fixed batch axis ONNX Runtime 1.32.0
+#: refuses to load the result at ORT_ENABLE_EXTENDED and above (its MatMulAddFusion adds an
+#: initializer whose name the saved graph already holds: "Attempt to replace the existing
+#: tensor"), always at L = 1 (docs/libraries.md gives the reproduction), and the plugin used 0
+#: (no ORT pass); with the symbolic batch axis (``_run``) the default's graph loads
+E_TRANSFORMER_OPT_LEVEL: Optional[int] = None
 #: torch.nn.LayerNorm's default ε, the one every module here has (exported as the
 #: LayerNormalization node's ``epsilon`` attribute)
 LAYER_EPS = 1e-5
@@ -60,8 +61,37 @@ def _cols(Y: np.ndarray, batched: bool) -> np.ndarray:
 
 def _key(name: str, ctx: Context, *arrays: np.ndarray) -> tuple:
     """A structure: the entry, the dtype, every size (they fix the parameters' shapes) and every
-    graph input's shape."""
-    return (name, ctx.dtype, tuple(sorted(ctx.hyper.items()))) + tuple(a.shape for a in arrays)
+    graph input's shape but its batch axis (symbolic in the graph: ``_run``)."""
+    return (name, ctx.dtype, tuple(sorted(ctx.hyper.items()))) + tuple(a.shape[1:] for a in arrays)
+
+
+#: The batch axis of every exported graph, symbolic (``torch.export.Dim``): one export serves an
+#: unbatched call (a batch of one) and a batch of any size
+_MAX_BATCH = 4096
+
+
+#: (entry, dtype) whose graph keeps a fixed batch axis, one export per batch size: with a symbolic
+#: batch axis, ONNX Runtime 1.32.0 crashes (SIGSEGV) creating the session at its default level,
+#: inside NchwcTransformer (the session loads with it disabled, or at ORT_ENABLE_EXTENDED), for
+#: the float16 exports of MultiheadAttention and the causal pre-LN encoder layer (docs/libraries.md)
+STATIC_BATCH = frozenset({("mh_attention", "float16"), ("gpt2_layer", "float16")})
+
+
+def _run(key: tuple, build: Callable[[], nn.Module], feeds: list[np.ndarray], fusion: Optional[Fusion],
+         per_row: Optional[tuple[int, ...]] = None) -> np.ndarray:
+    """``run_exported`` with axis 0 of every graph input symbolic, N (``per_row[k]`` · N for input
+    k: MultiheadAttention's (N·H, ℓ_x, ℓ_z) mask). Traced at a batch of two, each input repeated:
+    torch.export specialises an axis of size 1 (its 0/1 specialisation), so a batch of one would
+    fix N = 1 in the graph. ``STATIC_BATCH``: exported at the call's own shapes instead."""
+    if key[:2] in STATIC_BATCH:
+        return run_exported(key + tuple(f.shape[0] for f in feeds), build,
+                            tuple(torch.from_numpy(f) for f in feeds), feeds, fusion)
+    # not named "N": a derived dim's name goes through sympy, where N is a function (numeric eval)
+    N = torch.export.Dim("batch", min=1, max=_MAX_BATCH)
+    rows = per_row or (1,) * len(feeds)
+    traced = tuple(torch.from_numpy(np.ascontiguousarray(np.concatenate([f, f]))) for f in feeds)
+    shapes = tuple({0: N if r == 1 else N * r} for r in rows)
+    return run_exported(key, build, traced, feeds, fusion, dynamic_shapes=shapes)
 
 
 class _LayerNorm(nn.Module):
@@ -135,7 +165,7 @@ def _layer_norm(fused: bool) -> Fn:
             A.load_norm(m.m, _t(p, dt))
             return m.train(False)  # eval mode: no dropout
 
-        Y = run_exported(_key("layer_norm", ctx, X), build, (torch.from_numpy(X),), [X], _fusion(fused))
+        Y = _run(_key("layer_norm", ctx, X), build, [X], _fusion(fused))
         return _cols(Y, ctx.batched)
     return layer_norm
 
@@ -155,8 +185,7 @@ def _attention(fused: bool) -> Fn:
                 A.load_linear(lin, w[f"W_{n}"], w[f"b_{n}"])
             return m.train(False)  # eval mode: no dropout
 
-        args = (torch.from_numpy(X), torch.from_numpy(Z), torch.from_numpy(M))
-        Y = run_exported(_key("attention", ctx, X, Z, M), build, args, [X, Z, M], _fusion(fused))
+        Y = _run(_key("attention", ctx, X, Z, M), build, [X, Z, M], _fusion(fused))
         return _cols(Y, ctx.batched)
     return attention
 
@@ -176,9 +205,8 @@ def _mh_attention(fused: bool) -> Fn:
             A.copy_mha(m.m, _t(p, dt), h["H"])
             return m.train(False)  # eval mode: no dropout
 
-        args = (torch.from_numpy(X), torch.from_numpy(Z), torch.from_numpy(blocked))
-        Y = run_exported(_key("mh_attention", ctx, X, Z, blocked), build, args, [X, Z, blocked],
-                         _fusion(fused, "bert", h["H"], h["d_x"]))
+        Y = _run(_key("mh_attention", ctx, X, Z, blocked), build, [X, Z, blocked],
+                 _fusion(fused, "bert", h["H"], h["d_x"]), per_row=(1, 1, h["H"]))
         return _cols(Y, ctx.batched)
     return mh_attention
 
@@ -201,8 +229,7 @@ def _layer(name: str, norm_first: bool, activation: str, causal: bool, fused: bo
             A.load_linear(m.m.linear2, w["W_mlp2"], w["b_mlp2"])
             return m.train(False)  # eval mode: no dropout
 
-        Y = run_exported(_key(name, ctx, X), build, (torch.from_numpy(X),), [X],
-                         _fusion(fused, "bert", h["H"], h["d_e"]))
+        Y = _run(_key(name, ctx, X), build, [X], _fusion(fused, "bert", h["H"], h["d_e"]))
         return _cols(Y, ctx.batched)
 
     fn.__name__ = name
@@ -246,8 +273,7 @@ def _d_transformer(fused: bool) -> Fn:
             HA.load(m.m, HA.gpt2_lm_weights(_t(p, dt), h["L"], h["H"]), dt, "cpu")
             return m.train(False)  # eval mode: no dropout
 
-        P = run_exported(_key("d_transformer", ctx, x), build, (torch.from_numpy(x),), [x],
-                         _fusion(fused, "bert", h["H"], h["d_e"]))  # (N, ℓ, N_V)
+        P = _run(_key("d_transformer", ctx, x), build, [x], _fusion(fused, "bert", h["H"], h["d_e"]))  # (N, ℓ, N_V)
         return _cols(P, ctx.batched)
     return d_transformer
 
@@ -269,9 +295,8 @@ class _Bert(nn.Module):
 def _e_transformer(fused: bool) -> Fn:
     def e_transformer(i: In, p: In, ctx: Context) -> Any:
         """Alg. 9: ``BertForMaskedLM`` (tiny config, ftspec's parameters loaded by
-        ``ftspec.impls.hf.adapter``), exported with its softmax; fused with model type "bert" and
-        opt_level 0: at its default (1) ``optimize_model`` saves ONNX Runtime's basic-level graph,
-        which ONNX Runtime 1.32.0 then refuses to load (``E_TRANSFORMER_OPT_LEVEL``)."""
+        ``ftspec.impls.hf.adapter``), exported with its softmax; fused with model type "bert" at
+        ``E_TRANSFORMER_OPT_LEVEL``."""
         from ftspec.impls.hf import adapter as HA
 
         dt = getattr(torch, ctx.dtype)
@@ -285,7 +310,7 @@ def _e_transformer(fused: bool) -> Fn:
             return m.train(False)  # eval mode: no dropout
 
         fusion = Fusion("bert", h["H"], h["d_e"], opt_level=E_TRANSFORMER_OPT_LEVEL) if fused else None
-        P = run_exported(_key("e_transformer", ctx, x), build, (torch.from_numpy(x),), [x], fusion)  # (N, ℓ, N_V)
+        P = _run(_key("e_transformer", ctx, x), build, [x], fusion)  # (N, ℓ, N_V)
         return _cols(P, ctx.batched)
     return e_transformer
 
@@ -379,8 +404,7 @@ def _llama_rms_norm(fused: bool) -> Fn:
                 m.m.weight.copy_(torch.from_numpy(np.array(p["gamma"], copy=True)).to(dt))
             return m.train(False)
 
-        Y = run_exported(_llama_key("llama_rms_norm", ctx, X), build, (torch.from_numpy(X),), [X],
-                         _llama_fusion(fused, {"H": 0, "d_e": 0}))
+        Y = _run(_llama_key("llama_rms_norm", ctx, X), build, [X], _llama_fusion(fused, {"H": 0, "d_e": 0}))
         return _cols(Y, ctx.batched)
     return rms_norm
 
@@ -413,8 +437,7 @@ def _llama_block(name: str, fused: bool) -> Fn:
             HA.load(block, weights, dt, "cpu")
             return _LlamaBlock(block, config).train(False)
 
-        args = (torch.from_numpy(X), torch.from_numpy(pad))
-        Y = run_exported(_llama_key(name, ctx, X, pad), build, args, [X, pad], _llama_fusion(fused, h))
+        Y = _run(_llama_key(name, ctx, X, pad), build, [X, pad], _llama_fusion(fused, h))
         return _cols(Y, ctx.batched)
 
     fn.__name__ = name
@@ -440,11 +463,89 @@ def _llama_lm(fused: bool) -> Fn:
             HA.load(m.m, HA.llama_lm_weights(_t(p, dt), h["L"], h["H"], v.kv_group), dt, "cpu", cast=False)
             return m.train(False)
 
-        args = (torch.from_numpy(x), torch.from_numpy(pad))
-        P = run_exported(_llama_key("padded_d_transformer", ctx, x, pad), build, args, [x, pad],
+        P = _run(_llama_key("padded_d_transformer", ctx, x, pad), build, [x, pad],
                          _llama_fusion(fused, h))  # (N, ℓ, N_V)
         return _cols(P, ctx.batched)
     return padded_d_transformer
+
+
+class _LlamaStep(nn.Module):
+    """One call of ``generate``'s loop as a graph: ``LlamaForCausalLM(ids, past_key_values=cache,
+    use_cache=True)`` with the cache given as tensors, past keys and values (L, 1, kv heads, p,
+    d_head), and returned as the present ones (p + s positions) beside the softmax over the
+    vocabulary. The cache is a ``DynamicCache`` filled from the past tensors inside forward, so the
+    model takes its positions (p … p+s−1) and its causal mask from the cache's length, as
+    ``generate`` has it. The prefill is the same graph with p = 0 (the sequence and past axes are
+    symbolic: one export serves the prefill and every step)."""
+
+    def __init__(self, config: Any, dtype: torch.dtype) -> None:
+        super().__init__()
+        from transformers import LlamaForCausalLM
+
+        self.m = LlamaForCausalLM._from_config(config, dtype=dtype)
+
+    def forward(self, ids: torch.Tensor, past_k: torch.Tensor, past_v: torch.Tensor) -> tuple:
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.m.config)
+        for layer in range(past_k.shape[0]):
+            cache.update(past_k[layer], past_v[layer], layer)
+        logits = self.m(input_ids=ids, past_key_values=cache, use_cache=True).logits
+        keys = torch.stack([c.keys for c in cache.layers])
+        values = torch.stack([c.values for c in cache.layers])
+        return torch.softmax(logits, dim=-1), keys, values
+
+
+def _cached_decoding(fused: bool) -> Fn:
+    def cached_decoding(i: In, p: In, ctx: Context) -> Any:
+        """Alg. 10 as ``generate`` runs it, exported (``_LlamaStep``): the prefill x[:n] with an
+        empty cache (p = 0), then each later token alone with the keys and values the previous
+        run returned, the session kept between runs. One export per structure; the token count
+        and the cache length are symbolic axes (torch.export ``Dim``)."""
+        from ftspec.impls.hf import adapter as HA
+
+        dt = getattr(torch, ctx.dtype)
+        h, v = ctx.hyper, ctx.variant
+        xs = np.asarray(i["x"]).astype(np.int64).reshape(-1, np.shape(i["x"])[-1])  # (B, ℓ)
+        ns = np.asarray(i["n_prefill"]).astype(np.int64).reshape(-1)  # (B,)
+        HA.check_tokens(torch.from_numpy(xs), h)  # Gather reads −1 from the back (d_transformer)
+        ell = xs.shape[-1]
+        for n in ns.tolist():
+            if not 1 <= n <= ell:
+                raise ValueError(f"n_prefill: {n} tokens to prefill of a sequence of {ell}")
+        config = HA.llama_config(h, "sdpa", v)
+        past = (h["L"], 1, config.num_key_value_heads, 3, config.head_dim)  # traced at p = 3, s = 2
+
+        def build() -> nn.Module:
+            m = _LlamaStep(config, dt)
+            HA.load(m.m, HA.llama_lm_weights(_t(p, dt), h["L"], h["H"], v.kv_group), dt, "cpu", cast=False)
+            return m.train(False)
+
+        s, t = torch.export.Dim("s", min=1, max=4096), torch.export.Dim("p", min=0, max=4096)
+        args = (torch.zeros((1, 2), dtype=torch.int64), torch.zeros(past, dtype=dt), torch.zeros(past, dtype=dt))
+        # ℓ and every input shape are symbolic: the key holds the sizes that fix the parameters
+        sizes = {k: n_ for k, n_ in h.items() if k != "ell"}
+        key = ("cached_decoding", ctx.dtype, tuple(sorted(sizes.items())), v.kv_group, v.epsilon, v.rope_base)
+        sess = exported_session(key, build, args, _llama_fusion(fused, h),
+                                dynamic_shapes={"ids": {1: s}, "past_k": {3: t}, "past_v": {3: t}})
+        out = []
+        # batching is not declared (__init__._LIMITS); were it, each sequence would be decoded alone
+        for x, n in zip(xs, ns.tolist()):
+            K = np.zeros(past[:3] + (0, past[4]), dtype=_np_dtype(ctx.dtype))  # the empty cache: p = 0
+            V = K.copy()
+            columns = []
+            for lo, hi in [(0, n)] + [(t_, t_ + 1) for t_ in range(n, ell)]:
+                P, K, V = sess.run(None, {"ids": x[None, lo:hi], "past_k": K, "past_v": V})  # P: (1, hi − lo, N_V)
+                columns.append(P[0])
+            if K.shape[3] != ell:
+                raise RuntimeError(f"onnxrt: the cache holds {K.shape[3]} positions, not {ell}")
+            out.append(np.swapaxes(np.concatenate(columns), -1, -2))  # (N_V, ℓ)
+        return np.stack(out) if ctx.batched else out[0]
+    return cached_decoding
+
+
+def _np_dtype(dtype: str) -> Any:
+    return {"float64": np.float64, "float32": np.float32, "float16": np.float16}[dtype]
 
 
 def algorithms(fused: bool) -> dict[str, Fn]:
@@ -462,4 +563,5 @@ def algorithms(fused: bool) -> dict[str, Fn]:
         "padded_causal_self_attention": _llama_block("padded_causal_self_attention", fused),
         "padded_gpt2_layer": _llama_block("padded_gpt2_layer", fused),
         "padded_d_transformer": _llama_lm(fused),
+        "cached_decoding": _cached_decoding(fused),
     }

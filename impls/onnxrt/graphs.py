@@ -16,7 +16,8 @@ onnxruntime 1.32.0):
 
 Export (1) costs about a second per structure (``EXPORT_SECONDS`` keeps the
 measurements), so it runs once per structure: the module's class, the
-dtype and every shape. Its result is kept unoptimised (``optimize=False``),
+dtype and every shape but the symbolic axes (the batch; cached decoding's
+token and cache lengths: ``dynamic_shapes``). Its result is kept unoptimised (``optimize=False``),
 where every parameter is still an initializer named by its module path
 (``m.self_attn.in_proj_weight``); step 2 would fold transposes into
 anonymous initializers and merge equal ones, after which a parameter could
@@ -45,7 +46,7 @@ from typing import Any, Callable, Hashable, Mapping, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["OPSET", "EXPORT_SECONDS", "FUSED_OPS", "Fusion", "run_exported", "exported_model"]
+__all__ = ["OPSET", "EXPORT_SECONDS", "FUSED_OPS", "Fusion", "run_exported", "exported_model", "exported_session"]
 
 #: The opset every graph is exported at: torch 2.13.0's dynamo exporter default (checked: the
 #: exported model's ``opset_import`` is ai.onnx 20 when none is given), stated explicitly.
@@ -91,12 +92,12 @@ def _quiet() -> contextlib.ExitStack:
     return stack
 
 
-def _export(module: Any, args: tuple) -> bytes:
+def _export(module: Any, args: tuple, dynamic_shapes: Any = None) -> bytes:
     import torch
 
     with _quiet(), torch.no_grad():
         program = torch.onnx.export(module, args, dynamo=True, opset_version=OPSET, optimize=False,
-                                    verbose=False, external_data=False)
+                                    verbose=False, external_data=False, dynamic_shapes=dynamic_shapes)
     assert program is not None
     return program.model_proto.SerializeToString()
 
@@ -131,9 +132,11 @@ def _with_weights(blob: bytes, module: Any) -> Any:
     return model
 
 
-def exported_model(key: Hashable, build: Callable[[], Any], args: tuple) -> Any:
+def exported_model(key: Hashable, build: Callable[[], Any], args: tuple, dynamic_shapes: Any = None) -> Any:
     """Step 1 (cached per ``key``) and step 2 for the module ``build()`` makes with this call's
-    weights: the ModelProto a user's ``torch.onnx.export(..., dynamo=True)`` gives."""
+    weights: the ModelProto a user's ``torch.onnx.export(..., dynamo=True)`` gives; with
+    ``dynamic_shapes`` (torch.export's, per forward argument, a mapping or a tuple) those axes are
+    symbolic in the graph, so ``key`` need not hold their sizes."""
     from onnx_ir import serde
     from torch.onnx._internal.exporter._onnx_program import onnxscript_apis
 
@@ -142,7 +145,7 @@ def exported_model(key: Hashable, build: Callable[[], Any], args: tuple) -> Any:
         blob = _EXPORTED.get(key)
     if blob is None:
         started = time.perf_counter()
-        blob = _export(module, args)
+        blob = _export(module, args, dynamic_shapes)
         with _LOCK:
             EXPORT_SECONDS[key] = time.perf_counter() - started
             _EXPORTED[key] = blob
@@ -192,14 +195,21 @@ def session(model: Any) -> Any:
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
-def run_exported(key: Hashable, build: Callable[[], Any], args: tuple, feeds: Sequence[np.ndarray],
-                 fusion: Optional[Fusion] = None) -> np.ndarray:
-    """Export (cached), load this call's weights, optimise, fuse when ``fusion`` is given, and run
-    the graph on ``feeds`` (in the order of the graph's inputs); the first output."""
-    model = exported_model(key, build, args)
+def exported_session(key: Hashable, build: Callable[[], Any], args: tuple, fusion: Optional[Fusion] = None,
+                     dynamic_shapes: Any = None) -> Any:
+    """Export (cached), load this call's weights, optimise, fuse when ``fusion`` is given: the
+    session (steps 1-4), for a caller that runs it more than once (``cached_decoding``)."""
+    model = exported_model(key, build, args, dynamic_shapes)
     if fusion is not None:
         model = _fused(key, model, fusion)
-    sess = session(model)
+    return session(model)
+
+
+def run_exported(key: Hashable, build: Callable[[], Any], args: tuple, feeds: Sequence[np.ndarray],
+                 fusion: Optional[Fusion] = None, dynamic_shapes: Any = None) -> np.ndarray:
+    """Export (cached), load this call's weights, optimise, fuse when ``fusion`` is given, and run
+    the graph on ``feeds`` (in the order of the graph's inputs); the first output."""
+    sess = exported_session(key, build, args, fusion, dynamic_shapes)
     names = [i.name for i in sess.get_inputs()]
     if len(names) != len(feeds):
         raise RuntimeError(f"graph inputs {names}, given {len(feeds)} arrays")
