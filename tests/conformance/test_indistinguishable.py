@@ -143,3 +143,22 @@ def test_verify_refuses_a_listing_under_a_set_not_declared(cert, tmp_path):
                                                                 "epsilon_placement": "inside_root"}}]
     ok, message = verify(_write(tmp_path, _rehashed(doc)))
     assert not ok and "not a set declared for gpt2_layer" in message, message
+
+
+def test_the_terminal_listing_breaks_a_long_set_at_its_commas_never_inside_a_value():
+    """A declared set's name is one comma-joined word: at 80 columns it is broken after a comma, so
+    no value is cut (it was: ``epsilon=1e-`` / ``06``, ``aff`` / ``ine=scale``)."""
+    name = ("phuong-hutter+activation=gelu_tanh,affine=scale,attn_bias=False,attn_softcap=50.0,"
+            "embedding_scale=sqrt_d_e,empty_query=uniform,epsilon=1e-06,epsilon_placement=inside_root,"
+            "final_norm=final,kv_group=2,logit_softcap=30.0,mlp=gated,mlp_bias=False,norm=rms_norm")
+    record = {"under": {"name": name}, "cases": 5, "complete": False,
+              "alternatives": [{"change": "positions=sinusoidal_vaswani", "ratio": 0.51}]}
+    cell = {"algorithm": "padded_d_transformer", "dtype": "bfloat16", "indistinguishable": record}
+    lines = listing_lines([cell], width=80, most=6)
+    assert all(len(line) <= 80 for line in lines)
+    body = [line.strip() for line in lines if line.startswith("  ")]
+    words = {w.strip("(),") for line in body for w in line.split()}
+    pieces = [p for line in body for p in line.split(",")]
+    for item in name.split("+")[1].split(","):  # every switch=value whole on one line
+        assert item in pieces or any(p.endswith(item) or p.startswith(item) for p in pieces), item
+    assert "1e-" not in words and not any(line.endswith("1e-") for line in body)

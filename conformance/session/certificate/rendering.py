@@ -3,6 +3,7 @@ low-precision cells cannot tell apart (``listing_lines``, also printed by ``ftsp
 
 from __future__ import annotations
 
+import re
 import textwrap
 from typing import Any, Optional, Sequence
 
@@ -89,9 +90,16 @@ def listing_lines(results: Sequence[dict[str, Any]], *, width: Optional[int] = N
                      + " (the certificate's Markdown lists every cell)")
     if width is None:
         return [head, ""] + [f"- {item}" for item in items]
-    return (textwrap.wrap(head, width) + [line for item in items
-                                          for line in textwrap.wrap(item, width, initial_indent="  ",
-                                                                    subsequent_indent="    ")])
+    wrap = _AtCommas(width, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False)
+    return textwrap.wrap(head, width) + [line for item in items for line in wrap.wrap(item)]
+
+
+class _AtCommas(textwrap.TextWrapper):
+    """Breaks lines at spaces and after the commas of a variant set's name (``a=1,b=2``, one word
+    to ``textwrap``), never inside a value: ``epsilon=1e-06`` was cut after its hyphen and a long
+    name wherever the width fell."""
+
+    wordsep_simple_re = re.compile(r"(\s+|(?<=,)(?=[^\s,]))")
 
 
 def render_markdown(doc: dict[str, Any]) -> str:
