@@ -28,7 +28,7 @@ below one ulp; their constants are the published fdlibm coefficients.
 1.5 ulp where |e · log b| < 710. The branches are taken per element with
 ``np.where`` (every branch is evaluated on the whole array: an unused
 branch may overflow harmlessly, hence ``errstate``).
-``tests/conformance/test_portable_math.py`` checks the error bounds against
+``tests/conformance/core/test_portable_math.py`` checks the error bounds against
 mpmath, the special values against NumPy, and the same bits under another
 CPU dispatch (``NPY_DISABLE_CPU_FEATURES``).
 """

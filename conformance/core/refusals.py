@@ -373,7 +373,7 @@ def refusal_findings(m: Member, case: Case, dtype: str, *, timeout: float, remem
 #: no diagnosis of the recorded case's values applies
 TRANSFORMED = "(the case, transformed as the spec refuses)"
 
-#: refusals the searches leave to the sweep of tests/conformance/test_refusals.py: the shape
+#: refusals the searches leave to the sweep of tests/conformance/core/test_refusals.py: the shape
 #: contract. At an axis of length 1 (d_e = 1, d_z = 1) a parameter one entry longer broadcasts in
 #: every NumPy-semantics framework, so a plugin refuses it only by restating the spec's shape
 #: schema; the bundled JAX plugin does not (measured: attention, mh_attention, unembedding and

@@ -82,7 +82,7 @@ each value set branches as it does alone; where the value sets would branch
 apart, the evaluation stops (``BLOCK_SPLITS``) and the caller evaluates them
 one by one. The real inputs of a block reach the spec through ``feeding``.
 
-``tests/conformance/test_rounding.py`` checks that lane 0 is the binary64
+``tests/conformance/core/test_rounding.py`` checks that lane 0 is the binary64
 computation with and without the hooks, and that the hooks give the scalar
 evaluation's spreads within the sampling noise (``batched=False`` turns
 them off).

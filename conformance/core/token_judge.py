@@ -46,7 +46,7 @@ def _lanes(values: list, k: int) -> tuple[np.ndarray, np.ndarray]:
     finite met 0/0 or ∞ − ∞ under its perturbations: the spread is taken over the other lanes,
     and is unbounded when every lane is lost; never 0. Read as 0 (as it once was), it refused a
     token that rounding moves across that boundary (ed_inference at float32 with d_e = 1,
-    tests/conformance/false_failures/sampling). A NaN binary64 value is the spec's own: 0."""
+    tests/conformance/core/false_failures/sampling). A NaN binary64 value is the spec's own: 0."""
     arr = lanes_array(values, k)
     with np.errstate(invalid="ignore"):
         gaps = np.abs(arr[..., 1:] - arr[..., :1])

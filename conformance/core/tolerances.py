@@ -278,7 +278,7 @@ def own_rounding(value: np.ndarray, dtype: str, spread: np.ndarray) -> np.ndarra
 #: how many references ``reference`` keeps inside ``keeping_references`` (the most recent): the
 #: forensics of one failure ask for the same one again and again (a divergence walk re-judges each
 #: piece under each configuration it tries: 417 of 1,246 evaluations repeated one, 11 of 36 s, in a
-#: two-bug model's distinct-failure search, tests/conformance/test_distinct_hidden.py, 2026-12-07)
+#: two-bug model's distinct-failure search, tests/conformance/forensics/test_distinct_hidden.py, 2026-12-07)
 REFERENCES_KEPT = 256
 #: the references kept by the innermost ``keeping_references`` of this thread (a context variable:
 #: a Dask worker runs searches in threads, each in its own scope)
@@ -386,7 +386,7 @@ def references(entry: Entry, value_sets: Sequence[tuple[Mapping[str, np.ndarray]
     and its own perturbations, so it gets the spread it gets alone, up to the draws; and its
     own lane F, the spec in ``FLOAT`` (correctly rounded sums, the same library functions,
     the same branches), whose values are the binary64 reference ``reference`` takes, bit for
-    bit (tests/conformance/test_blocks.py). Where the value sets cannot share one evaluation
+    bit (tests/conformance/core/test_blocks.py). Where the value sets cannot share one evaluation
     (they branch apart, or the spec refuses one of them), the spec in ``FLOAT`` sorts out the
     value sets it refuses and the others share a Monte Carlo evaluation; where even that
     fails (or the entry has sampled outputs), each is evaluated alone by ``reference``: the

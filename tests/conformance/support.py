@@ -15,7 +15,7 @@ def run(plugins: Sequence[tuple[str, Implementation]], algorithms: Sequence[str]
         tmp_path: Path, *, examples: int = 60, seed: int = 0, timeout: float | None = None,
         distinct: int = 0, refusals: bool = True) -> RunResult:
     """``distinct``: further distinct failures to look for after the first (forensics/distinct_failures/); 0 by
-    default, since these tests ask whether and how a cell fails (tests/conformance/test_distinct.py
+    default, since these tests ask whether and how a cell fails (tests/conformance/forensics/test_distinct.py
     tests the further search). ``refusals``: check that the plugin refuses what the spec refuses
     (Runner.refusals)."""
     runner = Runner(plugins, RunConfig(seed=seed, case_dir=tmp_path / "cases", examples=examples, call_timeout=timeout))

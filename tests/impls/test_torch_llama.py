@@ -88,7 +88,7 @@ def _judge(impl: Any, case: Case, dtype: str) -> tuple[list[str], bool]:
 
 
 #: the plugin's own paths (its cache and its padded model); every entry at every dtype is the suite's
-#: and the fixture replay's claim (tests/conformance/test_suite.py, tests/fixtures/test_replay.py)
+#: and the fixture replay's claim (tests/conformance/session/test_suite.py, tests/fixtures/test_replay.py)
 DRAWN = ("cached_decoding", "padded_d_transformer")
 
 

@@ -7,7 +7,7 @@ run searches first, at float32, with the default profile's examples: the search 
 check (a value outside the derived bound), not by an exception. A mutant the search did not reach, or
 one equal to the correct plugin under that set, would pass and fail this test (the correct NumPy
 plugin passed the same searches when this test was written). The failure's diagnosis, nine tenths
-of the time, is left out: the kill is what is tested here (tests/conformance/test_families_diagnosis.py
+of the time, is left out: the kill is what is tested here (tests/conformance/forensics/test_families_diagnosis.py
 names the conventions).
 """
 

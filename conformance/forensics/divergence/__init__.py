@@ -8,7 +8,7 @@ checks each piece on its own, with what the implementation already offers:
 1. the spec's intermediate values, recorded by the spec's own model (or layer)
    entry as it runs (``spec/intermediates.py``: ``embedding``, ``layers.{l}``,
    each block's norm, sublayer and residual sum, ...), so no step is computed
-   twice; tests/conformance/test_divergence.py checks that each step's entry,
+   twice; tests/conformance/forensics/test_divergence.py checks that each step's entry,
    fed the recorded value at its input, gives the next step's input exactly;
 2. each piece checked through the implementation's own entry for it, fed
    the spec's value at its input: ``embedding``, each layer (``gpt2_layer``,

@@ -5,7 +5,7 @@ norms, the unembedding), each with the spec's value at its input; ``layer_walk``
 as ``Block``s (norm, sublayer, residual sum) with what each reads. Every value is the one the
 spec's own model or layer entry records as it runs (``spec/intermediates.py``): nothing is
 recomputed here, so each step's entry fed its recorded input gives the next step's input exactly
-(tests/conformance/test_divergence.py).
+(tests/conformance/forensics/test_divergence.py).
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""The forensics' tests: diagnosis, distinct failures, first divergence, identify (conformance/forensics/)."""

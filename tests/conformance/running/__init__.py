@@ -1,0 +1,1 @@
+"""The running room's tests: searches, isolation, workers and shards, replay (conformance/running/)."""
