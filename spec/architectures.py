@@ -24,7 +24,31 @@ from .unembedding import logits, unembedding_matrix
 from .variants import PAPER, VariantSet
 
 __all__ = ["d_transformer", "d_transformer_logits", "e_transformer", "e_transformer_logits",
-           "ed_transformer", "ed_transformer_logits", "next_token_encoder", "next_token_encoder_logits"]
+           "ed_transformer", "ed_transformer_logits", "layer_variant", "next_token_encoder",
+           "next_token_encoder_logits"]
+
+
+def layer_variant(variant: VariantSet, l: int) -> VariantSet:
+    """The variant set layer ``l`` (0-based) of a decoder-only stack computes under.
+
+    ``global_every`` = k ≥ 1 with a ``window`` W ≥ 1 makes the stack alternate local and global
+    layers: layer l is global, with no window (``window`` 0), when (l + 1) mod k = 0, and local, with
+    the window W, otherwise; a local layer rotates with ``rope_local_base`` where that is set (> 0),
+    a global one with ``rope_base``. This is Gemma 2's and Gemma 3's stack (transformers 5.24:
+    ``Gemma2Config``/``Gemma3TextConfig`` build ``layer_types`` as "sliding_attention" if
+    bool((i + 1) % k) else "full_attention", k = 2 and ``sliding_window_pattern`` 6; each
+    ``Gemma3DecoderLayer`` gets the mask and the rotary tables of its layer type, the sliding ones
+    from ``rope_parameters["sliding_attention"]["rope_theta"]``). Otherwise (k = 0, the paper's; or
+    no window) every layer computes under ``variant`` itself.
+    """
+    k, W = variant.global_every, variant.window
+    if k == 0 or W == 0:
+        return variant
+    if (l + 1) % k == 0:  # a global layer: the whole causal context, at the global base
+        return variant.replace(window=0)
+    if variant.rope_local_base > 0 and variant.rotary != "none":  # a local layer at its own base
+        return variant.replace(rope_base=variant.rope_local_base)
+    return variant
 
 
 def ed_transformer(z: Sequence[int], x: Sequence[int], theta: EDTransformerParams, *,
@@ -128,7 +152,9 @@ def d_transformer(x: Sequence[int], theta: DTransformerParams, *,
     11.  return P = softmax(W_u X)
 
     Variants beyond the layers': ``embedding_norm`` (γ/β_emb), ``final_norm=
-    "none"`` (drops line 10), ``unembedding``, ``logit_bias``. ``pad`` (one 0/1 flag per
+    "none"`` (drops line 10), ``unembedding``, ``logit_bias``; layer l computes under
+    ``layer_variant(variant, l)`` (Gemma's local and global layers: ``global_every``,
+    ``rope_local_base``). ``pad`` (one 0/1 flag per
     position, 0 = padding) masks those positions as keys in every layer (``layers.padded``).
     """
     with in_algorithm("d_transformer"):
@@ -143,7 +169,7 @@ def d_transformer_logits(x: Sequence[int], theta: DTransformerParams, *,
         X = step("embedding", embed, x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
                  gamma=theta.gamma_emb, beta=theta.beta_emb)  # lines 1-3
         for l, layer in enumerate(theta.layers):  # line 4
-            X = step(f"layers.{l}", gpt2_layer, X, layer, variant=variant, pad=pad)  # lines 5-8
+            X = step(f"layers.{l}", gpt2_layer, X, layer, variant=layer_variant(variant, l), pad=pad)  # lines 5-8
         if variant.resolved_final_norm("gpt2"):
             X = step("final_norm", norm_columns, X, theta.gamma, theta.beta, variant)  # line 10
         W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)

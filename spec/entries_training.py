@@ -12,6 +12,7 @@ from .architectures import d_transformer, ed_transformer
 from .entry import (
     ARCHITECTURE,
     CAUSAL,
+    LAYER_TYPES,
     PARALLEL,
     D_HYPER,
     E_HYPER,
@@ -50,8 +51,9 @@ __all__ = ["ENTRIES"]
 _X = TensorSpec
 _SCHEMA = {"ed": ed_schema, "e": e_schema, "d": d_schema}
 #: the switches each model reads: its layers' and its own, the causal mask's window where it has a
-#: causal stack (Algorithms 8 and 10), the parallel residual where its layers are GPT-2's
-_SWITCHES = {"ed": ARCHITECTURE | CAUSAL, "e": ARCHITECTURE, "d": ARCHITECTURE | CAUSAL | PARALLEL}
+#: causal stack (Algorithms 8 and 10), the parallel residual and the local/global layers (Gemma) where
+#: its layers are GPT-2's
+_SWITCHES = {"ed": ARCHITECTURE | CAUSAL, "e": ARCHITECTURE, "d": ARCHITECTURE | CAUSAL | PARALLEL | LAYER_TYPES}
 _CLASS = {"ed": EDTransformerParams, "e": ETransformerParams, "d": DTransformerParams}
 _HYPER = {"ed": ED_HYPER + ("ell_z", "ell_x"), "e": E_HYPER + ("ell",), "d": D_HYPER + ("ell",)}
 _STRUCTURAL = {"ed": ("L_enc", "L_dec", "H"), "e": ("L", "H"), "d": ("L", "H")}

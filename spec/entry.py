@@ -194,7 +194,11 @@ CAUSAL = frozenset({"window", "position_bias"})
 #: the pre-LN decoder layer's wiring (GPT-NeoX, GPT-J, Falcon): listed by the GPT-2 layer and the
 #: decoder-only models (the paper's encoder and BERT layers are post-LN, where it is not defined)
 PARALLEL = frozenset({"residual"})
-assert ARCHITECTURE | CAUSAL | PARALLEL | {"empty_query", "causal_alignment"} == set(SWITCHES)
+#: local (sliding-window) and global layers, and the local layers' RoPE base (Gemma 2 and 3): listed by the
+#: decoder-only models alone, the one stack with a window and several layers of Gemma's kind
+#: (``architectures.layer_variant``); the encoder-decoder's causal stack keeps one window for all its layers
+LAYER_TYPES = frozenset({"global_every", "rope_local_base"})
+assert ARCHITECTURE | CAUSAL | PARALLEL | LAYER_TYPES | {"empty_query", "causal_alignment"} == set(SWITCHES)
 
 
 # --------------------------------------------------------------------------

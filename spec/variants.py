@@ -56,6 +56,8 @@ class VariantSet:
     kv_group: int = 1
     kv_order: Literal["consecutive", "strided"] = "consecutive"
     window: int = 0
+    global_every: int = 0
+    rope_local_base: float = 0.0
     position_bias: Literal["none", "alibi"] = "none"
     qk_norm: Literal["none", "rms"] = "none"
     attn_softcap: float = 0.0
@@ -98,6 +100,17 @@ class VariantSet:
                     raise ValueError(f"variant switch 'rope_base': expected one of {list(choices)}, "
                                      f"given {value!r}")
                 object.__setattr__(self, "rope_base", float(value))
+            elif f.name == "global_every":  # any whole number k ≥ 0: the choices are the drawn few
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise ValueError(f"variant switch 'global_every': expected a whole number >= 0 (0: every "
+                                     f"layer as 'window' says), given {value!r}")
+            elif f.name == "rope_local_base":  # 0 (none) or one of rope_base's values: a local layer's rope_base
+                bases = SWITCHES["rope_base"].choices
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                        float(value) not in (0.0,) + bases:
+                    raise ValueError(f"variant switch 'rope_local_base': expected 0 (none) or one of "
+                                     f"{list(bases)}, given {value!r}")
+                object.__setattr__(self, "rope_local_base", float(value))
             elif f.name == "rotary_fraction":  # any fraction in (0, 1]: the choices are the drawn few
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or \
                         not (math.isfinite(value) and 0 < value <= 1):
@@ -278,6 +291,23 @@ def _switches() -> dict[str, Switch]:
                "t_x − W < t_z ≤ t_x, W keys counting itself (Hugging Face masking_utils."
                "sliding_window_overlay: kv_idx > q_idx − sliding_window, on a causal mask); read only "
                "where the mask is causal"),
+        Switch("global_every", "attention", (0, 2), 0,
+               "local (sliding-window) and global layers in a decoder-only stack: 0 (paper) is every layer as "
+               "window says; k ≥ 1, any whole number (0 and 2 are drawn), makes layer l (0-based) global, "
+               "with no window, when (l + 1) mod k = 0, and every other layer local, with the window W: "
+               "Gemma 2's k = 2 (layers 0, 2, 4, ... local; transformers 5.24 Gemma2Config.layer_types, "
+               "'sliding_attention' if bool((i + 1) % 2) else 'full_attention'), Gemma 3's k = 6 "
+               "(Gemma3TextConfig's sliding_window_pattern 6, the same rule; a stack of L < k layers is all "
+               "local); read only where window ≥ 1, by the decoder-only models (Algorithm 10 and its "
+               "padded, cached, training and inference forms; the GPT-2 layer alone has one layer)"),
+        Switch("rope_local_base", "attention", (0.0, 10000.0), 0.0,
+               "RoPE's base in the local layers of global_every: 0 (paper) is rope_base in every layer; "
+               "a base b > 0 (one of rope_base's values) rotates each local (windowed) layer's Q and K with "
+               "base b, the global layers keeping rope_base (Gemma 3: local layers at 10000, global ones at "
+               "1000000; transformers 5.24 Gemma3TextConfig.rope_parameters['sliding_attention']"
+               "['rope_theta'], from the older rope_local_base_freq, and ['full_attention']['rope_theta'] "
+               "from rope_theta; Gemma3TextModel passes each layer the rotary tables of its layer type); read "
+               "only when rotary is not 'none', window ≥ 1 and global_every ≥ 1"),
         Switch("position_bias", "attention", ("none", "alibi"), "none",
                "a bias added to each head's scaled scores by the distance from query to key: none "
                "(paper), or ALiBi (Press et al. 2022, Train Short, Test Long), m_h·(t_z − t_x) with head "
@@ -390,7 +420,8 @@ ROUNDING_ONLY: frozenset[str] = frozenset({"scale_placement"})
 LATER: dict[str, Any] = {"mlp_depth": 1, "mlp": "plain", "attn_bias_at": "all", "rotary": "none", "rope_base": 10000.0,
                          "kv_group": 1, "kv_order": "consecutive", "window": 0, "norm_gain": "gamma",
                          "residual": "sequential", "position_bias": "none", "rotary_fraction": 1.0,
-                         "qk_norm": "none", "attn_softcap": 0.0, "logit_softcap": 0.0, "rope_scaling": "none"}
+                         "qk_norm": "none", "attn_softcap": 0.0, "logit_softcap": 0.0, "rope_scaling": "none",
+                         "global_every": 0, "rope_local_base": 0.0}
 
 #: Switches that are a soft cap c (0: none; any finite c ≥ 0 is a value, the ``choices`` are the
 #: drawn few): c·tanh(s/c) of the attention scores or of the final logits (Gemma 2).
@@ -405,10 +436,14 @@ SIZES: dict[str, int] = {"kv_group": 1, "window": 0}
 #: alone (fixtures, tests): RoPE's base with a pairing, the key/value head order with groups of 2; RoPE's
 #: scaling with a pairing and Llama 3's base 500000, at which llama3's bands reach the drawn widths (at
 #: base 10000 and d_attn ≤ 4, the fixtures' width under RoPE, every wavelength is below 2048: llama3 would
-#: change nothing).
+#: change nothing); local and global layers with a window of 2; the local layers' base with a pairing, a
+#: window, Gemma 2's alternation and Gemma 3's global base 1000000, so that the two bases differ.
 READ_WITH: dict[str, dict[str, Any]] = {"rope_base": {"rotary": "half"}, "kv_order": {"kv_group": 2},
                                         "rotary_fraction": {"rotary": "half"},
-                                        "rope_scaling": {"rotary": "half", "rope_base": 500000.0}}
+                                        "rope_scaling": {"rotary": "half", "rope_base": 500000.0},
+                                        "global_every": {"window": 2},
+                                        "rope_local_base": {"rotary": "half", "rope_base": 1000000.0, "window": 2,
+                                                            "global_every": 2}}
 
 PAPER = VariantSet()
 
@@ -523,9 +558,10 @@ PRESETS: dict[str, VariantSet] = {
     # 10000); its kv heads and optional sliding window are sizes. Gemma 3's QK-norm (gains 1 + γ) with its
     # four norms per layer is gemma+norm_placement=sandwich,qk_norm=rms, Gemma 2 gemma+norm_placement=sandwich,
     # attn_softcap=50.0,logit_softcap=30.0 (9B, 27B: with attn_scale=sqrt_d_model_per_head, its
-    # query_pre_attn_scalar d_model/H), each short of the family's alternating local/global layers,
-    # which no switch states yet. None has a preset of its own: a preset adds ~35 fixture cases, past
-    # the fixtures' size bound (docs/spec.md).
+    # query_pre_attn_scalar d_model/H); their alternating local and global layers are sizes and a base
+    # added to these: Gemma 2 +window=W,global_every=2, Gemma 3 +window=W,global_every=6,
+    # rope_base=1000000.0,rope_local_base=10000.0 (spec 2.10). None has a preset of its own: a preset
+    # adds ~35 fixture cases, past the fixtures' size bound (docs/spec.md).
     # Hugging Face BLOOM (BloomForCausalLM, BloomConfig defaults, transformers 5.24): pre-LN LayerNorm
     # (apply_residual_connection_post_layernorm=False) with γ and β, eps 1e-5 inside the root, a
     # LayerNorm of the embeddings (word_embeddings_layernorm) and a final one (ln_f); biases on the
@@ -602,11 +638,16 @@ def _parse_value(key: str, raw: str) -> Any:
             return float(raw)
         except ValueError:
             raise ValueError(f"variant switch {key!r}: expected a number, given {raw!r}") from None
-    if key == "rope_base":
+    if key == "global_every":
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(f"variant switch 'global_every': expected a whole number, given {raw!r}") from None
+    if key in ("rope_base", "rope_local_base"):
         try:
             return float(raw)
         except ValueError:
-            raise ValueError(f"variant switch 'rope_base': expected a number, given {raw!r}") from None
+            raise ValueError(f"variant switch {key!r}: expected a number, given {raw!r}") from None
     for choice in SWITCHES[key].choices:
         if str(choice).lower() == raw.lower():
             return choice

@@ -66,7 +66,9 @@ plugins keep GPT-2's; BERT's is certified by ``transformers-bert``.
 ``transformers-gemma2``      Gemma2ForCausalLM, Gemma2Attention, Gemma2DecoderLayer (gpt2_layer):
                             gemma+norm_placement=sandwich,attn_softcap=50.0,logit_softcap=30.0,
                             kv_group 2 and 1 (the caps Gemma2Config's defaults; query_pre_attn_scalar
-                            = head_dim; every layer global; d_e = H·d_attn, as Llama's: Gemma2Config
+                            = head_dim; the models with sliding_window MISTRAL_WINDOW and the library's
+                            layer_types, sliding and full in turn: +window=2,global_every=2; the lone layer
+                            and attention full, as a global layer; d_e = H·d_attn, as Llama's: Gemma2Config
                             refuses a hidden_size that H does not divide). Eager only: Gemma2PreTrainedModel's
                             _supports_sdpa is False ("sdpa does not support softcapping"), and
                             sdpa_attention_forward refuses a softcap.
@@ -299,7 +301,7 @@ VARIANT_NEOX = preset("gpt-neox")
 #: Gemma (GemmaConfig defaults): the ``gemma`` preset (gains 1 + γ, embeddings × √d_e, GeGLU with
 #: tanh GELU, tied unembedding), grouped (kv_group = 2) and not.
 VARIANT_GEMMA = preset("gemma").replace(kv_group=2)
-#: Gemma 2 (Gemma2Config defaults but every layer global): docs/spec.md's Gemma 2 2B,
+#: Gemma 2's layer (Gemma2Config defaults, the layer built full: a global one): docs/spec.md's Gemma 2 2B,
 #: gemma+norm_placement=sandwich,attn_softcap=50.0,logit_softcap=30.0 (its four RMSNorms per layer,
 #: Gemma2DecoderLayer; the caps of eager_attention_forward and Gemma2ForCausalLM.forward; the query scale
 #: query_pre_attn_scalar = head_dim, the paper's 1/√d_attn), grouped (kv_group = 2) and not.
@@ -352,6 +354,16 @@ FAMILY_SETS: dict[str, tuple[Any, ...]] = {
     "opt": (VARIANT_OPT,),
     "falcon": (VARIANT_FALCON, VARIANT_FALCON.replace(kv_group=1)),
 }
+#: Each family's sets for its whole models, where they differ from its layers' (``FAMILY_SETS``): Gemma 2's
+#: Gemma2ForCausalLM keeps Gemma2Config's layer_types, a sliding layer 0 and full and sliding layers in
+#: turn (transformers 5.24: "sliding_attention" if bool((i + 1) % 2) else "full_attention"), with the
+#: plugin's sliding_window (adapter.gemma2_config): docs/spec.md's Gemma 2 with window=MISTRAL_WINDOW,
+#: global_every=2. Its lone layer and attention are built full, as a global layer.
+FAMILY_MODEL_SETS: dict[str, tuple[Any, ...]] = {
+    "gemma2": tuple(v.replace(window=MISTRAL_WINDOW, global_every=2) for v in FAMILY_SETS["gemma2"]),
+}
+#: the whole models a family's plugin runs (the rest of its entries are a layer or its attention)
+_MODELS = frozenset({"d_transformer", "padded_d_transformer", "cached_decoding"})
 
 
 #: The families whose sdpa path computes in float64 at float64 (measured with transformers 5.24.0,
@@ -379,10 +391,13 @@ def _family(name: str, family: Decoder, attn: str) -> Implementation:
     entries have the names Llama's have, and a plugin maps each name to one function, so a family
     cannot join the merged plugin without the declared set choosing the library class (which would
     let a declaration change what is run). Per-algorithm variant sets and dtypes as Llama's."""
-    eager = FAMILY_SETS[family.name]
-    padded = eager if attn == "eager" else tuple(v.replace(empty_query="zeros") for v in eager)
     algorithms = decoder_algorithms(family, attn, with_norm=False)  # norms: inside the whole model
-    variants = {a: list(padded if a.startswith("padded_") else eager) for a in algorithms}
+    variants = {}
+    for a in algorithms:
+        eager = FAMILY_MODEL_SETS.get(family.name, FAMILY_SETS[family.name]) if a in _MODELS else \
+            FAMILY_SETS[family.name]
+        padded = eager if attn == "eager" else tuple(v.replace(empty_query="zeros") for v in eager)
+        variants[a] = list(padded if a.startswith("padded_") else eager)
     limits = {a: _family_limits(family) for a in algorithms}
     # the entries without padding (gpt2_layer, d_transformer) leave no query without a key: cached_decoding's
     dtypes = {a: LLAMA_DTYPES[attn].get(a, LLAMA_DTYPES[attn]["cached_decoding"]) for a in algorithms}

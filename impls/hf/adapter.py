@@ -316,18 +316,19 @@ def gemma2_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
     """A ``Gemma2Config`` as ``gemma_config`` builds a GemmaConfig (head_dim = d_attn, tied, the
     library's gelu_pytorch_tanh and √hidden_size embedding scale), with its caps at the library's
     defaults (attn_logit_softcapping 50, final_logit_softcapping 30: Gemma2Config), the query
-    scale query_pre_attn_scalar = head_dim (Gemma 2 2B's: the spec's 1/√d_attn), and every layer
-    "full_attention" (``layer_types``: Gemma 2 alternates sliding and global layers, a convention no
-    switch states; Gemma2Model.forward still builds the sliding mask, so sliding_window keeps its
-    default 4096, which no layer reads). The caps and the scale are fixed here, never read from the declared
-    set (a declaration fed to the config would be obeyed)."""
+    scale query_pre_attn_scalar = head_dim (Gemma 2 2B's: the spec's 1/√d_attn), and
+    sliding_window = ``MISTRAL_WINDOW``. A whole model (``hyper`` has L) keeps Gemma2Config's own
+    ``layer_types``, sliding and full in turn from a sliding layer 0 (the spec's window =
+    MISTRAL_WINDOW, global_every = 2); a lone layer (no L: gpt2_layer, the attention) is built
+    "full_attention", as a global layer. The caps, the scale, the window and the layer types are
+    fixed here, never read from the declared set (a declaration fed to the config would be obeyed)."""
     from transformers import Gemma2Config
 
-    L = hyper.get("L", 1)
+    types = {} if "L" in hyper else {"layer_types": ["full_attention"]}  # a model: the library's default
     return Gemma2Config(**(_decoder_kwargs(hyper, attn, variant) | {"tie_word_embeddings": True}),
                         head_dim=hyper["d_attn"], query_pre_attn_scalar=hyper["d_attn"],
                         attn_logit_softcapping=GEMMA2_ATTN_SOFTCAP, final_logit_softcapping=GEMMA2_LOGIT_SOFTCAP,
-                        layer_types=["full_attention"] * L)  # sliding_window: the default, read by no layer
+                        sliding_window=MISTRAL_WINDOW, **types)
 
 
 

@@ -77,6 +77,7 @@ import numpy as np  # noqa: E402
 from ftspec.impls.api import Context, Implementation  # noqa: E402
 
 from . import inference as _inference  # noqa: E402
+from .architectures import windowed_layers  # noqa: E402
 from . import training as _training  # noqa: E402
 from .boundary import (  # noqa: E402
     ENTRIES,
@@ -135,7 +136,9 @@ def _algorithm(name: str):
         if name in ("attention", "mh_attention") and ctx.variant.empty_query == "error":
             check_empty_queries(name, inputs["Mask"])
         if name in PADDED and ctx.variant.empty_query == "error":
-            check_padding(name, inputs, ctx.variant.window)
+            # a GPT stack of full layers alone (global_every = 1) has no window to empty a query
+            window = ctx.variant.window if name != "padded_d_transformer" or windowed_layers(ctx.variant) else 0
+            check_padding(name, inputs, window)
         check_values(inputs, ctx.hyper)
         cfg = Config(tuple(sorted(ctx.hyper.items())), ctx.variant, ctx.dtype)
         dev = device(ctx.device)

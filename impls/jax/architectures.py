@@ -118,6 +118,30 @@ def e_transformer(x: Array, theta: Params, ell_max: int, variant: VariantSet, pa
     return _softmax(e_logits(x, theta, ell_max, variant, pad))  # line 12
 
 
+def sliding_or_full(variant: VariantSet, l: int) -> VariantSet:
+    """The variant set of layer l (from 0) of a GPT stack whose layers take turns: with
+    ``global_every`` k ≥ 1 and a ``window``, every k-th layer (l + 1 a multiple of k) attends to the
+    whole causal prefix (no window) and the rest to the window alone, those sliding layers rotating
+    with ``rope_local_base`` where it is set under RoPE. Sources: transformers 5.24 Gemma2Config and
+    Gemma3TextConfig (layer_types: "full_attention" iff (i + 1) % k == 0; k = 2, and 6 from
+    sliding_window_pattern) and Gemma3TextModel (rotary tables per layer type, the sliding type's
+    rope_theta 10000, the full type's 1e6). k = 0 (the paper's) or no window: one set for all."""
+    k = variant.global_every
+    if k < 1 or variant.window < 1:
+        return variant
+    if (l + 1) % k:  # sliding
+        if variant.rotary != "none" and variant.rope_local_base > 0:
+            return variant.replace(rope_base=variant.rope_local_base)
+        return variant
+    return variant.replace(window=0)  # full
+
+
+def windowed_layers(variant: VariantSet) -> bool:
+    """Whether some layer of a GPT stack keeps ``window`` (``sliding_or_full``): every layer with k = 0,
+    layer 0 with k ≥ 2, none with k = 1 (every layer full) or without a window."""
+    return variant.window > 0 and variant.global_every != 1
+
+
 def d_logits(x: Array, theta: Params, ell_max: int, variant: VariantSet, valid: Optional[Array] = None,
              pad: Optional[Array] = None) -> Array:
     """Alg. 10 before the final softmax. x: (ℓ,) tokens → (ℓ, N_V). ``valid``: rows t ≥ valid are
@@ -125,8 +149,8 @@ def d_logits(x: Array, theta: Params, ell_max: int, variant: VariantSet, valid: 
     every layer (Mask = [[t_z ≤ t_x]] ∧ pad[t_z])."""
     rows = valid_rows(x.shape[0], valid)
     X = embed(x, theta, ell_max, variant, theta.get("norm_emb"), rows=rows)  # (ℓ, d_e)  lines 1-3
-    for layer in theta["layers"]:  # lines 4-8
-        X = encoder_block(X, layer, variant, "gpt2", valid, pad)
+    for l, layer in enumerate(theta["layers"]):  # lines 4-8
+        X = encoder_block(X, layer, sliding_or_full(variant, l), "gpt2", valid, pad)
     if variant.resolved_final_norm("gpt2"):
         X = norm(X, theta["norm_final"], variant, rows=rows)  # line 10 (γ, β)
     return _logits(X, theta, variant)  # (ℓ, N_V)  line 11 before the softmax
@@ -222,17 +246,18 @@ def cached_decoding(x: Array, n_prefill: Array, theta: Params, ell_max: int, var
     ell = x.shape[0]
     layers = theta["layers"]
     d_attn = layers[0]["attn"]["W_q"].shape[1] if layers else 2
-    r = rope(variant, ell, d_attn, theta["tok"].dtype)  # (ℓ, d_attn/2) angles for every slot, or None
+    kinds = [sliding_or_full(variant, l) for l in range(len(layers))]  # each layer's window and base
+    r = [rope(v, ell, d_attn, theta["tok"].dtype) for v in kinds]  # (ℓ, d_attn/2) angles per slot, or None
     emb_norm = theta.get("norm_emb")
 
     # 1. prefill
     rows = jnp.arange(ell) < n_prefill  # (ℓ,) the prompt's slots
     prompt = jnp.where(rows, x, jnp.zeros((), x.dtype))  # later tokens are not the prefill's to see
     X = embed(prompt, theta, ell_max, variant, emb_norm, rows=rows)  # (ℓ, d_e)  lines 1-3
-    mask = self_mask(ell, variant, True, rows)  # (ℓ, ℓ) [t_x, t_z]: causal ∧ t_z < n_prefill
     caches: list[Cache] = []
-    for layer in layers:  # lines 4-8
-        X, kv = _cached_layer(X, layer, variant, r, mask, rows, None, None, rows)
+    for layer, v, r_l in zip(layers, kinds, r):  # lines 4-8
+        mask = self_mask(ell, v, True, rows)  # (ℓ, ℓ) [t_x, t_z]: causal (within v's window) ∧ t_z < n_prefill
+        X, kv = _cached_layer(X, layer, v, r_l, mask, rows, None, None, rows)
         caches.append(kv)
     P = _softmax(_final_logits(X, theta, variant, rows))  # (ℓ, N_V): rows < n_prefill are the answer
 
@@ -243,13 +268,12 @@ def cached_decoding(x: Array, n_prefill: Array, theta: Params, ell_max: int, var
         P, caches = state
         token = jax.lax.dynamic_slice_in_dim(x, t, 1)  # (1,) x[t]
         Y = embed(token, theta, ell_max, variant, emb_norm, start=t)  # (1, d_e) at position t
-        seen = slots <= t  # (ℓ,) cached positions < t and t itself
-        if variant.window:  # a sliding window: only the W newest, t itself counted
-            seen = seen & (slots > t - variant.window)
-        r_t = rope_rows(r, t, 1)
         new = []
-        for layer, cache in zip(layers, caches):
-            Y, kv = _cached_layer(Y, layer, variant, r_t, seen[None, :], seen, cache, t, None)
+        for layer, cache, v, r_l in zip(layers, caches, kinds, r):
+            seen = slots <= t  # (ℓ,) cached positions < t and t itself
+            if v.window:  # a sliding window: only the W newest, t itself counted
+                seen = seen & (slots > t - v.window)
+            Y, kv = _cached_layer(Y, layer, v, rope_rows(r_l, t, 1), seen[None, :], seen, cache, t, None)
             new.append(kv)
         row = _softmax(_final_logits(Y, theta, variant))  # (1, N_V)
         # positions of the prompt were the prefill's: keep its rows and cache (a select, not a branch:

@@ -38,6 +38,7 @@ __all__ = [
     "ed_logits_fwd",
     "ed_transformer",
     "embed_tokens",
+    "local_or_global",
     "next_token_encoder",
     "next_token_logits",
     "padded_d_transformer",
@@ -236,6 +237,28 @@ class DCache(NamedTuple):
     unembed: UnembedCache
 
 
+def local_or_global(variant, l: int):
+    """Layer l's conventions in a stack of local and global layers (Gemma 2 and 3).
+
+    With ``global_every`` = k > 0 and a sliding ``window``, the layers numbered l = k−1, 2k−1, ...
+    (0-based) see every earlier position: their window is dropped; the others keep the window and,
+    when ``rope_local_base`` is set under RoPE, turn with that base instead of ``rope_base``.
+    transformers 5.24 (Gemma2Config, Gemma3TextConfig): layer i is "full_attention" exactly when
+    (i + 1) % k == 0; Gemma 3's sliding layers take rope_parameters["sliding_attention"]["rope_theta"].
+    Without k or a window every layer has ``variant`` as it is. The backward pass needs nothing more:
+    each layer's cache holds the mask and the rotary base its forward pass used.
+    """
+    k = variant.global_every
+    if not (k and variant.window):
+        return variant
+    is_global = (l + 1) % k == 0
+    if is_global:
+        return variant.replace(window=0)
+    if variant.rotary != "none" and variant.rope_local_base:
+        return variant.replace(rope_base=variant.rope_local_base)
+    return variant
+
+
 def d_logits_fwd(x: np.ndarray, params: Params, variant, hyper: Mapping[str, int], *,
                  pad: Optional[np.ndarray] = None, start: int = 0,
                  kv_caches: Optional[Sequence[KVCache]] = None) -> tuple[np.ndarray, DCache]:
@@ -249,7 +272,8 @@ def d_logits_fwd(x: np.ndarray, params: Params, variant, hyper: Mapping[str, int
     X, emb = embed_tokens_fwd(x, params, variant, hyper["ell_max"], start=start)  # (..., d_e, ℓ)  lines 1-3
     layers = []
     for l in range(hyper["L"]):  # line 4
-        X, c = stack_layer_fwd(X, params, f"layers.{l}.", variant, hyper["H"], "gpt2", pad=pad, offset=start,
+        X, c = stack_layer_fwd(X, params, f"layers.{l}.", local_or_global(variant, l), hyper["H"], "gpt2",
+                               pad=pad, offset=start,
                                kv_cache=None if kv_caches is None else kv_caches[l])  # lines 5-8
         layers.append(c)
     X, final = _final_norm(X, params, variant, "gpt2", "gamma", "beta")  # line 10

@@ -32,7 +32,7 @@ from .layers import block, cached_block, decoder_block
 __all__ = [
     "d_cached_logits", "d_logits", "d_step_logits",
     "d_transformer", "e_logits", "e_transformer", "ed_decode_logits", "ed_encode", "ed_logits",
-    "ed_transformer", "next_token_encoder", "next_token_logits",
+    "ed_transformer", "layer_conventions", "next_token_encoder", "next_token_logits",
 ]
 
 
@@ -106,13 +106,28 @@ def e_transformer(*args, **kwargs) -> Tensor:
     return torch.softmax(e_logits(*args, **kwargs), dim=-1)
 
 
+def layer_conventions(v: VariantSet, i: int) -> VariantSet:
+    """The switches decoder layer i (from 0) runs with. Gemma 2 and 3 interleave sliding-window
+    ("sliding_attention") and full ("full_attention") layers: transformers 5.24 sets
+    ``layer_types[i]`` to full when (i + 1) % k == 0, k = 2 (Gemma2Config) or the
+    ``sliding_window_pattern`` 6 (Gemma3TextConfig), and builds a separate rotary embedding for each
+    type (Gemma3RotaryEmbedding, the sliding one from rope_local_base_freq). Here k is
+    ``global_every``: a full layer loses ``window``; a sliding one keeps it and, if
+    ``rope_local_base`` is set, rotates with that base. k = 0 or no window: ``v`` unchanged."""
+    if v.global_every == 0 or v.window == 0:
+        return v
+    if (i + 1) % v.global_every == 0:
+        return v.replace(window=0)
+    return v.replace(rope_base=v.rope_local_base) if v.rope_local_base and v.rotary != "none" else v
+
+
 def d_logits(x: Tensor, emb: Embedding, layers: Sequence[Block], final: Norm, head: Unembedding,
              v: VariantSet, ell_max: int, pad: Optional[Tensor] = None) -> Tensor:
     """Alg. 10 up to the logits. x: (…, ℓ) → (…, ℓ, N_V). ``pad`` (…, ℓ), True = a real
     token: padding positions are masked as keys in every layer (causal mask ∧ pad)."""
     X = embed(x, emb.table, emb.positions, v, ell_max, emb.norm)  # lines 1-3: (…, ℓ, d_e)
-    for p in layers:  # line 4
-        X = block(X, p, v, "gpt2", pad)  # lines 5-8
+    for i, p in enumerate(layers):  # line 4
+        X = block(X, p, layer_conventions(v, i), "gpt2", pad)  # lines 5-8
     if v.resolved_final_norm("gpt2"):
         X = norm(X, final, v)  # line 10
     return logits(X, head.W_u, head.b_u, v)  # line 11 before softmax: (…, ℓ, N_V)
@@ -125,8 +140,8 @@ def d_step_logits(x: Tensor, start: int, caches: Sequence[list[Tensor]], emb: Em
     values of positions < start) → logits (…, ℓ, N_V) of those positions. start = 0 with empty
     caches is the prefill; then ℓ = 1 per generated token."""
     X = embed(x, emb.table, emb.positions, v, ell_max, emb.norm, start=start)  # lines 1-3 at positions start …
-    for p, cache in zip(layers, caches, strict=True):  # line 4
-        X = cached_block(X, p, v, cache, start)  # lines 5-8
+    for i, (p, cache) in enumerate(zip(layers, caches, strict=True)):  # line 4
+        X = cached_block(X, p, layer_conventions(v, i), cache, start)  # lines 5-8
     if v.resolved_final_norm("gpt2"):
         X = norm(X, final, v)  # line 10
     return logits(X, head.W_u, head.b_u, v)  # line 11 before softmax

@@ -28,17 +28,19 @@ HYPER = {"H": 2, "d_e": 8, "d_attn": 4, "d_mid": 4, "d_mlp": 5, "ell": 4}
 
 @pytest.mark.parametrize("algorithm", ["gpt2_layer", "padded_d_transformer"])
 def test_the_librarys_gemma2_is_the_sandwich_and_not_pre_ln(algorithm):
-    from ftspec.impls.hf import VARIANT_GEMMA2, implementation_gemma2 as impl
+    from ftspec.impls.hf import FAMILY_MODEL_SETS, VARIANT_GEMMA2, implementation_gemma2 as impl
 
+    # the whole models keep the library's alternating sliding and global layers (window 2, global_every 2)
+    declared = VARIANT_GEMMA2 if algorithm == "gpt2_layer" else FAMILY_MODEL_SETS["gemma2"][0]
     hyper = dict(HYPER) if algorithm == "gpt2_layer" else {**HYPER, "N_V": 7, "L": 2, "ell_max": 5}
-    case = Case.build(algorithm, hyper, VARIANT_GEMMA2, seed=1)
-    outcome = examine_case(Member(impl.name, impl, "cpu"), case, "float32", timeout=60.0, variant=VARIANT_GEMMA2,
+    case = Case.build(algorithm, hyper, declared, seed=1)
+    outcome = examine_case(Member(impl.name, impl, "cpu"), case, "float32", timeout=60.0, variant=declared,
                            batch=False)
     assert not outcome.judgement.findings, [f"{f.check}: {f.message}" for f in outcome.judgement.findings[:2]]
     p = Prepared(case.entry, case.inputs, case.params, "float32")
-    got = call(impl, case.entry, p.inputs, p.params, hyper=case.hyper, variant=VARIANT_GEMMA2, dtype="float32",
+    got = call(impl, case.entry, p.inputs, p.params, hyper=case.hyper, variant=declared, dtype="float32",
                device="cpu")
-    pre = VARIANT_GEMMA2.replace(norm_placement="pre")
+    pre = declared.replace(norm_placement="pre")
     params = {k: v for k, v in p.params.items() if not k.endswith("_out")}
     assert not judge(case.entry, got, reference(case.entry, p.inputs, params, hyper=case.hyper, variant=pre,
                                                 dtype="float32")).ok

@@ -134,7 +134,22 @@ def _fd_entry(model, data, params, variant, name, idx):
 @pytest.mark.parametrize("variant_name", sorted(VARIANTS))
 @pytest.mark.parametrize("model", MODELS)
 def test_gradient_matches_central_differences(model, variant_name):
-    variant = VARIANTS[variant_name]
+    _check_gradient(model, VARIANTS[variant_name], variant_name)
+
+
+#: Gemma 2's alternation with Gemma 3's two RoPE bases: layer 0 local (window 2, base 10000), layer 1
+#: global (base 1000000)
+LOCAL_GLOBAL = PAPER.replace(rotary="half", rope_base=1000000.0, window=2, global_every=2, rope_local_base=10000.0)
+
+
+def test_gradient_under_local_and_global_layers(monkeypatch):
+    """The decoder-only model's backward through a local and a global layer (each layer's cache holds
+    its own mask and rotary base); d_attn 4, so that the second RoPE pair turns by the base."""
+    monkeypatch.setitem(HYPER, "d_attn", 4)
+    _check_gradient("d", LOCAL_GLOBAL, "local-global")
+
+
+def _check_gradient(model, variant, variant_name):
     rng, params, data, grads = _regular_case(model, variant, zlib.crc32(f"{model}/{variant_name}".encode()))
     assert set(grads) == set(params)
     scale = max(float(np.max(np.abs(g))) for g in grads.values())

@@ -65,7 +65,7 @@ def with_switch(base: VariantSet, switch: str, value: Any) -> tuple[VariantSet, 
 
 #: switches read only under another one (``spec.variants.READ_WITH``): RoPE's base with a pairing
 #: on, the key/value head order with groups of 2 (and H = 4, so that there are two kv heads to
-#: order; d_attn = 4 for the base)
+#: order; d_attn = 4 for the base and the local layers' base; L = 2 for local and global layers)
 
 
 def hyper_for(e: Entry, switch: str, changed: VariantSet) -> dict:
@@ -76,8 +76,10 @@ def hyper_for(e: Entry, switch: str, changed: VariantSet) -> dict:
         hyper[k] = math.lcm(hyper[k], m)
     if switch == "kv_order" and "H" in hyper:
         hyper["H"] = 4
-    if switch == "rope_base" and "d_attn" in hyper:  # with d_attn = 2 the one pair turns by t·base⁰
-        hyper["d_attn"] = 4
+    if switch in ("rope_base", "rope_local_base") and "d_attn" in hyper:  # with d_attn = 2 the one pair
+        hyper["d_attn"] = 4  # turns by t·base⁰
+    if switch in ("global_every", "rope_local_base") and "L" in hyper:  # layer 0 local, layer 1 global
+        hyper["L"] = max(hyper["L"], 2)
     return hyper
 
 

@@ -3,8 +3,9 @@ causal attention (``window``), Gemma's RMSNorm gain 1 + γ (``norm_gain``), GPT-
 residual (``residual``), BLOOM's and MPT's ALiBi (``position_bias``), GPT-NeoX's partial rotary
 (``rotary_fraction``), Qwen3's and Gemma 3's QK-norm (``qk_norm``), Gemma 2's soft caps
 (``attn_softcap``, ``logit_softcap``), Gemma 2 27B's query scale 1/√(d_model/H) (``attn_scale``),
-Llama 3.1's and linear RoPE scaling (``rope_scaling``) and Gemma 2's sandwich norms
-(``norm_placement="sandwich"``). Each is
+Llama 3.1's and linear RoPE scaling (``rope_scaling``), Gemma 2's sandwich norms
+(``norm_placement="sandwich"``) and Gemma 2's and 3's local and global layers (``global_every``,
+``rope_local_base``). Each is
 a source edit of the NumPy plugin's own helper (one line, or a block moved), so every entry built on the
 helper inherits it."""
 
@@ -56,6 +57,16 @@ SANDWICHED = tuple(sorted((name for name, e in REGISTRY.items() if "norm_placeme
 #: the output norm of the NumPy plugin's sandwich block (``layers._residual_fwd``) and its residual sum
 _OUT_NORM = '            y, out_cache = norm_fwd(y, params, gamma + "_out", beta + "_out", variant)\n'
 _OUT_SUM = "        out = X + y\n"
+#: the decoder-only models, whose stacks may take local and global layers in turn (Algorithm 10 first: its
+#: default search is the bench's and the test's)
+ALTERNATING = tuple(sorted((name for name, e in REGISTRY.items() if "global_every" in e.switches),
+                           key=lambda n: n != "d_transformer"))
+#: Gemma 2's alternation with Gemma 3's two bases: the least window that drops a key, layer 0 local (its
+#: base 10000), layer 1 global (base 1000000); d_attn 4 so that a second RoPE pair turns by a base
+_GEMMA3_LAYERS = {"rotary": "half", "rope_base": 1000000.0, "window": 2, "global_every": 2,
+                  "rope_local_base": 10000.0}
+_GLOBAL_RULE = "    is_global = (l + 1) % k == 0\n"
+_GLOBAL_SET = "        return variant.replace(window=0)\n"
 
 #: QK-norm's block in ``components.attention_fwd`` and the rotation after it: the mutant moves the block
 _QK_BLOCK = (
@@ -273,4 +284,29 @@ MUTANTS = [
                        "at weight 0, a gain of 1 + 0: a freshly initialised model cannot show it)",
            witness=Witness("gpt2_layer", variant={"norm_placement": "sandwich"}),
            bench=("gpt2_layer",)),
+    Mutant("global-layers-off-by-one", "the global layers of a local/global stack counted from layer 0, "
+           "l mod k = 0, where Gemma 2 and 3 make layer l global when (l + 1) mod k = 0: under Gemma 2's k = 2 "
+           "the even layers attend to everything and the odd ones slide, the reverse of the checkpoint's",
+           ALTERNATING,
+           source_edit(Edit(A, "local_or_global", _GLOBAL_RULE, _GLOBAL_RULE.replace("(l + 1) % k", "l % k"))),
+           source="transformers 5.24 Gemma2Config and Gemma3TextConfig: layer_types[i] = 'sliding_attention' if "
+                  "bool((i + 1) % k) else 'full_attention' (k = 2; sliding_window_pattern 6), a 1-based count "
+                  "over 0-based layer indices that a port easily reads as i % k; constructed from the "
+                  "definition, not seen in a public thread",
+           equivalence="equivalent under global_every = 0 or 1 and window = 0 (every layer alike)",
+           witness=Witness("d_transformer", variant={"window": 2, "global_every": 2}),
+           bench=("d_transformer",)),
+    Mutant("local-rope-base-on-global-layers", "the local layers' RoPE base (Gemma 3's rope_local_base_freq "
+           "10000) used by the global layers too, where they rotate with rope_theta (1000000): one rotary "
+           "table for the whole stack", ALTERNATING,
+           source_edit(Edit(A, "local_or_global", _GLOBAL_SET, _GLOBAL_SET.replace(
+               "window=0)", "window=0, rope_base=variant.rope_local_base or variant.rope_base)"))),
+           source="transformers 5.24 Gemma3TextModel builds a rotary embedding per layer type "
+                  "(rope_parameters['sliding_attention'] and ['full_attention']) and passes each layer its "
+                  "type's; a port that builds one table, as for Gemma 2 (one rope_theta for all layers), from "
+                  "the local base; constructed from the definition, not seen in a public thread",
+           equivalence="equivalent under rope_local_base = 0 or equal to rope_base, rotary = 'none', and where "
+                       "no layer is global (global_every = 0, window = 0, or fewer than global_every layers)",
+           witness=Witness("d_transformer", hyper={"d_attn": 4}, variant=_GEMMA3_LAYERS),
+           bench=("d_transformer",)),
 ]

@@ -31,7 +31,9 @@ so a causal mask masks one and RoPE rotates one position; H = 2, or two kv
 heads, H = 2·``kv_group`` (at most ``MOST_SHOWN_HEADS``, else one: H = G),
 under grouped-query attention; ℓ = W + 2 under a sliding window W, whose bound
 it raises too: a key W places back shows the window and its off-by-one,
-``_shows_window``; under ALiBi the least head count that is not a power of
+``_shows_window``; L = k under local and global layers every k (``global_every``; 2 for k
+above ``MOST_SHOWN_LAYERS``), as its least value, so that a global layer follows a local one
+(``_alternation_layers``); under ALiBi the least head count that is not a power of
 two, with two kv heads or more, H = 3 or 2·``kv_group`` or 3·``kv_group`` (G
 above 4: H = G), whose bound it raises too: ALiBi's slopes follow another
 rule there, ``_alibi_heads``). The draw is the
@@ -69,13 +71,15 @@ from ..dtypes import round_to
 from ._budgets import MODEL_FAMILIES, RARE, hyper_kind, resolve_budget, resolve_dtype, resolve_entry
 from ._draws import uniform_integer
 
-__all__ = ["MOST_SHOWN_HEADS", "STRUCTURAL", "TIE_WIDTH", "hyperparameters", "structural_size"]
+__all__ = ["MOST_SHOWN_HEADS", "MOST_SHOWN_LAYERS", "STRUCTURAL", "TIE_WIDTH", "hyperparameters", "structural_size"]
 
 #: the structural simplest value of each kind of size that carries order (see the module docstring)
 STRUCTURAL = {"length": 2, "heads": 2}
 #: the most heads a structural head count raises H to (grouped-query attention, ALiBi): a larger group
 #: (kv_group 8) is drawn at H = G, so that no example pays for 16 or 24 heads
 MOST_SHOWN_HEADS = 12
+#: the most layers a stack of local and global layers raises L to (``_alternation_layers``)
+MOST_SHOWN_LAYERS = 3
 
 #: Smallest width of a zero-variance-singular norm per dtype (see ``hyperparameters``):
 #: exact ties of all d entries then have probability ≤ 2^-32 per column.
@@ -125,6 +129,9 @@ def hyperparameters(draw: st.DrawFn, entry: Any, *, variant: VariantSet = PAPER,
         # that the pairing shows in the rotated part as well (k alone where a plugin's limit is below 2k)
         k = rotary_multiple(variant.rotary_fraction)
         low["d_attn"] = max(low["d_attn"], 2 * k if int(lim.maximum.get("d_attn", 2 * k)) >= 2 * k else k)
+    shown = _alternation_layers(e, variant)
+    if shown and "L" in low and int(lim.maximum.get("L", shown)) >= shown:
+        low["L"] = max(low["L"], shown)  # a global layer after a local one: the alternation shows
     followers = dict(equal_widths(e, variant))
     lengths = [n for n in e.hyper if hyper_kind(n) == "length"]
 
@@ -199,6 +206,17 @@ def _shows_window(e: Any, variant: VariantSet, context: Optional[int]) -> bool:
     window the budget's context holds (``context`` None: any): a declared W of thousands is shown
     by a configuration with a small one, not by sequences of thousands."""
     return bool(variant.window) and "window" in e.switches and (context is None or variant.window + 2 <= context)
+
+
+def _alternation_layers(e: Any, variant: VariantSet) -> int:
+    """The least layer count at which local and global layers (``global_every`` k ≥ 2 with a window)
+    both appear, k (layer k − 1 is the first global one), for k up to ``MOST_SHOWN_LAYERS``; 2 above
+    it (Gemma 3's k = 6: two local layers, whose window and base show, not six layers per example);
+    0 where nothing alternates (k = 0 or 1, no window, an entry that does not read it)."""
+    k = variant.global_every
+    if "global_every" not in e.switches or not variant.window or k < 2:
+        return 0
+    return k if k <= MOST_SHOWN_LAYERS else 2
 
 
 def _shows_alibi(e: Any, variant: VariantSet) -> bool:

@@ -16,7 +16,11 @@ bands reach the drawn widths) move with ``rotary``: they are read only when a pa
 are drawn only with one; likewise the
 key/value head order with a group size above 1. A parallel ``residual`` is defined for the pre-LN
 placement only, so it is drawn with the paper's placement (pre for GPT-2), overriding a placement
-drawn beside it.
+drawn beside it. Local and global layers (``global_every``, Gemma 2 and 3) are drawn with a window
+(group "window_layers", in place of the window alone, at the entries that read them), and the local
+layers' RoPE base (``rope_local_base``) with a pairing, a window, Gemma 2's alternation and Gemma 3's
+global base 1000000, so that the two bases differ; a several-switch draw applies it last, so that no
+group drawn beside it turns off what it is read with.
 
 A value of ``SAME_MATHEMATICS`` (``variance="one_pass"``: another value's
 mathematics in another order) is not drawn here: for an implementation
@@ -52,9 +56,15 @@ def epsilons() -> st.SearchStrategy[dict[str, Any]]:
 def _groups(entry: Entry) -> list[str]:
     """Switches drawn together: ε and its placement are one group ("epsilon"); RoPE's base is
     drawn with a pairing (group "rotary"), the key/value head order with a group size > 1
-    (group "kv_group"), the biased projections with the biases on (group "attn_biases")."""
+    (group "kv_group"), the biased projections with the biases on (group "attn_biases"), the local
+    and global layers with a window (group "window_layers"), the local layers' base with all it is
+    read with (group "rope_local_base")."""
     names = sorted(entry.switches - {"epsilon", "epsilon_placement", "rope_base", "rotary_fraction", "rope_scaling",
-                                     "kv_order", "attn_bias_at"})
+                                     "kv_order", "attn_bias_at", "global_every", "rope_local_base"})
+    if "global_every" in entry.switches:  # the window with local and global layers (group "window_layers")
+        names = sorted([n for n in names if n != "window"] + ["window_layers"])
+    if "rope_local_base" in entry.switches:
+        names.append("rope_local_base")
     if "attn_bias_at" in entry.switches:
         names = [n for n in names if n != "attn_bias"] + ["attn_biases"]
     if entry.switches & {"epsilon", "epsilon_placement"}:
@@ -105,6 +115,14 @@ def _changed(group: str) -> st.SearchStrategy[dict[str, Any]]:
                          st.sampled_from(SWITCHES["rope_base"].choices),
                          st.sampled_from(SWITCHES["rotary_fraction"].choices),
                          st.sampled_from(SWITCHES["rope_scaling"].choices))
+    if group == "window_layers":  # a window, with every layer local or local and global layers in turn
+        return st.builds(lambda w, k: {"window": w, "global_every": k},
+                         st.sampled_from(SWITCHES["window"].choices[1:]),
+                         st.sampled_from(SWITCHES["global_every"].choices))
+    if group == "rope_local_base":  # read with a pairing, a window and global layers: drawn with them
+        return st.builds(_local_base,
+                         st.sampled_from(SWITCHES["rotary"].choices[1:]),
+                         st.sampled_from(SWITCHES["rope_local_base"].choices[1:]))
     values = [c for c in SWITCHES[group].choices
               if c != SWITCHES[group].paper and (group, c) not in SAME_MATHEMATICS]
     return st.sampled_from(values).map(lambda v: {group: v})
@@ -123,6 +141,18 @@ def _rotary(pairing: str, base: float, fraction: float, scaling: str) -> dict[st
     if scaling == "llama3":
         base = max(base, LLAMA3_BASE)
     return {"rotary": pairing, "rope_base": base, "rotary_fraction": fraction, "rope_scaling": scaling}
+
+
+#: the global layers' RoPE base drawn with ``rope_local_base``: Gemma 3's (Gemma3TextConfig,
+#: transformers 5.24: default_theta global 1000000, local 10000), so that the local one differs
+GLOBAL_BASE = 1000000.0
+
+
+def _local_base(pairing: str, local: float) -> dict[str, Any]:
+    """The local layers' base with what it is read with: a pairing at ``GLOBAL_BASE``, the least
+    window that drops a key, and Gemma 2's alternation (layer 0 local, layer 1 global)."""
+    return {"rotary": pairing, "rope_base": GLOBAL_BASE, "window": SWITCHES["window"].choices[1],
+            "global_every": SWITCHES["global_every"].choices[1], "rope_local_base": local}
 
 
 @functools.lru_cache(maxsize=None)
@@ -152,7 +182,9 @@ def _several_switches(draw: st.DrawFn, entry: Entry) -> dict[str, Any]:
     """Two or more switch groups (all of them if fewer), each at a non-paper value."""
     chosen = draw(_chosen_groups(tuple(_groups(entry))))
     out: dict[str, Any] = {}
-    for group in sorted(chosen):
+    # groups in sorted order (a parallel residual after a placement), the local base last: it sets the
+    # pairing, window and global layers it is read with, which "rotary" or "window_layers" would move
+    for group in sorted(chosen, key=lambda g: (g == "rope_local_base", g)):
         out.update(draw(_changed(group)))
     return out
 
