@@ -46,3 +46,22 @@ def test_a_missing_family_convention_is_caught_and_named_at_float32(switch):
     assert not judge(case.entry, wrong, ref).ok  # caught
     d = diagnose(case.entry, case, wrong, "float32", evaluations=80)
     assert any(m["changes"].get(switch) == getattr(PAPER, switch) for m in d.matches), d.summary()
+
+
+def test_a_stack_without_its_global_layers_is_caught_and_named_at_float32():
+    """Gemma 2's alternation (``global_every=2``: layer 1 global) computed as every layer local, as a
+    port that applies ``sliding_window`` to every layer does: caught on a 2-layer model whose
+    sequence is longer than the window, and named ``global_every = 0``."""
+    import numpy as np
+
+    declared = parse("llama+window=1,global_every=2")
+    computed = declared.replace(global_every=0)
+    hyper = {"N_V": 7, "ell_max": 5, "L": 2, "H": 2, "d_e": 4, "d_attn": 2, "d_mid": 2, "d_mlp": 6, "ell": 4}
+    case = Case.build("d_transformer", hyper, declared, seed=2, given={"x": np.array([1, 3, 5, 2])})
+    p = Prepared(case.entry, case.inputs, case.params, "float32")
+    wrong = call(NUMPY, case.entry, p.inputs, p.params, hyper=case.hyper, variant=computed, dtype="float32",
+                 device="cpu")
+    ref = reference(case.entry, p.inputs, p.params, hyper=case.hyper, variant=declared, dtype="float32")
+    assert not judge(case.entry, wrong, ref).ok
+    d = diagnose(case.entry, case, wrong, "float32", evaluations=80)
+    assert any(m["changes"].get("global_every") == 0 for m in d.matches), d.summary()
