@@ -64,3 +64,21 @@ def counted_evaluations(monkeypatch) -> list[tuple]:
 
     monkeypatch.setattr(tolerances, "_evaluated", counting)
     return evaluated
+
+
+#: plugin source appended to the example plugin (examples/minimal_plugin): its layer norm with ε = 1e-5
+#: inside the root, wrong for the paper's set and refusing only what the spec refuses, so that a search
+#: fails it on values alone (the worker and parallel-run tests' failing plugin)
+EPSILON_INSIDE_SOURCE = """
+import numpy as np
+
+def layer_norm(inputs, params, ctx):  # epsilon 1e-5 inside the root: wrong for the paper's set
+    X = inputs["X"]
+    if np.all(X == X[..., :1, :], axis=-2).any():  # refuses what the spec refuses: only ε is wrong
+        raise ValueError("layer_norm: a column of zero variance")
+    m = X.mean(axis=-2, keepdims=True)
+    v = ((X - m) ** 2).mean(axis=-2, keepdims=True)
+    return (X - m) / np.sqrt(v + 1e-5) * params["gamma"][:, None] + params["beta"][:, None]
+
+implementation.algorithms["layer_norm"] = layer_norm
+"""

@@ -25,6 +25,8 @@ from ftspec.conformance.running.runner import Runner
 from ftspec.fixtures import load_manifest
 from ftspec.impls.discovery import load_target
 
+from ..support import EPSILON_INSIDE_SOURCE
+
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = (ROOT / "examples" / "minimal_plugin" / "ftspec_example" / "__init__.py").read_text()
 
@@ -55,17 +57,8 @@ def test_the_parallel_run_is_the_serial_run(tmp_path):
 
 
 def test_a_failure_comes_back_with_its_shrunk_case_and_reproducer(tmp_path, monkeypatch):
-    label = _module(tmp_path, monkeypatch, "eps_inside", """
-def layer_norm(inputs, params, ctx):  # epsilon 1e-5 inside the root: wrong for the paper's set
-    X = inputs["X"]
-    if np.all(X == X[..., :1, :], axis=-2).any():  # refuses what the spec refuses: only ε is wrong
-        raise ValueError("layer_norm: a column of zero variance")
-    m = X.mean(axis=-2, keepdims=True)
-    v = ((X - m) ** 2).mean(axis=-2, keepdims=True)
-    return (X - m) / np.sqrt(v + 1e-5) * params["gamma"][:, None] + params["beta"][:, None]
+    label = _module(tmp_path, monkeypatch, "eps_inside", EPSILON_INSIDE_SOURCE)
 
-implementation.algorithms["layer_norm"] = layer_norm
-""")
     plugins = [(label, load_target(label))]
     result = run_parallel(_settings([label], tmp_path, examples=40), plugins, jobs=2,
                           algorithms=["layer_norm", "rms_norm"], dtypes=["float32"])

@@ -35,22 +35,11 @@ from ftspec.conformance.session import commands
 from ftspec.impls.discovery import DEFAULT_LOAD_TIMEOUT, load_target
 from ftspec.spec.variants import PRESETS
 
+from ..support import EPSILON_INSIDE_SOURCE
+
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = (ROOT / "examples" / "minimal_plugin" / "ftspec_example" / "__init__.py").read_text()
 TABLE = ROOT / "examples" / "tables" / "layer_norm_tutorial_004_conventions.json"
-WRONG_EPSILON = """
-import numpy as np
-
-def layer_norm(inputs, params, ctx):  # epsilon 1e-5 inside the root: wrong for the paper's set
-    X = inputs["X"]
-    if np.all(X == X[..., :1, :], axis=-2).any():  # refuses what the spec refuses: only ε is wrong
-        raise ValueError("layer_norm: a column of zero variance")
-    m = X.mean(axis=-2, keepdims=True)
-    v = ((X - m) ** 2).mean(axis=-2, keepdims=True)
-    return (X - m) / np.sqrt(v + 1e-5) * params["gamma"][:, None] + params["beta"][:, None]
-
-implementation.algorithms["layer_norm"] = layer_norm
-"""
 
 
 def test_the_configuration_is_standard_json_and_comes_back_the_same():
@@ -106,7 +95,7 @@ def test_a_worker_result_carries_its_failing_case(tmp_path, monkeypatch):
     and it is the case the file holds."""
     from ftspec.conformance.running.worker_tasks import _search_task
 
-    (tmp_path / "wrong_eps.py").write_text(EXAMPLE + "\n" + WRONG_EPSILON)
+    (tmp_path / "wrong_eps.py").write_text(EXAMPLE + "\n" + EPSILON_INSIDE_SOURCE)
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     config = RunConfig(("wrong_eps:implementation",), "default", seed=3, case_dir=str(tmp_path / "cases"),

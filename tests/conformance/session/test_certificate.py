@@ -8,13 +8,14 @@ would, recompute the content hash, and expect ``verify`` to refuse.
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 
 import pytest
 
-from ftspec.conformance.session.certificate import CertificateError, consistency, content_hash, load, verify
+from ftspec.conformance.session.certificate import CertificateError, consistency, load, verify
 from ftspec.conformance.session.commands import NothingTested, Settings, certify, reproduce
+
+from .certificate_files import rehashed, written
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = (ROOT / "examples" / "minimal_plugin" / "ftspec_example" / "__init__.py").read_text()
@@ -51,16 +52,6 @@ def issued(plugin_dir, tmp_path_factory) -> dict:
     return cert.doc
 
 
-def _rehashed(doc: dict) -> dict:
-    doc = copy.deepcopy(doc)
-    doc["content_hash"] = content_hash(doc)
-    return doc
-
-
-def _write(tmp_path: Path, doc: dict) -> Path:
-    path = tmp_path / "certificate.json"
-    path.write_text(json.dumps(doc))
-    return path
 
 
 def test_a_complete_run_is_conformant_and_states_the_examples_run(issued, tmp_path):
@@ -70,7 +61,7 @@ def test_a_complete_run_is_conformant_and_states_the_examples_run(issued, tmp_pa
     assert issued["run"]["examples_run"]["total"] == sum(c["examples"] for c in cells)
     assert issued["selection"]["narrowed"] == [] and issued["run"]["fixture_selection"] == "all"
     assert issued["fixtures"] and all(f["ok"] for f in issued["fixtures"])
-    ok, message = verify(_write(tmp_path, issued))
+    ok, message = verify(written(tmp_path, issued))
     assert ok and "conformant" in message
 
 
@@ -84,8 +75,8 @@ def _fail_first_cell(doc: dict) -> None:
 def test_a_flipped_verdict_with_a_recomputed_hash_is_refused(issued, tmp_path):
     doc = copy.deepcopy(issued)
     _fail_first_cell(doc)  # the results say it failed ...
-    assert consistency(_rehashed(doc))  # ... while the verdict still says conformant
-    ok, message = verify(_write(tmp_path, _rehashed(doc)))
+    assert consistency(rehashed(doc))  # ... while the verdict still says conformant
+    ok, message = verify(written(tmp_path, rehashed(doc)))
     assert not ok and "verdict" in message
 
 
@@ -101,14 +92,14 @@ def test_a_flipped_verdict_with_a_recomputed_hash_is_refused(issued, tmp_path):
 def test_edits_that_change_what_the_certificate_claims_are_refused(issued, tmp_path, edit, words):
     doc = copy.deepcopy(issued)
     edit(doc)
-    ok, message = verify(_write(tmp_path, _rehashed(doc)))
+    ok, message = verify(written(tmp_path, rehashed(doc)))
     assert not ok and words in message, message
 
 
 def test_a_changed_byte_without_a_new_hash_is_refused(issued, tmp_path):
     doc = copy.deepcopy(issued)
     doc["subject"]["version"] = "9.9.9"
-    ok, message = verify(_write(tmp_path, doc))
+    ok, message = verify(written(tmp_path, doc))
     assert not ok and "hash mismatch" in message
 
 
@@ -130,7 +121,7 @@ def test_a_selection_is_partial_and_recorded(label, tmp_path):
     assert sel["dtypes"] == ["float64"] and sel["algorithms"] == ["layer_norm"]
     assert any("float32" in n for n in sel["narrowed"]) and any("rms_norm" in n for n in sel["narrowed"])
     assert list(cert.doc["algorithms"]) == ["layer_norm"]
-    assert verify(_write(tmp_path, cert.doc))[0]
+    assert verify(written(tmp_path, cert.doc))[0]
 
 
 def test_certifying_an_algorithm_the_implementation_lacks_tests_nothing(label, tmp_path):

@@ -30,7 +30,6 @@ from ftspec.conformance.session.certificate import (
     REPRODUCE_LIMITS,
     CertificateError,
     consistency,
-    content_hash,
     load,
     recorded_settings,
     render_markdown,
@@ -39,6 +38,8 @@ from ftspec.conformance.session.certificate import (
 from ftspec.conformance.session.certificate.derived import examples_run
 from ftspec.conformance.session.commands import Settings, certify, reproduce
 from ftspec.tools.cli import main
+
+from .certificate_files import rehashed, written
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = (ROOT / "examples" / "minimal_plugin" / "ftspec_example" / "__init__.py").read_text()
@@ -92,16 +93,6 @@ def failing(plugin_dir, tmp_path_factory) -> dict:
                     examples=10, fixtures="none")
 
 
-def _rehashed(doc: dict) -> dict:
-    doc = copy.deepcopy(doc)
-    doc["content_hash"] = content_hash(doc)
-    return doc
-
-
-def _write(tmp_path: Path, doc: dict, name: str = "certificate.json") -> Path:
-    path = tmp_path / name
-    path.write_text(json.dumps(doc))
-    return path
 
 
 def _cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -134,7 +125,7 @@ def _retarget(doc: dict, target: str) -> dict:
         row["implementation"] = target
     env = doc["environment"]["implementations"]
     env[target] = env.pop(old)
-    return _rehashed(doc)
+    return rehashed(doc)
 
 
 # -- --reproduce: the implementation comes from the command line ------------------------------
@@ -145,7 +136,7 @@ def test_the_recorded_target_is_shown_never_imported(small, here, tmp_path, caps
                                        "implementation as impl\n")
     doc = _retarget(small, "evil_cert:impl")
     doc["run"]["settings"].update(in_process=True, jobs=10**6)
-    path = _write(tmp_path, _rehashed(doc))
+    path = written(tmp_path, rehashed(doc))
     assert verify(path)[0]  # it is data, consistent with itself ...
     code, out, err = _cli(capsys, "certify", "--reproduce", str(path))
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
@@ -167,7 +158,7 @@ def test_in_process_and_jobs_never_come_from_the_file(small, here, tmp_path):
     doc = copy.deepcopy(small)
     assert doc["run"]["settings"]["in_process"] is True  # the record says in-process ...
     doc["run"]["settings"]["jobs"] = 10**6
-    path = _write(tmp_path, _rehashed(doc))
+    path = written(tmp_path, rehashed(doc))
     settings = recorded_settings(load(path))
     assert "in_process" not in settings and "jobs" not in settings
     rep = reproduce(path, "ucert_example:implementation", jobs=1, case_dir=str(tmp_path / "again"))
@@ -192,7 +183,7 @@ def test_in_process_and_jobs_never_come_from_the_file(small, here, tmp_path):
 def test_settings_out_of_bounds_are_refused_before_anything_runs(small, here, tmp_path, capsys, key, value, words):
     doc = copy.deepcopy(small)
     doc["run"]["settings"][key] = value
-    path = _write(tmp_path, _rehashed(doc))
+    path = written(tmp_path, rehashed(doc))
     with pytest.raises(CertificateError, match="run.settings") as info:
         recorded_settings(load(path))
     assert words in str(info.value)
@@ -209,14 +200,14 @@ def test_the_block_a_certificate_records_is_the_block_it_reproduces(small, tmp_p
     assert recorded_settings(small)["block"] == 4
     doc = copy.deepcopy(small)
     del doc["run"]["settings"]["block"]
-    assert recorded_settings(load(_write(tmp_path, _rehashed(doc))))["block"] == 1
+    assert recorded_settings(load(written(tmp_path, rehashed(doc))))["block"] == 1
 
 
 def test_unknown_settings_are_ignored(small, tmp_path):
     doc = copy.deepcopy(small)
     doc["run"]["settings"]["scheduler"] = "tcp://attacker:8786"
     doc["run"]["settings"]["case_dir"] = "/etc"
-    settings = recorded_settings(load(_write(tmp_path, _rehashed(doc))))
+    settings = recorded_settings(load(written(tmp_path, rehashed(doc))))
     assert "scheduler" not in settings and "case_dir" not in settings
     assert settings["algorithms"] == ("rms_norm",) and settings["examples"] == 10
 
@@ -271,7 +262,7 @@ def test_a_100000_digit_integer_is_refused(issued, tmp_path, capsys):
 def test_a_million_rows_are_refused_by_a_bound_not_parsed(issued, tmp_path, capsys, monkeypatch):
     doc = {k: v for k, v in issued.items()}
     doc["results"] = [{}] * 1_200_000
-    path = _write(tmp_path, doc)
+    path = written(tmp_path, doc)
     monkeypatch.setattr(casefile.json, "loads", lambda *a, **k: pytest.fail("the rows were parsed"))
     started = time.perf_counter()
     _refused_by_verify(capsys, path, "at most 1000000 JSON objects and arrays are allowed")
@@ -283,7 +274,7 @@ def test_more_rows_than_a_certificate_can_have_are_refused(issued, tmp_path, cap
     cell = next(c for c in doc["results"] if c["status"] == "pass")
     doc["results"] = [cell] * (LIMITS["results"] + 1)
     started = time.perf_counter()
-    _refused_by_verify(capsys, _write(tmp_path, _rehashed(doc)),
+    _refused_by_verify(capsys, written(tmp_path, rehashed(doc)),
                        f"has {LIMITS['results'] + 1} rows; at most {LIMITS['results']} are allowed")
     assert time.perf_counter() - started < 10
 
@@ -336,8 +327,8 @@ def test_more_rows_than_a_certificate_can_have_are_refused(issued, tmp_path, cap
 def test_malformed_fields_are_one_line_refusals(issued, tmp_path, capsys, edit, needle):
     doc = copy.deepcopy(issued)
     edit(doc)
-    _refused_by_verify(capsys, _write(tmp_path, _rehashed(doc)), needle)
-    assert consistency(_rehashed(doc))  # the library says so too, without raising
+    _refused_by_verify(capsys, written(tmp_path, rehashed(doc)), needle)
+    assert consistency(rehashed(doc))  # the library says so too, without raising
 
 
 def test_the_first_bad_field_in_the_schemas_order_is_the_one_named(issued, tmp_path, capsys):
@@ -347,9 +338,9 @@ def test_the_first_bad_field_in_the_schemas_order_is_the_one_named(issued, tmp_p
     doc = copy.deepcopy(issued)
     doc["results"][1]["status"] = "passed"
     doc["results"][0]["examples"] = -1
-    _refused_by_verify(capsys, _write(tmp_path, _rehashed(doc)), "field results[0].examples")
+    _refused_by_verify(capsys, written(tmp_path, rehashed(doc)), "field results[0].examples")
     doc["results"].append("not a cell")
-    _refused_by_verify(capsys, _write(tmp_path, _rehashed(doc)), f"field results[{len(doc['results']) - 1}] must be")
+    _refused_by_verify(capsys, written(tmp_path, rehashed(doc)), f"field results[{len(doc['results']) - 1}] must be")
 
 
 def test_the_schema_names_the_fields_a_built_certificate_writes(issued):
@@ -386,7 +377,7 @@ def _pass_with_ratio(doc: dict, ratio) -> None:
 def test_a_pass_needs_a_ratio_from_0_to_1(issued, tmp_path, capsys, ratio):
     doc = copy.deepcopy(issued)
     _pass_with_ratio(doc, ratio)
-    message = _refused_by_verify(capsys, _write(tmp_path, _rehashed(doc)), "'pass' with an error ratio of")
+    message = _refused_by_verify(capsys, written(tmp_path, rehashed(doc)), "'pass' with an error ratio of")
     assert "not a number from 0 to 1" in message
 
 
@@ -394,13 +385,13 @@ def test_a_pass_needs_a_ratio_from_0_to_1(issued, tmp_path, capsys, ratio):
 def test_an_ok_fixture_needs_a_ratio_from_0_to_1(issued, tmp_path, capsys, ratio):
     doc = copy.deepcopy(issued)
     doc["fixtures"][0]["ratio"] = ratio
-    _refused_by_verify(capsys, _write(tmp_path, _rehashed(doc)), "'ok' with an error ratio of")
+    _refused_by_verify(capsys, written(tmp_path, rehashed(doc)), "'ok' with an error ratio of")
 
 
 def test_the_json_nan_literal_in_a_pass_is_refused(issued, tmp_path, capsys):
     doc = copy.deepcopy(issued)
     _pass_with_ratio(doc, float("nan"))
-    doc = _rehashed(doc)
+    doc = rehashed(doc)
     text = json.dumps(doc)  # writes the bare NaN literal
     assert "NaN" in text
     _refused_by_verify(capsys, _write_text(tmp_path, text), "'pass' with an error ratio of nan")
@@ -428,21 +419,21 @@ def _forged_pass(failing: dict) -> dict:
     doc["run"]["fixture_selection"] = "all"
     doc["run"]["settings"]["fixtures"] = None
     doc.update(verdict="conformant", reasons=[])
-    return _rehashed(doc)
+    return rehashed(doc)
 
 
 def test_a_forged_pass_with_no_fixture_replay_is_refused(failing, tmp_path, capsys):
     forged = _forged_pass(failing)
     problems = consistency(forged)
     assert len(problems) == 1 and "fixture replays its 'all' selection calls for are not recorded" in problems[0]
-    message = _refused_by_verify(capsys, _write(tmp_path, forged), "are not recorded (it records 0)")
+    message = _refused_by_verify(capsys, written(tmp_path, forged), "are not recorded (it records 0)")
     assert "layer_norm--" in message or "rms_norm--" in message  # names a missing replay
 
 
 def test_a_forged_pass_that_drops_its_fixture_set_is_refused(failing, tmp_path, capsys):
     forged = _forged_pass(failing)
     forged["run"]["fixture_set"] = None
-    _refused_by_verify(capsys, _write(tmp_path, _rehashed(forged)), "names no fixture set")
+    _refused_by_verify(capsys, written(tmp_path, rehashed(forged)), "names no fixture set")
 
 
 def test_a_forged_pass_cannot_pose_as_a_replay_that_failed_as_a_whole(failing, tmp_path, capsys):
@@ -451,10 +442,10 @@ def test_a_forged_pass_cannot_pose_as_a_replay_that_failed_as_a_whole(failing, t
     forged = _forged_pass(failing)
     forged["fixtures"] = [{"case": "(all)", "algorithm": "-", "implementation": forged["subject"]["target"],
                            "dtype": "-", "device": "-", "ok": True, "ratio": 0.0}]
-    _refused_by_verify(capsys, _write(tmp_path, _rehashed(forged)), "are not recorded")
+    _refused_by_verify(capsys, written(tmp_path, rehashed(forged)), "are not recorded")
     forged = _forged_pass(failing)
     forged["environment"]["implementations"][forged["subject"]["target"]]["devices"] = ["error: none today"]
-    _refused_by_verify(capsys, _write(tmp_path, _rehashed(forged)), "devices are recorded as an error")
+    _refused_by_verify(capsys, written(tmp_path, rehashed(forged)), "devices are recorded as an error")
 
 
 def test_a_forgery_consistent_with_itself_verifies_and_says_what_that_means(failing, tmp_path):
@@ -462,7 +453,7 @@ def test_a_forgery_consistent_with_itself_verifies_and_says_what_that_means(fail
     that agrees with itself passes --verify; the message says only --reproduce shows the truth."""
     forged = _forged_pass(failing)
     forged["run"]["fixture_set"]["manifest_sha256"] = "0" * 64
-    ok, message = verify(_write(tmp_path, _rehashed(forged)))
+    ok, message = verify(written(tmp_path, rehashed(forged)))
     assert ok and "fixture replays not counted" in message
     assert "not that its results are true" in message and "--reproduce" in message and "--impl NAME" in message
     markdown = render_markdown(forged)
@@ -474,10 +465,10 @@ def test_a_genuine_certificate_records_every_fixture_replay_it_calls_for(issued,
     """The count --verify makes is the replay's own: a genuine certificate passes it, and one
     deleted replay fails it."""
     assert issued["run"]["fixture_set"]["manifest_sha256"] and len(issued["fixtures"]) > 1
-    assert verify(_write(tmp_path, issued))[0]
+    assert verify(written(tmp_path, issued))[0]
     doc = copy.deepcopy(issued)
     gone = doc["fixtures"].pop()
-    problems = consistency(_rehashed(doc))
+    problems = consistency(rehashed(doc))
     assert problems == [f"1 of the {len(issued['fixtures'])} fixture replays its 'all' selection calls for are "
                         f"not recorded (it records {len(doc['fixtures'])}), e.g. {gone['case']} {gone['dtype']} "
                         f"{gone['device']}"]

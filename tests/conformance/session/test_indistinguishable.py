@@ -10,17 +10,17 @@ refuses a malformed one in one line.
 from __future__ import annotations
 
 import copy
-import json
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
 
 from ftspec.conformance.session import separation
-from ftspec.conformance.session.certificate import content_hash, listing_lines, render_markdown, verify
+from ftspec.conformance.session.certificate import listing_lines, render_markdown, verify
 from ftspec.conformance.session.commands import Settings, certify
 from ftspec.impls.torch import implementation as bundled
+
+from .certificate_files import rehashed, written
 
 
 @pytest.fixture(scope="module")
@@ -72,19 +72,10 @@ def test_at_float64_the_bound_separates_what_bfloat16_cannot(monkeypatch):
     assert high["separated"] > low["separated"]
 
 
-def _rehashed(doc: dict) -> dict:
-    doc["content_hash"] = content_hash(doc)
-    return doc
-
-
-def _write(tmp_path: Path, doc: dict) -> Path:
-    path = tmp_path / "certificate.json"
-    path.write_text(json.dumps(doc))
-    return path
 
 
 def test_the_intact_certificate_verifies(cert, tmp_path):
-    ok, message = verify(_write(tmp_path, cert))
+    ok, message = verify(written(tmp_path, cert))
     assert ok, message
 
 
@@ -124,7 +115,7 @@ def _extra(record: dict) -> None:
 def test_verify_refuses_a_malformed_listing(cert, tmp_path, edit, words):
     doc = copy.deepcopy(cert)
     edit(_cell(doc, "bfloat16")["indistinguishable"])
-    ok, message = verify(_write(tmp_path, _rehashed(doc)))
+    ok, message = verify(written(tmp_path, rehashed(doc)))
     assert not ok and "indistinguishable" in message and words in message, message
     assert "\n" not in message
 
@@ -132,7 +123,7 @@ def test_verify_refuses_a_malformed_listing(cert, tmp_path, edit, words):
 def test_verify_refuses_a_listing_on_a_float64_cell(cert, tmp_path):
     doc = copy.deepcopy(cert)
     _cell(doc, "float64")["indistinguishable"] = copy.deepcopy(_cell(doc, "bfloat16")["indistinguishable"])
-    ok, message = verify(_write(tmp_path, _rehashed(doc)))
+    ok, message = verify(written(tmp_path, rehashed(doc)))
     assert not ok and "null at float64" in message, message
 
 
@@ -141,7 +132,7 @@ def test_verify_refuses_a_listing_under_a_set_not_declared(cert, tmp_path):
     doc = copy.deepcopy(cert)
     doc["variants"] = [{"name": "hf-gpt2", "hash": "0", "json": {"activation": "gelu_tanh", "epsilon": 1e-05,
                                                                 "epsilon_placement": "inside_root"}}]
-    ok, message = verify(_write(tmp_path, _rehashed(doc)))
+    ok, message = verify(written(tmp_path, rehashed(doc)))
     assert not ok and "not a set declared for gpt2_layer" in message, message
 
 
