@@ -1,7 +1,7 @@
 """Hugging Face transformers as an implementation (plugins ``transformers``,
 ``transformers-sdpa``, ``transformers-bert``, ``transformers-bert-sdpa``, and per family
 ``transformers-mistral``, ``-qwen2``, ``-qwen2-window``, ``-gpt-neox``, ``-gemma``, ``-qwen3``,
-``-phi3``, ``-gpt-j``, ``-opt``, ``-falcon``, each with ``-sdpa``, and ``-gemma2``, eager only).
+``-phi3``, ``-gpt-j``, ``-opt``, ``-falcon``, ``-gemma3``, each with ``-sdpa``, and ``-gemma2``, eager only).
 
 Boundary only: tiny configs built from the case's sizes, ftspec's parameters
 loaded into the library's own modules, layout and head packing
@@ -72,6 +72,19 @@ plugins keep GPT-2's; BERT's is certified by ``transformers-bert``.
                             refuses a hidden_size that H does not divide). Eager only: Gemma2PreTrainedModel's
                             _supports_sdpa is False ("sdpa does not support softcapping"), and
                             sdpa_attention_forward refuses a softcap.
+``transformers-gemma2-27b``  the same classes built with Gemma 2 9B's and 27B's query scale,
+                            query_pre_attn_scalar = hidden_size / num_attention_heads: the same sets with
+                            attn_scale=sqrt_d_model_per_head; d_e free of H·d_attn (a multiple of 12, H ≤ 4:
+                            ``GEMMA2_27B_LIMITS``), so that d_e/H and d_attn differ. Eager only.
+``transformers-gemma3``      Gemma3ForCausalLM (padded_d_transformer, cached_decoding), Gemma3DecoderLayer
+                            (gpt2_layer): gemma+norm_placement=sandwich,qk_norm=rms,rope_base=1000000.0,
+                            kv_group 2 and 1 (Gemma3RMSNorm's 1 + w in every norm and the QK-norm;
+                            query_pre_attn_scalar = head_dim; no caps; the models with sliding_window
+                            MISTRAL_WINDOW and sliding_window_pattern GEMMA3_GLOBAL_EVERY, the library's
+                            layer_types from it, the bases default_theta's, 1e6 global and 10000 local:
+                            +window=2,global_every=2,rope_local_base=10000.0; the lone layer full, a global
+                            one). No padded_causal_self_attention, as Qwen3's. With an ``-sdpa`` twin
+                            (Gemma3PreTrainedModel._supports_sdpa; no softcap for sdpa to refuse).
 ``transformers-qwen3``       Qwen3ForCausalLM (padded_d_transformer, cached_decoding),
                             Qwen3DecoderLayer (gpt2_layer): llama+qk_norm=rms,rope_base=1e6,
                             kv_group 2 and 1; no padded_causal_self_attention (Algorithm 5's
@@ -88,6 +101,11 @@ plugins keep GPT-2's; BERT's is certified by ``transformers-bert``.
 ``transformers-falcon``      FalconForCausalLM, FalconAttention, FalconDecoderLayer (gpt2_layer), the new
                             decoder architecture with two norms: nanogpt+residual=parallel,attn_bias=False,
                             mlp_bias=False,positions=none,rotary=half,empty_query=uniform, kv_group 2 and 1.
+``transformers-falcon-7b``   FalconForCausalLM, FalconAttention, FalconDecoderLayer in the old architecture
+                            (FalconConfig's defaults, Falcon-7B: multi_query, one input_layernorm):
+                            nanogpt+residual=parallel_shared,attn_bias=False,mlp_bias=False,positions=none,
+                            rotary=half,empty_query=uniform,kv_group=H at H = 4 (``FALCON7B_LIMITS``: a set
+                            states kv_group = H for one H only).
 Each of these with an ``-sdpa`` twin (padded entries under empty_query="zeros"), with Llama's
 per-algorithm dtypes (``LLAMA_DTYPES``; models/gpt_neox and models/gemma compute RoPE's cos/sin
 and eager softmax in float32, GemmaRMSNorm in float32, as Llama does). The families are plugins
@@ -96,7 +114,7 @@ function, and a family choosing its library class from the declared set would le
 change what runs. For the same reason the conventions a family fixes (Mistral's window, GPT-NeoX's
 rotary fraction, Qwen2's biases, Gemma's gain and embedding scale) are the library's, never read
 from the declared set; sizes (kv heads, widths) and ε and the RoPE base are, as for Llama. Read
-in models/{mistral,qwen2,gpt_neox,gemma,gemma2,qwen3,phi3,gptj,opt,falcon}/modeling_*.py and configuration_*.py,
+in models/{mistral,qwen2,gpt_neox,gemma,gemma2,gemma3,qwen3,phi3,gptj,opt,falcon}/modeling_*.py and configuration_*.py,
 masking_utils.py
 (create_sliding_window_causal_mask, sliding_window_overlay) and cache_utils.py
 (DynamicSlidingWindowLayer), transformers 5.24.0.
@@ -154,9 +172,11 @@ from ftspec.impls.api import Implementation, Limits
 from ftspec.spec.variants import preset
 
 from .._torch_boundary import configure, devices, from_numpy, to_numpy
-from .adapter import GEMMA2_ATTN_SOFTCAP, GEMMA2_LOGIT_SOFTCAP, GPTJ_ROTARY_SHARE, MISTRAL_WINDOW
-from .entries import (FALCON, GEMMA, GEMMA2, GPTJ, MISTRAL, NEOX, OPT, PHI3, QWEN2, QWEN2_WINDOWED, QWEN3, Decoder,
-                      bert_algorithms, decoder_algorithms, gpt2_algorithms, llama_algorithms)
+from .adapter import (FALCON7B_HEADS, GEMMA2_ATTN_SOFTCAP, GEMMA2_LOGIT_SOFTCAP, GEMMA3_GLOBAL_EVERY, GPTJ_ROTARY_SHARE,
+                      MISTRAL_WINDOW)
+from .entries import (FALCON, FALCON7B, GEMMA, GEMMA2, GEMMA2_27B, GEMMA3, GPTJ, MISTRAL, NEOX, OPT, PHI3, QWEN2,
+                      QWEN2_WINDOWED, QWEN3, Decoder, bert_algorithms, decoder_algorithms, gpt2_algorithms,
+                      llama_algorithms)
 
 __all__ = ["implementation", "implementation_sdpa", "implementation_bert", "implementation_bert_sdpa",
            "VARIANT_GPT2", "VARIANT_BERT", "VARIANT_LLAMA", "LLAMA_EAGER", "LLAMA_SDPA", "GPT2_LIMITS",
@@ -169,7 +189,10 @@ __all__ = ["implementation", "implementation_sdpa", "implementation_bert", "impl
            "implementation_qwen3", "implementation_qwen3_sdpa", "implementation_phi3", "implementation_phi3_sdpa",
            "implementation_gpt_j", "implementation_gpt_j_sdpa", "implementation_opt", "implementation_opt_sdpa",
            "VARIANT_FALCON", "implementation_falcon", "implementation_falcon_sdpa", "VARIANT_GEMMA2",
-           "implementation_gemma2"]
+           "implementation_gemma2", "VARIANT_GEMMA3", "FAMILY_MODEL_SETS", "implementation_gemma3",
+           "implementation_gemma3_sdpa", "VARIANT_GEMMA2_27B", "GEMMA2_27B_LIMITS",
+           "implementation_gemma2_27b", "VARIANT_FALCON7B", "FALCON7B_LIMITS", "implementation_falcon_7b",
+           "implementation_falcon_7b_sdpa"]
 
 configure()  # one intra-op thread, float32 matmuls at "highest" (_torch_boundary.py)
 
@@ -307,6 +330,16 @@ VARIANT_GEMMA = preset("gemma").replace(kv_group=2)
 #: query_pre_attn_scalar = head_dim, the paper's 1/√d_attn), grouped (kv_group = 2) and not.
 VARIANT_GEMMA2 = VARIANT_GEMMA.replace(norm_placement="sandwich", attn_softcap=GEMMA2_ATTN_SOFTCAP,
                                        logit_softcap=GEMMA2_LOGIT_SOFTCAP)
+#: Gemma 2 9B's and 27B's query scale (their configs' query_pre_attn_scalar = hidden_size / num_attention_heads,
+#: 3584/16 and 4608/32, where head_dim is 256 and 128): docs/spec.md's Gemma 2 27B, VARIANT_GEMMA2 with
+#: attn_scale=sqrt_d_model_per_head (the plugin builds that scalar, adapter.gemma2_config(per_head_scale=True)).
+VARIANT_GEMMA2_27B = VARIANT_GEMMA2.replace(attn_scale="sqrt_d_model_per_head")
+#: Gemma 3's layer (Gemma3TextConfig, transformers 5.24, the layer built full: a global one): docs/spec.md's
+#: Gemma 3 less its layer pattern, gemma+norm_placement=sandwich,qk_norm=rms,rope_base=1000000.0 (Gemma3DecoderLayer's
+#: four norms; Gemma3Attention's q_norm, k_norm = Gemma3RMSNorm(head_dim), gain 1 + w, before
+#: apply_rotary_pos_emb; the global layers' base, default_theta["global"]; no soft caps; the query scale
+#: query_pre_attn_scalar = head_dim, 1/√d_attn), grouped (kv_group = 2) and not.
+VARIANT_GEMMA3 = VARIANT_GEMMA.replace(norm_placement="sandwich", qk_norm="rms", rope_base=1000000.0)
 #: Gemma's head width is its own (head_dim): only d_attn = d_mid is tied, d_e is free of H·d_attn.
 GEMMA_LIMITS = {a: Limits(equal=(("d_attn", "d_mid"),)) for a in LLAMA_LIMITS}
 #: Qwen3 (Qwen3Config defaults, transformers 5.24): the Llama layer with QK-norm (Qwen3Attention's
@@ -338,6 +371,14 @@ VARIANT_OPT = preset("hf-gpt2").replace(activation="relu", scale_placement="quer
 #: LayerNorm eps 1e-5, ln_f, tied lm_head, rotate_half RoPE), grouped (kv_group = 2) and not.
 VARIANT_FALCON = preset("nanogpt").replace(residual="parallel", attn_bias=False, mlp_bias=False, positions="none",
                                            rotary="half", empty_query="uniform", kv_group=2)
+#: Falcon-7B (FalconConfig's defaults: the old decoder architecture, parallel_attn, multi_query): docs/spec.md's
+#: Falcon-7B, nanogpt+residual=parallel_shared,attn_bias=False,mlp_bias=False,positions=none,rotary=half,
+#: empty_query=uniform,kv_group=H (one input_layernorm for attention and MLP; one key/value head), at the
+#: plugin's fixed H = adapter.FALCON7B_HEADS (``FALCON7B_LIMITS``).
+VARIANT_FALCON7B = VARIANT_FALCON.replace(residual="parallel_shared", kv_group=FALCON7B_HEADS)
+#: Falcon-7B's sizes: H fixed at FALCON7B_HEADS (kv_group = H, which a declared set states for one H only), and
+#: Llama's ties (FalconAttention: head_dim = hidden_size / num_heads).
+FALCON7B_LIMITS = Limits(equal=_TIED, minimum={"H": FALCON7B_HEADS}, maximum={"H": FALCON7B_HEADS})
 #: Each family's eager sets (grouped, kv_group = 2, and one kv head per query head); sdpa's padded
 #: entries take empty_query = "zeros" as Llama's do.
 FAMILY_SETS: dict[str, tuple[Any, ...]] = {
@@ -348,19 +389,29 @@ FAMILY_SETS: dict[str, tuple[Any, ...]] = {
     "gpt_neox": (VARIANT_NEOX,),
     "gemma": (VARIANT_GEMMA, VARIANT_GEMMA.replace(kv_group=1)),
     "gemma2": (VARIANT_GEMMA2, VARIANT_GEMMA2.replace(kv_group=1)),
+    "gemma2-27b": (VARIANT_GEMMA2_27B, VARIANT_GEMMA2_27B.replace(kv_group=1)),
+    "gemma3": (VARIANT_GEMMA3, VARIANT_GEMMA3.replace(kv_group=1)),
     "qwen3": (VARIANT_QWEN3, VARIANT_QWEN3.replace(kv_group=1)),
     "phi3": (VARIANT_PHI3, VARIANT_PHI3.replace(kv_group=1)),
     "gptj": (VARIANT_GPTJ,),
     "opt": (VARIANT_OPT,),
     "falcon": (VARIANT_FALCON, VARIANT_FALCON.replace(kv_group=1)),
+    "falcon-7b": (VARIANT_FALCON7B,),
 }
 #: Each family's sets for its whole models, where they differ from its layers' (``FAMILY_SETS``): Gemma 2's
 #: Gemma2ForCausalLM keeps Gemma2Config's layer_types, a sliding layer 0 and full and sliding layers in
 #: turn (transformers 5.24: "sliding_attention" if bool((i + 1) % 2) else "full_attention"), with the
 #: plugin's sliding_window (adapter.gemma2_config): docs/spec.md's Gemma 2 with window=MISTRAL_WINDOW,
-#: global_every=2. Its lone layer and attention are built full, as a global layer.
+#: global_every=2. Its lone layer and attention are built full, as a global layer. Gemma 3's
+#: Gemma3ForCausalLM: the layer types the library derives from sliding_window_pattern =
+#: adapter.GEMMA3_GLOBAL_EVERY (layer 0 sliding, layer 1 full, layer 2 sliding), the sliding layers at
+#: default_theta["local"] 10000 and the full ones at 1e6: docs/spec.md's Gemma 3 with window=MISTRAL_WINDOW,
+#: global_every=GEMMA3_GLOBAL_EVERY (Gemma 3's own 6 is the same rule; L ≤ 3 is drawn).
 FAMILY_MODEL_SETS: dict[str, tuple[Any, ...]] = {
     "gemma2": tuple(v.replace(window=MISTRAL_WINDOW, global_every=2) for v in FAMILY_SETS["gemma2"]),
+    "gemma2-27b": tuple(v.replace(window=MISTRAL_WINDOW, global_every=2) for v in FAMILY_SETS["gemma2-27b"]),
+    "gemma3": tuple(v.replace(window=MISTRAL_WINDOW, global_every=GEMMA3_GLOBAL_EVERY, rope_local_base=10000.0)
+                    for v in FAMILY_SETS["gemma3"]),
 }
 #: the whole models a family's plugin runs (the rest of its entries are a layer or its attention)
 _MODELS = frozenset({"d_transformer", "padded_d_transformer", "cached_decoding"})
@@ -375,14 +426,25 @@ _MODELS = frozenset({"d_transformer", "padded_d_transformer", "cached_decoding"}
 FLOAT64_SDPA = frozenset({OPT.name})
 
 
+#: Gemma 2 27B's sizes: its d_e/H must differ from d_attn for the per-head scale to show (the 27B's 4608/32 =
+#: 144 against head_dim 128), so d_e is free of H·d_attn; Gemma2Config still refuses a hidden_size the heads do
+#: not divide, which no limit states for every H: the heads are at most 4 (the strategies' most, 2·kv_group)
+#: and d_e a multiple of 12, which 1, 2, 3 and 4 all divide.
+GEMMA2_27B_LIMITS = Limits(equal=(("d_attn", "d_mid"),), maximum={"H": 4}, multiple_of={"d_e": 12})
+
+
 def _family_limits(family: Decoder) -> Limits:
     """The sizes a family's config can take: Llama's ties, except a head width of its own (Gemma's and
-    Qwen3's head_dim: only d_attn = d_mid; not Gemma 2's: Gemma2Config.validate_architecture refuses a
-    hidden_size that the heads do not divide, which no limit can state for every H, so Llama's ties hold
-    there), and GPT-J's rotary_dim = head_dim / 4 even (d_attn a
-    multiple of 8; at an odd rotary_dim ``apply_rotary_pos_emb`` fails on the shapes)."""
+    Qwen3's head_dim: only d_attn = d_mid; not Gemma 2's or 3's: Gemma2Config's and Gemma3TextConfig's
+    validate_architecture refuse a hidden_size that the heads do not divide, which no limit can state for
+    every H, so Llama's ties hold there), and GPT-J's rotary_dim = head_dim / 4 even (d_attn a multiple of
+    8; at an odd rotary_dim ``apply_rotary_pos_emb`` fails on the shapes)."""
     equal = (("d_attn", "d_mid"),) if family.name in (GEMMA.name, QWEN3.name) else _TIED
     multiple = {"d_attn": 2 * GPTJ_ROTARY_SHARE} if family.name == GPTJ.name else {}
+    if family.name == GEMMA2_27B.name:
+        return GEMMA2_27B_LIMITS
+    if family.name == FALCON7B.name:
+        return FALCON7B_LIMITS
     return Limits(equal=equal, multiple_of=multiple)
 
 
@@ -418,6 +480,9 @@ implementation_gpt_neox_sdpa = _family("transformers-gpt-neox-sdpa", NEOX, "sdpa
 implementation_gemma = _family("transformers-gemma", GEMMA, "eager")
 implementation_gemma_sdpa = _family("transformers-gemma-sdpa", GEMMA, "sdpa")
 implementation_gemma2 = _family("transformers-gemma2", GEMMA2, "eager")  # no sdpa: the library refuses it
+implementation_gemma2_27b = _family("transformers-gemma2-27b", GEMMA2_27B, "eager")  # eager only, as Gemma 2
+implementation_gemma3 = _family("transformers-gemma3", GEMMA3, "eager")
+implementation_gemma3_sdpa = _family("transformers-gemma3-sdpa", GEMMA3, "sdpa")
 implementation_qwen3 = _family("transformers-qwen3", QWEN3, "eager")
 implementation_qwen3_sdpa = _family("transformers-qwen3-sdpa", QWEN3, "sdpa")
 implementation_phi3 = _family("transformers-phi3", PHI3, "eager")
@@ -428,3 +493,5 @@ implementation_opt = _family("transformers-opt", OPT, "eager")
 implementation_opt_sdpa = _family("transformers-opt-sdpa", OPT, "sdpa")
 implementation_falcon = _family("transformers-falcon", FALCON, "eager")
 implementation_falcon_sdpa = _family("transformers-falcon-sdpa", FALCON, "sdpa")
+implementation_falcon_7b = _family("transformers-falcon-7b", FALCON7B, "eager")
+implementation_falcon_7b_sdpa = _family("transformers-falcon-7b-sdpa", FALCON7B, "sdpa")

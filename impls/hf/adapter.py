@@ -65,7 +65,11 @@ difference:
   spec's sandwich (``norm_placement="sandwich"``): ``input_layernorm`` γ¹, ``post_attention_layernorm``
   γ¹_out (on the attention's output, before the residual sum), ``pre_feedforward_layernorm`` γ²,
   ``post_feedforward_layernorm`` γ²_out (``gemma2_layer_weights``).
-
+- Gemma 3 (models/gemma3/modeling_gemma3.py: Gemma3ForCausalLM, Gemma3TextModel, Gemma3DecoderLayer,
+  Gemma3Attention) is Gemma 2's layout (four norms per layer, tied embedding, ``model.norm``) with
+  Qwen3's QK-norm gains in the attention, ``self_attn.q_norm.weight`` = γ_q and ``k_norm.weight`` = γ_k
+  (``Gemma3RMSNorm(head_dim)``: gain 1 + w, as every Gemma 3 norm) (``gemma3_layer_weights``; the whole
+  model ``gemma2_lm_weights`` with ``qwen3_attention_weights``).
 - Qwen3 (models/qwen3/modeling_qwen3.py) is Llama's layout plus ``self_attn.q_norm.weight`` = γ_q and
   ``self_attn.k_norm.weight`` = γ_k (``Qwen3RMSNorm(head_dim)``, one gain of width head_dim shared
   by the heads: the spec's ``attn.gamma_q``, ``attn.gamma_k``; ``qwen3_attention_weights``).
@@ -93,7 +97,10 @@ difference:
   W_v⁰; W_q of group 1's heads; …] (G = 1: each head's q, k, v in turn, GPT-NeoX's order); ``dense``
   W_o; ``ln_attn`` γ¹/β¹, ``ln_mlp`` γ²/β² (num_ln_in_parallel_attn = 2); ``mlp.dense_h_to_4h`` /
   ``dense_4h_to_h`` W_mlp1, W_mlp2; no biases (bias False); ``word_embeddings`` W_eᵀ tied to
-  ``lm_head``; ``ln_f`` γ/β (``falcon_*_weights``).
+  ``lm_head``; ``ln_f`` γ/β (``falcon_*_weights``). Falcon-7B's old architecture with multi_query: one
+  group of all H heads, [W_q⁰; …; W_q^{H−1}; W_k; W_v] (``_split_heads``: ``view(…, num_heads + 2,
+  head_dim)``), the same rows ``falcon_attention_weights`` gives at G = H; one ``input_layernorm``
+  γ¹/β¹ (``falcon7b_*_weights``).
 
 Every library parameter must be loaded from ftspec's (``load``), so no
 random initialisation survives into a result.
@@ -115,12 +122,14 @@ __all__ = ["cols_to_rows", "rows_to_cols", "batch", "unbatch", "check_tokens", "
            "llama_lm_weights", "MISTRAL_WINDOW", "mistral_config", "qwen2_config", "qwen2_attention_weights",
            "neox_config", "neox_attention_weights", "neox_layer_weights", "neox_lm_weights",
            "gemma_config", "gemma_lm_weights", "gemma2_config", "gemma2_layer_weights", "gemma2_lm_weights",
+           "GEMMA3_GLOBAL_EVERY", "gemma3_config", "gemma3_layer_weights",
            "llama_layer_weights", "qwen3_config", "qwen3_attention_weights",
            "qwen3_layer_weights", "phi3_config", "phi3_attention_weights", "phi3_layer_weights", "phi3_lm_weights",
            "GPTJ_ROTARY_SHARE",
            "gptj_config", "gptj_attention_weights", "gptj_layer_weights", "gptj_lm_weights", "OPT_POSITION_OFFSET",
            "opt_config", "opt_attention_weights", "opt_layer_weights", "opt_lm_weights", "falcon_config",
-           "falcon_attention_weights", "falcon_layer_weights", "falcon_lm_weights", "load", "loaded"]
+           "falcon_attention_weights", "falcon_layer_weights", "falcon_lm_weights", "FALCON7B_HEADS", "falcon7b_config",
+           "falcon7b_layer_weights", "falcon7b_lm_weights", "load", "loaded"]
 
 In = Mapping[str, Tensor]
 
@@ -312,7 +321,7 @@ GEMMA2_ATTN_SOFTCAP = 50.0
 GEMMA2_LOGIT_SOFTCAP = 30.0
 
 
-def gemma2_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
+def gemma2_config(hyper: Mapping[str, int], attn: str, variant: Any, per_head_scale: bool = False) -> Any:
     """A ``Gemma2Config`` as ``gemma_config`` builds a GemmaConfig (head_dim = d_attn, tied, the
     library's gelu_pytorch_tanh and √hidden_size embedding scale), with its caps at the library's
     defaults (attn_logit_softcapping 50, final_logit_softcapping 30: Gemma2Config), the query
@@ -321,15 +330,50 @@ def gemma2_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
     ``layer_types``, sliding and full in turn from a sliding layer 0 (the spec's window =
     MISTRAL_WINDOW, global_every = 2); a lone layer (no L: gpt2_layer, the attention) is built
     "full_attention", as a global layer. The caps, the scale, the window and the layer types are
-    fixed here, never read from the declared set (a declaration fed to the config would be obeyed)."""
+    fixed here, never read from the declared set (a declaration fed to the config would be obeyed).
+
+    ``per_head_scale``: query_pre_attn_scalar = hidden_size / num_attention_heads instead, the released
+    9B's and 27B's (3584/16 = 224 with head_dim 256, 4608/32 = 144 with head_dim 128: the spec's
+    attn_scale = "sqrt_d_model_per_head", √(d_e/H)); whole, as Gemma2Config's validate_architecture
+    requires hidden_size to be a multiple of the heads (the plugin's limits draw d_e so)."""
     from transformers import Gemma2Config
 
     types = {} if "L" in hyper else {"layer_types": ["full_attention"]}  # a model: the library's default
+    scalar = hyper["d_e"] // hyper["H"] if per_head_scale else hyper["d_attn"]
     return Gemma2Config(**(_decoder_kwargs(hyper, attn, variant) | {"tie_word_embeddings": True}),
-                        head_dim=hyper["d_attn"], query_pre_attn_scalar=hyper["d_attn"],
+                        head_dim=hyper["d_attn"], query_pre_attn_scalar=scalar,
                         attn_logit_softcapping=GEMMA2_ATTN_SOFTCAP, final_logit_softcapping=GEMMA2_LOGIT_SOFTCAP,
                         sliding_window=MISTRAL_WINDOW, **types)
 
+
+#: Every ``GEMMA3_GLOBAL_EVERY``-th layer of a Gemma 3 model the plugin builds is global: the config's
+#: ``sliding_window_pattern`` (transformers 5.24 ``Gemma3TextConfig.__post_init__``: layer i is
+#: "sliding_attention" if bool((i + 1) % pattern) else "full_attention", the spec's global_every rule;
+#: default 6, the released checkpoints'). 2, not 6: the strategies draw L ≤ 3, and a model of fewer than 6
+#: layers would be all local; at 2 a two- or three-layer model has local layers 0 (and 2) and global
+#: layer 1. The library's own rule computes the layer types from it; the plugins declare global_every = 2.
+GEMMA3_GLOBAL_EVERY = 2
+
+
+def gemma3_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
+    """A ``Gemma3TextConfig`` as ``gemma_config`` builds a GemmaConfig (head_dim = d_attn, tied,
+    gelu_pytorch_tanh, the √hidden_size embedding scale of ``Gemma3TextScaledWordEmbedding``, ε from the
+    set), with the query scale query_pre_attn_scalar = head_dim (the spec's 1/√d_attn; Gemma 3 1B, 4B
+    and 12B: 256 = head_dim), no soft caps (the defaults None), sliding_window = ``MISTRAL_WINDOW`` and
+    sliding_window_pattern = ``GEMMA3_GLOBAL_EVERY``. A whole model (``hyper`` has L) takes the layer
+    types the library derives from that pattern; a lone layer (gpt2_layer) is built "full_attention",
+    as a global layer. The RoPE bases are the config's own (``Gemma3TextConfig.default_theta``: 1e6 for
+    "full_attention", 10000 for "sliding_attention", the released checkpoints'), not the declared
+    rope_base: like the window and the pattern, a base fed to the config would be obeyed, and a wrong
+    declared base (global or local) never caught. hidden_size must be a multiple of the heads
+    (``validate_architecture``), hence the plugin's tie d_e = H·d_attn."""
+    from transformers import Gemma3TextConfig
+
+    types = {} if "L" in hyper else {"layer_types": ["full_attention"]}  # a model: the library's rule
+    kwargs = _decoder_kwargs(hyper, attn, variant) | {"tie_word_embeddings": True}
+    del kwargs["rope_parameters"]  # the config's default_theta for both layer types
+    return Gemma3TextConfig(**kwargs, head_dim=hyper["d_attn"], query_pre_attn_scalar=hyper["d_attn"],
+                            sliding_window=MISTRAL_WINDOW, sliding_window_pattern=GEMMA3_GLOBAL_EVERY, **types)
 
 
 def qwen3_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
@@ -412,8 +456,7 @@ def falcon_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
     = ℓ_max, vocab_size = N_V; from the set layer_norm_epsilon = ε and rope_theta = rope_base; the
     library's defaults otherwise (activation "gelu", the exact one; bias False; alibi False: rotary;
     tie_word_embeddings), dropout off, no bos/eos ids. Falcon-7B's old architecture (one shared norm,
-    multi_query: one kv head for any H) has a kv count no set states for every drawn H, and is not
-    built here."""
+    multi_query: one kv head for any H) is ``falcon7b_config``."""
     from transformers import FalconConfig
 
     H = hyper["H"]
@@ -423,6 +466,35 @@ def falcon_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
         parallel_attn=True, num_ln_in_parallel_attn=2, bias=False, alibi=False,
         ffn_hidden_size=hyper.get("d_mlp", 1), max_position_embeddings=hyper.get("ell_max", hyper.get("ell", 1)),
         layer_norm_epsilon=variant.epsilon, rope_parameters={"rope_type": "default", "rope_theta": variant.rope_base},
+        hidden_dropout=0.0, attention_dropout=0.0, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        attn_implementation=attn)
+
+
+#: The heads of every Falcon-7B config the plugin builds (``falcon7b_config``). Multi-query attention has one
+#: key/value head whatever H is, the spec's kv_group = H, and a declared set fixes kv_group while the
+#: strategies draw H: so H is fixed too (the plugin's limits), and the set declares kv_group = FALCON7B_HEADS.
+#: 4, not Falcon-7B's 71: three heads besides the first read the one kv head (a second kv head would give
+#: heads 2 and 3 other keys), and every drawn case stays small (d_e = 4·d_attn).
+FALCON7B_HEADS = 4
+
+
+def falcon7b_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
+    """A ``FalconConfig`` in the old decoder architecture, FalconConfig's defaults (Falcon-7B:
+    new_decoder_architecture False, multi_query True, parallel_attn True), as ``falcon_config`` builds
+    the new one otherwise (hidden_size = d_e, num_attention_heads = H, head_dim = d_e / H, ffn_hidden_size
+    = d_mlp, ε and rope_theta from the set, bias False, alibi False, tied, dropout off): one
+    ``input_layernorm`` feeding attention and MLP (FalconDecoderLayer.forward: ``mlp_layernorm_out =
+    attention_layernorm_out``), and one key/value head (FalconAttention: ``num_kv_heads = 1`` under
+    multi_query, query_key_value (H + 2)·head_dim wide). num_kv_heads is not passed: multi_query ignores
+    it, so the kv count is the library's, never the declared kv_group."""
+    from transformers import FalconConfig
+
+    return FalconConfig(
+        vocab_size=hyper.get("N_V", 1), hidden_size=hyper["d_e"], num_hidden_layers=hyper.get("L", 1),
+        num_attention_heads=hyper["H"], new_decoder_architecture=False, multi_query=True, parallel_attn=True,
+        bias=False, alibi=False, ffn_hidden_size=hyper.get("d_mlp", 1),
+        max_position_embeddings=hyper.get("ell_max", hyper.get("ell", 1)), layer_norm_epsilon=variant.epsilon,
+        rope_parameters={"rope_type": "default", "rope_theta": variant.rope_base},
         hidden_dropout=0.0, attention_dropout=0.0, bos_token_id=None, eos_token_id=None, pad_token_id=None,
         attn_implementation=attn)
 
@@ -735,6 +807,14 @@ def gemma2_lm_weights(p: In, L: int, H: int, G: int,
     return out
 
 
+def gemma3_layer_weights(p: In, H: int, G: int, src: str = "", dst: str = "") -> dict[str, Tensor]:
+    """One ``Gemma3DecoderLayer``: Gemma 2's four norms (``gemma2_layer_weights``: the sandwich) around
+    Gemma3Attention, whose parameters are Qwen3Attention's (``qwen3_attention_weights``: q_proj, k_proj,
+    v_proj, o_proj and the QK-norm gains q_norm.weight = γ_q, k_norm.weight = γ_k, each
+    ``Gemma3RMSNorm(head_dim)``, gain 1 + w: the spec's norm_gain, as the layer norms')."""
+    return gemma2_layer_weights(p, H, G, src, dst, qwen3_attention_weights)
+
+
 def falcon_attention_weights(p: In, H: int, G: int, src: str = "", dst: str = "") -> dict[str, Tensor]:
     """One ``FalconAttention`` (new decoder architecture): query_key_value = per kv group g the W_q of its
     G query heads, then W_k and W_v of kv head g (G = 1: the head's own); dense = W_o. No biases."""
@@ -760,6 +840,27 @@ def falcon_lm_weights(p: In, L: int, H: int, G: int, attention: Any = None) -> d
            "transformer.ln_f.bias": p["beta"]}
     for l in range(L):
         out |= falcon_layer_weights(p, H, G, f"layers.{l}.", f"transformer.h.{l}.")
+    return out
+
+
+def falcon7b_layer_weights(p: In, H: int, G: int, src: str = "", dst: str = "") -> dict[str, Tensor]:
+    """One ``FalconDecoderLayer`` of the old architecture: input_layernorm = γ¹/β¹ (the one norm of
+    ``residual="parallel_shared"``), the attention (``falcon_attention_weights`` with G = H: one group,
+    [W_q of heads 0 … H−1; W_k; W_v of kv head 0], the rows ``FalconAttention._split_heads`` reads under
+    multi_query: ``view(…, num_heads + 2, head_dim)``, the last two k and v), the MLP."""
+    if G != H:
+        raise ValueError(f"Falcon-7B has one key/value head (kv_group = H = {H}); kv_group {G}")
+    return falcon_attention_weights(p, H, G, src + "attn.", dst + "self_attention.") | {
+        dst + "input_layernorm.weight": p[src + "gamma1"], dst + "input_layernorm.bias": p[src + "beta1"],
+        dst + "mlp.dense_h_to_4h.weight": p[src + "W_mlp1"], dst + "mlp.dense_4h_to_h.weight": p[src + "W_mlp2"]}
+
+
+def falcon7b_lm_weights(p: In, L: int, H: int, G: int, attention: Any = None) -> dict[str, Tensor]:
+    """``FalconForCausalLM`` of the old architecture: ``falcon_lm_weights`` with its layers."""
+    out = {"transformer.word_embeddings.weight": p["W_e"].T, "transformer.ln_f.weight": p["gamma"],
+           "transformer.ln_f.bias": p["beta"]}
+    for l in range(L):
+        out |= falcon7b_layer_weights(p, H, G, f"layers.{l}.", f"transformer.h.{l}.")
     return out
 
 

@@ -27,8 +27,8 @@ from ftspec.impls.api import Context
 from . import adapter as A
 
 __all__ = ["gpt2_algorithms", "bert_algorithms", "llama_algorithms", "decoder_algorithms", "Decoder", "LLAMA",
-           "MISTRAL", "QWEN2", "QWEN2_WINDOWED", "NEOX", "GEMMA", "GEMMA2", "QWEN3", "PHI3", "GPTJ", "OPT",
-           "FALCON"]
+           "MISTRAL", "QWEN2", "QWEN2_WINDOWED", "NEOX", "GEMMA", "GEMMA2", "GEMMA2_27B", "GEMMA3", "QWEN3", "PHI3",
+           "GPTJ", "OPT", "FALCON", "FALCON7B"]
 
 In = Mapping[str, torch.Tensor]
 Fn = Callable[[In, In, Context], Any]
@@ -211,7 +211,11 @@ class Decoder:
                          (FalconDecoderLayer: output, weights) gives its first item.
     ``full_mask``        the mask is materialised for every path (FalconModel's
                          ``allow_is_causal_skip=False``: FalconAttention's eager path adds it
-                         unconditionally, and its sdpa path reads None as is_causal)."""
+                         unconditionally, and its sdpa path reads None as is_causal).
+    ``layer_type``       the layer type a lone layer's ``<prefix>RotaryEmbedding`` is asked for
+                         (Gemma 3: ``Gemma3RotaryEmbedding.forward(x, position_ids, layer_type)`` keeps
+                         one table per layer type, and Gemma3TextModel hands each layer its type's);
+                         "": the rotary embedding has one table."""
 
     name: str
     module: str
@@ -227,6 +231,7 @@ class Decoder:
     rotary: bool = True
     extra: tuple[tuple[str, Any], ...] = ()
     full_mask: bool = False
+    layer_type: str = ""
 
     def cls(self, suffix: str) -> Any:
         return getattr(importlib.import_module(f"transformers.models.{self.module}.modeling_{self.module}"),
@@ -242,6 +247,16 @@ GEMMA = Decoder("gemma", "gemma", "Gemma", A.gemma_config, lm_weights=A.gemma_lm
 #: Gemma 2: Gemma's calls, its own config (caps, query scale, no sliding layers) and four norms per layer
 GEMMA2 = Decoder("gemma2", "gemma2", "Gemma2", A.gemma2_config, lm_weights=A.gemma2_lm_weights, layer="DecoderLayer",
                  layer_weights=A.gemma2_layer_weights)
+#: Gemma 2 9B's and 27B's query scale: Gemma 2 built with query_pre_attn_scalar = hidden_size / heads
+GEMMA2_27B = Decoder("gemma2-27b", "gemma2", "Gemma2",
+                     lambda h, attn, v: A.gemma2_config(h, attn, v, per_head_scale=True),
+                     lm_weights=A.gemma2_lm_weights, layer="DecoderLayer", layer_weights=A.gemma2_layer_weights)
+#: Gemma 3 (Gemma3ForCausalLM, Gemma3DecoderLayer): Gemma 2's layout with QK-norm; no attention entry
+#: (Algorithm 5's own entry reads no QK-norm, which Gemma3Attention always applies, as Qwen3's); a lone
+#: layer is built global ("full_attention") and takes that type's rotary table
+GEMMA3 = Decoder("gemma3", "gemma3", "Gemma3", A.gemma3_config, A.qwen3_attention_weights, A.gemma2_lm_weights,
+                 layer="DecoderLayer", layer_weights=A.gemma3_layer_weights, attention_entry=False,
+                 layer_type="full_attention")
 QWEN3 = Decoder("qwen3", "qwen3", "Qwen3", A.qwen3_config, A.qwen3_attention_weights, layer="DecoderLayer",
                 layer_weights=A.qwen3_layer_weights, attention_entry=False)
 PHI3 = Decoder("phi3", "phi3", "Phi3", A.phi3_config, A.phi3_attention_weights, A.phi3_lm_weights,
@@ -253,6 +268,10 @@ OPT = Decoder("opt", "opt", "OPT", A.opt_config, A.opt_attention_weights, A.opt_
 FALCON = Decoder("falcon", "falcon", "Falcon", A.falcon_config, A.falcon_attention_weights, A.falcon_lm_weights,
                  layer="DecoderLayer", layer_weights=A.falcon_layer_weights, extra=(("alibi", None),),
                  full_mask=True)
+#: Falcon-7B: the old decoder architecture, one shared input_layernorm and one key/value head (multi_query)
+FALCON7B = Decoder("falcon-7b", "falcon", "Falcon", A.falcon7b_config, A.falcon_attention_weights,
+                   A.falcon7b_lm_weights, layer="DecoderLayer", layer_weights=A.falcon7b_layer_weights,
+                   extra=(("alibi", None),), full_mask=True)
 QWEN2_WINDOWED = Decoder("qwen2-windowed", "qwen2", "Qwen2",
                          lambda h, attn, v: A.qwen2_config(h, attn, v, windowed=True), A.qwen2_attention_weights)
 
@@ -405,7 +424,8 @@ def decoder_algorithms(family: Decoder, attn: str, with_norm: bool) -> dict[str,
         if not family.rotary:
             return {}
         rotary = family.cls("RotaryEmbedding")(config).to(device=X.device)
-        return {"position_embeddings": rotary(X, positions)}
+        layer_type = (family.layer_type,) if family.layer_type else ()
+        return {"position_embeddings": rotary(X, positions, *layer_type)}
 
     out: dict[str, Fn] = {"padded_d_transformer": padded_d_transformer, "cached_decoding": cached_decoding}
     if not family.padded:
