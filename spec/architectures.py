@@ -12,9 +12,8 @@ from typing import Any, Optional, Sequence
 
 from .attention import bidirectional_mask
 from .embedding import embed
-from .errors import in_algorithm
 from .functions import apply
-from .intermediates import kept, record, scope, step
+from .intermediates import Names, algorithm
 from .layers import bert_layer, decoder_layer, encoder_layer, gpt2_layer, padded
 from .linalg import Matrix, Vector, add_bias, column, matmul
 from .normalization import norm_columns
@@ -51,6 +50,7 @@ def layer_variant(variant: VariantSet, l: int) -> VariantSet:
     return variant
 
 
+@algorithm("ed_transformer")
 def ed_transformer(z: Sequence[int], x: Sequence[int], theta: EDTransformerParams, *,
                    ell_max: Optional[int] = None, variant: VariantSet = PAPER,
                    pad_z: Optional[Sequence[Any]] = None, pad_x: Optional[Sequence[Any]] = None) -> Matrix:
@@ -70,36 +70,46 @@ def ed_transformer(z: Sequence[int], x: Sequence[int], theta: EDTransformerParam
     self-attention (``layers.padded``; Hugging Face's ``attention_mask`` and
     ``decoder_attention_mask``).
     """
-    with in_algorithm("ed_transformer"):
-        return softmax_columns(ed_transformer_logits(z, x, theta, ell_max=ell_max, variant=variant,
-                                                     pad_z=pad_z, pad_x=pad_x))  # line 21
+    return softmax_columns(ed_transformer_logits(z, x, theta, ell_max=ell_max, variant=variant,
+                                                 pad_z=pad_z, pad_x=pad_x))  # line 21
 
 
+def _ed_names(z: Sequence[int], x: Sequence[int], theta: EDTransformerParams, *, variant: VariantSet = PAPER,
+              **_: Any) -> Names:
+    """Algorithm 8's intermediates (``spec/intermediates.py``): enc_embedding, enc_layers.{l},
+    enc_final_norm (under final_norm), dec_embedding, dec_layers.{l}, dec_final_norm, logits."""
+    finals = (("enc_final_norm",) if variant.resolved_final_norm("ed_encoder") else ()) + \
+        (("dec_final_norm",) if variant.resolved_final_norm("ed_decoder") else ())
+    return {embed: ("enc_embedding", "dec_embedding"), encoder_layer: "enc_layers.{}", decoder_layer: "dec_layers.{}",
+            norm_columns: finals}
+
+
+@algorithm("ed_transformer", names=_ed_names)
 def ed_transformer_logits(z: Sequence[int], x: Sequence[int], theta: EDTransformerParams, *,
                           ell_max: Optional[int] = None, variant: VariantSet = PAPER,
                           pad_z: Optional[Sequence[Any]] = None, pad_x: Optional[Sequence[Any]] = None) -> Matrix:
-    """Algorithm 8 up to the final softmax: lines 1-20 and W_u X of line 21."""
-    with in_algorithm("ed_transformer"):
-        # the source's padding reaches the encoder's layers and every cross-attention: an error
-        # for a query it leaves with no key names pad_z, wherever it would first be met
-        padded(bidirectional_mask(len(z), len(z)), pad_z, variant, "pad_z")
-        Z = step("enc_embedding", embed, z, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
-                 gamma=theta.gamma_emb_enc, beta=theta.beta_emb_enc)  # lines 1-3
-        for l, layer in enumerate(theta.enc_layers):  # line 4
-            Z = step(f"enc_layers.{l}", encoder_layer, Z, layer, variant=variant, pad=pad_z)  # lines 5-8
-        if variant.resolved_final_norm("ed_encoder"):
-            Z = step("enc_final_norm", norm_columns, Z, theta.gamma_enc, theta.beta_enc, variant)
-        X = step("dec_embedding", embed, x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
-                 gamma=theta.gamma_emb_dec, beta=theta.beta_emb_dec)  # lines 10-12
-        for l, dec_layer in enumerate(theta.dec_layers):  # line 13
-            X = step(f"dec_layers.{l}", decoder_layer, X, Z, dec_layer, variant=variant,
-                     pad_x=pad_x, pad_z=pad_z)  # lines 14-19
-        if variant.resolved_final_norm("ed_decoder"):
-            X = step("dec_final_norm", norm_columns, X, theta.gamma_dec, theta.beta_dec, variant)
-        W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)
-        return logits(X, W_u, theta.b_u, variant)  # line 21, before the softmax
+    """Algorithm 8 up to the final softmax: lines 1-20 and W_u X of line 21 (intermediates:
+    ``_ed_names``)."""
+    # the source's padding reaches the encoder's layers and every cross-attention: an error
+    # for a query it leaves with no key names pad_z, wherever it would first be met
+    padded(bidirectional_mask(len(z), len(z)), pad_z, variant, "pad_z")
+    Z = embed(z, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
+              gamma=theta.gamma_emb_enc, beta=theta.beta_emb_enc)  # lines 1-3
+    for layer in theta.enc_layers:  # line 4
+        Z = encoder_layer(Z, layer, variant=variant, pad=pad_z)  # lines 5-8
+    if variant.resolved_final_norm("ed_encoder"):
+        Z = norm_columns(Z, theta.gamma_enc, theta.beta_enc, variant)
+    X = embed(x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
+              gamma=theta.gamma_emb_dec, beta=theta.beta_emb_dec)  # lines 10-12
+    for dec_layer in theta.dec_layers:  # line 13
+        X = decoder_layer(X, Z, dec_layer, variant=variant, pad_x=pad_x, pad_z=pad_z)  # lines 14-19
+    if variant.resolved_final_norm("ed_decoder"):
+        X = norm_columns(X, theta.gamma_dec, theta.beta_dec, variant)
+    W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)
+    return logits(X, W_u, theta.b_u, variant)  # line 21, before the softmax
 
 
+@algorithm("e_transformer")
 def e_transformer(x: Sequence[int], theta: ETransformerParams, *,
                   ell_max: Optional[int] = None, variant: VariantSet = PAPER,
                   pad: Optional[Sequence[Any]] = None) -> Matrix:
@@ -116,31 +126,45 @@ def e_transformer(x: Sequence[int], theta: ETransformerParams, *,
     10), ``unembedding`` (tied needs d_f = d_e), ``logit_bias``. ``pad`` masks padding
     positions as keys in every layer (``layers.padded``; BERT's ``attention_mask``).
     """
-    with in_algorithm("e_transformer"):
-        return softmax_columns(e_transformer_logits(x, theta, ell_max=ell_max, variant=variant, pad=pad))  # line 12
+    return softmax_columns(e_transformer_logits(x, theta, ell_max=ell_max, variant=variant, pad=pad))  # line 12
 
 
+def _e_names(x: Sequence[int], theta: ETransformerParams, *, variant: VariantSet = PAPER, **_: Any) -> Names:
+    """Algorithm 9's intermediates (``spec/intermediates.py``): embedding, layers.{l}, final_norm
+    (under final_norm), head (line 11, with head.dense, head.act, head.mu, head.sigma: ``_head``), logits."""
+    return {embed: ("embedding",), bert_layer: "layers.{}",
+            norm_columns: ("final_norm",) if variant.resolved_final_norm("bert") else (), _head: ("head",)}
+
+
+def _head_names(X: Matrix, theta: ETransformerParams, variant: VariantSet) -> Names:
+    return {add_bias: ("dense",), apply: ("act",)}
+
+
+@algorithm(None, names=_head_names)
+def _head(X: Matrix, theta: ETransformerParams, variant: VariantSet) -> Matrix:
+    """Lines 10-11 of Algorithm 9 (intermediates dense, W_f X + b_f 1ᵀ, and act; the norm's mu, sigma)."""
+    X = apply(variant.resolved_activation("bert"), add_bias(matmul(theta.W_f, X), theta.b_f))  # line 10
+    return norm_columns(X, theta.gamma, theta.beta, variant)  # line 11
+
+
+@algorithm("e_transformer", names=_e_names)
 def e_transformer_logits(x: Sequence[int], theta: ETransformerParams, *,
                          ell_max: Optional[int] = None, variant: VariantSet = PAPER,
                          pad: Optional[Sequence[Any]] = None) -> Matrix:
-    """Algorithm 9 up to the final softmax: lines 1-11 and W_u X of line 12."""
-    with in_algorithm("e_transformer"):
-        X = step("embedding", embed, x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
-                 gamma=theta.gamma_emb, beta=theta.beta_emb)  # lines 1-3
-        for l, layer in enumerate(theta.layers):  # line 4
-            X = step(f"layers.{l}", bert_layer, X, layer, variant=variant, pad=pad)  # lines 5-8
-        if variant.resolved_final_norm("bert"):
-            X = step("final_norm", norm_columns, X, theta.gamma_final, theta.beta_final, variant)
-        with scope("head"):  # intermediates head.dense, head.act, head.mu, head.sigma; head (line 11)
-            X = apply(variant.resolved_activation("bert"), kept("dense", add_bias(matmul(theta.W_f, X),
-                                                                                  theta.b_f)))  # line 10
-            record("act", X)
-            X = norm_columns(X, theta.gamma, theta.beta, variant)  # line 11
-        record("head", X)
-        W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)
-        return logits(X, W_u, theta.b_u, variant)  # line 12, before the softmax
+    """Algorithm 9 up to the final softmax: lines 1-11 and W_u X of line 12 (intermediates:
+    ``_e_names``)."""
+    X = embed(x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
+              gamma=theta.gamma_emb, beta=theta.beta_emb)  # lines 1-3
+    for layer in theta.layers:  # line 4
+        X = bert_layer(X, layer, variant=variant, pad=pad)  # lines 5-8
+    if variant.resolved_final_norm("bert"):
+        X = norm_columns(X, theta.gamma_final, theta.beta_final, variant)
+    X = _head(X, theta, variant)  # lines 10-11
+    W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)
+    return logits(X, W_u, theta.b_u, variant)  # line 12, before the softmax
 
 
+@algorithm("d_transformer")
 def d_transformer(x: Sequence[int], theta: DTransformerParams, *,
                   ell_max: Optional[int] = None, variant: VariantSet = PAPER,
                   pad: Optional[Sequence[Any]] = None) -> Matrix:
@@ -157,25 +181,32 @@ def d_transformer(x: Sequence[int], theta: DTransformerParams, *,
     ``rope_local_base``). ``pad`` (one 0/1 flag per
     position, 0 = padding) masks those positions as keys in every layer (``layers.padded``).
     """
-    with in_algorithm("d_transformer"):
-        return softmax_columns(d_transformer_logits(x, theta, ell_max=ell_max, variant=variant, pad=pad))  # line 11
+    return softmax_columns(d_transformer_logits(x, theta, ell_max=ell_max, variant=variant, pad=pad))  # line 11
 
 
+def _d_names(x: Sequence[int], theta: DTransformerParams, *, variant: VariantSet = PAPER, **_: Any) -> Names:
+    """Algorithm 10's intermediates (``spec/intermediates.py``): embedding, layers.{l}, final_norm
+    (line 10, unless final_norm="none"), logits."""
+    return {embed: ("embedding",), gpt2_layer: "layers.{}", norm_columns: ("final_norm",)}
+
+
+@algorithm("d_transformer", names=_d_names)
 def d_transformer_logits(x: Sequence[int], theta: DTransformerParams, *,
                          ell_max: Optional[int] = None, variant: VariantSet = PAPER,
                          pad: Optional[Sequence[Any]] = None) -> Matrix:
-    """Algorithm 10 up to the final softmax: lines 1-10 and W_u X of line 11."""
-    with in_algorithm("d_transformer"):
-        X = step("embedding", embed, x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
-                 gamma=theta.gamma_emb, beta=theta.beta_emb)  # lines 1-3
-        for l, layer in enumerate(theta.layers):  # line 4
-            X = step(f"layers.{l}", gpt2_layer, X, layer, variant=layer_variant(variant, l), pad=pad)  # lines 5-8
-        if variant.resolved_final_norm("gpt2"):
-            X = step("final_norm", norm_columns, X, theta.gamma, theta.beta, variant)  # line 10
-        W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)
-        return logits(X, W_u, theta.b_u, variant)  # line 11, before the softmax
+    """Algorithm 10 up to the final softmax: lines 1-10 and W_u X of line 11 (intermediates:
+    ``_d_names``)."""
+    X = embed(x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
+              gamma=theta.gamma_emb, beta=theta.beta_emb)  # lines 1-3
+    for l, layer in enumerate(theta.layers):  # line 4
+        X = gpt2_layer(X, layer, variant=layer_variant(variant, l), pad=pad)  # lines 5-8
+    if variant.resolved_final_norm("gpt2"):
+        X = norm_columns(X, theta.gamma, theta.beta, variant)  # line 10
+    W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)
+    return logits(X, W_u, theta.b_u, variant)  # line 11, before the softmax
 
 
+@algorithm("next_token_encoder")
 def next_token_encoder(x: Sequence[int], theta: DTransformerParams, *,
                        ell_max: Optional[int] = None, variant: VariantSet = PAPER) -> Vector:
     """A bidirectional encoder as a next-token predictor: p ← softmax(W_u X[:, ℓ−1]).
@@ -213,20 +244,26 @@ def next_token_encoder(x: Sequence[int], theta: DTransformerParams, *,
     (γ, β on the last column: norms act per column, so this is the last
     column of the normalised X), ``unembedding``, ``logit_bias``.
     """
-    with in_algorithm("next_token_encoder"):
-        return softmax(next_token_encoder_logits(x, theta, ell_max=ell_max, variant=variant))  # line 9
+    return softmax(next_token_encoder_logits(x, theta, ell_max=ell_max, variant=variant))  # line 9
 
 
+def _next_token_names(x: Sequence[int], theta: DTransformerParams, **_: Any) -> Names:
+    """``next_token_encoder``'s intermediates: embedding, layers.{l}, final_norm (the last column
+    normalised, under final_norm="final"), logits."""
+    return {embed: ("embedding",), encoder_layer: "layers.{}", norm_columns: ("final_norm",)}
+
+
+@algorithm("next_token_encoder", names=_next_token_names)
 def next_token_encoder_logits(x: Sequence[int], theta: DTransformerParams, *,
                               ell_max: Optional[int] = None, variant: VariantSet = PAPER) -> Vector:
-    """``next_token_encoder`` up to the softmax: W_u X[:, ℓ−1] (+ b_u)."""
-    with in_algorithm("next_token_encoder"):
-        X = step("embedding", embed, x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
-                 gamma=theta.gamma_emb, beta=theta.beta_emb)  # lines 1-3
-        for l, layer in enumerate(theta.layers):  # line 4
-            X = step(f"layers.{l}", encoder_layer, X, layer, variant=variant)  # lines 5-8
-        last = [[row[-1]] for row in X]  # X[:, ℓ−1] as a one-column matrix (d_e × 1)
-        if variant.resolved_final_norm("ed_encoder"):
-            last = step("final_norm", norm_columns, last, theta.gamma, theta.beta, variant)
-        W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)
-        return column(logits(last, W_u, theta.b_u, variant), 0)  # line 9, before the softmax
+    """``next_token_encoder`` up to the softmax: W_u X[:, ℓ−1] (+ b_u) (intermediates:
+    ``_next_token_names``)."""
+    X = embed(x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
+              gamma=theta.gamma_emb, beta=theta.beta_emb)  # lines 1-3
+    for layer in theta.layers:  # line 4
+        X = encoder_layer(X, layer, variant=variant)  # lines 5-8
+    last = [[row[-1]] for row in X]  # X[:, ℓ−1] as a one-column matrix (d_e × 1)
+    if variant.resolved_final_norm("ed_encoder"):
+        last = norm_columns(last, theta.gamma, theta.beta, variant)
+    W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)
+    return column(logits(last, W_u, theta.b_u, variant), 0)  # line 9, before the softmax

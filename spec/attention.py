@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from . import numbers
-from .errors import SpecError, in_algorithm
+from .errors import SpecError
 from .functions import softcap, softmax
-from .intermediates import record, recording, step
+from .intermediates import Names, algorithm, intermediate, record, recording
 from .linalg import (
     Matrix,
     Vector,
@@ -65,6 +65,7 @@ def _divide(values: list, divisor: Any) -> list:
     return values if divisor is None else [x / divisor for x in values]
 
 
+@algorithm("basic_single_query_attention")
 def basic_single_query_attention(e: Vector, E: Matrix, W: AttentionParams, *,
                                  variant: VariantSet = PAPER) -> Vector:
     """Algorithm 3: ṽ ← Attention(e, e_t | W_qkv), basic single-query attention.
@@ -83,32 +84,31 @@ def basic_single_query_attention(e: Vector, E: Matrix, W: AttentionParams, *,
     (qᵀk_t), S (the scores the softmax reads), A (α, line 4).
     """
     N = numbers.current()
-    with in_algorithm("basic_single_query_attention"):
-        d_attn = len(W.W_q)
-        divisor = _scale_divisor(variant, d_attn, len(e))
-        _, T = shape(E)
-        if T == 0:
-            raise SpecError("E", "at least one context token", "T = 0")
-        q = _bias(matvec(W.W_q, e), W.b_q)  # line 1
-        k = [_bias(matvec(W.W_k, column(E, t)), W.b_k) for t in range(T)]  # line 2
-        v = [_bias(matvec(W.W_v, column(E, t)), W.b_v) for t in range(T)]  # line 3
-        if recording():
-            record("q", q)
-            record("K", from_columns(k))  # column t: k_t
-            record("V", from_columns(v))
-        if variant.scale_placement == "query":
-            q, divisor = _divide(q, divisor), None
-        elif variant.scale_placement == "query_key_sqrt" and divisor is not None:
-            root = N.sqrt(divisor)
-            q, k, divisor = _divide(q, root), [_divide(kt, root) for kt in k], None
-        raw = [N.dot(q, kt) for kt in k]
-        record("scores", raw)  # qᵀk_t (of q, k_t already divided under scale_placement query*)
-        scores = _divide(raw, divisor)
-        record("S", scores)  # what the softmax reads
-        alpha = softmax(scores)  # line 4
-        record("A", alpha)
-        d_out = len(W.W_v)
-        return [N.dot(alpha, [v[t][i] for t in range(T)]) for i in range(d_out)]  # line 5
+    d_attn = len(W.W_q)
+    divisor = _scale_divisor(variant, d_attn, len(e))
+    _, T = shape(E)
+    if T == 0:
+        raise SpecError("E", "at least one context token", "T = 0")
+    q = _bias(matvec(W.W_q, e), W.b_q)  # line 1
+    k = [_bias(matvec(W.W_k, column(E, t)), W.b_k) for t in range(T)]  # line 2
+    v = [_bias(matvec(W.W_v, column(E, t)), W.b_v) for t in range(T)]  # line 3
+    if recording():
+        record("q", q)
+        record("K", from_columns(k))  # column t: k_t
+        record("V", from_columns(v))
+    if variant.scale_placement == "query":
+        q, divisor = _divide(q, divisor), None
+    elif variant.scale_placement == "query_key_sqrt" and divisor is not None:
+        root = N.sqrt(divisor)
+        q, k, divisor = _divide(q, root), [_divide(kt, root) for kt in k], None
+    raw = [N.dot(q, kt) for kt in k]
+    record("scores", raw)  # qᵀk_t (of q, k_t already divided under scale_placement query*)
+    scores = _divide(raw, divisor)
+    record("S", scores)  # what the softmax reads
+    alpha = softmax(scores)  # line 4
+    record("A", alpha)
+    d_out = len(W.W_v)
+    return [N.dot(alpha, [v[t][i] for t in range(T)]) for i in range(d_out)]  # line 5
 
 
 def _bias(x: Vector, b: Optional[Vector]) -> Vector:
@@ -126,6 +126,14 @@ def _check_mask(Mask: Sequence[Sequence[Any]], ell_z: int, ell_x: int) -> None:
         raise SpecError("Mask", f"shape (ell_z, ell_x) = ({ell_z}, {ell_x})", f"{rows} rows of lengths {cols}")
 
 
+def _attention_names(*_: Any, **__: Any) -> Names:
+    """Algorithm 4's intermediates computed by calls (``spec/intermediates.py``): Q, K, V (lines 1-3),
+    QK-norm's q_norm and k_norm (each the normalised Q, K, with its rms) and RoPE's Q_rot and K_rot.
+    The scores, S and A are recorded where they are computed (``attention``)."""
+    return {add_bias: ("Q", "K", "V"), norm_columns: ("q_norm", "k_norm"), rotate: ("Q_rot", "K_rot")}
+
+
+@algorithm("attention", names=_attention_names)
 def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[Any]], *,
               variant: VariantSet = PAPER, slope: Optional[Any] = None,
               qk_gains: Optional[tuple[Vector, Vector]] = None, heads: int = 1) -> Matrix:
@@ -184,57 +192,51 @@ def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[
     QK-norm adds q_norm and k_norm (each a scope: the normalised Q, K and their rms).
     """
     N = numbers.current()
-    with in_algorithm("attention"):
-        d_x, ell_x = shape(X)
-        d_z, ell_z = shape(Z)
-        _check_mask(Mask, ell_z, ell_x)
-        divisor = _scale_divisor(variant, len(W.W_q), d_x, heads)
-        Q = add_bias(matmul(W.W_q, X), W.b_q)  # line 1
-        K = add_bias(matmul(W.W_k, Z), W.b_k)  # line 2
-        V = add_bias(matmul(W.W_v, Z), W.b_v)  # line 3
-        record("Q", Q)
-        record("K", K)
-        record("V", V)
-        if qk_gains is not None:  # QK-norm: each head's q and k columns, before RoPE (Qwen3, Gemma 3)
-            gained = variant.replace(affine="scale")  # its gains always apply (β: RMSnorm has none)
-            Q = step("q_norm", norm_columns, Q, qk_gains[0], None, gained, "rms_norm")
-            K = step("k_norm", norm_columns, K, qk_gains[1], None, gained, "rms_norm")
-        if variant.rotary != "none":  # RoFormer eq. 34: positions t_x of Q, t_z of K
-            Q, K = rotate(Q, variant), rotate(K, variant)
-            record("Q_rot", Q)
-            record("K_rot", K)
-        if variant.scale_placement == "query" and divisor is not None:
-            Q, divisor = [_divide(row, divisor) for row in Q], None
-        elif variant.scale_placement == "query_key_sqrt" and divisor is not None:
-            root = N.sqrt(divisor)
-            Q = [_divide(row, root) for row in Q]
-            K = [_divide(row, root) for row in K]
-            divisor = None
-        S = matmul(transpose(K), Q)  # line 4
-        record("scores", S)  # KᵀQ (of Q, K already divided under scale_placement query*)
-        if variant.attn_softcap:  # line 4'': c·tanh(s/c) of the scaled scores, before bias and mask
-            c = variant.attn_softcap
-            S = [[softcap(_over(s, divisor), c) for s in row] for row in S]
-            divisor = None
-        if slope is not None:  # line 4': ALiBi's m·(t_z − t_x), added to the scaled scores
-            S = [[_over(s, divisor) + slope * N.num(tz - tx) for tx, s in enumerate(row)] for tz, row in enumerate(S)]
-            divisor = None
-        minus_inf = -N.inf
-        S = [[s if Mask[tz][tx] else minus_inf for tx, s in enumerate(row)]
-             for tz, row in enumerate(S)]  # line 5
-        weights, read = [], []
-        for tx in range(ell_x):  # line 6: softmax over the context index
-            if not any(Mask[tz][tx] for tz in range(ell_z)):
-                weights.append(_empty_query_weights(variant, ell_z, tx))
-                read.append(column(S, tx))  # all −∞ (no softmax reads it)
-                continue
-            read.append(_divide(column(S, tx), divisor))
-            weights.append(softmax(read[-1]))
-        if recording():
-            record("S", from_columns(read))  # scaled and masked: what the softmax reads
-        A = from_columns(weights)
-        record("A", A)  # the attention weights: column t_x sums to 1
-        return matmul(V, A)
+    d_x, ell_x = shape(X)
+    d_z, ell_z = shape(Z)
+    _check_mask(Mask, ell_z, ell_x)
+    divisor = _scale_divisor(variant, len(W.W_q), d_x, heads)
+    Q = add_bias(matmul(W.W_q, X), W.b_q)  # line 1
+    K = add_bias(matmul(W.W_k, Z), W.b_k)  # line 2
+    V = add_bias(matmul(W.W_v, Z), W.b_v)  # line 3
+    if qk_gains is not None:  # QK-norm: each head's q and k columns, before RoPE (Qwen3, Gemma 3)
+        gained = variant.replace(affine="scale")  # its gains always apply (β: RMSnorm has none)
+        Q = norm_columns(Q, qk_gains[0], None, gained, "rms_norm")
+        K = norm_columns(K, qk_gains[1], None, gained, "rms_norm")
+    if variant.rotary != "none":  # RoFormer eq. 34: positions t_x of Q, t_z of K
+        Q, K = rotate(Q, variant), rotate(K, variant)
+    if variant.scale_placement == "query" and divisor is not None:
+        Q, divisor = [_divide(row, divisor) for row in Q], None
+    elif variant.scale_placement == "query_key_sqrt" and divisor is not None:
+        root = N.sqrt(divisor)
+        Q = [_divide(row, root) for row in Q]
+        K = [_divide(row, root) for row in K]
+        divisor = None
+    S = matmul(transpose(K), Q)  # line 4
+    record("scores", S)  # KᵀQ (of Q, K already divided under scale_placement query*)
+    if variant.attn_softcap:  # line 4'': c·tanh(s/c) of the scaled scores, before bias and mask
+        c = variant.attn_softcap
+        S = [[softcap(_over(s, divisor), c) for s in row] for row in S]
+        divisor = None
+    if slope is not None:  # line 4': ALiBi's m·(t_z − t_x), added to the scaled scores
+        S = [[_over(s, divisor) + slope * N.num(tz - tx) for tx, s in enumerate(row)] for tz, row in enumerate(S)]
+        divisor = None
+    minus_inf = -N.inf
+    S = [[s if Mask[tz][tx] else minus_inf for tx, s in enumerate(row)]
+         for tz, row in enumerate(S)]  # line 5
+    weights, read = [], []
+    for tx in range(ell_x):  # line 6: softmax over the context index
+        if not any(Mask[tz][tx] for tz in range(ell_z)):
+            weights.append(_empty_query_weights(variant, ell_z, tx))
+            read.append(column(S, tx))  # all −∞ (no softmax reads it)
+            continue
+        read.append(_divide(column(S, tx), divisor))
+        weights.append(softmax(read[-1]))
+    if recording():
+        record("S", from_columns(read))  # scaled and masked: what the softmax reads
+    A = from_columns(weights)
+    record("A", A)  # the attention weights: column t_x sums to 1
+    return matmul(V, A)
 
 
 def _over(s: Any, divisor: Optional[Any]) -> Any:
@@ -255,6 +257,19 @@ def _empty_query_weights(variant: VariantSet, ell_z: int, tx: int) -> Vector:
     return [N.num(1) / N.num(ell_z)] * ell_z  # uniform over all keys
 
 
+@intermediate
+def stacked(Ys: Sequence[Matrix]) -> Matrix:
+    """[Y^1; Y^2; ...; Y^H]: the matrices stacked vertically, the first on top."""
+    return [row for Yh in Ys for row in Yh]
+
+
+def _mh_names(*_: Any, **__: Any) -> Names:
+    """Algorithm 5's intermediates: heads.{h} (Y^h, with Algorithm 4's inside it: heads.{h}.Q, ...)
+    and Y (line 3)."""
+    return {attention: "heads.{}", stacked: ("Y",)}
+
+
+@algorithm("mh_attention", names=_mh_names)
 def mh_attention(X: Matrix, Z: Matrix, W: MHAttentionParams, Mask: Sequence[Sequence[Any]], *,
                  variant: VariantSet = PAPER, causal_self: bool = False) -> Matrix:
     """Algorithm 5: Ṽ ← MHAttention(X, Z | W, Mask).
@@ -287,21 +302,18 @@ def mh_attention(X: Matrix, Z: Matrix, W: MHAttentionParams, Mask: Sequence[Sequ
 
     Intermediates: heads.{h} (Y^h, with Algorithm 4's inside it: heads.{h}.Q, ...), Y (line 3).
     """
-    with in_algorithm("mh_attention"):
-        if not W.heads:
-            raise SpecError("heads", "at least one head (H ≥ 1)", "H = 0")
-        heads = _grouped(W, variant.kv_group, variant.kv_order)
-        slopes: list[Any] = alibi_slopes(len(heads)) if causal_self and variant.position_bias == "alibi" \
-            else [None] * len(heads)
-        gains = None
-        if variant.qk_norm == "rms" and W.gamma_q is not None and W.gamma_k is not None:
-            gains = (W.gamma_q, W.gamma_k)
-        Ys = [step(f"heads.{h}", attention, X, Z, head, Mask, variant=variant, slope=slopes[h], qk_gains=gains,
-                   heads=len(heads))
-              for h, head in enumerate(heads)]  # lines 1-2
-        Y = [row for Yh in Ys for row in Yh]  # line 3
-        record("Y", Y)
-        return add_bias(matmul(W.W_o, Y), W.b_o)  # line 4
+    if not W.heads:
+        raise SpecError("heads", "at least one head (H ≥ 1)", "H = 0")
+    heads = _grouped(W, variant.kv_group, variant.kv_order)
+    slopes: list[Any] = alibi_slopes(len(heads)) if causal_self and variant.position_bias == "alibi" \
+        else [None] * len(heads)
+    gains = None
+    if variant.qk_norm == "rms" and W.gamma_q is not None and W.gamma_k is not None:
+        gains = (W.gamma_q, W.gamma_k)
+    Ys = [attention(X, Z, head, Mask, variant=variant, slope=slopes[h], qk_gains=gains, heads=len(heads))
+          for h, head in enumerate(heads)]  # lines 1-2
+    Y = stacked(Ys)  # line 3
+    return add_bias(matmul(W.W_o, Y), W.b_o)  # line 4
 
 
 def _grouped(W: MHAttentionParams, G: int, order: str) -> tuple[AttentionParams, ...]:
@@ -321,6 +333,7 @@ def _grouped(W: MHAttentionParams, G: int, order: str) -> tuple[AttentionParams,
                  for h, q in enumerate(W.heads))
 
 
+@algorithm("unidirectional_mask")
 def unidirectional_mask(ell_z: int, ell_x: int, *, variant: VariantSet = PAPER) -> list[list[int]]:
     """The unidirectional (causal) mask of Algorithm 4: Mask[t_z, t_x] = [[t_z ≤ t_x]].
 
@@ -336,14 +349,13 @@ def unidirectional_mask(ell_z: int, ell_x: int, *, variant: VariantSet = PAPER) 
     ``kv_idx > q_idx - sliding_window``, and-ed with the causal ``kv_idx <= q_idx``), so W = 1
     leaves each query its own key alone and W ≥ ℓ_z changes nothing. W = 0 is no window.
     """
-    with in_algorithm("unidirectional_mask"):
-        for name, value in (("ell_z", ell_z), ("ell_x", ell_x)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SpecError(name, "a positive integer", repr(value))
-        offset = ell_z - ell_x if variant.causal_alignment == "bottom_right" else 0
-        W = variant.window
-        return [[1 if tz <= tx + offset and (W == 0 or tz > tx + offset - W) else 0 for tx in range(ell_x)]
-                for tz in range(ell_z)]
+    for name, value in (("ell_z", ell_z), ("ell_x", ell_x)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise SpecError(name, "a positive integer", repr(value))
+    offset = ell_z - ell_x if variant.causal_alignment == "bottom_right" else 0
+    W = variant.window
+    return [[1 if tz <= tx + offset and (W == 0 or tz > tx + offset - W) else 0 for tx in range(ell_x)]
+            for tz in range(ell_z)]
 
 
 def bidirectional_mask(ell_z: int, ell_x: int) -> list[list[int]]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from . import numbers
-from .errors import SpecError, in_algorithm
-from .intermediates import record, recording, step
+from .errors import SpecError
+from .intermediates import Names, algorithm, record, recording
 from .linalg import Matrix, Vector, column, from_columns, shape
 from .normalization import norm_columns
 from .variants import PAPER, VariantSet
@@ -26,28 +26,28 @@ __all__ = [
 ]
 
 
+@algorithm("token_embedding")
 def token_embedding(v: int, W_e: Matrix) -> Vector:
     """Algorithm 1: token embedding. e ← W_e[:, v].
 
     Line 1 returns column v of W_e ∈ R^{d_e×N_V}; the paper's token v+1.
     """
-    with in_algorithm("token_embedding"):
-        _, N_V = shape(W_e)
-        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < N_V:
-            raise SpecError("v", f"a token ID in [0, {N_V})", repr(v))
-        return column(W_e, v)  # line 1
+    _, N_V = shape(W_e)
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < N_V:
+        raise SpecError("v", f"a token ID in [0, {N_V})", repr(v))
+    return column(W_e, v)  # line 1
 
 
+@algorithm("positional_embedding")
 def positional_embedding(t: int, W_p: Matrix) -> Vector:
     """Algorithm 2: positional embedding. e_p ← W_p[:, t].
 
     Line 1 returns column t of W_p ∈ R^{d_e×ℓ_max}; the paper's position t+1.
     """
-    with in_algorithm("positional_embedding"):
-        _, ell_max = shape(W_p)
-        if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < ell_max:
-            raise SpecError("t", f"a position in [0, {ell_max})", repr(t))
-        return column(W_p, t)  # line 1
+    _, ell_max = shape(W_p)
+    if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < ell_max:
+        raise SpecError("t", f"a position in [0, {ell_max})", repr(t))
+    return column(W_p, t)  # line 1
 
 
 def _paper_entry(r: int, c: int, d_e: int, ell_max: int) -> Any:
@@ -96,6 +96,7 @@ def _check_sizes(d_e: int, ell_max: int) -> None:
             raise SpecError(name, "a positive integer", repr(value))
 
 
+@algorithm("sinusoidal_paper")
 def sinusoidal_paper(d_e: int, ell_max: int, ell: Optional[int] = None) -> Matrix:
     """Algorithm 2, fixed alternative as the paper states it: W_p ∈ R^{d_e×ℓ_max}
     with W_p[2i−1, t] = sin(t / ℓ_max^{2i/d_e}), W_p[2i, t] = cos(t / ℓ_max^{2i/d_e}).
@@ -104,22 +105,22 @@ def sinusoidal_paper(d_e: int, ell_max: int, ell: Optional[int] = None) -> Matri
     entry at 0-based (r, c) uses t = c + 1 and i = r // 2 + 1. Only the first
     ``ell`` columns are built when ``ell`` is given.
     """
-    with in_algorithm("sinusoidal_paper"):
-        _check_sizes(d_e, ell_max)
-        cols = ell_max if ell is None else ell
-        return [[_paper_entry(r, c, d_e, ell_max) for c in range(cols)] for r in range(d_e)]
+    _check_sizes(d_e, ell_max)
+    cols = ell_max if ell is None else ell
+    return [[_paper_entry(r, c, d_e, ell_max) for c in range(cols)] for r in range(d_e)]
 
 
+@algorithm("sinusoidal_vaswani")
 def sinusoidal_vaswani(d_e: int, ell_max: int, ell: Optional[int] = None) -> Matrix:
     """Sinusoidal positions of Vaswani et al. (2017), transposed into the
     paper's orientation: W_p[2i, t] = sin(t / 10000^{2i/d_e}),
     W_p[2i+1, t] = cos(t / 10000^{2i/d_e}), rows and positions 0-based."""
-    with in_algorithm("sinusoidal_vaswani"):
-        _check_sizes(d_e, ell_max)
-        cols = ell_max if ell is None else ell
-        return [[_vaswani_entry(r, c, d_e) for c in range(cols)] for r in range(d_e)]
+    _check_sizes(d_e, ell_max)
+    cols = ell_max if ell is None else ell
+    return [[_vaswani_entry(r, c, d_e) for c in range(cols)] for r in range(d_e)]
 
 
+@algorithm("sinusoidal_raw_index")
 def sinusoidal_raw_index(d_e: int, ell_max: int, ell: Optional[int] = None) -> Matrix:
     """The sinusoid of seeds/004 (numeric tutorial, section II.E, Table II):
     W_p[r, t] = sin(t / 10000^{2r/d_e}) for even r, cos(t / 10000^{2r/d_e})
@@ -127,12 +128,16 @@ def sinusoidal_raw_index(d_e: int, ell_max: int, ell: Optional[int] = None) -> M
     index r where Vaswani et al. take 2·(r // 2); rows 0 agree, every other
     row has a lower frequency. Only the first ``ell`` columns are built when
     ``ell`` is given."""
-    with in_algorithm("sinusoidal_raw_index"):
-        _check_sizes(d_e, ell_max)
-        cols = ell_max if ell is None else ell
-        return [[_raw_index_entry(r, c, d_e) for c in range(cols)] for r in range(d_e)]
+    _check_sizes(d_e, ell_max)
+    cols = ell_max if ell is None else ell
+    return [[_raw_index_entry(r, c, d_e) for c in range(cols)] for r in range(d_e)]
 
 
+def _embed_names(*_: Any, **__: Any) -> Names:
+    return {norm_columns: ("norm",)}  # under embedding_norm
+
+
+@algorithm(None, names=_embed_names)
 def embed(
     x: Sequence[int],
     W_e: Matrix,
@@ -191,5 +196,5 @@ def embed(
             record("positions", [row[:ell] for row in P])
     if variant.embedding_norm:
         record("sum", X)
-        X = step("norm", norm_columns, X, gamma, beta, variant)
+        X = norm_columns(X, gamma, beta, variant)
     return X

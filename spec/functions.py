@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from . import numbers
 from .errors import SpecError
+from .intermediates import intermediate
 from .linalg import Matrix, Vector, column, from_columns, map_matrix, shape
 from .numbers import Batched, largest, offered
 
@@ -96,5 +97,7 @@ ACTIVATIONS: dict[str, Callable[[Any], Any]] = {
 }
 
 
+@intermediate  # act(W X + b 1ᵀ): an MLP names its activations (act, hidden, ...)
 def apply(activation: str, X: Matrix) -> Matrix:
+    """The activation ``activation`` entry by entry."""
     return map_matrix(ACTIVATIONS[activation], X)

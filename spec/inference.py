@@ -21,7 +21,8 @@ from typing import Any, Sequence
 
 from . import numbers
 from .architectures import d_transformer, ed_transformer
-from .errors import SpecError, in_algorithm
+from .errors import SpecError
+from .intermediates import algorithm
 from .linalg import Vector, column
 from .params import DTransformerParams, EDTransformerParams
 from .variants import PAPER, VariantSet
@@ -50,22 +51,23 @@ def cdf(p: Vector, tau: Any) -> Vector:
     return [N.fsum(q[: v + 1]) for v in range(len(q))]
 
 
+@algorithm("sample")
 def sample(p: Vector, u: Any, tau: Any) -> int:
     """One draw from q ∝ p^{1/τ} by inverse CDF with variate u (token IDs increasing)."""
     N = numbers.current()
-    with in_algorithm("sample"):
-        t = _check_tau(tau)
-        if any(pv < 0 for pv in p):
-            raise SpecError("p", "non-negative probabilities", "a negative entry")
-        if t == 0:  # the τ → 0 limit: argmax, ties to the lowest ID
-            top = max(p)
-            return next(v for v, pv in enumerate(p) if pv == top)
-        if math.isinf(t):  # the τ → ∞ limit: uniform
-            return min(int(math.floor(N.to_float(u) * len(p))), len(p) - 1)
-        c = cdf(p, tau)
-        return next((v for v, cv in enumerate(c) if u < cv), len(p) - 1)
+    t = _check_tau(tau)
+    if any(pv < 0 for pv in p):
+        raise SpecError("p", "non-negative probabilities", "a negative entry")
+    if t == 0:  # the τ → 0 limit: argmax, ties to the lowest ID
+        top = max(p)
+        return next(v for v, pv in enumerate(p) if pv == top)
+    if math.isinf(t):  # the τ → ∞ limit: uniform
+        return min(int(math.floor(N.to_float(u) * len(p))), len(p) - 1)
+    c = cdf(p, tau)
+    return next((v for v, cv in enumerate(c) if u < cv), len(p) - 1)
 
 
+@algorithm("d_inference")
 def d_inference(x: Sequence[int], theta: DTransformerParams, u: Sequence[Any], tau: Any, *,
                 ell_gen: int, ell_max: int | None = None, variant: VariantSet = PAPER) -> list[int]:
     """Algorithm 14: y ← DInference(x, θ̂), hyperparameters ℓ_gen, τ.
@@ -81,19 +83,19 @@ def d_inference(x: Sequence[int], theta: DTransformerParams, u: Sequence[Any], t
     Step i (0-based here) uses variate u[i]; the last column of P is the
     paper's P[:, ℓ + i − 1].
     """
-    with in_algorithm("d_inference"):
-        if len(u) != ell_gen:
-            raise SpecError("u", f"one variate per generated token (ℓ_gen = {ell_gen})", f"{len(u)}")
-        x = list(x)
-        ell = len(x)  # line 1
-        for i in range(ell_gen):  # line 2
-            P = d_transformer(x, theta, ell_max=ell_max, variant=variant)  # line 3
-            p = column(P, ell + i - 1)  # line 4 (0-based: the last column)
-            y = sample(p, u[i], tau)  # line 5
-            x = x + [y]  # line 6
-        return x[ell:]  # line 7
+    if len(u) != ell_gen:
+        raise SpecError("u", f"one variate per generated token (ℓ_gen = {ell_gen})", f"{len(u)}")
+    x = list(x)
+    ell = len(x)  # line 1
+    for i in range(ell_gen):  # line 2
+        P = d_transformer(x, theta, ell_max=ell_max, variant=variant)  # line 3
+        p = column(P, ell + i - 1)  # line 4 (0-based: the last column)
+        y = sample(p, u[i], tau)  # line 5
+        x = x + [y]  # line 6
+    return x[ell:]  # line 7
 
 
+@algorithm("ed_inference")
 def ed_inference(z: Sequence[int], theta: EDTransformerParams, u: Sequence[Any], tau: Any, bos_token: int,
                  eos_token: int, *, ell_max: int | None = None,
                  variant: VariantSet = PAPER) -> tuple[list[int], bool]:
@@ -111,21 +113,20 @@ def ed_inference(z: Sequence[int], theta: EDTransformerParams, u: Sequence[Any],
     Step i uses variate u[i] (ℓ_max − 1 of them). Returns (x̂, stopped at
     eos); x̂ stops growing at ℓ_max tokens (stopped at eos is then false).
     """
-    with in_algorithm("ed_inference"):
-        if ell_max is None:
-            ell_max = len(theta.W_p[0]) if theta.W_p is not None else None
-        if ell_max is None:
-            raise SpecError("ell_max", "a positive integer", "None")
-        if len(u) < ell_max - 1:
-            raise SpecError("u", f"ℓ_max − 1 = {ell_max - 1} variates", f"{len(u)}")
-        x_hat = [bos_token]  # line 1
-        i = 0
-        while len(x_hat) < ell_max:  # line 2, bounded by ℓ_max
-            P = ed_transformer(z, x_hat, theta, ell_max=ell_max, variant=variant)  # line 3
-            p = column(P, len(x_hat) - 1)  # line 4 (0-based: the last column)
-            y = sample(p, u[i], tau)  # line 5
-            x_hat.append(y)  # line 6
-            i += 1
-            if y == eos_token:  # line 7
-                return x_hat, True
-        return x_hat, False
+    if ell_max is None:
+        ell_max = len(theta.W_p[0]) if theta.W_p is not None else None
+    if ell_max is None:
+        raise SpecError("ell_max", "a positive integer", "None")
+    if len(u) < ell_max - 1:
+        raise SpecError("u", f"ℓ_max − 1 = {ell_max - 1} variates", f"{len(u)}")
+    x_hat = [bos_token]  # line 1
+    i = 0
+    while len(x_hat) < ell_max:  # line 2, bounded by ℓ_max
+        P = ed_transformer(z, x_hat, theta, ell_max=ell_max, variant=variant)  # line 3
+        p = column(P, len(x_hat) - 1)  # line 4 (0-based: the last column)
+        y = sample(p, u[i], tau)  # line 5
+        x_hat.append(y)  # line 6
+        i += 1
+        if y == eos_token:  # line 7
+            return x_hat, True
+    return x_hat, False

@@ -24,17 +24,30 @@ from __future__ import annotations
 from typing import Any, Callable, Optional, Sequence
 
 from .attention import bidirectional_mask, mh_attention, unidirectional_mask
-from .errors import SpecError, in_algorithm
+from .errors import SpecError
 from .functions import apply
-from .intermediates import kept, record, step
-from .linalg import Matrix, Vector, add, add_bias, map_matrix, matmul, shape
+from .intermediates import Names, algorithm
+from .linalg import Matrix, Vector, add, add_bias, hadamard, matmul, shape
 from .normalization import norm_columns
-from .params import DecoderLayerParams, Dense, LayerParams
+from .params import DecoderLayerParams, Dense, LayerParams, MHAttentionParams
 from .variants import PAPER, VariantSet
 
 __all__ = ["bert_layer", "decoder_layer", "encoder_layer", "gpt2_layer", "mlp", "padded"]
 
 
+def _mlp_names(X: Matrix, W1: Matrix, b1: Optional[Vector], W2: Optional[Matrix], b2: Optional[Vector],
+               activation: str, *, lin: Optional[tuple[Matrix, Optional[Vector]]] = None,
+               hidden: tuple[Dense, ...] = ()) -> Names:
+    """``mlp``'s intermediates (``spec/intermediates.py``): pre (W1 X + b1 1ᵀ), act and lin (gated
+    only: act(pre) and V X + c 1ᵀ), hidden (the first hidden layer H), hidden_layer.{k}.pre and
+    hidden_layer.{k} (each further one); the last W2 H + b2 1ᵀ is the MLP's own result."""
+    gated, further = lin is not None, range(len(hidden))
+    return {add_bias: ("pre",) + (("lin",) if gated else ()) + tuple(f"hidden_layer.{k}.pre" for k in further),
+            apply: ("act" if gated else "hidden",) + tuple(f"hidden_layer.{k}" for k in further),
+            hadamard: ("hidden",)}
+
+
+@algorithm(None, names=_mlp_names)
 def mlp(X: Matrix, W1: Matrix, b1: Optional[Vector], W2: Optional[Matrix], b2: Optional[Vector],
         activation: str, *, lin: Optional[tuple[Matrix, Optional[Vector]]] = None,
         hidden: tuple[Dense, ...] = ()) -> Matrix:
@@ -44,19 +57,14 @@ def mlp(X: Matrix, W1: Matrix, b1: Optional[Vector], W2: Optional[Matrix], b2: O
     ``hidden``: each further hidden layer H ← act(W H + b 1ᵀ), in order (``mlp_depth``).
     ``W2`` None: ``mlp="one_layer"`` (seed 004's FFN, ReLU(A W_L + b_L)): the last H is the output.
 
-    Intermediates (``spec/intermediates.py``): pre (W1 X + b1 1ᵀ), act and lin (gated only:
-    act(pre) and V X + c 1ᵀ), hidden (the first hidden layer H), hidden_layer.{k}.pre and
-    hidden_layer.{k} (each further one).
+    Intermediates: ``_mlp_names``.
     """
-    H = apply(activation, kept("pre", add_bias(matmul(W1, X), b1)))  # (d_mlp, ℓ)
+    H = apply(activation, add_bias(matmul(W1, X), b1))  # (d_mlp, ℓ)
     if lin is not None:
         V, c = lin
-        record("act", H)
-        H = map_matrix(lambda a, g: a * g, H, kept("lin", add_bias(matmul(V, X), c)))
-    record("hidden", H)
-    for k, layer in enumerate(hidden):
-        H = kept(f"hidden_layer.{k}", apply(activation, kept(f"hidden_layer.{k}.pre",
-                                                             add_bias(matmul(layer.W, H), layer.b))))
+        H = hadamard(H, add_bias(matmul(V, X), c))
+    for layer in hidden:
+        H = apply(activation, add_bias(matmul(layer.W, H), layer.b))
     if W2 is None:  # mlp="one_layer": d_mlp = d_e, checked with the other sizes
         return H
     return add_bias(matmul(W2, H), b2)
@@ -88,51 +96,76 @@ def padded(Mask: list[list[int]], pad: Optional[Sequence[Any]], variant: Variant
     return out
 
 
+def _sublayer_names(arch: str, variant: VariantSet) -> Names:
+    """A layer's intermediates (``spec/intermediates.py``), each a sublayer's result with what it
+    records inside (``attn.heads.0.Q``, ``norm1.mu``, ``mlp.hidden``, ...) or a residual sum:
+    attn, norm1, mlp, norm2, res1 and res2 (the decoder's: self_attn, cross_attn, norm1-norm3,
+    res1-res3), in the order computed; under sandwich also norm1_out, norm2_out (norm3_out): each
+    sublayer's output norm. A parallel residual has norm1, (norm2), attn, mlp and res2, the
+    layer's output (the branches' own sum is none)."""
+    decoder = arch == "ed_decoder"
+    sublayers = 3 if decoder else 2
+    placement = variant.resolved_norm_placement(arch)
+    norms = tuple(n for k in range(1, sublayers + 1)
+                  for n in ((f"norm{k}", f"norm{k}_out") if placement == "sandwich" else (f"norm{k}",)))
+    if arch == "gpt2" and variant.residual != "sequential":
+        return {norm_columns: norms if variant.residual == "parallel" else norms[:1], mh_attention: ("attn",),
+                mlp: ("mlp",), add: (None, "res2")}
+    return {norm_columns: norms, mh_attention: ("self_attn", "cross_attn") if decoder else ("attn",), mlp: ("mlp",),
+            add: tuple(f"res{k}" for k in range(1, sublayers + 1))}
+
+
+def _layer_names(X: Matrix, W: LayerParams, variant: VariantSet, arch: str, causal: bool,
+                 pad: Optional[Sequence[Any]] = None) -> Names:
+    return _sublayer_names(arch, variant)
+
+
+@algorithm(None, names=_layer_names)
 def _layer(X: Matrix, W: LayerParams, variant: VariantSet, arch: str, causal: bool,
            pad: Optional[Sequence[Any]] = None) -> Matrix:
     """Shared body of the encoder, BERT and GPT-2 layers (they differ only in
-    the mask and in the paper's placement and activation); ``pad`` masks keys (``padded``)."""
+    the mask and in the paper's placement and activation); ``pad`` masks keys (``padded``).
+    Intermediates: ``_sublayer_names``."""
     _, ell = shape(X)
     Mask = padded(unidirectional_mask(ell, ell, variant=variant) if causal else bidirectional_mask(ell, ell), pad,
                   variant)  # the causal mask narrowed by ``window`` where it is on
     act = variant.resolved_activation(arch)
 
-    def ffn(Y: Matrix) -> Matrix:
+    def MLP(Y: Matrix) -> Matrix:
         return mlp(Y, W.W_mlp1, W.b_mlp1, W.W_mlp2, W.b_mlp2, act, lin=_lin(W.W_mlp1_lin, W.b_mlp1_lin),
                    hidden=W.mlp_hidden)
 
+    def MHAttention(X: Matrix, Z: Matrix) -> Matrix:
+        return mh_attention(X, Z, W.attn, Mask, variant=variant, causal_self=causal)
+
+    def norm(X: Matrix, gamma: Optional[Vector], beta: Optional[Vector]) -> Matrix:
+        return norm_columns(X, gamma, beta, variant)
+
     placement = variant.resolved_norm_placement(arch)
     if variant.residual != "sequential" and arch == "gpt2":  # a decoder convention: read by GPT-2's layer alone
-        return _parallel(X, W, variant, placement, Mask, ffn)
-    # intermediates: attn, norm1, mlp, norm2 (each a scope: its result and what it records inside),
-    # res1 and res2 (the residual sums), in the order computed; under sandwich also norm1_out and
-    # norm2_out (each sublayer's output norm)
+        return _parallel(X, W, variant, placement, MHAttention, MLP, norm)
     if placement == "post":
-        X = kept("res1", add(X, step("attn", mh_attention, X, X, W.attn, Mask, variant=variant,
-                                     causal_self=causal)))  # Alg. 8/9 line 5
-        X = step("norm1", norm_columns, X, W.gamma1, W.beta1, variant)  # line 6
-        X = kept("res2", add(X, step("mlp", ffn, X)))  # line 7
-        return step("norm2", norm_columns, X, W.gamma2, W.beta2, variant)  # line 8
+        X = add(X, MHAttention(X, X))  # Alg. 8/9 line 5
+        X = norm(X, W.gamma1, W.beta1)  # line 6
+        X = add(X, MLP(X))  # line 7
+        return norm(X, W.gamma2, W.beta2)  # line 8
     if placement == "res_post":  # lines 5-8 with each norm moved onto the sublayer's output
-        Y = step("attn", mh_attention, X, X, W.attn, Mask, variant=variant, causal_self=causal)
-        X = kept("res1", add(X, step("norm1", norm_columns, Y, W.gamma1, W.beta1, variant)))
-        return kept("res2", add(X, step("norm2", norm_columns, step("mlp", ffn, X), W.gamma2, W.beta2, variant)))
+        X = add(X, norm(MHAttention(X, X), W.gamma1, W.beta1))
+        return add(X, norm(MLP(X), W.gamma2, W.beta2))
     if placement == "sandwich":  # Alg. 10 lines 5-8 with each sublayer's output normalised before it is added
-        X_tilde = step("norm1", norm_columns, X, W.gamma1, W.beta1, variant)
-        Y = step("attn", mh_attention, X_tilde, X_tilde, W.attn, Mask, variant=variant, causal_self=causal)
-        X = kept("res1", add(X, step("norm1_out", norm_columns, Y, W.gamma1_out, W.beta1_out, variant)))
-        X_tilde = step("norm2", norm_columns, X, W.gamma2, W.beta2, variant)
-        Y = step("mlp", ffn, X_tilde)
-        return kept("res2", add(X, step("norm2_out", norm_columns, Y, W.gamma2_out, W.beta2_out, variant)))
-    X_tilde = step("norm1", norm_columns, X, W.gamma1, W.beta1, variant)  # Alg. 10 line 5
-    X = kept("res1", add(X, step("attn", mh_attention, X_tilde, X_tilde, W.attn, Mask, variant=variant,
-                                 causal_self=causal)))  # line 6
-    X_tilde = step("norm2", norm_columns, X, W.gamma2, W.beta2, variant)  # line 7
-    return kept("res2", add(X, step("mlp", ffn, X_tilde)))  # line 8
+        X_tilde = norm(X, W.gamma1, W.beta1)
+        X = add(X, norm(MHAttention(X_tilde, X_tilde), W.gamma1_out, W.beta1_out))
+        X_tilde = norm(X, W.gamma2, W.beta2)
+        return add(X, norm(MLP(X_tilde), W.gamma2_out, W.beta2_out))
+    X_tilde = norm(X, W.gamma1, W.beta1)  # Alg. 10 line 5
+    X = add(X, MHAttention(X_tilde, X_tilde))  # line 6
+    X_tilde = norm(X, W.gamma2, W.beta2)  # line 7
+    return add(X, MLP(X_tilde))  # line 8
 
 
-def _parallel(X: Matrix, W: LayerParams, variant: VariantSet, placement: str, Mask: list[list[int]],
-              ffn: Callable[[Matrix], Matrix]) -> Matrix:
+def _parallel(X: Matrix, W: LayerParams, variant: VariantSet, placement: str,
+              MHAttention: Callable[[Matrix, Matrix], Matrix], MLP: Callable[[Matrix], Matrix],
+              norm: Callable[[Matrix, Optional[Vector], Optional[Vector]], Matrix]) -> Matrix:
     """Lines 5-8 with the two sublayers side by side (``residual``): both read the same X,
 
         X ← X + (MHAttention(X̃₁, X̃₁ | W_l, Mask) + MLP(X̃₂)),  X̃ᵢ[:, t] = norm(X[:, t] | γⁱ_l, βⁱ_l),
@@ -141,17 +174,19 @@ def _parallel(X: Matrix, W: LayerParams, variant: VariantSet, placement: str, Ma
     added to X, as Hugging Face's GPTNeoXLayer (``mlp_output + attn_output + hidden_states``),
     GPTJBlock (``attn_output + feed_forward_hidden_states + residual``) and Falcon do (transformers
     5.24). Every source normalises each branch's input, so the post-LN placements are refused.
+    ``MHAttention`` is GPT-2's, causal.
 
-    Intermediates: norm1, (norm2), attn, mlp, res2 (the layer's output)."""
+    Intermediates: norm1, (norm2), attn, mlp, res2 (the layer's output; ``_sublayer_names``)."""
     if placement != "pre":
         raise SpecError("residual", f"the pre-LN placement (residual={variant.residual!r} normalises each "
                         "branch's input: GPT-NeoX, GPT-J, Falcon)", f"norm placement {placement!r}")
-    X1 = step("norm1", norm_columns, X, W.gamma1, W.beta1, variant)
-    X2 = X1 if variant.residual == "parallel_shared" else step("norm2", norm_columns, X, W.gamma2, W.beta2, variant)
-    A = step("attn", mh_attention, X1, X1, W.attn, Mask, variant=variant, causal_self=True)  # GPT-2's: causal
-    return kept("res2", add(X, add(A, step("mlp", ffn, X2))))
+    X1 = norm(X, W.gamma1, W.beta1)
+    X2 = X1 if variant.residual == "parallel_shared" else norm(X, W.gamma2, W.beta2)
+    A = MHAttention(X1, X1)
+    return add(X, add(A, MLP(X2)))
 
 
+@algorithm("encoder_layer")
 def encoder_layer(Z: Matrix, W: LayerParams, *, variant: VariantSet = PAPER,
                              pad: Optional[Sequence[Any]] = None) -> Matrix:
     """Algorithm 8, lines 5-8: one encoder layer (post-LN, ReLU, Mask ≡ 1).
@@ -161,10 +196,10 @@ def encoder_layer(Z: Matrix, W: LayerParams, *, variant: VariantSet = PAPER,
     7. Z ← Z + W^l_mlp2 ReLU(W^l_mlp1 Z + b^l_mlp1 1ᵀ) + b^l_mlp2 1ᵀ
     8. Z[:, t] ← layer_norm(Z[:, t] | γ^2_l, β^2_l)
     """
-    with in_algorithm("encoder_layer"):
-        return _layer(Z, W, variant, "ed_encoder", causal=False, pad=pad)
+    return _layer(Z, W, variant, "ed_encoder", causal=False, pad=pad)
 
 
+@algorithm("bert_layer")
 def bert_layer(X: Matrix, W: LayerParams, *, variant: VariantSet = PAPER,
                           pad: Optional[Sequence[Any]] = None) -> Matrix:
     """Algorithm 9, lines 5-8: one BERT layer (post-LN, exact GELU, Mask ≡ 1).
@@ -174,10 +209,10 @@ def bert_layer(X: Matrix, W: LayerParams, *, variant: VariantSet = PAPER,
     7. X ← X + W^l_mlp2 GELU(W^l_mlp1 X + b^l_mlp1 1ᵀ) + b^l_mlp2 1ᵀ
     8. X[:, t] ← layer_norm(X[:, t] | γ^2_l, β^2_l)
     """
-    with in_algorithm("bert_layer"):
-        return _layer(X, W, variant, "bert", causal=False, pad=pad)
+    return _layer(X, W, variant, "bert", causal=False, pad=pad)
 
 
+@algorithm("gpt2_layer")
 def gpt2_layer(X: Matrix, W: LayerParams, *, variant: VariantSet = PAPER,
                           pad: Optional[Sequence[Any]] = None) -> Matrix:
     """Algorithm 10, lines 5-8: one GPT-2 layer (pre-LN, exact GELU, causal).
@@ -190,10 +225,15 @@ def gpt2_layer(X: Matrix, W: LayerParams, *, variant: VariantSet = PAPER,
 
     The residual adds the un-normalised X (normalising X in place is a classic bug).
     """
-    with in_algorithm("gpt2_layer"):
-        return _layer(X, W, variant, "gpt2", causal=True, pad=pad)
+    return _layer(X, W, variant, "gpt2", causal=True, pad=pad)
 
 
+def _decoder_names(X: Matrix, Z: Matrix, W: DecoderLayerParams, *, variant: VariantSet = PAPER,
+                   **_: Any) -> Names:
+    return _sublayer_names("ed_decoder", variant)
+
+
+@algorithm("decoder_layer", names=_decoder_names)
 def decoder_layer(X: Matrix, Z: Matrix, W: DecoderLayerParams, *,
                   variant: VariantSet = PAPER, pad_x: Optional[Sequence[Any]] = None,
                   pad_z: Optional[Sequence[Any]] = None) -> Matrix:
@@ -213,52 +253,49 @@ def decoder_layer(X: Matrix, Z: Matrix, W: DecoderLayerParams, *,
     Padding (``padded``) masks keys: ``pad_x`` the decoder's own positions in line 14 (Hugging
     Face's ``decoder_attention_mask``), ``pad_z`` the encoder's positions in line 16 (the encoder's
     ``attention_mask``, which BART, T5 and Marian pass on to cross-attention).
+
+    Intermediates: self_attn, norm1 (γ3, β3), cross_attn, norm2 (γ4, β4), mlp, norm3 (γ5, β5), the
+    residual sums res1-res3 (and the output norms under sandwich: ``_sublayer_names``).
     """
-    with in_algorithm("decoder_layer"):
-        _, ell_x = shape(X)
-        _, ell_z = shape(Z)
-        causal = padded(unidirectional_mask(ell_x, ell_x, variant=variant), pad_x, variant, "pad_x")
-        full = padded(bidirectional_mask(ell_z, ell_x), pad_z, variant, "pad_z")
-        act = variant.resolved_activation("ed_decoder")
+    _, ell_x = shape(X)
+    _, ell_z = shape(Z)
+    causal = padded(unidirectional_mask(ell_x, ell_x, variant=variant), pad_x, variant, "pad_x")
+    full = padded(bidirectional_mask(ell_z, ell_x), pad_z, variant, "pad_z")
+    act = variant.resolved_activation("ed_decoder")
 
-        def ffn(Y: Matrix) -> Matrix:
-            return mlp(Y, W.W_mlp3, W.b_mlp3, W.W_mlp4, W.b_mlp4, act, lin=_lin(W.W_mlp3_lin, W.b_mlp3_lin),
-                       hidden=W.mlp_hidden)
+    def MLP(Y: Matrix) -> Matrix:
+        return mlp(Y, W.W_mlp3, W.b_mlp3, W.W_mlp4, W.b_mlp4, act, lin=_lin(W.W_mlp3_lin, W.b_mlp3_lin),
+                   hidden=W.mlp_hidden)
 
-        # intermediates: self_attn, norm1 (γ3, β3), cross_attn, norm2 (γ4, β4), mlp, norm3 (γ5, β5),
-        # res1, res2, res3 (the residual sums), in the order computed; under sandwich also norm1_out,
-        # norm2_out, norm3_out (γ3_out ... γ5_out: each sublayer's output norm)
-        placement = variant.resolved_norm_placement("ed_decoder")
-        if placement == "post":
-            X = kept("res1", add(X, step("self_attn", mh_attention, X, X, W.self_attn, causal,
-                                         variant=variant, causal_self=True)))  # line 14
-            X = step("norm1", norm_columns, X, W.gamma3, W.beta3, variant)  # line 15
-            X = kept("res2", add(X, step("cross_attn", mh_attention, X, Z, W.cross_attn, full,
-                                         variant=variant)))  # line 16
-            X = step("norm2", norm_columns, X, W.gamma4, W.beta4, variant)  # line 17
-            X = kept("res3", add(X, step("mlp", ffn, X)))  # line 18
-            return step("norm3", norm_columns, X, W.gamma5, W.beta5, variant)  # line 19
-        if placement == "res_post":  # lines 14-19 with each norm moved onto the sublayer's output
-            Y = step("self_attn", mh_attention, X, X, W.self_attn, causal, variant=variant, causal_self=True)
-            X = kept("res1", add(X, step("norm1", norm_columns, Y, W.gamma3, W.beta3, variant)))
-            Y = step("cross_attn", mh_attention, X, Z, W.cross_attn, full, variant=variant)
-            X = kept("res2", add(X, step("norm2", norm_columns, Y, W.gamma4, W.beta4, variant)))
-            return kept("res3", add(X, step("norm3", norm_columns, step("mlp", ffn, X), W.gamma5, W.beta5, variant)))
-        if placement == "sandwich":  # the pre-LN lines with each sublayer's output normalised before it is added
-            X_tilde = step("norm1", norm_columns, X, W.gamma3, W.beta3, variant)
-            Y = step("self_attn", mh_attention, X_tilde, X_tilde, W.self_attn, causal, variant=variant,
-                     causal_self=True)
-            X = kept("res1", add(X, step("norm1_out", norm_columns, Y, W.gamma3_out, W.beta3_out, variant)))
-            X_tilde = step("norm2", norm_columns, X, W.gamma4, W.beta4, variant)
-            Y = step("cross_attn", mh_attention, X_tilde, Z, W.cross_attn, full, variant=variant)
-            X = kept("res2", add(X, step("norm2_out", norm_columns, Y, W.gamma4_out, W.beta4_out, variant)))
-            X_tilde = step("norm3", norm_columns, X, W.gamma5, W.beta5, variant)
-            Y = step("mlp", ffn, X_tilde)
-            return kept("res3", add(X, step("norm3_out", norm_columns, Y, W.gamma5_out, W.beta5_out, variant)))
-        X_tilde = step("norm1", norm_columns, X, W.gamma3, W.beta3, variant)
-        X = kept("res1", add(X, step("self_attn", mh_attention, X_tilde, X_tilde, W.self_attn, causal,
-                                     variant=variant, causal_self=True)))
-        X_tilde = step("norm2", norm_columns, X, W.gamma4, W.beta4, variant)
-        X = kept("res2", add(X, step("cross_attn", mh_attention, X_tilde, Z, W.cross_attn, full, variant=variant)))
-        X_tilde = step("norm3", norm_columns, X, W.gamma5, W.beta5, variant)
-        return kept("res3", add(X, step("mlp", ffn, X_tilde)))
+    def MHAttention(X: Matrix, Z: Matrix, W_l: MHAttentionParams, Mask: list[list[int]]) -> Matrix:
+        # causal_self (ALiBi's bias): line 14's self-attention under the causal mask, not line 16's
+        return mh_attention(X, Z, W_l, Mask, variant=variant, causal_self=Mask is causal)
+
+    def norm(X: Matrix, gamma: Optional[Vector], beta: Optional[Vector]) -> Matrix:
+        return norm_columns(X, gamma, beta, variant)
+
+    placement = variant.resolved_norm_placement("ed_decoder")
+    if placement == "post":
+        X = add(X, MHAttention(X, X, W.self_attn, causal))  # line 14
+        X = norm(X, W.gamma3, W.beta3)  # line 15
+        X = add(X, MHAttention(X, Z, W.cross_attn, full))  # line 16
+        X = norm(X, W.gamma4, W.beta4)  # line 17
+        X = add(X, MLP(X))  # line 18
+        return norm(X, W.gamma5, W.beta5)  # line 19
+    if placement == "res_post":  # lines 14-19 with each norm moved onto the sublayer's output
+        X = add(X, norm(MHAttention(X, X, W.self_attn, causal), W.gamma3, W.beta3))
+        X = add(X, norm(MHAttention(X, Z, W.cross_attn, full), W.gamma4, W.beta4))
+        return add(X, norm(MLP(X), W.gamma5, W.beta5))
+    if placement == "sandwich":  # the pre-LN lines with each sublayer's output normalised before it is added
+        X_tilde = norm(X, W.gamma3, W.beta3)
+        X = add(X, norm(MHAttention(X_tilde, X_tilde, W.self_attn, causal), W.gamma3_out, W.beta3_out))
+        X_tilde = norm(X, W.gamma4, W.beta4)
+        X = add(X, norm(MHAttention(X_tilde, Z, W.cross_attn, full), W.gamma4_out, W.beta4_out))
+        X_tilde = norm(X, W.gamma5, W.beta5)
+        return add(X, norm(MLP(X_tilde), W.gamma5_out, W.beta5_out))
+    X_tilde = norm(X, W.gamma3, W.beta3)
+    X = add(X, MHAttention(X_tilde, X_tilde, W.self_attn, causal))
+    X_tilde = norm(X, W.gamma4, W.beta4)
+    X = add(X, MHAttention(X_tilde, Z, W.cross_attn, full))
+    X_tilde = norm(X, W.gamma5, W.beta5)
+    return add(X, MLP(X_tilde))

@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 
 from . import numbers
 from .errors import SpecError
+from .intermediates import intermediate
 from .numbers import Batched, offered
 
 Vector = list
@@ -30,6 +31,7 @@ __all__ = [
     "add_bias",
     "column",
     "from_columns",
+    "hadamard",
     "hadamard_columns",
     "map_columns",
     "map_matrix",
@@ -104,12 +106,14 @@ def matvec(A: Matrix, x: Vector) -> Vector:
     return [N.dot(row, x) for row in A]
 
 
+@intermediate  # a residual sum: layers name theirs (res1, ...)
 def add(A: Matrix, B: Matrix) -> Matrix:
     if shape(A) != shape(B):
         raise SpecError("add", f"matrices of shape {shape(A)}", f"{shape(B)}")
     return map_matrix(_plus, A, B)
 
 
+@intermediate  # W X + b 1ᵀ: an MLP names its pre-activations (pre, lin, ...)
 def add_bias(A: Matrix, b: Vector | None) -> Matrix:
     """A + b 1^T: the bias b added to every column; ``None`` means no bias."""
     if b is None:
@@ -146,6 +150,12 @@ def map_columns(f: Callable[[Vector], Vector], X: Matrix) -> Matrix:
     if fast is not None and n and X:
         return fast.map_columns(f, X)
     return from_columns([f(column(X, t)) for t in range(n)])
+
+
+@intermediate  # a gated MLP names its product act ⊙ lin (hidden)
+def hadamard(A: Matrix, B: Matrix) -> Matrix:
+    """A ⊙ B: the entrywise product of two matrices of one shape."""
+    return map_matrix(_times, A, B)
 
 
 def hadamard_columns(A: Matrix, g: Vector) -> Matrix:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from . import numbers
-from .errors import SpecError, in_algorithm
-from .intermediates import record, recording
+from .errors import SpecError
+from .intermediates import algorithm, record, with_statistics
 from .linalg import Matrix, Vector, map_columns
 from .numbers import centred
 from .variants import PAPER, VariantSet
@@ -120,28 +120,28 @@ def layer_norm(
     return out
 
 
+@algorithm("layer_norm")
 def _layer_norm(e: Vector, gamma: Optional[Vector], beta: Optional[Vector],
                 variant: VariantSet) -> tuple[Vector, Any, Any]:
     """``layer_norm``'s lines: (ê, m, σ)."""
     N = numbers.current()
-    with in_algorithm("layer_norm"):
-        d_e = len(e)
-        if d_e == 0:
-            raise SpecError("e", "a non-empty vector", "length 0")
-        if variant.variance == "unbiased" and d_e < 2:
-            raise SpecError("e", "length d_e ≥ 2 (unbiased variance divides by d_e − 1)", f"length {d_e}")
-        m = N.fsum(e) / N.num(d_e)  # line 1
-        e_m: Optional[list] = None
-        if variant.variance != "one_pass":
-            e_m = centred(e, m, line=2)  # e − m
-            v = N.dot(e_m, e_m) / N.num(d_e if variant.variance == "biased" else d_e - 1)  # line 2
-            nonzero = any(c != 0 for c in e_m)
-        else:
-            v = _one_pass_variance(e, m)  # line 2, as E[e²] − m²
-            nonzero = v != 0
-        sigma = _sigma(v, variant, "variance", nonzero)  # √v
-        e_m = centred(e, m, line=3, line_2=e_m)  # e − m
-        return _affine([c / sigma for c in e_m], gamma, beta, variant), m, sigma  # line 3
+    d_e = len(e)
+    if d_e == 0:
+        raise SpecError("e", "a non-empty vector", "length 0")
+    if variant.variance == "unbiased" and d_e < 2:
+        raise SpecError("e", "length d_e ≥ 2 (unbiased variance divides by d_e − 1)", f"length {d_e}")
+    m = N.fsum(e) / N.num(d_e)  # line 1
+    e_m: Optional[list] = None
+    if variant.variance != "one_pass":
+        e_m = centred(e, m, line=2)  # e − m
+        v = N.dot(e_m, e_m) / N.num(d_e if variant.variance == "biased" else d_e - 1)  # line 2
+        nonzero = any(c != 0 for c in e_m)
+    else:
+        v = _one_pass_variance(e, m)  # line 2, as E[e²] − m²
+        nonzero = v != 0
+    sigma = _sigma(v, variant, "variance", nonzero)  # √v
+    e_m = centred(e, m, line=3, line_2=e_m)  # e − m
+    return _affine([c / sigma for c in e_m], gamma, beta, variant), m, sigma  # line 3
 
 
 def _one_pass_variance(e: Vector, m: Any) -> Any:
@@ -194,18 +194,19 @@ def rms_norm(
     return out
 
 
+@algorithm("rms_norm")
 def _rms_norm(e: Vector, gamma: Optional[Vector], variant: VariantSet) -> tuple[Vector, Any]:
     """``rms_norm``'s lines: (ê, the root mean square it divides by)."""
     N = numbers.current()
-    with in_algorithm("rms_norm"):
-        d_e = len(e)
-        if d_e == 0:
-            raise SpecError("e", "a non-empty vector", "length 0")
-        v = N.dot(e, e) / N.num(d_e)  # line 1
-        sigma = _sigma(v, variant, "mean square", any(ei != 0 for ei in e))  # line 2
-        return _affine([ei / sigma for ei in e], gamma, None, variant), sigma
+    d_e = len(e)
+    if d_e == 0:
+        raise SpecError("e", "a non-empty vector", "length 0")
+    v = N.dot(e, e) / N.num(d_e)  # line 1
+    sigma = _sigma(v, variant, "mean square", any(ei != 0 for ei in e))  # line 2
+    return _affine([ei / sigma for ei in e], gamma, None, variant), sigma
 
 
+@algorithm(None)
 def norm_columns(
     X: Matrix,
     gamma: Optional[Vector],
@@ -219,17 +220,6 @@ def norm_columns(
     values (length ℓ).
     """
     kind = kind or variant.norm
-    stats = ("mu", "sigma") if kind == "layer_norm" else ("rms",)
-
-    def norm(e: Vector) -> tuple:
-        return _layer_norm(e, gamma, beta, variant) if kind == "layer_norm" else _rms_norm(e, gamma, variant)
-
-    if not recording() or not X or not X[0]:
-        return map_columns(lambda e: norm(e)[0], X)
-    # the statistics ride below each column's output (the same numbers: map_columns may run the
-    # columns as one batch, so they come back as rows), then are split off
-    both = map_columns(lambda e: (lambda r: list(r[0]) + list(r[1:]))(norm(e)), X)
-    d = len(both) - len(stats)
-    for i, name in enumerate(stats):
-        record(name, both[d + i])
-    return both[:d]
+    if kind == "layer_norm":
+        return with_statistics(map_columns, lambda e: _layer_norm(e, gamma, beta, variant), X, ("mu", "sigma"))
+    return with_statistics(map_columns, lambda e: _rms_norm(e, gamma, variant), X, ("rms",))

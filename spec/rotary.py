@@ -55,6 +55,7 @@ from typing import Any
 
 from . import numbers
 from .errors import SpecError
+from .intermediates import intermediate
 from .linalg import Matrix, map_matrix
 from .variants import VariantSet
 
@@ -74,6 +75,7 @@ def pairs(d: int, pairing: str) -> list[tuple[int, int]]:
     return [(i, i + d // 2) for i in range(d // 2)]
 
 
+@intermediate  # an attention head names its rotated Q and K (Q_rot, K_rot)
 def rotate(M: Matrix, variant: VariantSet) -> Matrix:
     """RoFormer eq. 34: column t of M (d×ℓ) rotated by R^r_{Θ,t} on its first r rows, pairs as
     ``variant.rotary``; r = d, or ⌊f·d⌋ under ``rotary_fraction`` f (partial rotary).

@@ -30,7 +30,8 @@ from typing import Any, Callable, Sequence
 from . import numbers
 from .architectures import d_transformer_logits, e_transformer_logits, ed_transformer_logits
 from .autodiff import gradient
-from .errors import SpecError, in_algorithm
+from .errors import SpecError
+from .intermediates import algorithm
 from .linalg import Vector, column
 from .params import DTransformerParams, EDTransformerParams, ETransformerParams, from_flat
 from .variants import PAPER, VariantSet
@@ -58,24 +59,24 @@ def log_softmax_at(z: Vector, v: int) -> Any:
     return z[v] - m - N.log(N.fsum([N.exp(zw - m) for zw in z]))
 
 
+@algorithm("ed_loss")
 def ed_loss(z: Sequence[int], x: Sequence[int], theta: EDTransformerParams, *, ell_max: int | None = None,
             variant: VariantSet = PAPER) -> Any:
     """Algorithm 11, lines 4-5 for one pair: loss(θ) = −Σ_{t=0}^{ℓ−2} log P(θ)[x[t+1], t],
     P(θ) ← EDTransformer(z, x | θ)."""
     N = numbers.current()
-    with in_algorithm("ed_loss"):
-        L = ed_transformer_logits(z, x, theta, ell_max=ell_max, variant=variant)  # line 4 (logits)
-        return -N.fsum([log_softmax_at(column(L, t), x[t + 1]) for t in range(len(x) - 1)])  # line 5
+    L = ed_transformer_logits(z, x, theta, ell_max=ell_max, variant=variant)  # line 4 (logits)
+    return -N.fsum([log_softmax_at(column(L, t), x[t + 1]) for t in range(len(x) - 1)])  # line 5
 
 
+@algorithm("d_loss")
 def d_loss(x: Sequence[int], theta: DTransformerParams, *, ell_max: int | None = None,
            variant: VariantSet = PAPER) -> Any:
     """Algorithm 13, lines 4-5 for one sequence: loss(θ) = −Σ_{t=0}^{ℓ−2} log P(θ)[x[t+1], t],
     P(θ) ← DTransformer(x | θ)."""
     N = numbers.current()
-    with in_algorithm("d_loss"):
-        L = d_transformer_logits(x, theta, ell_max=ell_max, variant=variant)  # line 4 (logits)
-        return -N.fsum([log_softmax_at(column(L, t), x[t + 1]) for t in range(len(x) - 1)])  # line 5
+    L = d_transformer_logits(x, theta, ell_max=ell_max, variant=variant)  # line 4 (logits)
+    return -N.fsum([log_softmax_at(column(L, t), x[t + 1]) for t in range(len(x) - 1)])  # line 5
 
 
 def masked_sequence(x: Sequence[int], masked: Sequence[Any], mask_token: int) -> tuple[list[int], list[int]]:
@@ -87,15 +88,15 @@ def masked_sequence(x: Sequence[int], masked: Sequence[Any], mask_token: int) ->
     return x_tilde, [t for t, v in enumerate(x_tilde) if v == mask_token]  # line 5
 
 
+@algorithm("e_loss")
 def e_loss(x: Sequence[int], masked: Sequence[Any], mask_token: int, theta: ETransformerParams, *,
            ell_max: int | None = None, variant: VariantSet = PAPER) -> Any:
     """Algorithm 12, lines 4-7 for one sequence: x̃ and T̃ as in ``masked_sequence``,
     P(θ) ← ETransformer(x̃ | θ), loss(θ) = −Σ_{t∈T̃} log P(θ)[x[t], t]."""
     N = numbers.current()
-    with in_algorithm("e_loss"):
-        x_tilde, T = masked_sequence(x, masked, mask_token)  # lines 4-5
-        L = e_transformer_logits(x_tilde, theta, ell_max=ell_max, variant=variant)  # line 6 (logits)
-        return -N.fsum([log_softmax_at(column(L, t), x[t]) for t in T])  # line 7
+    x_tilde, T = masked_sequence(x, masked, mask_token)  # lines 4-5
+    L = e_transformer_logits(x_tilde, theta, ell_max=ell_max, variant=variant)  # line 6 (logits)
+    return -N.fsum([log_softmax_at(column(L, t), x[t]) for t in T])  # line 7
 
 
 _LOSSES: dict[str, tuple[type, Callable[..., Any]]] = {
@@ -145,6 +146,7 @@ def _sequence(tokens: Sequence[Sequence[int]], lengths: Sequence[int], n: int, n
     return list(tokens[n][:length])
 
 
+@algorithm("ed_training")
 def ed_training(z: Sequence[Sequence[int]], z_len: Sequence[int], x: Sequence[Sequence[int]],
                 x_len: Sequence[int], params: Flat, eta: Any, *, n_epochs: int, ell_max: int | None = None,
                 variant: VariantSet = PAPER) -> Flat:
@@ -158,13 +160,13 @@ def ed_training(z: Sequence[Sequence[int]], z_len: Sequence[int], x: Sequence[Se
     6.     θ ← θ − η·∇loss(θ)
     7. return θ̂ = θ
     """
-    with in_algorithm("ed_training"):
-        def example(epoch: int, n: int) -> tuple[list[int], list[int]]:
-            return _sequence(z, z_len, n, "z"), _sequence(x, x_len, n, "x")  # line 3
+    def example(epoch: int, n: int) -> tuple[list[int], list[int]]:
+        return _sequence(z, z_len, n, "z"), _sequence(x, x_len, n, "x")  # line 3
 
-        return _train("ed", example, len(x), n_epochs, params, eta, ell_max=ell_max, variant=variant)
+    return _train("ed", example, len(x), n_epochs, params, eta, ell_max=ell_max, variant=variant)
 
 
+@algorithm("d_training")
 def d_training(x: Sequence[Sequence[int]], x_len: Sequence[int], params: Flat, eta: Any, *, n_epochs: int,
                ell_max: int | None = None, variant: VariantSet = PAPER) -> Flat:
     """Algorithm 13: θ̂ ← DTraining(x_{1:N}, θ), hyperparameters N_epochs, η.
@@ -177,11 +179,11 @@ def d_training(x: Sequence[Sequence[int]], x_len: Sequence[int], params: Flat, e
     6.     θ ← θ − η·∇loss(θ)
     7. return θ̂ = θ
     """
-    with in_algorithm("d_training"):
-        return _train("d", lambda epoch, n: (_sequence(x, x_len, n, "x"),), len(x), n_epochs, params, eta,
-                      ell_max=ell_max, variant=variant)
+    return _train("d", lambda epoch, n: (_sequence(x, x_len, n, "x"),), len(x), n_epochs, params, eta,
+                  ell_max=ell_max, variant=variant)
 
 
+@algorithm("e_training")
 def e_training(x: Sequence[Sequence[int]], x_len: Sequence[int], u: Sequence[Sequence[Sequence[Any]]],
                p_mask: Any, mask_token: int, params: Flat, eta: Any, *, n_epochs: int,
                ell_max: int | None = None, variant: VariantSet = PAPER) -> Flat:
@@ -201,10 +203,9 @@ def e_training(x: Sequence[Sequence[int]], x_len: Sequence[int], u: Sequence[Seq
     variates): position t of sequence n in epoch i is masked iff
     u[i][n][t] < p_mask.
     """
-    with in_algorithm("e_training"):
-        def example(epoch: int, n: int) -> tuple[list[int], list[bool], int]:
-            seq = _sequence(x, x_len, n, "x")  # line 3
-            masked = [u[epoch][n][t] < p_mask for t in range(len(seq))]  # line 4's draws
-            return seq, masked, mask_token
+    def example(epoch: int, n: int) -> tuple[list[int], list[bool], int]:
+        seq = _sequence(x, x_len, n, "x")  # line 3
+        masked = [u[epoch][n][t] < p_mask for t in range(len(seq))]  # line 4's draws
+        return seq, masked, mask_token
 
-        return _train("e", example, len(x), n_epochs, params, eta, ell_max=ell_max, variant=variant)
+    return _train("e", example, len(x), n_epochs, params, eta, ell_max=ell_max, variant=variant)
