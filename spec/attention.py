@@ -19,6 +19,8 @@ from .linalg import (
     add_bias,
     column,
     from_columns,
+    map_columns,
+    map_matrix,
     matmul,
     matvec,
     shape,
@@ -216,7 +218,7 @@ def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[
     record("scores", S)  # KᵀQ (of Q, K already divided under scale_placement query*)
     if variant.attn_softcap:  # line 4'': c·tanh(s/c) of the scaled scores, before bias and mask
         c = variant.attn_softcap
-        S = [[softcap(_over(s, divisor), c) for s in row] for row in S]
+        S = map_matrix(lambda s: softcap(_over(s, divisor), c), S)
         divisor = None
     if slope is not None:  # line 4': ALiBi's m·(t_z − t_x), added to the scaled scores
         S = [[_over(s, divisor) + slope * N.num(tz - tx) for tx, s in enumerate(row)] for tz, row in enumerate(S)]
@@ -224,17 +226,15 @@ def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[
     minus_inf = -N.inf
     S = [[s if Mask[tz][tx] else minus_inf for tx, s in enumerate(row)]
          for tz, row in enumerate(S)]  # line 5
-    weights, read = [], []
-    for tx in range(ell_x):  # line 6: softmax over the context index
-        if not any(Mask[tz][tx] for tz in range(ell_z)):
-            weights.append(_empty_query_weights(variant, ell_z, tx))
-            read.append(column(S, tx))  # all −∞ (no softmax reads it)
-            continue
-        read.append(_divide(column(S, tx), divisor))
-        weights.append(softmax(read[-1]))
-    if recording():
-        record("S", from_columns(read))  # scaled and masked: what the softmax reads
-    A = from_columns(weights)
+    if divisor is not None:  # line 6's scaling, of every score at once (−∞ stays −∞)
+        S = map_matrix(lambda s: s / divisor, S)
+    record("S", S)  # scaled and masked: what the softmax reads
+    keyless = [tx for tx in range(ell_x) if not any(Mask[tz][tx] for tz in range(ell_z))]
+    if not keyless:  # line 6: softmax over the context index, of every column
+        A = map_columns(softmax, S)
+    else:
+        A = from_columns([_empty_query_weights(variant, ell_z, tx) if tx in keyless else softmax(column(S, tx))
+                          for tx in range(ell_x)])
     record("A", A)  # the attention weights: column t_x sums to 1
     return matmul(V, A)
 

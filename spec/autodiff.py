@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from . import numbers as numbers_mod
-from .numbers import (FLOAT, Numbers, NumberSystem, OnePassMoments, PerValueMax, PerValueSign, PerValueStep,
-                      UncentredBackward, offered)
+from .numbers import (FLOAT, Batched, BatchedBackward, Numbers, NumberSystem, OnePassMoments, PerValueMax,
+                      PerValueSign, PerValueStep, UncentredBackward, offered)
 
 __all__ = ["GradNumbers", "Var", "gradient"]
 
@@ -127,6 +127,9 @@ class GradNumbers(Numbers):
         self._sign = offered(base, PerValueSign)
         if self._sign is None:  # and ``PerValueSign`` exactly when the base does
             self.by_sign = None  # type: ignore[assignment]
+        self._batched = offered(base, Batched)
+        if self._batched is None:  # and ``Batched`` exactly when the base does
+            self.matmul = self.map_matrix = self.map_columns = self.softmax = None  # type: ignore[assignment]
 
     def _record(self, v: Var) -> None:
         v.index = len(self.tape)
@@ -178,6 +181,33 @@ class GradNumbers(Numbers):
         value = self.base.dot([x.v for x in a], [y.v for y in b])
         parents = tuple((x, y.v) for x, y in zip(a, b)) + tuple((y, x.v) for x, y in zip(a, b))
         return Var(value, self, parents)
+
+    def matmul(self, A: Sequence[Sequence[Any]], B: Sequence[Sequence[Any]]) -> list[list[Var]]:
+        """``Batched``, offered where the base offers it: every entry of A B, its value from the
+        base's own ``matmul`` of the values (one call), on the tape as ``dot`` puts it."""
+        assert self._batched is not None  # __init__ withdraws this method otherwise
+        a = [[self._lift(x) for x in row] for row in A]
+        b = [[self._lift(y) for y in row] for row in B]
+        values = self._batched.matmul([[x.v for x in row] for row in a], [[y.v for y in row] for row in b])
+        columns = list(zip(*b))
+        return [[Var(values[i][j], self, tuple((x, y.v) for x, y in zip(row, col)) +
+                     tuple((y, x.v) for x, y in zip(row, col))) for j, col in enumerate(columns)]
+                for i, row in enumerate(a)]
+
+    def map_matrix(self, f: Callable[..., Any], *Ms: Sequence[Sequence[Any]]) -> list[list[Any]]:
+        """``Batched``: f entry by entry (each entry's operations on the tape)."""
+        return [[f(*args) for args in zip(*rows)] for rows in zip(*Ms)]
+
+    def map_columns(self, f: Callable[[list[Any]], list[Any]], X: Sequence[Sequence[Any]]) -> list[list[Any]]:
+        """``Batched``: f column by column."""
+        cols = [f([row[t] for row in X]) for t in range(len(X[0]) if X else 0)]
+        return [[c[i] for c in cols] for i in range(len(cols[0]))] if cols else []
+
+    def softmax(self, z: Sequence[Any]) -> list[Any]:
+        """``Batched``: softmax's lines, one number at a time."""
+        from .functions import softmax_lines  # functions reads linalg, which reads numbers only
+
+        return softmax_lines(list(z))
 
     def centres(self, e: Sequence[Any], m: Any, line: int) -> list[Var]:
         """``OnePassMoments``, offered where the base offers it: the base system's centres, each
@@ -314,8 +344,13 @@ def _key(parent: Var) -> int:
 
 
 def _adjoints(ns: GradNumbers, output: Var) -> dict[int, Any]:
-    """Backward pass: adjoint of every tape entry that the output depends on."""
+    """Backward pass: adjoint of every tape entry that the output depends on. A base system that
+    offers ``BatchedBackward`` computes the same sums of products in fewer calls."""
     B = ns.base
+    fast = offered(B, BatchedBackward)
+    if fast is not None:
+        return fast.adjoints([[(_key(p), local) for p, local in node.parents]
+                              for node in ns.tape[: output.index + 1]], output.index)
     adj: dict[int, Any] = {output.index: B.num(1)}
     zero = B.num(0)
     for node in reversed(ns.tape[: output.index + 1]):

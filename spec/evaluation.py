@@ -13,13 +13,13 @@ from __future__ import annotations
 import math
 import re
 from numbers import Real
-from typing import Any, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 from . import numbers as numbers_mod
 from .entry import Kind
 from .errors import SpecError, in_algorithm
 from .intermediates import recorded
-from .numbers import FLOAT, NumberSystem
+from .numbers import FLOAT, ManyNumbers, NumberSystem, offered
 from .params import Shape, resolve_shape
 from .registry import Entry, entry
 from .variants import PAPER, VariantSet
@@ -246,9 +246,21 @@ def _check_kind(name: str, value: Any, kind: str, hp: Mapping[str, int], bound: 
 
 
 def _convert(value: Any, N: NumberSystem) -> Any:
+    """``value`` (a number or nested lists of numbers) in ``N``: ``N.num`` of each number, in one
+    call where ``N`` offers ``ManyNumbers``."""
+    many = offered(N, ManyNumbers)
+    if many is not None and isinstance(value, (list, tuple)):
+        return _rebuilt(value, iter(many.nums(_leaves(value))))
     if isinstance(value, (list, tuple)):
         return [_convert(v, N) for v in value]
     return N.num(value)
+
+
+def _rebuilt(value: Any, numbers: Iterator[Any]) -> Any:
+    """The nested lists of ``value`` with its numbers taken in order from ``numbers``."""
+    if isinstance(value, (list, tuple)):
+        return [_rebuilt(v, numbers) for v in value]
+    return next(numbers)
 
 
 def evaluate(

@@ -29,6 +29,13 @@ def softmax(z: Vector) -> Vector:
     fast = offered(N, Batched)
     if fast is not None and z:
         return fast.softmax(z)
+    return softmax_lines(z)
+
+
+def softmax_lines(z: Vector) -> Vector:
+    """``softmax``'s lines in the current number system, one number at a time (a system that
+    offers ``Batched`` and has no whole-vector form of its own calls this)."""
+    N = numbers.current()
     m = N.detach(largest(z))  # max z: a constant shift (same softmax), and no gradient through it
     if not N.isfinite(m):
         raise SpecError("softmax", "at least one finite entry", f"max entry {N.to_float(m)!r}")

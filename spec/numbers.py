@@ -185,6 +185,29 @@ class Batched(Protocol):
         ...
 
 
+class ManyNumbers(Protocol):
+    """Conversions of many numbers in one call (``spec/evaluation.py`` converts inputs so)."""
+
+    def nums(self, xs: Sequence[Any]) -> list[Any]:
+        """``[num(x) for x in xs]``: the same numbers, in one call."""
+        ...
+
+
+class BatchedBackward(Protocol):
+    """The backward pass of ``spec/autodiff.py`` in fewer calls: the same products and sums.
+
+    The harness's Monte Carlo arithmetic evaluates a level of the tape per NumPy call
+    (``conformance/core/mc_backward.py``); the mathematics is ``autodiff._adjoints``'.
+    """
+
+    def adjoints(self, tape: Sequence[Sequence[tuple[int, Any]]], output: int) -> dict[int, Any]:
+        """``tape[i]``: entry i's (parent key, local derivative) pairs, parents before children;
+        for every key the entry ``output`` depends on, its adjoint: the sum over the entries c
+        that read it of adj[c]·l, each product and each sum in this system, added in the order
+        of falling c (then c's pairs in order); ``output``'s own is 1."""
+        ...
+
+
 class OnePassMoments(Protocol):
     """A model of how implementations round a layer norm's e − m (``centred``)."""
 

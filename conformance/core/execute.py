@@ -198,8 +198,10 @@ def describe_exception(exc: BaseException) -> str:
 
 def examine(m: Member, case: Case, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
             ref: Reference, *, dtype: str, timeout: float,
-            batch: Optional[list[tuple[Mapping[str, np.ndarray], Reference]]] = None) -> Outcome:
-    """Every per-example check of member ``m`` on one case (inputs already rounded to ``dtype``)."""
+            batch: Optional[list[tuple[Mapping[str, np.ndarray], Reference]]] = None, repeat: bool = True) -> Outcome:
+    """Every per-example check of member ``m`` on one case (inputs already rounded to ``dtype``).
+    ``repeat``: call it a second time on the same arguments (the determinism check); a search
+    repeats the first value set of each block only (``running/drawn_case.py``)."""
     entry = case.entry
     j = Judgement()
     outcome = Outcome(j)
@@ -209,7 +211,7 @@ def examine(m: Member, case: Case, inputs: Mapping[str, np.ndarray], params: Map
         j.findings.append(Finding(check, f"not called: an earlier call {message}"))
         outcome.timed_out = True
         return outcome
-    outcome = _examine(m, case, inputs, params, ref, dtype=dtype, timeout=timeout, batch=batch)
+    outcome = _examine(m, case, inputs, params, ref, dtype=dtype, timeout=timeout, batch=batch, repeat=repeat)
     if outcome.timed_out:
         first = next((f.message for f in outcome.judgement.findings if f.check == "timeout"), "timeout")
         note_hang(m.label, entry.name, m.device, f"hung at {dtype}: {first}")
@@ -218,7 +220,7 @@ def examine(m: Member, case: Case, inputs: Mapping[str, np.ndarray], params: Map
 
 def _examine(m: Member, case: Case, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
              ref: Reference, *, dtype: str, timeout: float,
-             batch: Optional[list[tuple[Mapping[str, np.ndarray], Reference]]]) -> Outcome:
+             batch: Optional[list[tuple[Mapping[str, np.ndarray], Reference]]], repeat: bool) -> Outcome:
     entry = case.entry
     j = Judgement()
     outcome = Outcome(j)
@@ -238,27 +240,36 @@ def _examine(m: Member, case: Case, inputs: Mapping[str, np.ndarray], params: Ma
         j.findings.append(Finding("mutation", f"the call changed its argument {mutated!r}"))
     if not j.ok:
         return outcome
-    # Same call again: a conforming implementation is deterministic.
-    try:
-        again, _ = call_member(m, entry, inputs, params, case, dtype, timeout, batched=False)
-    except CallTimeout as exc:
-        j.findings.append(Finding("timeout", f"second call {exc}"))
-        outcome.timed_out = True
-        return outcome
-    except Exception as exc:  # noqa: BLE001 - whatever the plugin raises is a finding
-        j.findings.append(Finding("determinism", f"second identical call {describe_exception(exc)}"))
-        return outcome
-    differs = identical(out, again)
-    if differs:
-        j.findings.append(Finding("determinism", f"two identical calls gave different bits in output {differs!r}"))
-        return outcome
-    outcome.checks.append("determinism")
+    if repeat:
+        _check_determinism(m, case, inputs, params, out, dtype, timeout, outcome)
+        if not j.ok or outcome.timed_out:
+            return outcome
     _check_metamorphic(m, case, inputs, params, out, ref, dtype, timeout, outcome)
     if not j.ok:
         return outcome
     if batch:
         _check_batch(m, case, inputs, params, out, ref, batch, dtype, timeout, outcome)
     return outcome
+
+
+def _check_determinism(m: Member, case: Case, inputs, params, out, dtype: str, timeout: float,
+                       outcome: Outcome) -> None:
+    """Same call again: a conforming implementation is deterministic (bit for bit)."""
+    entry, j = case.entry, outcome.judgement
+    try:
+        again, _ = call_member(m, entry, inputs, params, case, dtype, timeout, batched=False)
+    except CallTimeout as exc:
+        j.findings.append(Finding("timeout", f"second call {exc}"))
+        outcome.timed_out = True
+        return
+    except Exception as exc:  # noqa: BLE001 - whatever the plugin raises is a finding
+        j.findings.append(Finding("determinism", f"second identical call {describe_exception(exc)}"))
+        return
+    differs = identical(out, again)
+    if differs:
+        j.findings.append(Finding("determinism", f"two identical calls gave different bits in output {differs!r}"))
+        return
+    outcome.checks.append("determinism")
 
 
 def _check_metamorphic(m: Member, case: Case, inputs, params, out, ref: Reference, dtype: str, timeout: float,

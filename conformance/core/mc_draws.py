@@ -1,7 +1,27 @@
 """Where the Monte Carlo arithmetic draws its roundings (``conformance/core/rounding.py``, whose
 module docstring states the model): the number system's state and parameters, the random stream
 of perturbations δ and underflow errors η, and the rounding of one result in every lane, in a
-batch or in a block of value sets."""
+batch or in a block of value sets.
+
+``Perturbations``' parameters: ``u``: unit roundoff of the target dtype; ``eta``: absolute error one
+operation may make when its result underflows; ``lanes``: K;
+``transcendental_units``: a library function's error on an exact
+argument, in units of u; ``matmul_u``: unit roundoff of matrix products
+(a reduced-precision tier such as TF32 rounds them more coarsely);
+``seed``: makes the perturbations reproducible; ``batched``: offer the
+spec ``Batched``, the whole-matrix hooks (False: every operation one
+scalar at a time, the model's definition, kept for tests); ``values``:
+V, the value sets of a block carried side by side (``Block`` in rounding.py's docstring).
+
+Mixed precision (docs/tolerances.md, "Mixed precision"): ``accumulate_u``,
+the unit roundoff of a wider format in which sums, dot products and
+matrix products accumulate: their terms, products and partial sums are
+perturbed at it, and the result is rounded once to the dtype (u), as an
+implementation stores it; ``matmul_u`` then names the tier's unit, at
+least ``accumulate_u``. ``softmax_u``: the unit of a wider format in which
+softmax is computed: every operation of its four lines is perturbed at
+it, and each output once at u. None (or a unit not below u): the dtype's.
+"""
 
 from __future__ import annotations
 
@@ -37,89 +57,24 @@ def _scale_of(*parts: np.ndarray, axis: int) -> np.ndarray:
 
 
 
-class Perturbations:
-    """The state of ``MonteCarloNumbers`` (rounding.py, whose module docstring states the model) and
-    the rounding of each result in its K+1 lanes.
+class _Stream:
+    """The random stream of a ``Perturbations``: rows of uniform draws in [−1, 1], buffered (one
+    number's at a time is the hot path) or drawn at once (many numbers' rows)."""
 
-    ``u``: unit roundoff of the target dtype; ``eta``: absolute error one
-    operation may make when its result underflows; ``lanes``: K;
-    ``transcendental_units``: a library function's error on an exact
-    argument, in units of u; ``matmul_u``: unit roundoff of matrix products
-    (a reduced-precision tier such as TF32 rounds them more coarsely);
-    ``seed``: makes the perturbations reproducible; ``batched``: offer the
-    spec ``Batched``, the whole-matrix hooks (False: every operation one
-    scalar at a time, the model's definition, kept for tests); ``values``:
-    V, the value sets of a block carried side by side (``Block`` below).
+    rng: np.random.Generator
+    v: int
+    k: int
+    width: int
+    total: int
+    p: slice
+    base_u: float
+    t: float
+    _xi_rows: np.ndarray
+    _f1: np.ndarray
+    _ft: np.ndarray
+    _i: int
+    _chunk: int
 
-    Mixed precision (docs/tolerances.md, "Mixed precision"): ``accumulate_u``,
-    the unit roundoff of a wider format in which sums, dot products and
-    matrix products accumulate: their terms, products and partial sums are
-    perturbed at it, and the result is rounded once to the dtype (u), as an
-    implementation stores it; ``matmul_u`` then names the tier's unit, at
-    least ``accumulate_u``. ``softmax_u``: the unit of a wider format in which
-    softmax is computed: every operation of its four lines is perturbed at
-    it, and each output once at u. None (or a unit not below u): the dtype's.
-    """
-
-    def __init__(self, *, u: float, eta: float, lanes: int = 32, transcendental_units: float = 2.0,
-                 seed: int = 0, matmul_u: float | None = None, mantissa_bits: int = 53,
-                 round_const: Callable[[float], float] | None = None, batched: bool = True,
-                 values: int = 1, accumulate_u: float | None = None, softmax_u: float | None = None) -> None:
-        self.name = f"montecarlo(u={u:g},K={lanes})"
-        self.u = float(u)
-        #: the dtype's unit roundoff: ``u`` is this one, except inside an operation computed in a
-        #: wider format (``_computing_at``)
-        self.base_u = self.u
-        #: the wider units of mixed precision (None: the dtype's)
-        self.acc = float(accumulate_u) if accumulate_u is not None and accumulate_u < u else None
-        self.soft = float(softmax_u) if softmax_u is not None and softmax_u < u else None
-        self.eta = float(eta)
-        self.k = int(lanes)
-        #: V value sets side by side, each with its K+1 lanes and, in a block (V > 1), lane F: the
-        #: spec in ``FLOAT`` (``Block`` in the module docstring); a number holds V·W floats
-        self.v = int(values)
-        self.f = self.k + 1 if self.v > 1 else 0  # lane F's index in a value set (0: none)
-        self.width = self.k + 1 + (1 if self.f else 0)
-        self.total = self.v * self.width
-        #: the perturbed lanes of a value set
-        self.p = slice(1, self.k + 1)
-        #: where V > 1: the next real numbers ``num`` converts, one row of V·(K+1) per number
-        self._feed: list[np.ndarray] = []
-        self.t = float(transcendental_units)
-        self.mu = float(matmul_u if matmul_u is not None else u)
-        self.bits = mantissa_bits
-        #: the target dtype's rounding of a constant (its actual error may exceed u·|c| when the
-        #: constant is subnormal there, e.g. ε = 1e-5 in float16)
-        self.round_const = round_const
-        self.rng = np.random.default_rng(seed)
-        #: the underflow errors of products, a stream of their own: drawing them from ``rng`` would
-        #: shift every later draw of a case that has one tiny product (``_underflowing_products``)
-        self._product_eta = np.random.default_rng([seed, 1])
-        # rows of uniform draws in [-1, 1] with a 0 in lane 0, and the factors 1 + units·u·ξ
-        # of the two common unit counts (lane 0's factor is exactly 1)
-        self._xi_rows = np.zeros((0, self.total))
-        self._f1 = self._ft = self._xi_rows
-        self._i = 0
-        self._chunk = max(_FIRST_BUFFER // self.v, 4)  # a block's rows are V times as wide
-        self._ones = np.ones(self.total)
-        #: B while a batch runs (module docstring), else 0
-        self._batch = 0
-        if not batched:  # withdraws ``Batched``: a method set to None is not offered (``numbers.offered``);
-            # the hooks are ``MonteCarloNumbers``' own (rounding.py)
-            for hook in ("matmul", "map_matrix", "map_columns", "softmax"):
-                setattr(self, hook, None)
-        #: below this magnitude an underflow error η can rival the relative error u|x|
-        self.zone = 64.0 * self.eta / self.u
-        #: largest finite |value| of any intermediate result (lane 0); per value set in ``tops``
-        self.max_abs = 0.0
-        self.tops = np.zeros(self.v)
-        #: the binary64 reference refuses underflowing variances first; lanes need not
-        self.tiny = 0.0
-        self.inf = Lanes(np.full(self.total, math.inf), self)
-        self.nan = Lanes(np.full(self.total, math.nan), self)
-        self.pi = self.const(repr(math.pi))
-
-    # -- random perturbations -------------------------------------------------
     def _refill(self) -> None:
         n, self._chunk = self._chunk, min(2 * self._chunk, max(_MAX_BUFFER // self.v, _FIRST_BUFFER // self.v))
         self._xi_rows = np.zeros((n, self.total))
@@ -152,6 +107,78 @@ class Perturbations:
             self._i += take
             n -= take
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def _fresh_rows(self, n: int) -> np.ndarray:
+        """(n, V·(K+1)) uniform draws in [-1, 1], 0 in every lane 0 and lane F, drawn at once from
+        the stream rather than through the buffer (a many-row draw: ``mc_backward``)."""
+        xi = np.zeros((n, self.v, self.width))
+        xi[:, :, self.p] = self.rng.uniform(-1.0, 1.0, size=(n, self.v, self.k))
+        return xi.reshape(n, self.total)
+
+
+class Perturbations(_Stream):
+    """The state of ``MonteCarloNumbers`` (rounding.py, whose module docstring states the model) and
+    the rounding of each result in its K+1 lanes; its parameters: the module docstring."""
+
+    def __init__(self, *, u: float, eta: float, lanes: int = 32, transcendental_units: float = 2.0,
+                 seed: int = 0, matmul_u: float | None = None, mantissa_bits: int = 53,
+                 round_const: Callable[[float], float] | None = None, batched: bool = True,
+                 values: int = 1, accumulate_u: float | None = None, softmax_u: float | None = None) -> None:
+        self.name = f"montecarlo(u={u:g},K={lanes})"
+        self.u = float(u)
+        #: the dtype's unit roundoff: ``u`` is this one, except inside an operation computed in a
+        #: wider format (``_computing_at``)
+        self.base_u = self.u
+        #: the wider units of mixed precision (None: the dtype's)
+        self.acc = float(accumulate_u) if accumulate_u is not None and accumulate_u < u else None
+        self.soft = float(softmax_u) if softmax_u is not None and softmax_u < u else None
+        self.eta = float(eta)
+        self.k = int(lanes)
+        #: V value sets side by side, each with its K+1 lanes and, in a block (V > 1), lane F: the
+        #: spec in ``FLOAT`` (``Block`` in the module docstring); a number holds V·W floats
+        self.v = int(values)
+        self.f = self.k + 1 if self.v > 1 else 0  # lane F's index in a value set (0: none)
+        self.width = self.k + 1 + (1 if self.f else 0)
+        self.total = self.v * self.width
+        #: the perturbed lanes of a value set
+        self.p = slice(1, self.k + 1)
+        #: where V > 1: the real numbers ``num`` converts, one row of V·(K+1) per number, and the
+        #: index of the next one
+        self._feed = np.empty((0, self.total))
+        self._fed_at = 0
+        self.t = float(transcendental_units)
+        self.mu = float(matmul_u if matmul_u is not None else u)
+        self.bits = mantissa_bits
+        #: the target dtype's rounding of a constant (its actual error may exceed u·|c| when the
+        #: constant is subnormal there, e.g. ε = 1e-5 in float16)
+        self.round_const = round_const
+        self.rng = np.random.default_rng(seed)
+        #: the underflow errors of products, a stream of their own: drawing them from ``rng`` would
+        #: shift every later draw of a case that has one tiny product (``_underflowing_products``)
+        self._product_eta = np.random.default_rng([seed, 1])
+        # rows of uniform draws in [-1, 1] with a 0 in lane 0, and the factors 1 + units·u·ξ
+        # of the two common unit counts (lane 0's factor is exactly 1)
+        self._xi_rows = np.zeros((0, self.total))
+        self._f1 = self._ft = self._xi_rows
+        self._i = 0
+        self._chunk = max(_FIRST_BUFFER // self.v, 4)  # a block's rows are V times as wide
+        self._ones = np.ones(self.total)
+        #: B while a batch runs (module docstring), else 0
+        self._batch = 0
+        if not batched:  # withdraws ``Batched``: a method set to None is not offered (``numbers.offered``);
+            # the hooks are ``MonteCarloNumbers``' own (rounding.py)
+            for hook in ("matmul", "map_matrix", "map_columns", "softmax", "adjoints"):
+                setattr(self, hook, None)
+        #: below this magnitude an underflow error η can rival the relative error u|x|
+        self.zone = 64.0 * self.eta / self.u
+        #: largest finite |value| of any intermediate result (lane 0); per value set in ``tops``
+        self.max_abs = 0.0
+        self.tops = np.zeros(self.v)
+        #: the binary64 reference refuses underflowing variances first; lanes need not
+        self.tiny = 0.0
+        self.inf = Lanes(np.full(self.total, math.inf), self)
+        self.nan = Lanes(np.full(self.total, math.nan), self)
+        self.pi = self.const(repr(math.pi))
 
     def _rounded(self, r: np.ndarray, units: float = 1.0) -> Lanes:
         """r (a fresh array: modified in place) with one rounding of ``units`` × u per number."""

@@ -1,18 +1,18 @@
 """The spec's number interface in the Monte Carlo arithmetic (``conformance/core/rounding.py``):
 conversions, sums and dot products (every product and partial sum rounded, or their rounding
-drawn whole), and the library functions; lane F's correctly rounded sums."""
+drawn whole); lane F's correctly rounded sums. The library functions and the per-value branches:
+``mc_functions``."""
 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from ftspec.spec.numbers import FLOAT
 
-from . import portable_math as pm
-from .lanes import BlockMismatch, Lanes, _first, _lane, _truth
+from .lanes import BlockMismatch, Lanes, _first, _truth
 from .mc_draws import Perturbations, _scale_of, _underflow
 
 __all__ = ["ScalarOps", "correctly_rounded_sums"]
@@ -25,26 +25,46 @@ class ScalarOps(Perturbations):
     def num(self, x: "float | int | Lanes") -> Lanes:
         if type(x) is Lanes:
             return x
-        if self._feed:
+        if self._fed_at < len(self._feed):
             return self._fed(x)
         return Lanes(float(x) * self._ones, self)  # x·1 is x exactly (inf, nan and −0 included)
 
-    def feeding(self, rows: list[np.ndarray]) -> None:
+    def nums(self, xs: Sequence[Any]) -> list[Lanes]:
+        """``ManyNumbers``: ``num`` of each of xs, in one call (a block's numbers checked at once)."""
+        if self._batch or not all(type(x) is float or type(x) is int for x in xs):
+            return [self.num(x) for x in xs]
+        given = np.array(xs, dtype=np.float64)
+        at, n = self._fed_at, len(xs)
+        if at + n > len(self._feed):  # no block, or fewer numbers fed than asked: one by one
+            if at < len(self._feed):
+                return [self.num(x) for x in xs]
+            return [Lanes(r, self) for r in given[:, None] * self._ones]
+        rows = self._feed[at:at + n].copy()
+        agree = (given == rows[:, 0]) | (np.isnan(given) & np.isnan(rows[:, 0]))
+        if not agree.all():
+            j = int(np.argmin(agree))
+            self._feed, self._fed_at = self._feed[:0], 0
+            raise BlockMismatch(f"the block's number {float(rows[j, 0])!r} was converted as {xs[j]!r}")
+        self._fed_at = at + n
+        return [Lanes(r, self) for r in rows]
+
+    def feeding(self, rows: np.ndarray) -> None:
         """In a block (V > 1): the real inputs and parameters the spec converts next, in the order
         it converts them (``evaluate`` converts inputs, then parameters, each row-major). Row j
         holds number j of every value set, V·(K+1) floats; the spec is given value set 0's
         numbers, and ``num`` checks each against its row (``BlockMismatch`` otherwise)."""
-        self._feed = list(reversed(rows))
+        self._feed, self._fed_at = np.asarray(rows, dtype=np.float64).reshape(-1, self.total), 0
 
     def pending(self) -> int:
         """Numbers of the block not converted (0 after an evaluation that took them all)."""
-        return len(self._feed)
+        return len(self._feed) - self._fed_at
 
     def _fed(self, x: Any) -> Lanes:
-        row = self._feed.pop()
+        row = self._feed[self._fed_at]
         if not (float(x) == row[0] or (math.isnan(float(x)) and math.isnan(row[0]))):
-            self._feed = []
+            self._feed, self._fed_at = self._feed[:0], 0
             raise BlockMismatch(f"the block's number {float(row[0])!r} was converted as {x!r}")
+        self._fed_at += 1
         return Lanes(row.copy(), self)
 
     def to_float(self, x: Any) -> float:
@@ -181,84 +201,6 @@ class ScalarOps(Perturbations):
             perturbed = sets[..., self.p]
             xi = self._product_eta.uniform(-1.0, 1.0, size=perturbed[near].shape)
             perturbed[near] = _underflow(perturbed[near], self.eta * xi)
-
-
-    # -- library functions ----------------------------------------------------
-    def _fn(self, f: Callable[[np.ndarray], Any], x: Any, exact: Callable[..., float]) -> Lanes:
-        """Library function ``f`` on every lane (``portable_math``); lane F takes ``exact``, the
-        ``FLOAT`` function itself (so its refusals, such as log of 0, are the spec's)."""
-        arg = np.array(_lane(x), dtype=np.float64)
-        with np.errstate(all="ignore"):
-            r = np.asarray(f(arg), dtype=np.float64)
-        if r.ndim == 0:
-            r = np.full(self.total, float(r))
-        elif r.base is not None:  # rounded in place below: never a view of another number's lanes
-            r = r.copy()
-        if self.f:
-            given = self._sets(np.broadcast_to(arg, r.shape).copy())[..., self.f]
-            self._sets(r)[..., self.f] = np.array([exact(a) for a in given.ravel().tolist()]).reshape(given.shape)
-        return self._rounded(r, self.t)
-
-    def exp(self, x: Any) -> Lanes:
-        return self._fn(pm.exp, x, FLOAT.exp)
-
-    def log(self, x: Any) -> Lanes:
-        return self._fn(pm.log, x, FLOAT.log)
-
-    def sqrt(self, x: Any) -> Lanes:
-        return self._fn(np.sqrt, x, FLOAT.sqrt)
-
-    def tanh(self, x: Any) -> Lanes:
-        return self._fn(pm.tanh, x, FLOAT.tanh)
-
-    def erf(self, x: Any) -> Lanes:
-        return self._fn(pm.erf, x, FLOAT.erf)
-
-    def sin(self, x: Any) -> Lanes:
-        return self._fn(pm.sin, x, FLOAT.sin)
-
-    def cos(self, x: Any) -> Lanes:
-        return self._fn(pm.cos, x, FLOAT.cos)
-
-    def pow(self, base: Any, exponent: Any) -> Lanes:
-        b, e = _lane(base), _lane(exponent)
-        shape = np.broadcast_shapes(np.shape(b), np.shape(e), (self.total,))
-        r = pm.pow(np.broadcast_to(b, shape), e)
-        if self.f:
-            bs, es = (self._sets(np.broadcast_to(a, shape).copy())[..., self.f].ravel().tolist() for a in (b, e))
-            self._sets(r)[..., self.f] = np.array([FLOAT.pow(x, y) for x, y in zip(bs, es)]).reshape(
-                self._sets(r)[..., self.f].shape)
-        return self._rounded(r, self.t)
-
-    def by_sign(self, x: Any, nonnegative: Callable[[Any], Any], negative: Callable[[Any], Any]) -> Any:
-        """``PerValueSign``: each number (each entry of a batch, each value set of a block) takes
-        the branch its lane 0 (lane F in a block) takes alone, so every entry draws what its own
-        branch draws, the scalar evaluation's distribution. Where a batch or block mixes signs,
-        both forms run, each on the entries that take it (the others read 0 there, so a form's
-        overflow outside its domain, such as exp(−x) for x ≪ 0, never reaches ``ranges``)."""
-        if type(x) is not Lanes:
-            x = self.num(x)
-        ahead = self._branch(x.x) >= 0  # (..., V); NaN takes the negative form, as ``x >= 0`` does
-        if ahead.all():
-            return nonnegative(x)
-        if not ahead.any():
-            return negative(x)
-        mask = np.repeat(ahead, self.width, axis=-1)
-        up = nonnegative(Lanes(np.where(mask, x.x, 0.0), self))
-        down = negative(Lanes(np.where(mask, 0.0, x.x), self))
-        return Lanes(np.where(mask, _lane(up), _lane(down)), self)
-
-    def step(self, x: Any) -> Lanes:
-        """[[x > 0]] per lane: ReLU's derivative, so a sign that rounding flips flips the branch."""
-        if type(x) is not Lanes:
-            x = self.num(x)
-        return Lanes(np.where(x.x > 0, 1.0, 0.0), self)
-
-    def relu(self, x: Any) -> Lanes:
-        if type(x) is not Lanes:
-            x = self.num(x)
-        return Lanes(np.where(np.isnan(x.x) | (x.x > 0), x.x, 0.0), self)
-
 
 
 def correctly_rounded_sums(t: np.ndarray) -> np.ndarray:

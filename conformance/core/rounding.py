@@ -95,24 +95,25 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 
 from ftspec.spec.errors import SpecError
-from ftspec.spec.numbers import FLOAT
 
-from . import portable_math as pm
 from .lanes import BLOCK_SPLITS, BlockMismatch, Lanes, _Diverged, _rows_of, lanes_array
 from .mc_draws import _scale_of
-from .mc_scalar import ScalarOps, correctly_rounded_sums
+from .mc_scalar import correctly_rounded_sums
+from .mc_softmax import SoftmaxOps
 
 if TYPE_CHECKING:
-    from ftspec.spec.numbers import (Batched, NumberSystem, OnePassMoments, PerValueMax, PerValueSign,
-                                     PerValueStep, UncentredBackward)
+    from ftspec.spec.numbers import (Batched, BatchedBackward, ManyNumbers, NumberSystem, OnePassMoments,
+                                     PerValueMax, PerValueSign, PerValueStep, UncentredBackward)
 
 __all__ = ["BLOCK_SPLITS", "BlockMismatch", "Lanes", "MonteCarloNumbers", "lanes_array"]
 
 
-class MonteCarloNumbers(ScalarOps):
+class MonteCarloNumbers(SoftmaxOps):
     """The spec's number interface, evaluated in K+1 lanes (the module docstring; the parameters:
     ``mc_draws.Perturbations``). Its parts, one module each: ``lanes`` (the numbers), ``mc_draws``
-    (the random roundings), ``mc_scalar`` (conversions, sums, dot products, library functions);
+    (the random roundings), ``mc_scalar`` (conversions, sums, dot products), ``mc_functions``
+    (library functions, per-value branches), ``mc_backward`` (the backward pass of the spec's
+    reverse mode, level by level), ``mc_softmax`` (softmax's lines, of one vector or a batch);
     here the whole-matrix hooks and the model of one-pass moments."""
 
     # -- hooks: many entries per NumPy call (module docstring) -------------------
@@ -209,58 +210,6 @@ class MonteCarloNumbers(ScalarOps):
             raise _Diverged
         return x
 
-    def softmax(self, z: Sequence[Any]) -> list[Lanes]:
-        """spec/functions.py ``softmax``, its four lines on the stacked vector (n, K+1); under a
-        wider softmax format (``softmax_u``) its operations at that unit and each output stored
-        once in the dtype."""
-        if self.soft is None:
-            return self._softmax(z)
-        with self._computing_at(self.soft):
-            out = self._softmax(z)
-        if len({y.x.shape for y in out}) == 1:  # one call: each output its own draw
-            return [Lanes(row, self) for row in self._stored(np.stack([y.x for y in out]))]
-        return [Lanes(self._stored(y.x.copy()), self) for y in out]
-
-    def _softmax(self, z: Sequence[Any]) -> list[Lanes]:
-        Z = self._stack(z)
-        first = self._branch(Z) if Z.ndim == 2 else None  # (n, V)
-        if first is None or np.isnan(first).any():  # Python's max over NaN, or a batch: line by line
-            m = self.detach(max(z))
-            if not self.isfinite(m):
-                raise SpecError("softmax", "at least one finite entry", f"max entry {self.to_float(m)!r}")
-            exps = [self.exp(x - m) for x in z]
-            total = self.fsum(exps)
-            return [y / total for y in exps]
-        top = np.argmax(first, axis=0)  # the first largest entry, as Python's max, per value set
-        tops = first[top, np.arange(self.v)]
-        if not np.isfinite(tops).all():
-            raise SpecError("softmax", "at least one finite entry",
-                            f"max entry {float(tops[~np.isfinite(tops)][0])!r}")
-        self._batch = len(z)
-        try:
-            m = self._sets(Z)[top, np.arange(self.v)].reshape(self.total)  # each value set's own max
-            shifted = Lanes(Z, self) - Lanes(m, self)  # x − m, rounded
-            ex = self._fn(pm.exp, shifted, FLOAT.exp)  # exp, t·u
-            # fsum: terms rounded, then left to right, the rounding drawn whole (``_drawn_whole``)
-            s = Lanes(self._drawn_whole(ex.x, self.u, self.u), self)
-            y = ex / s  # rounded
-        finally:
-            self._batch = 0
-        return [Lanes(row, self) for row in y.x]
-
-    def largest(self, z: Sequence[Any]) -> Any:
-        """``PerValueMax``: Python's ``max`` of z (the first largest entry by lane 0), for each value
-        set of a block on its own; one value set: ``max`` itself."""
-        if self.v == 1 or self._batch:
-            return max(z)
-        Z = self._stack(z)  # (n, V·W)
-        first = self._branch(Z)
-        if np.isnan(first).any():  # Python's max over NaN depends on the order: no one answer
-            raise _Diverged
-        top = np.argmax(first, axis=0)
-        return Lanes(self._sets(Z)[top, np.arange(self.v)].reshape(self.total), self)
-
-    # -- the model of one-pass moments ------------------------------------------
     def centres(self, e: Sequence[Any], m: Any, line: int) -> list[Lanes]:
         """Line 1 of layer norm rounded afresh for each term e[i] − m (``OnePassMoments``, through
         spec/numbers.py ``centred``, called for line 2 and again for line 3; both are rounded alike).
@@ -332,3 +281,5 @@ if TYPE_CHECKING:  # mypy checks the class against the spec's protocol and the o
     _step: type[PerValueStep] = MonteCarloNumbers
     _most: type[PerValueMax] = MonteCarloNumbers
     _sign: type[PerValueSign] = MonteCarloNumbers
+    _adjoints: type[BatchedBackward] = MonteCarloNumbers
+    _many: type[ManyNumbers] = MonteCarloNumbers

@@ -482,7 +482,7 @@ def _block(entry: Entry, value_sets: Sequence[tuple[Mapping[str, np.ndarray], Ma
     h = hashlib.sha256(json.dumps([entry.name, dtype, variant.to_json(), v]).encode())
     h.update(numbers.tobytes())
     mc = _numbers(entry, dtype, precision, int.from_bytes(h.digest()[:8], "little"), values=v, lanes=lanes)
-    mc.feeding(list(np.repeat(numbers, mc.width, axis=-1)))
+    mc.feeding(np.repeat(numbers, mc.width, axis=-1))
     try:
         with np.errstate(all="ignore"):
             got = evaluate(entry.name, _lists(first_in), _lists(first_par), hyper=hyper, variant=variant, numbers=mc)

@@ -52,12 +52,18 @@ HERE = __name__
 @pytest.fixture(scope="module")
 def refused_case_file(tmp_path_factory):
     """The case file of the search's refusal failure on a drawn empty query."""
-    tmp = tmp_path_factory.mktemp("refusal")
     # the refusal check of accepted cases off (Runner.refusals): it would fail first on an accepted
-    # case transformed into a refused one, whose file replays already; a drawn one is checked always
-    result = run([("answering", answering)], ["attention"], ["float64"], tmp, examples=400, seed=0,
-                 refusals=False)
-    (cell,) = result.cells
+    # case transformed into a refused one, whose file replays already; a drawn one is checked always.
+    # One mask in ERROR_EMPTY_ONE_IN has a query with no key, so whether a search of 400 examples
+    # draws one depends on its trajectory (measured, seeds 0-5: first failure at example 17 to 233,
+    # and none within 400 at seed 0 since the bounds of 2026-12-07 steer its targeting elsewhere):
+    # the first of three seeds whose search draws one
+    for seed in range(3):
+        result = run([("answering", answering)], ["attention"], ["float64"], tmp_path_factory.mktemp("refusal"),
+                     examples=400, seed=seed, refusals=False)
+        (cell,) = result.cells
+        if cell.status == "fail":
+            break
     assert cell.status == "fail" and cell.failure is not None and cell.failure.check == "refusal", cell
     doc = json.loads(Path(cell.failure.case_file).read_text())
     mask = np.asarray(cell.failure.case.inputs["Mask"], dtype=bool)
