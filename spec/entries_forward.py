@@ -21,6 +21,7 @@ from .entry import (
     PARALLEL,
     EMBEDDING,
     LAYER,
+    MOE,
     NORM_LN,
     Entry,
     Hyper,
@@ -40,7 +41,8 @@ from .layers import bert_layer, decoder_layer, encoder_layer, gpt2_layer, padded
 from .linalg import shape
 from .normalization import norm_columns
 from .params import Shape
-from .refusals import empty_padding, empty_query, narrow_norm, too_long, zero_variance
+from .moe import moe_mlp, moe_params, moe_schema, top_k_fits
+from .refusals import empty_padding, empty_query, narrow_norm, router_tie, too_long, zero_variance
 from .unembedding import unembed, unembedding_matrix
 from .variants import VariantSet
 
@@ -491,4 +493,19 @@ ENTRIES: list[Entry] = [
     _stack_layer_entry("bert_layer", padding=True),
     _stack_layer_entry("gpt2_layer", padding=True),
     _ed_transformer_entry(padding=True),
+    Entry(  # spec 2.11: spec/moe.py
+        name="moe_mlp", paper_name="Sparse mixture-of-experts MLP",
+        number=None, lines="Alg. 10 line 8's MLP, routed (Mixtral, Qwen2-MoE)", family="component",
+        summary="y = Σ_{i ∈ top-k of p} w_i W_2^i (silu(W_1^i x) ⊙ W_3^i x) per column x, p = softmax(W_g x).",
+        hyper=("E", "k", "d_e", "d_mlp", "ell"),
+        sizes=dict(E=4, k=2, d_e=5, d_mlp=6, ell=3),
+        inputs=(_X("X", ("d_e", "ell")),),
+        outputs=(_X("Y", ("d_e", "ell")),),
+        param_schema=moe_schema,
+        switches=MOE,
+        reference=lambda i, p, h, v: {"Y": moe_mlp(i["X"], moe_params(p, h["E"], h["d_mlp"]),
+                                                      h["k"], variant=v)},
+        check=top_k_fits,
+        refusals=(router_tie(),),
+    ),
 ]

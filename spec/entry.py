@@ -198,7 +198,9 @@ PARALLEL = frozenset({"residual"})
 #: decoder-only models alone, the one stack with a window and several layers of Gemma's kind
 #: (``architectures.layer_variant``); the encoder-decoder's causal stack keeps one window for all its layers
 LAYER_TYPES = frozenset({"global_every", "rope_local_base"})
-assert ARCHITECTURE | CAUSAL | PARALLEL | LAYER_TYPES | {"empty_query", "causal_alignment"} == set(SWITCHES)
+#: a sparse mixture of experts' conventions (spec 2.11): read by ``moe_mlp`` alone
+MOE = frozenset({"moe_topk_norm", "moe_shared"})
+assert ARCHITECTURE | CAUSAL | PARALLEL | LAYER_TYPES | MOE | {"empty_query", "causal_alignment"} == set(SWITCHES)
 
 
 # --------------------------------------------------------------------------

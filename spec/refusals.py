@@ -59,6 +59,7 @@ __all__ = [
     "empty_query",
     "narrow_norm",
     "refusal_table",
+    "router_tie",
     "too_long",
     "zero_variance",
 ]
@@ -387,6 +388,22 @@ def too_long(*names: str, needs: Optional[Callable[[Hyper], int]] = None, argume
     what = argument or " or ".join(names)
     return Refusal(name="a sequence longer than ℓ_max" if needs is None else "ℓ + ℓ_gen − 1 > ℓ_max",
                    argument=what, transform=transform)
+
+
+def router_tie() -> Refusal:
+    """A mixture of experts' router with a tie across the top-k boundary (``moe_mlp``, spec 2.11):
+    W_g all zeros makes every token's router logits 0 and its probabilities 1/E, so the k-th and
+    (k+1)-th largest tie for every k < E (at k = E every expert is chosen: nothing to refuse)."""
+
+    def transform(entry: "Entry", hyper: dict[str, int], variant: VariantSet, inputs: dict[str, Any],
+                  params: dict[str, Any]) -> Optional[Refused]:
+        if hyper["k"] >= hyper["E"]:
+            return None
+        params["W_g"] = _zeros(params["W_g"])
+        return Refused(hyper, inputs, params, "W_g")
+
+    return Refusal(name="a router tie across the top-k boundary (W_g all 0, k < E)", argument="W_g",
+                   transform=transform)
 
 
 # --------------------------------------------------------------------------

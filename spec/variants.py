@@ -84,6 +84,9 @@ class VariantSet:
     unembedding: Literal["separate", "tied"] = "separate"
     logit_bias: bool = False
     logit_softcap: float = 0.0
+    # --- mixture of experts (spec 2.11; read by ``moe_mlp`` alone) -------
+    moe_topk_norm: bool = False
+    moe_shared: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -399,6 +402,18 @@ def _switches() -> dict[str, Switch]:
                "Gemma 2's final_logit_softcapping is 30), replaces each logit z = W_u x (+ b_u) by "
                "c·tanh(z/c) before the final softmax and the loss (Gemma2ForCausalLM.forward: lm_head, "
                "then / final_logit_softcapping, tanh, * final_logit_softcapping; transformers 5.24)"),
+        Switch("moe_topk_norm", "experts", (False, True), False,
+               "the weights of a sparse mixture of experts' k chosen experts (moe_mlp): the router's "
+               "softmax p_i over all E experts as they are (False: Qwen2-MoE's default norm_topk_prob=False, "
+               "transformers 5.24 Qwen2MoeTopKRouter), or renormalised over the chosen ones, p_i / Σ_chosen p_j "
+               "(True: Mixtral, MixtralTopKRouter's router_top_value /= router_top_value.sum(); the same "
+               "numbers as a softmax over the k chosen logits, Shazeer et al. 2017's KeepTopK); the paper has "
+               "no experts"),
+        Switch("moe_shared", "experts", (False, True), False,
+               "a shared expert beside the routed ones (moe_mlp): none (False: Mixtral), or a gated MLP S "
+               "every token passes through, added as σ(w_sᵀx)·S(x) with a sigmoid gate of its own "
+               "(True: Qwen2-MoE, transformers 5.24 Qwen2MoeSparseMoeBlock: shared_expert, "
+               "F.sigmoid(shared_expert_gate(x)) * shared_expert(x))"),
     ]
     return {x.name: x for x in s}
 
@@ -421,7 +436,8 @@ LATER: dict[str, Any] = {"mlp_depth": 1, "mlp": "plain", "attn_bias_at": "all", 
                          "kv_group": 1, "kv_order": "consecutive", "window": 0, "norm_gain": "gamma",
                          "residual": "sequential", "position_bias": "none", "rotary_fraction": 1.0,
                          "qk_norm": "none", "attn_softcap": 0.0, "logit_softcap": 0.0, "rope_scaling": "none",
-                         "global_every": 0, "rope_local_base": 0.0}
+                         "global_every": 0, "rope_local_base": 0.0, "moe_topk_norm": False,
+                         "moe_shared": False}
 
 #: Switches that are a soft cap c (0: none; any finite c ≥ 0 is a value, the ``choices`` are the
 #: drawn few): c·tanh(s/c) of the attention scores or of the final logits (Gemma 2).

@@ -78,6 +78,7 @@ from ftspec.impls.api import Context, Implementation  # noqa: E402
 
 from . import inference as _inference  # noqa: E402
 from .architectures import windowed_layers  # noqa: E402
+from . import moe as _moe  # noqa: E402
 from . import training as _training  # noqa: E402
 from .boundary import (  # noqa: E402
     ENTRIES,
@@ -162,7 +163,15 @@ def _training_or_inference(name: str, entry):
     return fn
 
 
+def _moe_mlp(inputs: Mapping[str, Any], params: Mapping[str, Any], ctx: Context) -> Any:
+    """A sparse mixture-of-experts MLP (moe.py, spec 2.11; Mixtral, Qwen2-MoE)."""
+    dev = device(ctx.device)
+    with jax.default_device(dev):
+        return _moe.moe_mlp(dict(inputs), dict(params), ctx, dev.platform)
+
+
 _ALGORITHMS = {name: _algorithm(name) for name in ENTRIES}
+_ALGORITHMS["moe_mlp"] = _moe_mlp
 _ALGORITHMS.update({name: _training_or_inference(name, e)
                     for name, e in {**_training.ENTRIES, **_inference.ENTRIES}.items()})
 

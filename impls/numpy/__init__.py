@@ -71,6 +71,7 @@ from . import architectures as A
 from . import components as C
 from . import inference as Inf
 from . import layers as Lyr
+from . import moe as MoE
 from . import training as Tr
 
 __all__ = ["implementation"]
@@ -323,6 +324,11 @@ def _next_token_encoder(i: Inputs, p: Params, ctx: Context):
     return A.next_token_encoder(i["x"], p, ctx.variant, ctx.hyper)  # (..., N_V)
 
 
+def _moe_mlp(i: Inputs, p: Params, ctx: Context):
+    """A sparse mixture-of-experts MLP (moe.py; Mixtral, Qwen2-MoE)."""
+    return MoE.moe_mlp(i["X"], p, ctx.variant, ctx.hyper["E"], ctx.hyper["k"])  # (..., d_e, ℓ)
+
+
 ALGORITHMS = {
     "token_embedding": _token_embedding,
     "positional_embedding": _positional_embedding,
@@ -356,6 +362,7 @@ ALGORITHMS = {
     "padded_gpt2_layer": _padded_gpt2_layer,
     "padded_decoder_layer": _padded_decoder_layer,
     "padded_ed_transformer": _padded_ed_transformer,
+    "moe_mlp": _moe_mlp,
     # Algorithms 11-15 (training.py, inference.py; gradients by the
     # hand-written backward passes of grad_*.py)
     **Tr.ALGORITHMS,

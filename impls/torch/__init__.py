@@ -45,7 +45,11 @@ import torch
 
 from ftspec.impls.api import FLOAT_DTYPES, Implementation
 
-from .entries import ALGORITHMS
+from .entries import ALGORITHMS as _ENTRIES
+from .moe import moe_mlp
+
+#: the registry entries: entries.py's, and the mixture-of-experts MLP (moe.py, spec 2.11)
+ALGORITHMS = {**_ENTRIES, "moe_mlp": moe_mlp}
 
 __all__ = ["devices", "from_numpy", "implementation", "to_numpy"]
 

@@ -5,7 +5,8 @@ residual (``residual``), BLOOM's and MPT's ALiBi (``position_bias``), GPT-NeoX's
 (``attn_softcap``, ``logit_softcap``), Gemma 2 27B's query scale 1/√(d_model/H) (``attn_scale``),
 Llama 3.1's and linear RoPE scaling (``rope_scaling``), Gemma 2's sandwich norms
 (``norm_placement="sandwich"``) and Gemma 2's and 3's local and global layers (``global_every``,
-``rope_local_base``). Each is
+``rope_local_base``), and a sparse mixture of experts' routing (``moe_topk_norm``: Mixtral's
+renormalised weights, Qwen2-MoE's plain ones; the number of experts chosen; ties refused). Each is
 a source edit of the NumPy plugin's own helper (one line, or a block moved), so every entry built on the
 helper inherits it."""
 
@@ -91,6 +92,16 @@ _FLAT_BWD = [Edit(GC, "attention_bwd", f"        d{M}, dgamma_{m}, _ = norm_bwd(
              for i, (M, m) in enumerate((("Q", "q"), ("K", "k")))]
 _ROTATED = ('        K = rotate(K, pos_k, rotary, variant.rope_base, rows=rows, scaling=variant.rope_scaling)\n'
             '    if kv_cache is not None:')
+
+#: the entries with a sparse mixture of experts (spec 2.11), and the NumPy plugin's module of it
+EXPERTS = tuple(name for name, e in REGISTRY.items() if "moe_topk_norm" in e.switches)
+MOE = "ftspec.impls.numpy.moe"
+#: the lines of ``moe.router_weights`` the mixture-of-experts mutants edit
+_RENORMALISED = ("        weights = weights / np.sum(weights, axis=-2, keepdims=True)"
+                 "  # Mixtral: Σ over the chosen = 1\n")
+_CHOSEN_WEIGHTS = "    weights = np.where(chosen, P, np.zeros_like(P))\n"
+_CHOSEN = "    np.put_along_axis(chosen, order[..., :k, :], True, axis=-2)\n"
+_TIE_CHECK = "    if k < E and np.any((ranked[..., k - 1, :] == ranked[..., k, :]) & (ranked[..., k, :] > 0)):\n"
 
 MUTANTS = [
     Mutant("window-off-by-one", "the sliding window keeps W + 1 keys, t_x − W ≤ t_z ≤ t_x, instead of W "
@@ -309,4 +320,45 @@ MUTANTS = [
                        "no layer is global (global_every = 0, window = 0, or fewer than global_every layers)",
            witness=Witness("d_transformer", hyper={"d_attn": 4}, variant=_GEMMA3_LAYERS),
            bench=("d_transformer",)),
+    Mutant("moe-topk-not-renormalised", "a mixture of experts' chosen weights left as the router's p_i where "
+           "Mixtral's renormalised p_i / Σ_chosen p_j is declared (moe_topk_norm): the output shrinks by the "
+           "chosen experts' share of the probability", EXPERTS,
+           source_edit(Edit(MOE, "router_weights", _RENORMALISED, "        weights = weights\n")),
+           source="transformers 5.24: MixtralTopKRouter always renormalises (router_top_value /= "
+                  "router_top_value.sum()), Qwen2MoeTopKRouter only under norm_topk_prob, False by default: a "
+                  "Mixtral checkpoint run through Qwen2-MoE's block with the default config computes this",
+           equivalence="equivalent under moe_topk_norm = False, and where k = E (every expert chosen: the "
+                       "weights already sum to 1)",
+           witness=Witness("moe_mlp", variant={"moe_topk_norm": True}),
+           bench=("moe_mlp",)),
+    Mutant("moe-softmax-over-chosen", "a mixture of experts' router softmax taken over the k chosen logits "
+           "alone, where the softmax over all E experts is declared (moe_topk_norm = False, Qwen2-MoE's "
+           "default): the chosen weights then sum to 1", EXPERTS,
+           source_edit(Edit(MOE, "router_weights", _CHOSEN_WEIGHTS, _CHOSEN_WEIGHTS.replace(
+               "np.where(chosen, P,", "np.where(chosen, C.softmax_columns(np.where(chosen, R, -np.inf)),"))),
+           source="Mistral's reference code (mistralai/mistral-src moe.py, MoeLayer.forward: torch.topk of the gate "
+                  "logits, then F.softmax over the k chosen) and Shazeer et al. 2017's softmax(KeepTopK(H(x), k)): "
+                  "routing copied from them into a block declared as Qwen2-MoE's (norm_topk_prob=False)",
+           equivalence="equivalent under moe_topk_norm = True (the same weights: Mixtral's renormalisation), "
+                       "and where k = E",
+           witness=Witness("moe_mlp"),
+           bench=("moe_mlp",)),
+    Mutant("moe-top-k-off-by-one", "a mixture of experts routes each token to its k − 1 largest experts "
+           "instead of k (an exclusive bound read as inclusive)", EXPERTS,
+           source_edit(Edit(MOE, "router_weights", _CHOSEN, _CHOSEN.replace(":k,", ":k - 1,"))),
+           source="constructed from the definition (top_k = num_experts_per_tok, a count, against an index "
+                  "bound), not seen in a public thread",
+           equivalence="never equivalent: every token loses its k-th expert's share",
+           witness=Witness("moe_mlp"),
+           bench=("moe_mlp",)),
+    Mutant("moe-tie-picked", "a router tie across the top-k boundary settled by expert index instead of "
+           "refused: the chosen experts are then the implementation's choice, not the mathematics'", EXPERTS,
+           source_edit(Edit(MOE, "router_weights", _TIE_CHECK, _TIE_CHECK.replace("if k < E and", "if False and"))),
+           kind="behaviour",
+           source="transformers 5.24 MixtralTopKRouter and Qwen2MoeTopKRouter call torch.topk, whose order among "
+                  "equal values is unspecified (torch.topk documentation), and neither checks for ties",
+           equivalence="equivalent on every case without a tie across the boundary (k = E, or distinct "
+                       "logits): caught by the refusal check",
+           witness=Witness("moe_mlp", params={"W_g": 0.0}),
+           bench=("moe_mlp",)),
 ]

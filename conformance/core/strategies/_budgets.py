@@ -27,6 +27,7 @@ from ftspec.spec.registry import REGISTRY, Entry
 from ..dtypes import FORMATS
 
 __all__ = [
+    "AT_MOST",
     "BUDGETS",
     "MODEL_BUDGETS",
     "MODEL_FAMILIES",
@@ -59,6 +60,8 @@ class Budget:
     sequences: int = 3  # N, the sequences of a training set
     epochs: int = 2  # N_epochs
     generated: int = 3  # ell_gen, tokens generated
+    experts: int = 4  # E, a mixture's experts (spec 2.11: moe_mlp)
+    chosen: int = 4  # k, the experts chosen per token: also at most the E drawn (``AT_MOST``)
     #: (kind, usual bound) pairs: draws stay within the usual bound except
     #: in one of ``RARE``, which may reach the full bound
     often: tuple[tuple[str, int], ...] = ()
@@ -130,7 +133,13 @@ _KINDS = {
     "d_mid": "head_width",
     "d_mlp": "mlp_width",
     "T": "length",
+    "E": "experts",
+    "k": "chosen",
 }
+
+#: sizes bounded by another size of the same entry, drawn before them: a mixture's k chosen
+#: experts out of E (``moe_mlp``'s check, 1 ≤ k ≤ E), drawn within [1, E] rather than discarded
+AT_MOST = MappingProxyType({"k": "E"})
 
 
 def hyper_kind(name: str) -> str:

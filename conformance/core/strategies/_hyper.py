@@ -41,7 +41,9 @@ plain one with the smallest value and the structural one swapped, so every
 size is drawn as often as before, but Hypothesis's first example (the
 simplest choices, and the simplest extension of every early prefix: its
 first examples are mostly those: a wrong mask went unseen so, 2026-12-05) is structural, and so is
-the shrink target of a failure that shows at every size. A failure that
+the shrink target of a failure that shows at every size (a mixture of experts: E = 3 experts with
+k = 2 chosen, so that one is left out and the chosen weights' renormalisation shows; k is drawn at
+most the E drawn, ``AT_MOST``). A failure that
 shows only at the smallest size (ℓ = 1) still shrinks there: it is one step
 from the structural value.
 Where the budget's ``often`` bounds a kind (layer counts of the training and
@@ -68,13 +70,13 @@ from ftspec.spec.variants import PAPER, VariantSet
 
 from ..value_flow import equal_widths, width_minimum
 from ..dtypes import round_to
-from ._budgets import MODEL_FAMILIES, RARE, hyper_kind, resolve_budget, resolve_dtype, resolve_entry
+from ._budgets import AT_MOST, MODEL_FAMILIES, RARE, hyper_kind, resolve_budget, resolve_dtype, resolve_entry
 from ._draws import uniform_integer
 
 __all__ = ["MOST_SHOWN_HEADS", "MOST_SHOWN_LAYERS", "STRUCTURAL", "TIE_WIDTH", "hyperparameters", "structural_size"]
 
 #: the structural simplest value of each kind of size that carries order (see the module docstring)
-STRUCTURAL = {"length": 2, "heads": 2}
+STRUCTURAL = {"length": 2, "heads": 2, "experts": 3, "chosen": 2}
 #: the most heads a structural head count raises H to (grouped-query attention, ALiBi): a larger group
 #: (kv_group 8) is drawn at H = G, so that no example pays for 16 or 24 heads
 MOST_SHOWN_HEADS = 12
@@ -151,6 +153,8 @@ def hyperparameters(draw: st.DrawFn, entry: Any, *, variant: VariantSet = PAPER,
         if hyper_kind(name) == "length" and _shows_window(e, variant, b.context):
             bound = max(bound, variant.window + 2)  # room for the first key past the window, and one more
         bound = min(bound, _most(lim, name, lengths))
+        if AT_MOST.get(name) in hyper:  # k ≤ E: within the size drawn before it
+            bound = min(bound, hyper[AT_MOST[name]])
         if name in lengths[1:] and (not lim.cross_lengths or not draw(st.booleans())):
             hyper[name] = hyper[lengths[0]]  # the same length as the first sequence
             continue
