@@ -834,12 +834,15 @@ def falcon_layer_weights(p: In, H: int, G: int, src: str = "", dst: str = "") ->
         dst + "mlp.dense_h_to_4h.weight": p[src + "W_mlp1"], dst + "mlp.dense_4h_to_h.weight": p[src + "W_mlp2"]}
 
 
-def falcon_lm_weights(p: In, L: int, H: int, G: int, attention: Any = None) -> dict[str, Tensor]:
-    """``FalconForCausalLM``: word_embeddings = W_eᵀ (lm_head is the same tensor), the layers, ln_f = γ/β."""
+def falcon_lm_weights(p: In, L: int, H: int, G: int, attention: Any = None, *,
+                      layer: Callable[..., dict[str, Tensor]] | None = None) -> dict[str, Tensor]:
+    """``FalconForCausalLM``: word_embeddings = W_eᵀ (lm_head is the same tensor), the layers
+    (``layer``: ``falcon_layer_weights``, or the old architecture's), ln_f = γ/β."""
+    weights = layer or falcon_layer_weights
     out = {"transformer.word_embeddings.weight": p["W_e"].T, "transformer.ln_f.weight": p["gamma"],
            "transformer.ln_f.bias": p["beta"]}
     for l in range(L):
-        out |= falcon_layer_weights(p, H, G, f"layers.{l}.", f"transformer.h.{l}.")
+        out |= weights(p, H, G, f"layers.{l}.", f"transformer.h.{l}.")
     return out
 
 
@@ -857,11 +860,7 @@ def falcon7b_layer_weights(p: In, H: int, G: int, src: str = "", dst: str = "") 
 
 def falcon7b_lm_weights(p: In, L: int, H: int, G: int, attention: Any = None) -> dict[str, Tensor]:
     """``FalconForCausalLM`` of the old architecture: ``falcon_lm_weights`` with its layers."""
-    out = {"transformer.word_embeddings.weight": p["W_e"].T, "transformer.ln_f.weight": p["gamma"],
-           "transformer.ln_f.bias": p["beta"]}
-    for l in range(L):
-        out |= falcon7b_layer_weights(p, H, G, f"layers.{l}.", f"transformer.h.{l}.")
-    return out
+    return falcon_lm_weights(p, L, H, G, attention, layer=falcon7b_layer_weights)
 
 
 def load(module: nn.Module, weights: Mapping[str, Tensor], dtype: torch.dtype, device: str,
