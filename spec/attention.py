@@ -167,17 +167,17 @@ def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[
     no further division (the scale placements divide Q, K as before; the bias is added to KᵀQ).
 
     ``qk_gains`` (γ_q, γ_k) (QK-norm, ``qk_norm="rms"``; given by ``mh_attention`` for a layer's
-    attention): after lines 1-2 and before RoPE, every column of Q and of K is normalised by
-    RMSnorm over its d_attn rows, Q[:, t] ← RMSnorm(Q[:, t] | γ_q), K[:, t] ← RMSnorm(K[:, t] | γ_k),
-    with the variant's ε and its placement and the gain γ or 1 + γ (``norm_gain``); the gains are
-    always applied (the norms of the reference code always have a weight), whatever ``affine``
-    says of the layer norms. Sources: Qwen3 (Hugging Face transformers 5.24,
-    models/qwen3/modeling_qwen3.py, ``Qwen3Attention``: ``q_norm = Qwen3RMSNorm(head_dim,
+    attention or a causal self-attention entry's): after lines 1-2 and before RoPE, every column of Q
+    and of K is normalised by RMSnorm over its d_attn rows, Q[:, t] ← RMSnorm(Q[:, t] | γ_q), K[:, t] ←
+    RMSnorm(K[:, t] | γ_k), with the variant's ε and its placement and the gain γ or 1 + γ
+    (``norm_gain``); the gains are always applied (the norms of the reference code always have a
+    weight), whatever ``affine`` says of the layer norms. Sources: Qwen3 (Hugging Face transformers
+    5.24, models/qwen3/modeling_qwen3.py, ``Qwen3Attention``: ``q_norm = Qwen3RMSNorm(head_dim,
     eps=rms_norm_eps)``, ``query_states = self.q_norm(self.q_proj(hidden_states).view(hidden_shape))``,
     then ``apply_rotary_pos_emb``), Gemma 3 (models/gemma3/modeling_gemma3.py, ``Gemma3Attention``:
     ``q_norm = Gemma3RMSNorm(dim=head_dim)``, applied to the per-head states before
-    ``apply_rotary_pos_emb``; Gemma3RMSNorm's gain is 1 + weight). The norm is over one head's
-    width: OLMo 2 normalises all heads' H·d_attn rows at once, another convention.
+    ``apply_rotary_pos_emb``; Gemma3RMSNorm's gain is 1 + weight). The norm is over one head's width:
+    OLMo 2 normalises all heads' H·d_attn rows at once, another convention.
 
     Soft cap (``attn_softcap`` = c > 0; Gemma 2): line 4'' S[t_z, t_x] ← c·tanh((S[t_z, t_x]/√d_attn)/c)
     (``functions.softcap``) on the scaled scores, before ALiBi's bias (where present), the mask and
@@ -288,7 +288,8 @@ def mh_attention(X: Matrix, Z: Matrix, W: MHAttentionParams, Mask: Sequence[Sequ
     bias the variant drops is absent from W (None), as under ``attn_bias=False``.
 
     QK-norm (``qk_norm="rms"``; Qwen3, Gemma 3): where W holds the gains γ_q, γ_k (a layer's
-    attention: Algorithm 5's own entries list no norm switch and have none), every head normalises
+    attention, and since spec 2.12 the causal self-attention entries; ``mh_attention`` and the
+    bidirectional ones list no QK-norm and have none), every head normalises
     its Q and K columns with them, one pair shared by all heads (Algorithm 4's ``qk_gains``); under
     grouped-query attention a kv head's K is normalised once, with γ_k.
 

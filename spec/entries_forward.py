@@ -23,6 +23,8 @@ from .entry import (
     LAYER,
     MOE,
     NORM_LN,
+    QK_NORM,
+    QK_NORM_READ_WITH,
     Entry,
     Hyper,
     Kind,
@@ -42,7 +44,7 @@ from .linalg import shape
 from .normalization import norm_columns
 from .params import Shape
 from .moe import moe_mlp, moe_params, moe_schema, top_k_fits
-from .refusals import empty_padding, empty_query, narrow_norm, router_tie, too_long, zero_variance
+from .refusals import Refusal, Refused, empty_padding, empty_query, narrow_norm, router_tie, too_long, zero_variance
 from .unembedding import unembed, unembedding_matrix
 from .variants import VariantSet
 
@@ -82,6 +84,29 @@ def _self_attention_schema(h: Hyper, v: VariantSet) -> dict[str, Shape]:
                                  kv_group=v.kv_group, bias_at=v.attn_bias_at)
 
 
+def _causal_self_attention_schema(h: Hyper, v: VariantSet) -> dict[str, Shape]:
+    """``_self_attention_schema`` with QK-norm's gains gamma_q, gamma_k (d_attn,) under qk_norm="rms",
+    last (spec 2.12): every other set's parameters, and their draws, are as before."""
+    return P.mh_attention_schema(h["H"], v.attn_bias, "d_e", "d_e", "d_attn", "d_mid", "d_e",
+                                 kv_group=v.kv_group, bias_at=v.attn_bias_at, qk_norm=v.qk_norm == "rms")
+
+
+def _zero_query() -> Refusal:
+    """QK-norm without ε (qk_norm="rms", epsilon_placement="none") of a query column with mean square 0:
+    every head's W_q and b_q zeroed, so that Q = 0 and RMSnorm divides by √0 (Qwen3RMSNorm's
+    ``rsqrt(variance + eps)`` at eps 0 is inf; a norm without ε is the layers' zero_variance refusal)."""
+    def transform(entry: Entry, hyper: dict[str, int], variant: VariantSet, inputs: dict[str, Any],
+                  params: dict[str, Any]) -> Refused:
+        for name, value in params.items():
+            if name.startswith("heads.") and name.endswith((".W_q", ".b_q")):
+                params[name] = [[0.0] * len(row) for row in value] if isinstance(value[0], list) \
+                    else [0.0] * len(value)
+        return Refused(hyper, inputs, params, "e")
+
+    return Refusal(name="a zero query column into QK-norm without ε", argument="e", transform=transform,
+                   when=(("qk_norm", ("rms",)), ("epsilon_placement", ("none",))))
+
+
 _PAD = TensorSpec("pad", ("ell",), Kind.PADDING, "pad[t] = 0: position t is padding, no query's key")
 
 
@@ -108,13 +133,16 @@ def _self_attention_entry(causal: bool, padding: bool) -> Entry:
         sizes=dict(H=2, d_e=4, d_attn=2, d_mid=2, ell=3),
         inputs=inputs + ((_PAD,) if padding else ()),
         outputs=(TensorSpec("V_tilde", ("d_e", "ell")),),
-        param_schema=_self_attention_schema,
+        param_schema=_causal_self_attention_schema if causal else _self_attention_schema,
         # without padding every query sees a key (itself, causally): no empty query; ℓ_z = ℓ_x:
-        # no alignment. Padding can leave a query with no key (all padded; causally, a padded start)
-        switches=MH_ATTENTION | ({"empty_query"} if padding else set()) | (CAUSAL if causal else set()),
+        # no alignment. Padding can leave a query with no key (all padded; causally, a padded start).
+        # A causal one reads QK-norm (spec 2.12: a decoder's attention, Qwen3's and Gemma 3's), its norm
+        # switches under qk_norm="rms" alone
+        switches=MH_ATTENTION | ({"empty_query"} if padding else set()) | (CAUSAL | QK_NORM if causal else set()),
+        read_with=QK_NORM_READ_WITH if causal else {},
         reference=_self_attention(causal=causal),
         structural=("H",),
-        refusals=(empty_padding(),) if padding else (),
+        refusals=((empty_padding(),) if padding else ()) + ((_zero_query(),) if causal else ()),
     )
 
 

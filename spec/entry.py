@@ -140,6 +140,11 @@ class Entry:
     #: construction this is every refusal of the entry, which implementations must share (not
     #: compared: the declared ones are made afresh, as closures, by every construction)
     refusals: tuple[Refusal, ...] = field(default=(), compare=False)
+    #: switches of ``switches`` this entry reads only under other switches' values, {switch: {other:
+    #: value}} (as ``variants.READ_WITH`` says for every entry; spec 2.12): a causal self-attention's
+    #: norm switches, read by its QK-norm alone (``QK_NORM_READ_WITH``). Where the condition fails the
+    #: switch changes nothing here: the strategies draw it with the condition, projections drop it
+    read_with: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if set(self.sizes) != set(self.hyper):
@@ -162,6 +167,12 @@ class Entry:
         specs = self.output_specs(hyper, variant) if variant is not None else self.outputs
         return {o.name: P.resolve_shape(o.shape, hyper) for o in specs}
 
+    def unread(self, variant: VariantSet) -> frozenset[str]:
+        """The switches of ``switches`` that ``variant`` leaves unread here (``read_with``'s conditions
+        that fail): at a causal self-attention under qk_norm="none", ε, its placement and the gain."""
+        return frozenset(s for s, needs in self.read_with.items()
+                         if any(getattr(variant, k) != v for k, v in needs.items()))
+
     def input_shapes(self, hyper: Hyper) -> dict[str, tuple[int, ...]]:
         return {i.name: P.resolve_shape(i.shape, hyper) for i in self.inputs}
 
@@ -181,9 +192,13 @@ ATTENTION = BASIC_ATTENTION | {"rotary", "rope_base", "rotary_fraction", "rope_s
 MH_ATTENTION = ATTENTION | {"kv_group", "kv_order", "attn_bias_at"}
 NORM_LN = frozenset({"epsilon", "epsilon_placement", "variance", "affine", "norm_gain"})
 NORM_ANY = NORM_LN | {"norm"}
-#: a layer's: QK-norm is listed where the norm switches it reads (ε, its placement, the gain) are,
-#: so Algorithm 5's own entries, which list no norm, have no QK-norm gains and do not read it
-LAYER = MH_ATTENTION | NORM_ANY | {"norm_placement", "activation", "mlp_bias", "mlp_depth", "mlp", "qk_norm"}
+#: QK-norm (Qwen3, Gemma 3) and the norm switches it reads: ε, its placement, the gain γ or 1 + γ
+QK_NORM = frozenset({"qk_norm", "epsilon", "epsilon_placement", "norm_gain"})
+#: a layer's: QK-norm with every norm switch, each read by the layer's own norms too
+LAYER = MH_ATTENTION | NORM_ANY | {"norm_placement", "activation", "mlp_bias", "mlp_depth", "mlp"} | QK_NORM
+#: a causal self-attention's QK-norm (spec 2.12: Qwen3Attention and Gemma3Attention certified alone): the
+#: entry has no norm of its own, so the norm switches are read under qk_norm="rms" alone (``Entry.read_with``)
+QK_NORM_READ_WITH: Mapping[str, Mapping[str, Any]] = {s: {"qk_norm": "rms"} for s in sorted(QK_NORM - {"qk_norm"})}
 EMBEDDING = frozenset({"positions", "embedding_scale", "embedding_norm"}) | NORM_ANY
 ARCHITECTURE = LAYER | EMBEDDING | {"final_norm", "unembedding", "logit_bias", "logit_softcap"}
 #: where a causal self-attention is computed: the sliding window narrows its mask, ALiBi's position

@@ -324,7 +324,9 @@ def _switches() -> dict[str, Switch]:
                "R^{d_attn} shared by all heads (attn.gamma_q, attn.gamma_k; always present, as the reference "
                "code's norms always have a weight), the norm's ε as epsilon/epsilon_placement give and its gain "
                "as norm_gain gives (Qwen3: Qwen3Attention.q_norm = Qwen3RMSNorm(head_dim); Gemma 3: "
-               "Gemma3RMSNorm(head_dim), gain 1 + γ; transformers 5.24); read by the layers' attentions. OLMo "
+               "Gemma3RMSNorm(head_dim), gain 1 + γ; transformers 5.24); read by the layers' attentions and, "
+               "since spec 2.12, by the causal self-attention entries (Qwen3Attention and Gemma3Attention "
+               "alone), which read ε, its placement and norm_gain under qk_norm='rms' only. OLMo "
                "2's norm over all heads' H·d_attn rows at once is another convention"),
         Switch("attn_softcap", "attention", (0.0, 2.0), 0.0,
                "tanh soft-capping of the attention logits: 0 (paper) is none; c > 0, any number (2 is "

@@ -131,8 +131,9 @@ def replay_variant(impl: Implementation, entry: Optional[Entry], fixture: Varian
 
 
 def _read(entry: Entry, a: VariantSet, b: VariantSet) -> set[str]:
-    """The switches ``entry`` reads on which ``a`` and ``b`` differ."""
-    return set(a.differences(b)) & set(entry.switches)
+    """The switches ``entry`` reads on which ``a`` and ``b`` differ (not one it reads only under another's
+    value that neither set has: ``Entry.read_with``, ε at a causal self-attention without QK-norm)."""
+    return (set(a.differences(b)) & set(entry.switches)) - (entry.unread(a) & entry.unread(b))
 
 
 def _rounding_only(switch: str, a: Any, b: Any) -> bool:

@@ -173,7 +173,9 @@ def _variant(path: Path | str, label: str, implementation: Implementation, case:
                           "this case")
 
     def apart(v: VariantSet) -> list[str]:  # the switches the algorithm reads whose mathematics differ
+        unread = case.entry.unread(v) & case.entry.unread(case.variant)  # read only with a value neither has
         return sorted(k for k in v.differences(case.variant) if k in case.entry.switches and k not in ROUNDING_ONLY
+                      and k not in unread
                       and SAME_MATHEMATICS.get((k, getattr(v, k)), getattr(v, k))
                       != SAME_MATHEMATICS.get((k, getattr(case.variant, k)), getattr(case.variant, k)))
 

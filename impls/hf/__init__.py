@@ -76,19 +76,20 @@ plugins keep GPT-2's; BERT's is certified by ``transformers-bert``.
                             query_pre_attn_scalar = hidden_size / num_attention_heads: the same sets with
                             attn_scale=sqrt_d_model_per_head; d_e free of H·d_attn (a multiple of 12, H ≤ 4:
                             ``GEMMA2_27B_LIMITS``), so that d_e/H and d_attn differ. Eager only.
-``transformers-gemma3``      Gemma3ForCausalLM (padded_d_transformer, cached_decoding), Gemma3DecoderLayer
-                            (gpt2_layer): gemma+norm_placement=sandwich,qk_norm=rms,rope_base=1000000.0,
-                            kv_group 2 and 1 (Gemma3RMSNorm's 1 + w in every norm and the QK-norm;
+``transformers-gemma3``      Gemma3ForCausalLM (padded_d_transformer, cached_decoding), Gemma3Attention
+                            (padded_causal_self_attention), Gemma3DecoderLayer (gpt2_layer):
+                            gemma+norm_placement=sandwich,qk_norm=rms,rope_base=1000000.0, kv_group 2 and 1
+                            (Gemma3RMSNorm's 1 + w in every norm and the QK-norm;
                             query_pre_attn_scalar = head_dim; no caps; the models with sliding_window
                             MISTRAL_WINDOW and sliding_window_pattern GEMMA3_GLOBAL_EVERY, the library's
                             layer_types from it, the bases default_theta's, 1e6 global and 10000 local:
                             +window=2,global_every=2,rope_local_base=10000.0; the lone layer full, a global
-                            one). No padded_causal_self_attention, as Qwen3's. With an ``-sdpa`` twin
+                            one; the attention too, spec 2.12). With an ``-sdpa`` twin
                             (Gemma3PreTrainedModel._supports_sdpa; no softcap for sdpa to refuse).
-``transformers-qwen3``       Qwen3ForCausalLM (padded_d_transformer, cached_decoding),
-                            Qwen3DecoderLayer (gpt2_layer): llama+qk_norm=rms,rope_base=1e6,
-                            kv_group 2 and 1; no padded_causal_self_attention (Algorithm 5's
-                            entry reads no QK-norm, which Qwen3Attention always applies).
+``transformers-qwen3``       Qwen3ForCausalLM (padded_d_transformer, cached_decoding), Qwen3Attention
+                            (padded_causal_self_attention: the causal self-attention entries read
+                            QK-norm since spec 2.12), Qwen3DecoderLayer (gpt2_layer):
+                            llama+qk_norm=rms,rope_base=1e6, kv_group 2 and 1.
 ``transformers-phi3``        Phi3ForCausalLM, Phi3Attention, Phi3DecoderLayer (gpt2_layer):
                             llama+epsilon=1e-5, kv_group 2 and 1 (fused qkv_proj, gate_up_proj).
 ``transformers-gpt-j``       GPTJForCausalLM, GPTJAttention, GPTJBlock (gpt2_layer): gpt-neox+

@@ -197,10 +197,10 @@ class Decoder:
     ``GPTNeoXForCausalLM(input_ids, attention_mask=…)``) with weights of its own and a layer
     (``GPTNeoXLayer``: gpt2_layer) that Llama, Mistral, Qwen2 and Gemma do not certify. Qwen3, Phi-3,
     GPT-J and OPT are called the same way, each with its layer (``<prefix>DecoderLayer``,
-    ``GPTJBlock``); three switches say where a family departs from the calls:
+    ``GPTJBlock``); Qwen3's and Gemma 3's attention with its QK-norm (q_norm, k_norm from γ_q, γ_k: the
+    causal self-attention entries read qk_norm since spec 2.12). These switches say where a family
+    departs from the calls:
 
-    ``attention_entry``  False: no padded_causal_self_attention (Qwen3: Algorithm 5's own entry
-                         reads no QK-norm, which Qwen3Attention always applies).
     ``padded``           False: the whole model is certified as d_transformer, without a padding
                          mask (OPT: under padding its positions are counted among the real tokens,
                          ``cumsum(attention_mask) − 1``, which no switch states).
@@ -226,7 +226,6 @@ class Decoder:
     #: the class suffix of one layer (``GPTNeoXLayer``: "Layer") and its weights; "": no gpt2_layer
     layer: str = ""
     layer_weights: Callable[..., dict[str, torch.Tensor]] | None = None
-    attention_entry: bool = True
     padded: bool = True
     rotary: bool = True
     extra: tuple[tuple[str, Any], ...] = ()
@@ -251,14 +250,13 @@ GEMMA2 = Decoder("gemma2", "gemma2", "Gemma2", A.gemma2_config, lm_weights=A.gem
 GEMMA2_27B = Decoder("gemma2-27b", "gemma2", "Gemma2",
                      lambda h, attn, v: A.gemma2_config(h, attn, v, per_head_scale=True),
                      lm_weights=A.gemma2_lm_weights, layer="DecoderLayer", layer_weights=A.gemma2_layer_weights)
-#: Gemma 3 (Gemma3ForCausalLM, Gemma3DecoderLayer): Gemma 2's layout with QK-norm; no attention entry
-#: (Algorithm 5's own entry reads no QK-norm, which Gemma3Attention always applies, as Qwen3's); a lone
-#: layer is built global ("full_attention") and takes that type's rotary table
+#: Gemma 3 (Gemma3ForCausalLM, Gemma3DecoderLayer, Gemma3Attention): Gemma 2's layout with QK-norm; a lone
+#: layer or attention is built global ("full_attention") and takes that type's rotary table
 GEMMA3 = Decoder("gemma3", "gemma3", "Gemma3", A.gemma3_config, A.qwen3_attention_weights, A.gemma2_lm_weights,
-                 layer="DecoderLayer", layer_weights=A.gemma3_layer_weights, attention_entry=False,
+                 layer="DecoderLayer", layer_weights=A.gemma3_layer_weights,
                  layer_type="full_attention")
 QWEN3 = Decoder("qwen3", "qwen3", "Qwen3", A.qwen3_config, A.qwen3_attention_weights, layer="DecoderLayer",
-                layer_weights=A.qwen3_layer_weights, attention_entry=False)
+                layer_weights=A.qwen3_layer_weights)
 PHI3 = Decoder("phi3", "phi3", "Phi3", A.phi3_config, A.phi3_attention_weights, A.phi3_lm_weights,
                layer="DecoderLayer", layer_weights=A.phi3_layer_weights)
 GPTJ = Decoder("gptj", "gptj", "GPTJ", A.gptj_config, A.gptj_attention_weights, A.gptj_lm_weights, layer="Block",
@@ -430,8 +428,7 @@ def decoder_algorithms(family: Decoder, attn: str, with_norm: bool) -> dict[str,
     out: dict[str, Fn] = {"padded_d_transformer": padded_d_transformer, "cached_decoding": cached_decoding}
     if not family.padded:
         out = {"d_transformer": d_transformer, "cached_decoding": cached_decoding}
-    if family.attention_entry:
-        out["padded_causal_self_attention"] = padded_causal_self_attention
+    out["padded_causal_self_attention"] = padded_causal_self_attention
     if family.layer:
         out["gpt2_layer"] = gpt2_layer
     if with_norm:

@@ -77,7 +77,8 @@ def _mha(flat: Flat, prefix: str = "") -> dict:
     out = _stacked(heads, ("W_q", "b_q"))
     out.update(_stacked(kv or heads, ("W_k", "b_k", "W_v", "b_v")))
     out["W_o"], out["b_o"] = flat[prefix + "W_o"], flat.get(prefix + "b_o")
-    # QK-norm's gains (a layer's attention under qk_norm="rms"), one pair shared by the heads; None elsewhere
+    # QK-norm's gains (a layer's attention or, spec 2.12, a causal self-attention entry's, under qk_norm="rms"),
+    # one pair shared by the heads; None elsewhere
     out["gamma_q"], out["gamma_k"] = flat.get(prefix + "gamma_q"), flat.get(prefix + "gamma_k")
     return out
 

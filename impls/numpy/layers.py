@@ -125,8 +125,8 @@ def gather_variant_mha(params: Params, prefix: str, H: int, variant) -> MHA:
     if variant.attn_bias and variant.attn_bias_at not in ("all", "qkv", "out"):
         raise ValueError(f"unknown attn_bias_at {variant.attn_bias_at!r}")
     W = gather_mha(params, prefix, H, qkv, variant.kv_group, variant.kv_order, out_bias=out)
-    if variant.qk_norm == "rms" and prefix + "gamma_q" in params:  # a layer's attention (Algorithm 5's
-        # own entries have no QK-norm gains and no norm switches)
+    if variant.qk_norm == "rms" and prefix + "gamma_q" in params:  # a layer's attention, or a causal
+        # self-attention entry's (spec 2.12); mh_attention and the bidirectional entries have no gains
         W = W._replace(gamma_q=params[prefix + "gamma_q"], gamma_k=params[prefix + "gamma_k"])
     elif variant.qk_norm not in ("none", "rms"):
         raise ValueError(f"unknown qk_norm {variant.qk_norm!r}")

@@ -210,7 +210,8 @@ def attn_params(params: Mapping[str, Tensor], prefix: str = "", multi_head: bool
     packed.update({n: _cat([params.get(g + n) for g in kv]) for n in ("W_k", "b_k", "W_v", "b_v")})
     out = params.get(prefix + "W_o") if multi_head else None
     bias = params.get(prefix + "b_o") if multi_head else None
-    gains = {n: params.get(prefix + n) for n in ("gamma_q", "gamma_k")} if multi_head else {}  # a layer's QK-norm
+    # QK-norm's gains: a layer's, or a causal self-attention entry's (spec 2.12); absent elsewhere
+    gains = {n: params.get(prefix + n) for n in ("gamma_q", "gamma_k")} if multi_head else {}
     return Attn(len(heads), W_o=out, b_o=bias, kv_heads=n_kv, **packed, **gains)
 
 

@@ -9,9 +9,10 @@ another run of the same spec code:
   multiplies by the shared gain (1 + γ under ``norm_gain``), before RoPE: the rotated Q is the
   spec's RoPE (``spec.rotary.rotate``, tested on its own in tests/spec/test_llama.py) of the
   normalised one, the one place here where spec code is the yardstick;
-- the gains belong to a layer's attention (Algorithm 5's own entries neither list the switch nor
-  have the gains), are present whatever ``affine`` says; the strategies reach QK-norm under RoPE and
-  both caps.
+- the gains belong to a layer's attention and, since spec 2.12, to the causal self-attention entries
+  (a decoder's attention alone; Algorithm 5's other entries neither list the switch nor have the gains:
+  tests/spec/test_qk_norm_attention.py), are present whatever ``affine`` says; the strategies reach
+  QK-norm under RoPE and both caps.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ def test_the_gains_belong_to_a_layers_attention_and_are_kept_without_affine():
     listing = {n for n, e in REGISTRY.items() if "qk_norm" in e.switches}
     assert {"gpt2_layer", "decoder_layer", "bert_layer", "encoder_layer", "d_transformer", "cached_decoding",
             "d_gradient"} <= listing
-    assert not {"attention", "mh_attention", "self_attention", "causal_self_attention"} & listing
+    assert not {"attention", "mh_attention", "self_attention", "padded_self_attention"} & listing
     for affine in ("scale_shift", "scale", "none"):
         schema = layer_schema(2, PAPER.replace(qk_norm="rms", affine=affine))
         assert schema["attn.gamma_q"] == ("d_attn",) and schema["attn.gamma_k"] == ("d_attn",)

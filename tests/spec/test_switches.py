@@ -124,8 +124,8 @@ def difference(a: Any, b: Any) -> float:
 
 def witness(e: Entry, switch: str, value: Any) -> Optional[str]:
     """A description of an input on which switch=value changes e, or None."""
-    for base in BASES:
-        ref, changed = with_switch(base, switch, value)
+    for base in BASES:  # a switch the entry reads only with another's value (Entry.read_with): with it
+        ref, changed = with_switch(base.replace(**e.read_with.get(switch, {})), switch, value)
         for seed in SEEDS:
             hyper = hyper_for(e, switch, changed)
             for inputs in inputs_for(e, hyper, seed):

@@ -22,6 +22,11 @@ layers' RoPE base (``rope_local_base``) with a pairing, a window, Gemma 2's alte
 global base 1000000, so that the two bases differ; a several-switch draw applies it last, so that no
 group drawn beside it turns off what it is read with.
 
+A switch an entry reads only under another's value (``Entry.read_with``: a causal self-attention's
+norm switches, read by its QK-norm alone) is drawn with that value (group "qk_norm_norms": qk_norm="rms"
+with ε, its placement and the gain), and a preset's projection leaves it at the paper's value where the
+condition fails, so that no drawn set moves a switch the entry does not read.
+
 A value of ``SAME_MATHEMATICS`` (``variance="one_pass"``: another value's
 mathematics in another order) is not drawn here: for an implementation
 that declares every variant set it would test the same function again
@@ -36,6 +41,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from ftspec.spec.entry import QK_NORM_READ_WITH
 from ftspec.spec.registry import Entry
 from ftspec.spec.variants import PAPER, PRESETS, SAME_MATHEMATICS, SWITCHES, VariantSet
 
@@ -67,22 +73,38 @@ def _groups(entry: Entry) -> list[str]:
         names.append("rope_local_base")
     if "attn_bias_at" in entry.switches:
         names = [n for n in names if n != "attn_bias"] + ["attn_biases"]
+    if set(entry.read_with) == _QK_NORMS:  # the norm switches read with QK-norm alone: drawn with it
+        return [n for n in names if n not in _QK_NORMS | {"qk_norm"}] + ["qk_norm_norms"]
     if entry.switches & {"epsilon", "epsilon_placement"}:
         names.append("epsilon")
     return names
 
 
+#: the norm switches a causal self-attention reads under qk_norm="rms" alone (``spec.entry.QK_NORM_READ_WITH``)
+_QK_NORMS = frozenset(QK_NORM_READ_WITH)
+
+
+def _read_with(entry: Entry) -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
+    """``entry.read_with`` as a hashable key (for the cached projections)."""
+    return tuple(sorted((k, tuple(sorted(v.items()))) for k, v in entry.read_with.items()))
+
+
 def preset_projections(entry: Entry) -> list[VariantSet]:
     """Each preset restricted to the entry's switches (the rest at the paper's
-    value), without repeats and without the paper's own set."""
-    return list(_projections(entry.switches))
+    value; a switch the entry reads only under another's value, ``read_with``, where that
+    value is not the projection's), without repeats and without the paper's own set."""
+    return list(_projections(entry.switches, _read_with(entry)))
 
 
 @functools.lru_cache(maxsize=None)
-def _projections(switches: frozenset[str]) -> tuple[VariantSet, ...]:
+def _projections(switches: frozenset[str],
+                 read_with: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()) -> tuple[VariantSet, ...]:
     out: list[VariantSet] = []
     for v in PRESETS.values():
         changes = {k: getattr(v, k) for k in switches if getattr(v, k) != getattr(PAPER, k)}
+        for k, needs in read_with:  # unread here under the projection's values: the paper's
+            if any(changes.get(o, getattr(PAPER, o)) != value for o, value in needs):
+                changes.pop(k, None)
         try:
             projected = PAPER.replace(**changes)
         except ValueError:  # ε without its placement: the entry lacks one of the pair
@@ -115,6 +137,10 @@ def _changed(group: str) -> st.SearchStrategy[dict[str, Any]]:
                          st.sampled_from(SWITCHES["rope_base"].choices),
                          st.sampled_from(SWITCHES["rotary_fraction"].choices),
                          st.sampled_from(SWITCHES["rope_scaling"].choices))
+    if group == "qk_norm_norms":  # QK-norm with the norm switches it reads there: ε (mostly > 0, as Qwen3's and
+        # Gemma 3's), its placement, the gain γ or 1 + γ
+        return st.builds(lambda eps, gain: {"qk_norm": "rms", **eps, "norm_gain": gain},
+                         st.one_of(epsilons(), st.just({})), st.sampled_from(SWITCHES["norm_gain"].choices))
     if group == "window_layers":  # a window, with every layer local or local and global layers in turn
         return st.builds(lambda w, k: {"window": w, "global_every": k},
                          st.sampled_from(SWITCHES["window"].choices[1:]),
@@ -170,8 +196,9 @@ def _chosen_groups(groups: tuple[str, ...]) -> st.SearchStrategy[list[str]]:
 
 
 @functools.lru_cache(maxsize=None)
-def _presets_of(switches: frozenset[str]) -> st.SearchStrategy[VariantSet]:
-    return st.sampled_from(_projections(switches))
+def _presets_of(switches: frozenset[str],
+                read_with: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()) -> st.SearchStrategy[VariantSet]:
+    return st.sampled_from(_projections(switches, read_with))
 
 
 _WHICH = st.integers(0, 9)
@@ -204,9 +231,9 @@ def variant_sets(draw: st.DrawFn, entry: Any) -> VariantSet:
     which = draw(_WHICH)
     if which < 2:
         return PAPER
-    presets = _projections(e.switches)
+    presets = _projections(e.switches, _read_with(e))
     if which < 2 + min(3, len(presets)):
-        return draw(_presets_of(e.switches))
+        return draw(_presets_of(e.switches, _read_with(e)))
     if which < 8:
         return PAPER.replace(**draw(_one_switch(e)))
     return PAPER.replace(**draw(_several_switches(e)))

@@ -85,7 +85,7 @@ def variant_enumeration(entry: Union[str, Entry]) -> list[tuple[str, VariantSet]
     out: list[tuple[str, VariantSet]] = [("paper", PAPER)]
     if not _updates(e):
         for name, v in PRESETS.items():
-            if v != PAPER and set(v.differences()) & e.switches:
+            if v != PAPER and (set(v.differences()) - e.unread(v)) & e.switches:  # a switch read here
                 out.append((f"preset-{name}", v))
     singles = _single_switches(e)
     # an entry whose only norm is the embedding's normalises only under embedding_norm=True
@@ -93,6 +93,7 @@ def variant_enumeration(entry: Union[str, Entry]) -> list[tuple[str, VariantSet]
         "norm_placement" not in e.switches else PAPER
     for name in singles:
         base = norm_base if name in _NORM_SWITCHES else PAPER
+        base = base.replace(**e.read_with.get(name, {}))  # read here only with another switch's value
         if name == "epsilon_placement":
             for placement, eps in PLACED_EPSILON.items():
                 out.append((f"switch-epsilon-{placement}", base.replace(epsilon=eps, epsilon_placement=placement)))
