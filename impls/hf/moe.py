@@ -93,7 +93,7 @@ def _mixtral(i: Mapping[str, torch.Tensor], p: Mapping[str, torch.Tensor], ctx: 
                            hidden_act="silu", experts_implementation="eager")
     X = i["X"]
     with torch.no_grad():
-        block = MixtralSparseMoeBlock(config).to(dtype=X.dtype, device=X.device).eval()
+        block = MixtralSparseMoeBlock(config).to(dtype=X.dtype, device=X.device).train(False)
         block.gate.weight.copy_(p["W_g"])
         _load_experts(block.experts, p, E, d_mlp)
         return _run(block, X, k, E)
@@ -107,7 +107,7 @@ def _qwen2_moe(i: Mapping[str, torch.Tensor], p: Mapping[str, torch.Tensor], ctx
                             experts_implementation="eager")
     X = i["X"]
     with torch.no_grad():
-        block = Qwen2MoeSparseMoeBlock(config).to(dtype=X.dtype, device=X.device).eval()
+        block = Qwen2MoeSparseMoeBlock(config).to(dtype=X.dtype, device=X.device).train(False)
         block.gate.weight.copy_(p["W_g"])
         _load_experts(block.experts, p, E, d_mlp)
         block.shared_expert.gate_proj.weight.copy_(p["shared.W_1"])
