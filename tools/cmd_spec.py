@@ -228,11 +228,11 @@ def _intermediates(args: argparse.Namespace) -> int:
     dtype = args.dtype or dtype
     if dtype not in FORMATS:
         return error(f"--dtype must be one of {', '.join(sorted(FORMATS))}, not {dtype!r}")
-    from ftspec.conformance.core.calling import Prepared
+    from ftspec.conformance.core.examining import rounded
     from ftspec.conformance.core.intermediates import intermediate_references
     from ftspec.spec import SpecError
 
-    prepared = Prepared(case.entry, case.inputs, case.params, dtype)
+    prepared = rounded(case, dtype)
     try:
         items = intermediate_references(case.entry, prepared.inputs, prepared.params, hyper=case.hyper,
                                         variant=case.variant, dtype=dtype)

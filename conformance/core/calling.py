@@ -25,7 +25,7 @@ from ftspec.spec.registry import Entry
 
 from .dtypes import round_to
 
-__all__ = ["CallWatch", "Prepared", "call", "earlier_hang", "known_hangs", "native_dtype", "note_hang", "prepare",
+__all__ = ["CallWatch", "Prepared", "call", "earlier_hang", "known_hangs", "native_dtype", "note_hang",
            "skipping_hangs", "to_native", "watch_calls", "watched"]
 
 
@@ -43,7 +43,8 @@ def native_dtype(kind: str, dtype: str) -> str:
 
 
 class Prepared:
-    """Inputs and parameters rounded to ``dtype``, as NumPy arrays (the judged values)."""
+    """Inputs and parameters rounded to ``dtype``, as NumPy arrays (the judged values). Built by
+    ``examining.rounded``, the one place that decides which values a case is judged on."""
 
     def __init__(self, entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
                  dtype: str) -> None:
@@ -58,11 +59,6 @@ class Prepared:
 
     def spec_params(self) -> dict[str, Any]:
         return {k: v.tolist() for k, v in self.params.items()}
-
-
-def prepare(entry: Entry, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray],
-            dtype: str) -> Prepared:
-    return Prepared(entry, inputs, params, dtype)
 
 
 def to_native(impl: Implementation, entry: Entry, arrays: Mapping[str, np.ndarray], dtype: str,

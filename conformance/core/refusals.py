@@ -76,6 +76,7 @@ from ftspec.spec.registry import Entry
 
 from .calling import Prepared, earlier_hang, note_hang
 from .case import Case
+from .examining import rounded
 from .execute import CallTimeout, Member, Outcome, PluginExit, call_member, describe_exception
 from .findings import Finding
 
@@ -303,7 +304,7 @@ def _check_one(m: Member, entry: Entry, case: Case, refusal: Refusal, dtype: str
         changed = ", ".join(f"{k} = {v}" for k, v in refused.hyper.items() if case.hyper.get(k) != v)
         return _skip(refusal, f"{changed} lies outside the implementation's limits ({limits.describe()})")
     inputs, params = _arrays(entry, refused)
-    prepared = Prepared(entry, inputs, params, dtype)
+    prepared = rounded(entry, dtype, inputs=inputs, params=params)
     try:
         evaluate(entry.name, prepared.spec_inputs(), prepared.spec_params(), hyper=refused.hyper, variant=variant)
     except SpecError as exc:

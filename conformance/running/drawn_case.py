@@ -25,6 +25,7 @@ from ftspec.spec.entry import Kind
 from ..core.blocks import value_sets
 from ..core.calling import Prepared
 from ..core.case import Case
+from ..core.examining import precision_of, rounded
 from ..core.execute import Member, examine
 from ..core.judge import Finding, compare_pair
 from ..core.refusals import check_refusals_into, expect_refusal, refused_empty_query
@@ -60,16 +61,16 @@ def example(search: "_Search", case: Case, state: dict[str, Any]) -> None:
     fails one of them (Hypothesis then shrinks the drawn case), and Hypothesis's rejection for a
     case whose every value set the spec refuses or cannot bound."""
     runner, entry, dtype = search.runner, search.entry, search.dtype
-    prepared = runner._prepare(entry, case, case.inputs, dtype)
+    prepared = rounded(case, dtype)
     batched = entry.batchable and bool(case.batch)
     shape = (case.variant.hash, tuple(sorted(case.hyper.items())), len(case.batch) if batched else 0)
     if batched and not (state.get("failed") or search.batched[shape] < BATCH_CHECKS):
         batched = False  # this shape's batch checks have passed often enough in this search
-    extras = [runner._prepare(entry, case, extra, dtype) for extra in (case.batch if batched else [])]
-    precisions = {m.impl.precision_for(dtype) for m in search.active if not m.hung}
+    extras = [rounded(case, dtype, inputs=extra) for extra in (case.batch if batched else [])]
+    precisions = {precision_of(m, dtype) for m in search.active if not m.hung}
     # a block never takes the search beyond its budget: the last one is cut to what is left
     block = value_sets(case, max(1, min(search.block, search.budget - state["judged"])), dtype)
-    preps = [prepared] + [runner._prepare(entry, c, c.inputs, dtype) for c in block[1:]]
+    preps = [prepared] + [rounded(c, dtype) for c in block[1:]]
     # the block's value sets and the batch's input sets share one evaluation of the spec
     # (``tolerances.references`` groups them by what they share); cached, so a repeat costs none
     found = {p: runner.references_for(entry, preps + extras, case, dtype, p) for p in precisions}
@@ -209,7 +210,7 @@ def _examine(search: "_Search", case: Case, prepared: Prepared, refs: Refs, batc
     for m in search.active:
         if m.hung:
             continue
-        precision = m.impl.precision_for(search.dtype)
+        precision = precision_of(m, search.dtype)
         ref = refs[precision]
         outcome = examine(m, case, prepared.inputs, prepared.params, ref, dtype=search.dtype,
                           timeout=search.runner.timeout, batch=batch[precision], repeat=repeat)
@@ -310,7 +311,7 @@ def _agreement(search: "_Search", outputs: dict, refs: Refs, key: tuple) -> None
     implementations) that answered the same case (``key``)."""
     known = search.runner.cache.outputs  # the runner's, for the (algorithm, dtype): every search adds to it
     by_key = {m.key: m for m in search.active}
-    answered = {k: (outputs[k], refs[by_key[k].impl.precision_for(search.dtype)]) for k in outputs}
+    answered = {k: (outputs[k], refs[precision_of(by_key[k], search.dtype)]) for k in outputs}
     earlier = known.get(key, {})
     mine = set(answered)
     pool = {**earlier, **answered}

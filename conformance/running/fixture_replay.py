@@ -346,8 +346,8 @@ def _replay_case(fx, dtype: str, targets: list[_Target], timeout: float, emit_al
                  adjust: Optional[Callable[[Any], Any]] = None, variant: Optional[VariantSet] = None) -> None:
     from ftspec.spec.registry import REGISTRY
 
-    from ..core.calling import Prepared
     from ..core.case import Case
+    from ..core.examining import precision_of, rounded
     from ..core.execute import Member, examine
 
     if not targets:
@@ -362,9 +362,9 @@ def _replay_case(fx, dtype: str, targets: list[_Target], timeout: float, emit_al
     refs: dict[str, Any] = {}
     try:
         entry = REGISTRY[fx.algorithm]
-        prepared = Prepared(entry, fx.inputs, fx.params, dtype)
-        for given, rounded in ((fx.inputs, prepared.inputs), (fx.params, prepared.params)):
-            for k, v in rounded.items():
+        prepared = rounded(entry, dtype, inputs=fx.inputs, params=fx.params)
+        for given, values in ((fx.inputs, prepared.inputs), (fx.params, prepared.params)):
+            for k, v in values.items():
                 if not np.array_equal(v, given[k]):
                     raise ValueError(f"{k} is not exactly representable in {dtype}")
         case = Case(fx.algorithm, dict(fx.hyper), variant, prepared.inputs, prepared.params, style="fixture")
@@ -376,7 +376,7 @@ def _replay_case(fx, dtype: str, targets: list[_Target], timeout: float, emit_al
         return
     for t in targets:
         # the tier and any mixed-precision declaration at this dtype: stored bounds assume neither
-        precision = t.impl.precision_for(dtype) if hasattr(t.impl, "precision_for") else "highest"
+        precision = precision_of(t.impl, dtype)
         if precision not in refs:
             try:
                 refs[precision] = _reference(fx, entry, prepared, dtype, precision, variant)

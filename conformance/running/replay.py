@@ -50,7 +50,7 @@ from ftspec.spec import SpecError
 from ..core.refusals import check_refusals_into, expect_refusal, refused_empty_query
 from ..core.case import Case
 from ..core.casefile import read_case
-from ..core.examining import examine_case, judged_case
+from ..core.examining import examine_case, judged_for, rounded
 from ..core.execute import Member
 from .fixture_replay import replay_variant
 from ..core.tolerances import keeping_references
@@ -135,12 +135,11 @@ def replay(path: Path | str, *, impl: str, dtype: Optional[str] = None,
     head += f"  recorded for: {recorded!r} (shown only; the file's implementation is never loaded)"
     member = Member(label, implementation, device)
     try:  # the case alone first: a case the spec refuses by definition replays as a refusal check
-        judged_case(case, dtype, implementation.precision_for(dtype), batch=False)
+        judged_for(implementation, case, dtype, batch=False)
     except SpecError as exc:
         if not refused_empty_query(entry, case, exc):
             raise
-        return _refusal_verdict(member, case, Prepared(entry, case.inputs, case.params, dtype), exc, dtype, timeout,
-                                head)
+        return _refusal_verdict(member, case, rounded(case, dtype), exc, dtype, timeout, head)
     outcome = examine_case(member, case, dtype, timeout=timeout)  # its reference kept: evaluated once
     check_refusals_into(outcome, member, case, dtype, timeout=timeout)  # a refusal failure replays as one
     if outcome.judgement.ok:

@@ -259,9 +259,6 @@ class Runner:
         with no_local_constants():  # the same seed draws the same cases in any process (local_constants.py)
             _Search(self, entry, dtype, group, cells, result).run()
 
-    def _prepare(self, entry: Entry, case: Case, inputs: dict, dtype: str) -> Prepared:
-        return Prepared(entry, inputs, case.params, dtype)
-
     # -- failures ------------------------------------------------------------------
     def record_failure(self, cell: Cell, m: Member, finding: Finding, case: Case, dtype: str, *,
                        shrunk: bool, others: Sequence[tuple[float, Case]] = (),

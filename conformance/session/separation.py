@@ -68,8 +68,9 @@ from ftspec.spec.variants import ROUNDING_ONLY, SAME_MATHEMATICS, VariantSet
 
 from ..core.calling import Prepared
 from ..core.case import Case
+from ..core.examining import judged_for
 from ..core.strategies import available_styles
-from ..core.tolerances import Reference, ToleranceModelError, reference
+from ..core.tolerances import Reference, ToleranceModelError
 from ..core.values import EPSILONS
 from ..forensics.diagnosis.site import _failing_elements
 from ..forensics.identify import IdentifyError, call_variant, case_hyper, groups, options, project
@@ -166,13 +167,11 @@ def _cases(impl: Implementation, entry: Entry, declared: VariantSet, dtype: str,
             break
         try:
             case = Case.build(entry, dict(hyper), declared, seed=seed, style=style, dtype=dtype)
-            prepared = Prepared(entry, case.inputs, case.params, dtype)
-            ref = reference(entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=declared,
-                            dtype=dtype, precision=impl.precision_for(dtype))
+            judged = judged_for(impl, case, dtype, batch=False)
         except (SpecError, ToleranceModelError, ValueError):
             continue
-        if ref.in_range and ref.sampled is None:
-            out.append((case, prepared, ref))
+        if judged.reference.in_range and judged.reference.sampled is None:
+            out.append((case, judged.prepared, judged.reference))
     return out
 
 
@@ -279,13 +278,11 @@ def from_cases(impl: Implementation, algorithm: str, dtype: str, cases: Sequence
             cut = True
             break
         try:
-            prepared = Prepared(entry, case.inputs, case.params, dtype)
-            ref = reference(entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=case.variant,
-                            dtype=dtype, precision=impl.precision_for(dtype))
+            judged = judged_for(impl, case, dtype, batch=False)
         except (SpecError, ToleranceModelError, ValueError):
             continue
-        if ref.in_range and ref.sampled is None:
-            sample.append((case, prepared, ref))
+        if judged.reference.in_range and judged.reference.sampled is None:
+            sample.append((case, judged.prepared, judged.reference))
     record = _measure(entry, declared, sample, record, deadline, alternatives)
     record["complete"] = record["complete"] and not cut
     return record

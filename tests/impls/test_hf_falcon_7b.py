@@ -14,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ftspec.conformance.core.calling import Prepared, call
+from ftspec.conformance.core.calling import call
 from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.examining import rounded
 from ftspec.conformance.core.judge import judge
 from ftspec.conformance.core.tolerances import reference
 from ftspec.impls.discovery import load
@@ -68,7 +69,7 @@ def test_the_librarys_falcon_7b_has_one_kv_head(algorithm):
     impl = load("transformers-falcon-7b")
     wrong = FALCON7B.replace(kv_group=2)
     case = _case(algorithm, wrong)
-    p = Prepared(case.entry, case.inputs, case.params, "float32")
+    p = rounded(case, "float32")
     assert any("kv_heads.1." in k for k in p.params)
     one = {k: v for k, v in p.params.items() if "kv_heads.1." not in k}
     got = call(impl, case.entry, p.inputs, one, hyper=case.hyper, variant=FALCON7B, dtype="float32", device="cpu")
@@ -81,7 +82,7 @@ def test_the_librarys_falcon_7b_has_one_kv_head(algorithm):
 def test_the_librarys_falcon_7b_layer_is_parallel_from_one_norm():
     impl = load("transformers-falcon-7b")
     case = _case("gpt2_layer", FALCON7B)
-    p = Prepared(case.entry, case.inputs, case.params, "float32")
+    p = rounded(case, "float32")
     got = call(impl, case.entry, p.inputs, p.params, hyper=case.hyper, variant=FALCON7B, dtype="float32",
                device="cpu")
     sequential = FALCON7B.replace(residual="sequential")

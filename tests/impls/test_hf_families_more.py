@@ -31,8 +31,8 @@ import pytest
 pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from ftspec.conformance.core.calling import Prepared  # noqa: E402
 from ftspec.conformance.core.case import Case  # noqa: E402
+from ftspec.conformance.core.examining import precision_of, rounded  # noqa: E402
 from ftspec.conformance.core.execute import Member, call_member  # noqa: E402
 from ftspec.conformance.forensics.diagnosis import diagnose  # noqa: E402
 from ftspec.impls.discovery import load  # noqa: E402
@@ -104,7 +104,7 @@ def _outputs(name: str, case: Case) -> dict[str, np.ndarray]:
     """Plugin ``name``'s outputs on ``case`` at float32, called as the harness calls it (the
     declared set, ``case.variant``, in the call's context)."""
     impl = load(name)
-    prepared = Prepared(case.entry, case.inputs, case.params, "float32")
+    prepared = rounded(case, "float32")
     outputs, _ = call_member(Member(impl.name, impl, "cpu"), case.entry, prepared.inputs, prepared.params, case,
                              "float32", 60.0, False)
     return outputs
@@ -150,5 +150,5 @@ def test_a_wrong_declaration_is_caught(label: str) -> None:
         case.inputs["pad"] = np.ones(hyper["ell"], dtype=bool)
     assert findings_of(name, case, liar)
     diagnosis = diagnose(case.entry, case, _outputs(name, case), "float32", liar,
-                         precision=impl.precision_for("float32"))
+                         precision=precision_of(impl, "float32"))
     assert {switch: truth} in [m["changes"] for m in diagnosis.to_dict()["matches"]], diagnosis.to_dict()["matches"]

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from ftspec.conformance.core.calling import Prepared, call
+from ftspec.conformance.core.calling import call
 from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.examining import rounded
 from ftspec.conformance.core.judge import judge
 from ftspec.conformance.core.tolerances import reference
 
@@ -35,7 +36,7 @@ def test_the_librarys_gemma2_is_the_sandwich_and_not_pre_ln(algorithm):
     hyper = dict(HYPER) if algorithm == "gpt2_layer" else {**HYPER, "N_V": 7, "L": 2, "ell_max": 5}
     case = Case.build(algorithm, hyper, declared, seed=1)
     assert findings_of(impl.name, case, declared) == []
-    p = Prepared(case.entry, case.inputs, case.params, "float32")
+    p = rounded(case, "float32")
     got = call(impl, case.entry, p.inputs, p.params, hyper=case.hyper, variant=declared, dtype="float32",
                device="cpu")
     pre = declared.replace(norm_placement="pre")

@@ -15,8 +15,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ftspec.conformance.core.calling import Prepared, call
+from ftspec.conformance.core.calling import call
 from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.examining import rounded
 from ftspec.conformance.core.judge import judge
 from ftspec.conformance.core.tolerances import reference
 from ftspec.spec.variants import preset
@@ -55,7 +56,7 @@ def test_the_librarys_gemma2_divides_by_the_root_of_d_e_over_h(algorithm):
     assert declared in impl.variants_for(algorithm)
     assert impl.limits[algorithm].admits(case.hyper)
     assert findings_of(impl.name, case, declared) == []
-    p = Prepared(case.entry, case.inputs, case.params, "float32")
+    p = rounded(case, "float32")
     got = call(impl, case.entry, p.inputs, p.params, hyper=case.hyper, variant=declared, dtype="float32",
                device="cpu")
     for wrong in ("sqrt_d_attn", "sqrt_d_model"):

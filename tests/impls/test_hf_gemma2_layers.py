@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ftspec.conformance.core.calling import Prepared, call
+from ftspec.conformance.core.calling import call
 from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.examining import rounded
 from ftspec.conformance.core.judge import judge
 from ftspec.conformance.core.tolerances import reference
 
@@ -39,7 +40,7 @@ def test_the_librarys_gemma2_alternates_sliding_and_full_layers(algorithm):
     given = {"x": TOKENS} | ({"n_prefill": np.array(1)} if algorithm == "cached_decoding" else {})
     case = Case.build(algorithm, HYPER, declared, seed=1, given=given)
     assert findings_of(impl.name, case, declared) == []
-    p = Prepared(case.entry, case.inputs, case.params, "float32")
+    p = rounded(case, "float32")
     got = call(impl, case.entry, p.inputs, p.params, hyper=case.hyper, variant=declared, dtype="float32",
                device="cpu")
     for wrong in (declared.replace(global_every=0), declared.replace(window=0)):

@@ -17,8 +17,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ftspec.conformance.core.calling import Prepared, call
+from ftspec.conformance.core.calling import call
 from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.examining import rounded
 from ftspec.conformance.core.judge import judge
 from ftspec.conformance.core.tolerances import reference
 from ftspec.spec.variants import preset
@@ -85,7 +86,7 @@ def test_the_librarys_gemma3_fails_without_one_of_its_conventions(label, algorit
 
     declared = LAYER if algorithm == "gpt2_layer" else MODEL
     case = _case(algorithm, declared)
-    p = Prepared(case.entry, case.inputs, case.params, "float32")
+    p = rounded(case, "float32")
     got = call(impl, case.entry, p.inputs, p.params, hyper=case.hyper, variant=declared, dtype="float32",
                device="cpu")
     keep = {"all": lambda k: True, "no_qk": lambda k: not k.endswith(QK_GAINS),

@@ -50,7 +50,8 @@ def test_mixtral_on_the_hand_worked_case_and_its_tie():
 
     import numpy as np
 
-    from ftspec.conformance.core.calling import Prepared, call
+    from ftspec.conformance.core.calling import call
+    from ftspec.conformance.core.examining import rounded
     from ftspec.spec.registry import REGISTRY
 
     entry, hyper = REGISTRY["moe_mlp"], {"E": 3, "k": 2, "d_e": 1, "d_mlp": 1, "ell": 1}
@@ -59,7 +60,7 @@ def test_mixtral_on_the_hand_worked_case_and_its_tie():
     impl = implementation_mixtral_moe
 
     def run(p):
-        prepared = Prepared(entry, {"X": np.array([[1.0]])}, p, "float32")
+        prepared = rounded(entry, "float32", inputs={"X": np.array([[1.0]])}, params=p)
         return call(impl, entry, prepared.inputs, prepared.params, hyper=hyper, variant=impl.variants[0],
                     dtype="float32", device="cpu")["Y"]
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ftspec.conformance.core.calling import Prepared, call
+from ftspec.conformance.core.calling import call
 from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.examining import rounded
 from ftspec.conformance.core.judge import judge
 from ftspec.conformance.core.tolerances import reference
 from ftspec.spec.variants import preset
@@ -73,7 +74,7 @@ def test_the_librarys_attention_fails_declared_without_its_qk_norm(family, label
 
     impl = load(f"transformers-{family}")
     case = _case(family)
-    p = Prepared(case.entry, case.inputs, case.params, "float32")
+    p = rounded(case, "float32")
     got = call(impl, case.entry, p.inputs, p.params, hyper=case.hyper, variant=SETS[family], dtype="float32",
                device="cpu")
     # the library's own set passes on the same call (so a failure below is the wrong declaration's)

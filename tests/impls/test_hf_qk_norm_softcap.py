@@ -23,6 +23,7 @@ import pytest
 
 from ftspec.conformance.core.calling import Prepared
 from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.examining import rounded
 from ftspec.conformance.core.judge import judge
 from ftspec.conformance.core.tolerances import reference
 from ftspec.spec.variants import PAPER, parse
@@ -55,7 +56,7 @@ def test_gemma2s_eager_attention_is_algorithm_4_under_attn_softcap():
     hyper = {"d_x": 4, "d_z": 4, "d_attn": 4, "d_out": 4, "ell_x": 4, "ell_z": 4}
     causal = np.array([[tz <= tx for tx in range(4)] for tz in range(4)])  # Mask[t_z, t_x]
     case = Case.build("attention", hyper, v, seed=3, given={"Mask": causal})
-    p = Prepared(case.entry, case.inputs, case.params, "float32")
+    p = rounded(case, "float32")
     X, Z = _t(p.inputs["X"]).T[None, None], _t(p.inputs["Z"]).T[None, None]  # (1, 1, ℓ, d): one head
     Q, K, V = X @ _t(p.params["W_q"]).T, Z @ _t(p.params["W_k"]).T, Z @ _t(p.params["W_v"]).T
     module = types.SimpleNamespace(num_key_value_groups=1, training=False, head_dim=4)
@@ -73,7 +74,7 @@ def test_qwen3s_decoder_layer_is_the_gpt2_layer_under_qk_norm():
     H, G, d_e, d_attn, d_mlp, ell = 4, 2, 8, 4, 6, 4
     case = Case.build("gpt2_layer", {"H": H, "d_e": d_e, "d_attn": d_attn, "d_mid": d_attn, "d_mlp": d_mlp,
                                      "ell": ell}, v, seed=3)
-    p = Prepared(case.entry, case.inputs, case.params, "float32")
+    p = rounded(case, "float32")
     w = p.params
     config = Qwen3Config(hidden_size=d_e, intermediate_size=d_mlp, num_attention_heads=H, num_key_value_heads=H // G,
                          head_dim=d_attn, rms_norm_eps=v.epsilon, attention_bias=False,

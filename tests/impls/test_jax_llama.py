@@ -19,20 +19,17 @@ JAX compiles one program per (entry, variant, sizes, dtype, batched): one shape 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
-import numpy as np
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 pytest.importorskip("jax")
 
-from ftspec.conformance.core.calling import Prepared
 from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.examining import judged_for
 from ftspec.conformance.core.execute import Member, examine
 from ftspec.conformance.core.strategies import cases
-from ftspec.conformance.core.tolerances import Reference, reference
 from ftspec.impls.api import Limits
 from ftspec.impls.discovery import load
 from ftspec.spec import SpecError
@@ -56,28 +53,18 @@ def _member() -> Member:
     return Member(label="jax", impl=_IMPL["jax"], device="cpu")
 
 
-def _reference(case: Case, inputs: dict, params: dict, dtype: str, variant: VariantSet) -> Reference:
-    return reference(case.entry, inputs, params, hyper=case.hyper, variant=variant, dtype=dtype)
-
-
 def _judged(case: Case, dtype: str, spec_variant: VariantSet, called: VariantSet) -> Any:
     """The harness's checks of the plugin called under ``called`` against the spec under
-    ``spec_variant``; None when the spec refuses the draw (as the runner skips it)."""
-    prep = Prepared(case.entry, case.inputs, case.params, dtype)
+    ``spec_variant`` (at the plugin's declared precision, the batch against its own references);
+    None when the spec refuses the draw (as the runner skips it)."""
     try:
-        ref = _reference(case, prep.inputs, prep.params, dtype, spec_variant)
+        judged = judged_for(_member(), case, dtype, variant=spec_variant)
     except SpecError:
         return None
-    batch: list[tuple[Mapping[str, np.ndarray], Reference]] = []
-    for extra in case.batch:
-        more = Prepared(case.entry, extra, case.params, dtype)
-        try:
-            batch.append((more.inputs, _reference(case, more.inputs, prep.params, dtype, spec_variant)))
-        except SpecError:
-            continue
     if called != case.variant:
         case = Case(case.algorithm, case.hyper, called, case.inputs, case.params, case.batch, case.style)
-    return examine(_member(), case, prep.inputs, prep.params, ref, dtype=dtype, timeout=300.0, batch=batch)
+    return examine(_member(), case, judged.prepared.inputs, judged.prepared.params, judged.reference, dtype=dtype,
+                   timeout=300.0, batch=judged.batch)
 
 
 #: the entries whose batched call is checked too (a second program each): the new ones with a

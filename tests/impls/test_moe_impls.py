@@ -11,7 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from ftspec.conformance.core.calling import Prepared, call
+from ftspec.conformance.core.calling import call
+from ftspec.conformance.core.examining import rounded
 from ftspec.conformance.running.config import RunConfig
 from ftspec.conformance.running.runner import Runner
 from ftspec.impls.discovery import load
@@ -31,7 +32,7 @@ def _params(W_g=(0.0, LN2, LN3)):
 
 def _call(name, params, hyper=HYPER, variant=PAPER, dtype="float64"):
     entry = REGISTRY["moe_mlp"]
-    p = Prepared(entry, {"X": np.array([[1.0]])}, params, dtype)
+    p = rounded(entry, dtype, inputs={"X": np.array([[1.0]])}, params=params)
     return np.asarray(call(load(name), entry, p.inputs, p.params, hyper=hyper, variant=variant, dtype=dtype,
                            device="cpu")["Y"], dtype=np.float64)
 

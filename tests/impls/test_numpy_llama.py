@@ -43,7 +43,7 @@ from hypothesis import HealthCheck, given, settings
 
 from ftspec.conformance.core.calling import outputs_to_numpy, to_native
 from ftspec.conformance.core.case import Case
-from ftspec.conformance.core.examining import judged_case
+from ftspec.conformance.core.examining import judged_for
 from ftspec.conformance.core.execute import Member, examine
 from ftspec.conformance.core.strategies import cases
 from ftspec.conformance.core.values import default_hyper
@@ -108,7 +108,7 @@ def _judge(impl: Any, case: Case) -> tuple[list[str], bool]:
     plus a finding when an output is off the spec's binary64 value by more than ``RTOL``; ([], False)
     when the spec refuses the case (nothing to judge)."""
     try:
-        judged = judged_case(case, "float64", impl.precision_for("float64"))
+        judged = judged_for(impl, case, "float64")
     except SpecError:
         return [], False
     ref = judged.reference

@@ -161,9 +161,8 @@ def test_rms_norm_default_epsilon_is_the_declared_one(impl) -> None:
 # In-process, a few small cases each: certifying the four layer plugins through the CLI takes
 # 40-50 s each at --profile quick (docs/libraries.md), too long for this file's budget.
 
-from ftspec.conformance.core.calling import Prepared  # noqa: E402
 from ftspec.conformance.core.case import Case  # noqa: E402
-from ftspec.conformance.core.examining import examine_case  # noqa: E402
+from ftspec.conformance.core.examining import examine_case, rounded  # noqa: E402
 from ftspec.conformance.core.execute import Member  # noqa: E402
 from ftspec.conformance.core.tolerances import reference  # noqa: E402
 from ftspec.spec.registry import REGISTRY  # noqa: E402
@@ -299,7 +298,7 @@ def _call_layer(impl, algorithm: str, dtype: str, batched: bool, H: int = 2, giv
     names = {t.name for t in entry.inputs}
     given = {k: v for k, v in (SOME_PADDING if given is None else given).items() if k in names}
     case = Case.build(algorithm, hyper, variant, seed=2, given=given)
-    p = Prepared(case.entry, case.inputs, case.params, dtype)
+    p = rounded(case, dtype)
     inputs = {k: impl.from_numpy(np.stack([v, v]) if batched else v, "bool" if v.dtype == bool else dtype, "cpu")
               for k, v in p.inputs.items()}
     params = {k: impl.from_numpy(v, dtype, "cpu") for k, v in p.params.items()}
@@ -481,7 +480,7 @@ def _spec_refuses(algorithm: str, variant, given: dict) -> bool:
     """Whether the spec refuses the empty-query case under ``variant`` (the harness then counts
     it rejected and examines no implementation on it)."""
     case = Case.build(algorithm, None, variant, seed=11, given=given)
-    p = Prepared(case.entry, case.inputs, case.params, "float64")
+    p = rounded(case, "float64")
     try:
         reference(case.entry, p.inputs, p.params, hyper=case.hyper, variant=variant, dtype="float64")
     except SpecError as exc:

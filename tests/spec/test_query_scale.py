@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 from hypothesis import find
 
-from ftspec.conformance.core.calling import Prepared
 from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.examining import rounded
 from ftspec.conformance.core.judge import judge
 from ftspec.conformance.core.strategies import variant_sets
 from ftspec.conformance.core.tolerances import reference
@@ -75,7 +75,7 @@ def test_gemma2s_attention_is_algorithm_5_under_the_per_head_scale():
     H, d_e, d_attn, ell = 2, 8, 3, 4
     hyper = {"H": H, "d_e": d_e, "d_attn": d_attn, "d_mid": d_attn, "ell": ell}
     case = Case.build("self_attention", hyper, PER_HEAD, seed=3)  # Algorithm 5 with Z = X, Mask ≡ 1
-    p = Prepared(case.entry, case.inputs, case.params, "float32")
+    p = rounded(case, "float32")
     config = Gemma2Config(hidden_size=d_e, num_attention_heads=H, num_key_value_heads=H, head_dim=d_attn,
                           query_pre_attn_scalar=d_e // H, attention_bias=False, attn_logit_softcapping=None,
                           attn_implementation="eager")

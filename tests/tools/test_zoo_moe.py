@@ -17,8 +17,9 @@ import dataclasses
 
 import pytest
 
-from ftspec.conformance.core.calling import Prepared, call
+from ftspec.conformance.core.calling import call
 from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.examining import rounded
 from ftspec.conformance.core.judge import judge
 from ftspec.conformance.core.tolerances import reference
 from ftspec.conformance.forensics.diagnosis import diagnose
@@ -53,7 +54,7 @@ def test_the_other_weight_convention_is_caught_and_named(declared, computed):
     float32, and the diagnosis names the switch at the value computed."""
     variant = PAPER.replace(moe_topk_norm=declared)
     case = Case.build("moe_mlp", {"E": 4, "k": 2, "d_e": 4, "d_mlp": 6, "ell": 3}, variant, seed=2)
-    p = Prepared(case.entry, case.inputs, case.params, "float32")
+    p = rounded(case, "float32")
     wrong = call(load("numpy"), case.entry, p.inputs, p.params, hyper=case.hyper,
                  variant=variant.replace(moe_topk_norm=computed), dtype="float32", device="cpu")
     ref = reference(case.entry, p.inputs, p.params, hyper=case.hyper, variant=variant, dtype="float32")

@@ -15,8 +15,9 @@ import dataclasses
 
 import pytest
 
-from ftspec.conformance.core.calling import Prepared, call
+from ftspec.conformance.core.calling import call
 from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.examining import rounded
 from ftspec.conformance.core.judge import judge
 from ftspec.conformance.core.tolerances import reference
 from ftspec.conformance.forensics.diagnosis import diagnose
@@ -48,7 +49,7 @@ def test_output_norms_left_out_are_caught_and_named_at_float32():
     caught at float32, and the diagnosis names norm_placement = pre with those parameters dropped."""
     hyper = {"H": 2, "d_e": 4, "d_attn": 2, "d_mid": 2, "d_mlp": 6, "ell": 4}
     case = Case.build("gpt2_layer", hyper, SANDWICH, seed=2)
-    p = Prepared(case.entry, case.inputs, case.params, "float32")
+    p = rounded(case, "float32")
     params = {k: v for k, v in p.params.items() if not k.endswith("_out")}
     wrong = call(load("numpy"), case.entry, p.inputs, params, hyper=case.hyper,
                  variant=SANDWICH.replace(norm_placement="pre"), dtype="float32", device="cpu")

@@ -104,15 +104,16 @@ BLOCK_ENTRIES = ("layer_norm", "attention", "mh_attention", "gpt2_layer", "d_tra
 
 def _call_seconds(impl: Any, name: str, dtype: str, repeat: int = 20) -> float:
     """The best time of one plain call of ``impl``'s ``name`` on the entry's default case, no harness."""
-    from ftspec.conformance.core.calling import Prepared, native_dtype
+    from ftspec.conformance.core.calling import native_dtype
     from ftspec.conformance.core.case import Case
+    from ftspec.conformance.core.examining import rounded
     from ftspec.impls.api import Context
     from ftspec.spec.entry import Kind
     from ftspec.spec.registry import entry
 
     e = entry(name)
     case = Case.build(name, dtype=dtype)
-    p = Prepared(e, case.inputs, case.params, dtype)
+    p = rounded(case, dtype)
     device = list(impl.devices())[0]
     ctx = Context(name, dtype, device, case.hyper, case.variant)
     kinds = {s.name: s.kind for s in e.inputs}
@@ -322,7 +323,7 @@ def growth(entries: Optional[dict[str, dict[str, int]]] = None, *, repeat: int =
            dtype: str = "float32") -> list[dict[str, Any]]:
     """Seconds of the spec (binary64) and of the full reference at 1× and at 2× ℓ, d_e and (where the
     entry has it) L, best of ``repeat``; beside each ratio the ratio of ``expected_cost``."""
-    from ftspec.conformance.core.calling import Prepared
+    from ftspec.conformance.core.examining import rounded
     from ftspec.conformance.core.tolerances import reference
     from ftspec.spec import evaluate
     from ftspec.spec.registry import entry as registry_entry
@@ -335,7 +336,7 @@ def growth(entries: Optional[dict[str, dict[str, int]]] = None, *, repeat: int =
         doublings = [w for w in DOUBLINGS if any(k in base for k in DOUBLINGS[w])]
         for label, hyper in [("1x", base)] + [(f"2x_{w}", _doubled(base, w)) for w in doublings]:
             case = fixed_case(name, hyper=hyper)
-            p = Prepared(e, case.inputs, case.params, dtype)
+            p = rounded(case, dtype)
             spec_in = {k: v.tolist() for k, v in p.inputs.items()}
             spec_par = {k: v.tolist() for k, v in p.params.items()}
             row[f"spec_{label}"] = _time(lambda: evaluate(name, spec_in, spec_par, hyper=case.hyper,

@@ -7,10 +7,9 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from ...core.calling import Prepared
 from ...core.case import Case
+from ...core.examining import judged_for, precision_of, rounded
 from ...core.judge import judge
-from ...core.tolerances import reference
 from ...core.values import default_hyper
 from .confirmation import FAILING_KEPT, Call
 from .result import Diagnosis
@@ -49,16 +48,16 @@ def diagnose_failure(member: Any, case: Optional[Case], check: str, dtype: str, 
     entry = case.entry
 
     def call(c: Case) -> Optional[Mapping[str, np.ndarray]]:
-        p = Prepared(entry, c.inputs, c.params, dtype)
+        p = rounded(c, dtype)
         try:
             return call_member(member, entry, p.inputs, p.params, c, dtype, timeout, False)[0]
         except Exception:  # noqa: BLE001 - it raised: the refusal reading of the case
             return None
 
     try:
-        prepared = Prepared(entry, case.inputs, case.params, dtype)
+        prepared = rounded(case, dtype)
         outputs, _ = call_member(member, entry, prepared.inputs, prepared.params, case, dtype, timeout, False)
-        d = diagnose(entry, case, outputs, dtype, case.variant, precision=member.impl.precision_for(dtype),
+        d = diagnose(entry, case, outputs, dtype, case.variant, precision=precision_of(member, dtype),
                      seconds=seconds, failing=[(c, call(c)) for c in list(failing)[:FAILING_KEPT]], call=call,
                      admits=lambda hyper: bool(member.impl.admits(entry.name, hyper)))
     except Exception:  # noqa: BLE001 - see above
@@ -119,9 +118,7 @@ def _failing_default(member: Any, case: Case, dtype: str, call: Call) -> Optiona
         outputs = call(big)
         if outputs is None:
             return None
-        p = Prepared(entry, big.inputs, big.params, dtype)
-        ref = reference(entry, p.inputs, p.params, hyper=big.hyper, variant=big.variant, dtype=dtype,
-                        precision=member.impl.precision_for(dtype))
+        ref = judged_for(member, big, dtype, batch=False).reference
         return None if judge(entry, outputs, ref).ok else big
     except Exception:  # noqa: BLE001 - a help: no larger case, the shrunk one is walked
         return None

@@ -13,8 +13,8 @@ import numpy as np
 
 from ftspec.spec import SpecError, evaluate
 
-from ...core.calling import Prepared
 from ...core.case import Case
+from ...core.examining import judged_case, rounded
 from ...core.judge import judge
 from ...core.tolerances import Reference, ToleranceModelError, reference
 from .candidates import _adapt_params, _readings
@@ -30,7 +30,7 @@ class _Site:
 
     def __init__(self, search: "_Search", case: Case, outputs: Optional[Mapping[str, np.ndarray]]) -> None:
         self.search, self.case, self.outputs = search, case, outputs
-        self.prepared = Prepared(search.entry, case.inputs, case.params, search.dtype)
+        self.prepared = rounded(case, search.dtype)
         self.declared_ref: Optional[Reference] = None
         self.declared_ok = False
         self.failing: dict[str, np.ndarray] = {}
@@ -40,9 +40,8 @@ class _Site:
         #: the spec's binary64 values under a set (and reading) here: (variant hash, reading) -> outputs
         self._values: dict[tuple, Optional[dict[str, np.ndarray]]] = {}
         try:
-            self.declared_ref = reference(search.entry, self.prepared.inputs, self.prepared.params,
-                                          hyper=case.hyper, variant=self.declared, dtype=search.dtype,
-                                          precision=search.precision)
+            self.declared_ref = judged_case(case, search.dtype, search.precision, variant=self.declared,
+                                            batch=False).reference
         except (SpecError, ToleranceModelError):
             return
         if outputs is None:

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ...core.calling import Prepared
+from ...core.examining import rounded
 
 
 #: wall seconds for the places of one failing example (its walk, each departing layer located again)
@@ -163,7 +163,7 @@ def places_of(member: Any, case: Any, dtype: str, *, timeout: float,
         return "", ()
     deadline = time.monotonic() + seconds
     try:
-        prepared = Prepared(case.entry, case.inputs, case.params, dtype)
+        prepared = rounded(case, dtype)
         if case.algorithm in _OUTPUT_WEIGHTS:
             first, kinds = _layer_kinds(member, case.algorithm, prepared.inputs, prepared.params, case.hyper,
                                         case.variant, dtype, timeout, deadline)

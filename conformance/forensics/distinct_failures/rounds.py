@@ -14,6 +14,7 @@ from ftspec.spec.registry import Entry
 
 from ...core.calling import Prepared
 from ...core.case import Case
+from ...core.examining import precision_of, rounded
 from ..diagnosis import DIAGNOSED_CHECKS
 from ...core.judge import Finding
 from ...core.timecap import TimeCap, TimeUp
@@ -141,9 +142,9 @@ class _DistinctSearch:
         if state.sig is None:  # drawn, not a shrinking step: counts against the examples
             state.generated += 1
         member, dtype, timeout = self.member, self.dtype, self.runner.timeout
-        prepared = Prepared(self.entry, case.inputs, case.params, dtype)
+        prepared = rounded(case, dtype)
         try:
-            ref = self.runner.reference_for(self.entry, prepared, case, dtype, member.impl.precision_for(dtype))
+            ref = self.runner.reference_for(self.entry, prepared, case, dtype, precision_of(member, dtype))
         except SpecError as exc:
             if not self.refused(self.entry, case, exc):
                 reject()

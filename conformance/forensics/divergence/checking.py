@@ -157,11 +157,11 @@ class _Checker:
         ``variant``: another variant set than the case's (an ablation that drops parameters);
         ``values``: judge values even when locating an exception (a component asked why a layer raises)."""
         variant = variant or self.variant
-        from ...core.calling import Prepared
         from ...core.case import Case
+        from ...core.examining import judged_for
         from ...core.execute import call_member
         from ...core.judge import judge
-        from ...core.tolerances import ToleranceModelError, reference
+        from ...core.tolerances import ToleranceModelError
 
         rec: dict[str, Any] = {"where": where, "entry": name, "config": config, "ok": None, "ratio": None, "note": ""}
         self.record.append(rec)
@@ -186,13 +186,12 @@ class _Checker:
         if not self.budget.left():
             rec["note"] = "no time left"
             return None
-        prepared = Prepared(entry, inputs, params, self.dtype)
         try:
-            ref = reference(entry, prepared.inputs, prepared.params, hyper=dict(hyper), variant=variant,
-                            dtype=self.dtype, precision=impl.precision_for(self.dtype))
+            judged = judged_for(impl, Case(name, dict(hyper), variant, dict(inputs), params), self.dtype, batch=False)
         except (SpecError, ToleranceModelError) as exc:
             rec["note"] = f"the spec refuses the case: {exc}"
             return None
+        prepared, ref = judged.prepared, judged.reference
         if not ref.in_range:
             rec["note"] = "the spec's values leave the dtype's range"
             return None

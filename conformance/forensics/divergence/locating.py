@@ -119,10 +119,10 @@ def locate_failure(member: Any, case: Any, dtype: str, *, timeout: float,
     model, layer, loss, gradient or step, or when anything goes wrong."""
     if case is None or (case.algorithm not in MODEL_OF and case.algorithm not in _LAYERS):
         return None
-    from ...core.calling import Prepared
+    from ...core.examining import rounded
 
     try:
-        prepared = Prepared(case.entry, case.inputs, case.params, dtype)
+        prepared = rounded(case, dtype)
         return locate(member, case.algorithm, prepared.inputs, prepared.params, case.hyper, case.variant, dtype,
                       timeout=timeout, seconds=seconds, structural=structural)
     except Exception:  # noqa: BLE001 - a help; never the reason a failure goes unreported

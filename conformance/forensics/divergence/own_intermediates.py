@@ -39,16 +39,16 @@ def _intermediates(member: Any, algorithm: str, inputs: Mapping[str, np.ndarray]
         return ""
     from ftspec.impls.api import Context
 
-    from ...core.calling import Prepared
+    from ...core.examining import precision_of, rounded
 
     x = model_inputs(algorithm, inputs)
     entry = REGISTRY[model_entry]
-    prepared = Prepared(entry, x, params, dtype)
+    prepared = rounded(entry, dtype, inputs=x, params=params)
     h = {k: hyper[k] for k in entry.hyper}
     outputs = {s.name for s in entry.outputs}  # P: the model's output is judged as the model's, not here
     try:
         spec = intermediate_references(entry, prepared.inputs, prepared.params, hyper=h, variant=variant,
-                                       dtype=dtype, precision=member.impl.precision_for(dtype))
+                                       dtype=dtype, precision=precision_of(member, dtype))
         ctx = Context(model_entry, dtype, member.device, h, variant)
         native_in = {k: member.impl.from_numpy(np.asarray(v, dtype=np.int64), "int64", member.device)
                      for k, v in prepared.inputs.items()}

@@ -8,8 +8,8 @@ from typing import Any, Mapping, Optional, Sequence
 from ftspec.spec.registry import Entry
 from ftspec.spec.variants import PAPER, VariantSet
 
-from ...core.calling import Prepared
 from ...core.case import Case
+from ...core.examining import precision_of, rounded
 from ..diagnosis import structure
 from ...core.values import EPSILON_CANDIDATES, default_hyper
 from .cases import (HEAD_SWITCHES, SEPARATING_KV_HEADS, SEPARATING_LENGTH, SEPARATING_WIDTH, _accepted, designed_cases,
@@ -29,7 +29,7 @@ def observe(member: Any, entry: Entry, cases: Sequence[tuple[str, Case]], dtype:
 
     out = []
     for label, case in cases:
-        prepared = Prepared(entry, case.inputs, case.params, dtype)
+        prepared = rounded(case, dtype)
         outputs, error = None, ""
         try:
             outputs, _ = call_member(member, entry, prepared.inputs, prepared.params, case, dtype, timeout, False)
@@ -38,7 +38,7 @@ def observe(member: Any, entry: Entry, cases: Sequence[tuple[str, Case]], dtype:
         except Exception as exc:  # noqa: BLE001 - a refusal is an observation
             error = describe_exception(exc)
         out.append(Observation(label, entry, dict(case.hyper), prepared.inputs, prepared.params, outputs, dtype,
-                               member.impl.precision_for(dtype), error, structure(entry, case, limit=4)))
+                               precision_of(member, dtype), error, structure(entry, case, limit=4)))
     return out
 
 

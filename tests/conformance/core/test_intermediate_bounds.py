@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ftspec.conformance.core.calling import Prepared
 from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.examining import rounded
 from ftspec.conformance.core.intermediates import intermediate_references
 from ftspec.conformance.core.tolerances import reference
 from ftspec.spec.evaluation import intermediates
@@ -27,7 +27,7 @@ ENTRIES = ["d_transformer", "e_transformer", "ed_transformer", "gpt2_layer", "de
 @pytest.mark.parametrize("name", ENTRIES)
 def test_the_outputs_get_exactly_the_reference_bounds(name, dtype):
     c = Case.build(name, None, PAPER)
-    p = Prepared(c.entry, c.inputs, c.params, dtype)
+    p = rounded(c, dtype)
     ref = reference(c.entry, p.inputs, p.params, hyper=c.hyper, variant=PAPER, dtype=dtype)
     got = intermediate_references(c.entry, p.inputs, p.params, hyper=c.hyper, variant=PAPER, dtype=dtype)
     spec = intermediates(name, p.spec_inputs(), p.spec_params(), hyper=c.hyper)
@@ -41,7 +41,7 @@ def test_the_outputs_get_exactly_the_reference_bounds(name, dtype):
 
 def test_copied_values_are_exact_and_masked_scores_have_no_bound():
     c = Case.build("d_transformer", None, PAPER)
-    p = Prepared(c.entry, c.inputs, c.params, "float32")
+    p = rounded(c, "float32")
     got = intermediate_references(c.entry, p.inputs, p.params, hyper=c.hyper, variant=PAPER, dtype="float32")
     assert np.all(got["embedding.tokens"].bound == 0) and np.all(got["embedding.positions"].bound == 0)
     S = got["layers.0.attn.heads.0.S"]
@@ -55,7 +55,7 @@ def test_a_narrower_dtype_has_wider_bounds():
     c = Case.build("gpt2_layer", None, PAPER)
     wide = {}
     for dtype in ("float64", "float16"):
-        p = Prepared(c.entry, c.inputs, c.params, "float16")  # the same inputs for both
+        p = rounded(c, "float16")  # the same inputs for both
         wide[dtype] = intermediate_references(c.entry, p.inputs, p.params, hyper=c.hyper, variant=PAPER,
                                               dtype=dtype)
     for name in ("attn.heads.0.A", "norm2.mu", "mlp.hidden", "res2"):

@@ -15,9 +15,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from ftspec.conformance.core.calling import Prepared
 from ftspec.conformance.core.case import Case
 from ftspec.conformance.core.dtypes import FORMATS, round_to
+from ftspec.conformance.core.examining import rounded
 from ftspec.conformance.core.tolerances import reference
 from ftspec.conformance.core.values import build, default_hyper, subnormal_range
 from ftspec.conformance.running.config import RunConfig
@@ -62,7 +62,7 @@ def _ratio(name: str, declared, wrong: dict, dtype: str, style: str, seed: int) 
     """max |spec under the wrong set − reference| / bound on one built case (> 1: told apart)."""
     e = REGISTRY[name]
     case = Case.build(e, default_hyper(e, declared), declared, seed=seed, style=style, dtype=dtype)
-    prepared = Prepared(e, case.inputs, case.params, dtype)
+    prepared = rounded(case, dtype)
     ref = reference(e, prepared.inputs, prepared.params, hyper=case.hyper, variant=declared, dtype=dtype,
                     precision="highest")
     got = separation._evaluate(e, prepared, case.hyper, declared.replace(**wrong))
@@ -133,7 +133,7 @@ def test_a_listing_from_the_examples_run_lists_only_what_none_of_them_separates(
 
     def run(style: str, seed: int):
         case = Case.build(e, default_hyper(e, llama), llama, seed=seed, style=style, dtype="bfloat16")
-        prepared = Prepared(e, case.inputs, case.params, "bfloat16")
+        prepared = rounded(case, "bfloat16")
         return case, prepared, reference(e, prepared.inputs, prepared.params, hyper=case.hyper, variant=llama,
                                          dtype="bfloat16", precision="highest")
 

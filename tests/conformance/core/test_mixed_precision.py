@@ -18,8 +18,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ftspec.conformance.core.calling import Prepared  # noqa: E402
 from ftspec.conformance.core.case import Case  # noqa: E402
+from ftspec.conformance.core.examining import rounded  # noqa: E402
 from ftspec.conformance.core.tolerances import reference  # noqa: E402
 from ftspec.conformance.session import Settings, run  # noqa: E402
 from ftspec.impls.api import parse_precision  # noqa: E402
@@ -84,7 +84,7 @@ def _bounds(key: str, seed: int) -> np.ndarray:
     hyper = {"d_x": 16, "d_z": 16, "d_attn": 16, "d_out": 16, "ell_x": 8, "ell_z": 8}
     case = Case.build(entry, {k: hyper.get(k, v) for k, v in Case.build(entry).hyper.items()}, PAPER, seed=seed,
                       dtype="bfloat16")
-    prepared = Prepared(entry, case.inputs, case.params, "bfloat16")
+    prepared = rounded(case, "bfloat16")
     ref = reference(entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=PAPER, dtype="bfloat16",
                     precision=key)
     return ref.bound["V_tilde"]

@@ -17,8 +17,8 @@ import json
 import numpy as np
 import pytest
 
-from ftspec.conformance.core.calling import Prepared
 from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.examining import rounded
 from ftspec.conformance.core.execute import Member
 from ftspec.conformance.core.refusals import REFUSED, RETURNED, check_refusals, expect_refusal
 from ftspec.conformance.running.config import RunConfig
@@ -114,7 +114,7 @@ def test_a_drawn_query_with_no_key(mode, status):
     case = Case.build("attention", None, PAPER, seed=0)
     case.inputs["Mask"] = case.inputs["Mask"].copy()
     case.inputs["Mask"][:, 0] = False
-    prepared = Prepared(case.entry, case.inputs, case.params, "float64")
+    prepared = rounded(case, "float64")
     with pytest.raises(SpecError) as refused:
         evaluate("attention", prepared.spec_inputs(), prepared.spec_params(), hyper=case.hyper, variant=PAPER)
     check = expect_refusal(Member("p", plugin, "cpu"), case, prepared, refused.value, "float64", timeout=20)

@@ -117,12 +117,12 @@ def test_the_reference_forensics_take_after_a_search_has_all_its_lanes(tmp_path)
     ``reference_for`` (first divergence, the distinct failures) gives the 32-lane bound."""
     r = Runner([("numpy", NUMPY)], RunConfig(seed=0, case_dir=tmp_path / "cases", examples=16, block=8))
     r.run(["layer_norm"], ["float32"])
-    from ftspec.conformance.core.calling import Prepared
     from ftspec.conformance.core.case import Case
+    from ftspec.conformance.core.examining import rounded
 
     e = entry("layer_norm")
     case = Case.build("layer_norm", seed=5, dtype="float32")
-    prepared = Prepared(e, case.inputs, case.params, "float32")
+    prepared = rounded(case, "float32")
     (screened,) = r.references_for(e, [prepared], case, "float32", "highest")  # the screen first, then the full
     got = r.reference_for(e, prepared, case, "float32", "highest")
     want = reference(e, prepared.inputs, prepared.params, hyper=case.hyper, variant=case.variant, dtype="float32")

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from ftspec.conformance.core.calling import Prepared, call
+from ftspec.conformance.core.calling import call
 from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.examining import rounded
 from ftspec.conformance.forensics.diagnosis import diagnose, structure
 from ftspec.conformance.session.report import cell_dict
 from ftspec.impls.discovery import load
@@ -102,7 +103,7 @@ def test_empty_query_convention_is_named():
     m = mutant("empty-query-nan")
     case = witness_case(m)
     entry = case.entry
-    prepared = Prepared(entry, case.inputs, case.params, "float64")
+    prepared = rounded(case, "float64")
     out = call(build(m), entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=case.variant,
                dtype="float64", device="cpu")
     d = diagnose(entry, case, out, "float64")
@@ -128,7 +129,7 @@ def test_no_fit_is_said_and_the_budget_gives_up():
     evaluations stops the search and the text says it gave up."""
     case = Case.build("layer_norm", {"d_e": 3, "ell": 2})
     entry = case.entry
-    prepared = Prepared(entry, case.inputs, case.params, "float64")
+    prepared = rounded(case, "float64")
     out = call(load("numpy"), entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=PAPER,
                dtype="float64", device="cpu")
     doubled = {k: 2.0 * v for k, v in out.items()}
@@ -169,7 +170,7 @@ def test_output_that_agrees_with_the_declared_set_is_not_explained_away():
     """A repeat call that passes (a nondeterministic failure): no convention is named for it."""
     case = Case.build("layer_norm", {"d_e": 3, "ell": 2})
     entry = case.entry
-    prepared = Prepared(entry, case.inputs, case.params, "float64")
+    prepared = rounded(case, "float64")
     out = call(load("numpy"), entry, prepared.inputs, prepared.params, hyper=case.hyper, variant=PAPER,
                dtype="float64", device="cpu")
     d = diagnose(entry, case, out, "float64")

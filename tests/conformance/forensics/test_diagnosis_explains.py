@@ -21,9 +21,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ftspec.conformance.core.calling import Prepared, call
+from ftspec.conformance.core.calling import call
 from ftspec.conformance.core.case import Case
 from ftspec.conformance.core.casefile import read_case
+from ftspec.conformance.core.examining import rounded
 from ftspec.conformance.forensics.diagnosis import diagnose
 from ftspec.impls.discovery import load
 
@@ -32,7 +33,7 @@ NUMPY = load("numpy")
 
 def _outputs(case: Case, dtype: str, params=None) -> dict:
     e = case.entry
-    p = Prepared(e, case.inputs, case.params, dtype)
+    p = rounded(case, dtype)
     return call(NUMPY, e, p.inputs, p.params if params is None else params, hyper=case.hyper, variant=case.variant,
                 dtype=dtype, device="cpu")
 
@@ -70,7 +71,7 @@ def test_a_set_with_a_vacuous_bound_is_no_match():
 
 def _head_dropped(case: Case, dtype: str = "float64") -> dict:
     """mh_attention whose last head contributes nothing (its W_v and b_v read as zeros)."""
-    p = Prepared(case.entry, case.inputs, case.params, dtype)
+    p = rounded(case, dtype)
     last = f"heads.{case.hyper['H'] - 1}."
     params = {k: (np.zeros_like(v) if k.startswith(last) and k.split(".")[-1] in ("W_v", "b_v") else v)
               for k, v in p.params.items()}

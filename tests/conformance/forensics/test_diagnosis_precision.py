@@ -15,9 +15,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ftspec.conformance.core.calling import Prepared, call
+from ftspec.conformance.core.calling import call
 from ftspec.conformance.core.case import Case
 from ftspec.conformance.core.dtypes import round_to
+from ftspec.conformance.core.examining import rounded
 from ftspec.conformance.forensics.diagnosis import diagnose
 from ftspec.impls.discovery import load
 from ftspec.impls.numpy import layers as numpy_layers
@@ -56,7 +57,7 @@ def _norm_inside(dtype: str):
 
 
 def _outputs(case: Case, dtype: str) -> dict:
-    p = Prepared(case.entry, case.inputs, case.params, dtype)
+    p = rounded(case, dtype)
     return call(NUMPY, case.entry, p.inputs, p.params, hyper=case.hyper, variant=case.variant, dtype=dtype,
                 device="cpu")
 
@@ -87,7 +88,7 @@ def test_a_layer_computed_in_float32_and_returned_as_float32_is_named():
     inputs), its float32 outputs returned as they are (Meta's model returns float32 logits whatever
     the input's dtype): named at float32, whatever the output's own dtype."""
     case = Case.build("gpt2_layer", HYPER, LLAMA, seed=2)
-    p = Prepared(case.entry, case.inputs, case.params, "float64")
+    p = rounded(case, "float64")
     low = call(NUMPY, case.entry, {k: (v.astype(np.float32) if np.asarray(v).dtype.kind == "f" else v)
                                    for k, v in p.inputs.items()},
                {k: v.astype(np.float32) for k, v in p.params.items()}, hyper=case.hyper, variant=LLAMA,
@@ -130,7 +131,7 @@ def test_a_departure_beyond_the_narrower_rounding_is_not_named(monkeypatch):
 def _caller(impl, dtype: str):
     """The implementation on another case (the diagnosis's fresh cases), as a failure's hook calls it."""
     def run(c: Case) -> dict:
-        p = Prepared(c.entry, c.inputs, c.params, dtype)
+        p = rounded(c, dtype)
         return call(impl, c.entry, p.inputs, p.params, hyper=c.hyper, variant=c.variant, dtype=dtype, device="cpu")
     return run
 

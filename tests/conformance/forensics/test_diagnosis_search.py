@@ -17,8 +17,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ftspec.conformance.core.calling import Prepared, call
+from ftspec.conformance.core.calling import call
 from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.examining import rounded
 from ftspec.conformance.forensics.diagnosis import diagnose
 from ftspec.impls.discovery import load
 from ftspec.spec import evaluate
@@ -33,7 +34,7 @@ def _run(case: Case, dtype: str, computes: VariantSet):
     """The NumPy plugin computing under ``computes`` on ``case`` (declared otherwise), and a caller for
     fresh cases."""
     def outputs(c: Case) -> dict:
-        p = Prepared(c.entry, c.inputs, c.params, dtype)
+        p = rounded(c, dtype)
         return call(NUMPY, c.entry, p.inputs, p.params, hyper=c.hyper, variant=computes, dtype=dtype, device="cpu")
 
     return outputs(case), outputs

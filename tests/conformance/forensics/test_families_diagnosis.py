@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from ftspec.conformance.core.calling import Prepared, call
+from ftspec.conformance.core.calling import call
 from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.examining import rounded
 from ftspec.conformance.core.judge import judge
 from ftspec.conformance.core.tolerances import reference
 from ftspec.conformance.forensics.diagnosis import diagnose
@@ -39,7 +40,7 @@ def test_a_missing_family_convention_is_caught_and_named_at_float32(switch):
     declared = DECLARED[switch]
     computed = declared.replace(**{switch: getattr(PAPER, switch)})
     case = Case.build("gpt2_layer", {**HYPER, **WIDER.get(switch, {})}, declared, seed=2)
-    p = Prepared(case.entry, case.inputs, case.params, "float32")
+    p = rounded(case, "float32")
     wrong = call(NUMPY, case.entry, p.inputs, p.params, hyper=case.hyper, variant=computed, dtype="float32",
                  device="cpu")
     ref = reference(case.entry, p.inputs, p.params, hyper=case.hyper, variant=declared, dtype="float32")
@@ -58,7 +59,7 @@ def test_a_stack_without_its_global_layers_is_caught_and_named_at_float32():
     computed = declared.replace(global_every=0)
     hyper = {"N_V": 7, "ell_max": 5, "L": 2, "H": 2, "d_e": 4, "d_attn": 2, "d_mid": 2, "d_mlp": 6, "ell": 4}
     case = Case.build("d_transformer", hyper, declared, seed=2, given={"x": np.array([1, 3, 5, 2])})
-    p = Prepared(case.entry, case.inputs, case.params, "float32")
+    p = rounded(case, "float32")
     wrong = call(NUMPY, case.entry, p.inputs, p.params, hyper=case.hyper, variant=computed, dtype="float32",
                  device="cpu")
     ref = reference(case.entry, p.inputs, p.params, hyper=case.hyper, variant=declared, dtype="float32")

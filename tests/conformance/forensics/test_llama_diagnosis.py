@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from ftspec.conformance.core.calling import Prepared, call
+from ftspec.conformance.core.calling import call
 from ftspec.conformance.core.case import Case
+from ftspec.conformance.core.examining import rounded
 from ftspec.conformance.core.judge import judge
 from ftspec.conformance.core.tolerances import reference
 from ftspec.conformance.forensics.diagnosis import diagnose
@@ -27,7 +28,7 @@ HYPER = {"H": 4, "d_e": 8, "d_attn": 4, "d_mid": 4, "d_mlp": 6, "ell": 4}
 @pytest.mark.parametrize("switch,value", [("rotary", "interleaved"), ("kv_order", "strided")])
 def test_a_wrong_llama_convention_is_caught_and_named_at_float32(switch, value):
     case = Case.build("gpt2_layer", HYPER, LLAMA, seed=2)
-    p = Prepared(case.entry, case.inputs, case.params, "float32")
+    p = rounded(case, "float32")
     wrong = call(NUMPY, case.entry, p.inputs, p.params, hyper=case.hyper,
                  variant=LLAMA.replace(**{switch: value}), dtype="float32", device="cpu")
     ref = reference(case.entry, p.inputs, p.params, hyper=case.hyper, variant=LLAMA, dtype="float32")
