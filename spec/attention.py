@@ -28,7 +28,7 @@ from .linalg import (
 )
 from .normalization import norm_columns
 from .params import AttentionParams, MHAttentionParams
-from .position_bias import alibi_slopes
+from .position_bias import alibi_slopes, t5_bias
 from .rotary import rotate
 from .variants import PAPER, VariantSet
 
@@ -138,7 +138,8 @@ def _attention_names(*_: Any, **__: Any) -> Names:
 @algorithm("attention", names=_attention_names)
 def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[Any]], *,
               variant: VariantSet = PAPER, slope: Optional[Any] = None,
-              qk_gains: Optional[tuple[Vector, Vector]] = None, heads: int = 1) -> Matrix:
+              qk_gains: Optional[tuple[Vector, Vector]] = None, heads: int = 1,
+              position_bias: Optional[Matrix] = None) -> Matrix:
     """Algorithm 4: Ṽ ← Attention(X, Z | W_qkv, Mask).
 
     X ∈ R^{d_x×ℓ_x} (primary), Z ∈ R^{d_z×ℓ_z} (context).
@@ -178,6 +179,15 @@ def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[
     ``q_norm = Gemma3RMSNorm(dim=head_dim)``, applied to the per-head states before
     ``apply_rotary_pos_emb``; Gemma3RMSNorm's gain is 1 + weight). The norm is over one head's width:
     OLMo 2 normalises all heads' H·d_attn rows at once, another convention.
+
+    ``position_bias`` B ∈ R^{ℓ_z×ℓ_x} (T5's relative bias, ``rel_bias="t5_buckets"``: Raffel et al. 2020, §2.1,
+    ``spec/position_bias.py`` ``t5_bucket``; given by ``mh_attention`` for a self-attention entry or a layer's
+    self-attention) is added where ALiBi's bias is, after the scale and before the mask: line 4''' S[t_z, t_x] ←
+    S[t_z, t_x]/√d_attn + B[t_z, t_x] (after ALiBi's, where both are on). T5 itself scales by nothing
+    (``attn_scale="none"``: T5Attention's ``self.scaling = 1.0``) and adds the bias before the mask
+    (transformers 5.24 models/t5/modeling_t5.py ``eager_attention_forward``: ``attn_weights =
+    torch.matmul(query, key.transpose(2, 3)) * scaling``, ``attn_weights + position_bias``, then ``attn_weights
+    + attention_mask``).
 
     Soft cap (``attn_softcap`` = c > 0; Gemma 2): line 4'' S[t_z, t_x] ← c·tanh((S[t_z, t_x]/√d_attn)/c)
     (``functions.softcap``) on the scaled scores, before ALiBi's bias (where present), the mask and
@@ -222,6 +232,9 @@ def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[
         divisor = None
     if slope is not None:  # line 4': ALiBi's m·(t_z − t_x), added to the scaled scores
         S = [[_over(s, divisor) + slope * N.num(tz - tx) for tx, s in enumerate(row)] for tz, row in enumerate(S)]
+        divisor = None
+    if position_bias is not None:  # line 4''': T5's bucketed bias, added to the scaled scores
+        S = [[_over(s, divisor) + position_bias[tz][tx] for tx, s in enumerate(row)] for tz, row in enumerate(S)]
         divisor = None
     minus_inf = -N.inf
     S = [[s if Mask[tz][tx] else minus_inf for tx, s in enumerate(row)]
@@ -301,6 +314,15 @@ def mh_attention(X: Matrix, Z: Matrix, W: MHAttentionParams, Mask: Sequence[Sequ
     defined for), head h adds m_h·(t_z − t_x) to its scaled scores, m_h = ``alibi_slopes(H)[h]``
     (the non-power-of-two rule of ``spec/position_bias.py``).
 
+    T5's relative bias (``rel_bias="t5_buckets"``, spec 2.13): where W holds the table rel_bias ∈
+    R^{rel_buckets×H} (the self-attention entries and the layers' self-attention; ``mh_attention`` and
+    cross-attention have none, as T5's cross-attention has none), head h adds B^h[t_z, t_x] =
+    rel_bias[bucket(t_z − t_x), h] to its scaled scores (Algorithm 4's ``position_bias``), the bucket
+    unidirectional where ``causal_self`` (T5's decoder self-attention: ``bidirectional=(not self.is_decoder)``)
+    and bidirectional otherwise (``t5_bucket``, with the variant's ``rel_buckets`` and ``rel_max_distance``;
+    transformers 5.24 ``T5Attention.compute_bias``: the embedding of the buckets, permuted to (heads, query,
+    key)). Under grouped-query attention the table still has one column per query head.
+
     Intermediates: heads.{h} (Y^h, with Algorithm 4's inside it: heads.{h}.Q, ...), Y (line 3).
     """
     if not W.heads:
@@ -311,7 +333,15 @@ def mh_attention(X: Matrix, Z: Matrix, W: MHAttentionParams, Mask: Sequence[Sequ
     gains = None
     if variant.qk_norm == "rms" and W.gamma_q is not None and W.gamma_k is not None:
         gains = (W.gamma_q, W.gamma_k)
-    Ys = [attention(X, Z, head, Mask, variant=variant, slope=slopes[h], qk_gains=gains, heads=len(heads))
+    biases: list[Any] = [None] * len(heads)
+    if variant.rel_bias == "t5_buckets" and W.rel_bias is not None:
+        ell_z, ell_x = shape(Z)[1], shape(X)[1]
+        biases = [t5_bias(W.rel_bias, ell_z, ell_x, h, not causal_self, variant.rel_buckets,
+                          variant.rel_max_distance) for h in range(len(heads))]
+    elif variant.rel_bias not in ("none", "t5_buckets"):
+        raise SpecError("rel_bias", "'none' or 't5_buckets'", repr(variant.rel_bias))
+    Ys = [attention(X, Z, head, Mask, variant=variant, slope=slopes[h], qk_gains=gains, heads=len(heads),
+                    position_bias=biases[h])
           for h, head in enumerate(heads)]  # lines 1-2
     Y = stacked(Ys)  # line 3
     return add_bias(matmul(W.W_o, Y), W.b_o)  # line 4

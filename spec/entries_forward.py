@@ -25,6 +25,8 @@ from .entry import (
     NORM_LN,
     QK_NORM,
     QK_NORM_READ_WITH,
+    REL_BIAS,
+    REL_BIAS_READ_WITH,
     Entry,
     Hyper,
     Kind,
@@ -79,16 +81,23 @@ def _self_attention(causal: bool) -> Callable[[Any, Any, Hyper, VariantSet], dic
 
 
 def _self_attention_schema(h: Hyper, v: VariantSet) -> dict[str, Shape]:
-    """A layer's ``attn.*`` names without the prefix: d_x = d_z = d_out = d_e."""
+    """A layer's ``attn.*`` names without the prefix: d_x = d_z = d_out = d_e; T5's bias table rel_bias
+    (rel_buckets × H) last under rel_bias="t5_buckets" (spec 2.13: every other set's parameters as before)."""
     return P.mh_attention_schema(h["H"], v.attn_bias, "d_e", "d_e", "d_attn", "d_mid", "d_e",
-                                 kv_group=v.kv_group, bias_at=v.attn_bias_at)
+                                 kv_group=v.kv_group, bias_at=v.attn_bias_at, rel_buckets=_rel_buckets(v))
+
+
+def _rel_buckets(v: VariantSet) -> int:
+    """The rows of T5's bias table under rel_bias="t5_buckets"; 0 (no table) otherwise."""
+    return v.rel_buckets if v.rel_bias == "t5_buckets" else 0
 
 
 def _causal_self_attention_schema(h: Hyper, v: VariantSet) -> dict[str, Shape]:
     """``_self_attention_schema`` with QK-norm's gains gamma_q, gamma_k (d_attn,) under qk_norm="rms",
     last (spec 2.12): every other set's parameters, and their draws, are as before."""
     return P.mh_attention_schema(h["H"], v.attn_bias, "d_e", "d_e", "d_attn", "d_mid", "d_e",
-                                 kv_group=v.kv_group, bias_at=v.attn_bias_at, qk_norm=v.qk_norm == "rms")
+                                 kv_group=v.kv_group, bias_at=v.attn_bias_at, qk_norm=v.qk_norm == "rms",
+                                 rel_buckets=_rel_buckets(v))
 
 
 def _zero_query() -> Refusal:
@@ -138,8 +147,10 @@ def _self_attention_entry(causal: bool, padding: bool) -> Entry:
         # no alignment. Padding can leave a query with no key (all padded; causally, a padded start).
         # A causal one reads QK-norm (spec 2.12: a decoder's attention, Qwen3's and Gemma 3's), its norm
         # switches under qk_norm="rms" alone
-        switches=MH_ATTENTION | ({"empty_query"} if padding else set()) | (CAUSAL | QK_NORM if causal else set()),
-        read_with=QK_NORM_READ_WITH if causal else {},
+        # Every one reads T5's bucketed bias (spec 2.13), its bucket parameters under rel_bias="t5_buckets" alone
+        switches=MH_ATTENTION | REL_BIAS | ({"empty_query"} if padding else set())
+        | (CAUSAL | QK_NORM if causal else set()),
+        read_with={**(QK_NORM_READ_WITH if causal else {}), **REL_BIAS_READ_WITH},
         reference=_self_attention(causal=causal),
         structural=("H",),
         refusals=((empty_padding(),) if padding else ()) + ((_zero_query(),) if causal else ()),
@@ -183,6 +194,15 @@ _STACK_LAYERS: dict[str, tuple[str, int, str, str, str, Callable[..., Any], bool
 }
 
 
+def _with_table(schema: dict[str, Shape], v: VariantSet, prefix: str) -> dict[str, Shape]:
+    """A layer's parameters with T5's bias table ``<prefix>rel_bias`` (rel_buckets × H) of its self-attention
+    last under rel_bias="t5_buckets" (spec 2.13: a T5 stack's first layer, ``T5Block(config,
+    has_relative_attention_bias=True)``, whose table every later layer reuses); every other set's as before."""
+    if v.rel_bias == "t5_buckets":
+        return {**schema, prefix + "rel_bias": (v.rel_buckets, "H")}
+    return schema
+
+
 def _padded_text(causal: bool) -> str:
     return f"Mask {'= [[t_z ≤ t_x]]' if causal else '≡ 1'} ∧ pad[t_z]"
 
@@ -204,8 +224,12 @@ def _stack_layer_entry(name: str, padding: bool) -> Entry:
         sizes=dict(H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, ell=3),
         inputs=(_X(io, ("d_e", "ell")),) + ((_PAD,) if padding else ()),
         outputs=(_X(io, ("d_e", "ell")),),
-        param_schema=lambda h, v: P.layer_schema(h["H"], v, arch="gpt2" if causal else "bert"),
-        switches=LAYER | ({"empty_query"} if padding else set()) | (CAUSAL | PARALLEL if causal else set()),
+        param_schema=lambda h, v: _with_table(P.layer_schema(h["H"], v, arch="gpt2" if causal else "bert"), v,
+                                              "attn."),
+        # T5's bucketed bias in the layer's self-attention (spec 2.13: a stack's first layer, which holds its
+        # table), the bucket parameters under rel_bias="t5_buckets" alone
+        switches=LAYER | REL_BIAS | ({"empty_query"} if padding else set()) | (CAUSAL | PARALLEL if causal else set()),
+        read_with=REL_BIAS_READ_WITH,
         reference=reference,
         structural=("H",),
         check=norm_dims("d_e"),
@@ -238,8 +262,10 @@ def _decoder_layer_entry(padding: bool) -> Entry:
         inputs=(_X("X", ("d_e", "ell_x"), doc="decoder stream"), _X("Z", ("d_e", "ell_z"), doc="encoder output"),
                 *((_PAD_X, _PAD_Z) if padding else ())),
         outputs=(_X("X", ("d_e", "ell_x")),),
-        param_schema=lambda h, v: P.decoder_layer_schema(h["H"], v),
-        switches=LAYER | CAUSAL | ({"empty_query"} if padding else set()),
+        param_schema=lambda h, v: _with_table(P.decoder_layer_schema(h["H"], v), v, "self_attn."),
+        # T5's bias in the causal self-attention alone (spec 2.13): T5's cross-attention has none
+        switches=LAYER | CAUSAL | REL_BIAS | ({"empty_query"} if padding else set()),
+        read_with=REL_BIAS_READ_WITH,
         reference=reference,
         structural=("H",),
         check=norm_dims("d_e"),

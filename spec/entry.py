@@ -142,7 +142,8 @@ class Entry:
     refusals: tuple[Refusal, ...] = field(default=(), compare=False)
     #: switches of ``switches`` this entry reads only under other switches' values, {switch: {other:
     #: value}} (as ``variants.READ_WITH`` says for every entry; spec 2.12): a causal self-attention's
-    #: norm switches, read by its QK-norm alone (``QK_NORM_READ_WITH``). Where the condition fails the
+    #: norm switches, read by its QK-norm alone (``QK_NORM_READ_WITH``); T5's bucket parameters, read under
+    #: rel_bias="t5_buckets" alone (``REL_BIAS_READ_WITH``, spec 2.13). Where the condition fails the
     #: switch changes nothing here: the strategies draw it with the condition, projections drop it
     read_with: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
@@ -215,7 +216,17 @@ PARALLEL = frozenset({"residual"})
 LAYER_TYPES = frozenset({"global_every", "rope_local_base"})
 #: a sparse mixture of experts' conventions (spec 2.11): read by ``moe_mlp`` alone
 MOE = frozenset({"moe_topk_norm", "moe_shared"})
-assert ARCHITECTURE | CAUSAL | PARALLEL | LAYER_TYPES | MOE | {"empty_query", "causal_alignment"} == set(SWITCHES)
+#: T5's bucketed relative position bias and its bucket parameters (spec 2.13): read by the self-attention
+#: entries, bidirectional and causal, and the layers (a T5 stack's first layer, ``T5Block(config,
+#: has_relative_attention_bias=True)``), each holding the table (``rel_bias``, ``attn.rel_bias``,
+#: ``self_attn.rel_bias``); not by the models, whose stacks share the first layer's table (not stated yet), nor
+#: by cross-attention (T5's has none)
+REL_BIAS = frozenset({"rel_bias", "rel_buckets", "rel_max_distance"})
+#: the bucket parameters are read under rel_bias="t5_buckets" alone (``Entry.read_with``)
+REL_BIAS_READ_WITH: Mapping[str, Mapping[str, Any]] = {s: {"rel_bias": "t5_buckets"}
+                                                       for s in sorted(REL_BIAS - {"rel_bias"})}
+assert ARCHITECTURE | CAUSAL | PARALLEL | LAYER_TYPES | MOE | REL_BIAS | {"empty_query", "causal_alignment"} \
+    == set(SWITCHES)
 
 
 # --------------------------------------------------------------------------

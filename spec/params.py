@@ -84,6 +84,9 @@ class MHAttentionParams:
     #: head's query and key columns, one pair shared by all heads (Qwen3's q_norm, k_norm)
     gamma_q: Optional[Vector] = None
     gamma_k: Optional[Vector] = None
+    #: ``rel_bias="t5_buckets"`` (a self-attention entry, spec 2.13): T5's learned bias table
+    #: ∈ R^{rel_buckets×H}, row b the bias of bucket b for every head (``relative_attention_bias.weight``)
+    rel_bias: Optional[Matrix] = None
 
 
 @dataclass(frozen=True)
@@ -301,12 +304,14 @@ def attention_schema(bias: bool, d_x: str = "d_x", d_z: str = "d_z", d_attn: str
 def mh_attention_schema(H: int, bias: bool, d_x: str = "d_x", d_z: str = "d_z",
                         d_attn: str = "d_attn", d_mid: str = "d_mid", d_out: str = "d_out",
                         prefix: str = "", kv_group: int = 1, bias_at: str = "all",
-                        qk_norm: bool = False) -> dict[str, Shape]:
+                        qk_norm: bool = False, rel_buckets: int = 0) -> dict[str, Shape]:
     """``heads.{h}.*`` and W_o, b_o; under ``kv_group`` = G > 1, ``heads.{h}.W_q``/``b_q`` and
     ``kv_heads.{g}.W_k``/``b_k``/``W_v``/``b_v`` for g < H/G (H a multiple of G: the entry's check).
     With ``bias``, ``bias_at`` (variant ``attn_bias_at``) keeps b_q, b_k, b_v only ("qkv") or b_o
     only ("out"). ``qk_norm`` (a layer's attention under ``qk_norm="rms"``): the QK-norm gains
-    gamma_q, gamma_k ∈ R^{d_attn}, last, so that the draws of every other parameter are as before."""
+    gamma_q, gamma_k ∈ R^{d_attn}, last, so that the draws of every other parameter are as before.
+    ``rel_buckets`` > 0 (a self-attention entry under ``rel_bias="t5_buckets"``, spec 2.13): T5's bias
+    table rel_bias ∈ R^{rel_buckets×H}, after everything else for the same reason."""
     bias, out_bias = bias and bias_at != "out", bias and bias_at != "qkv"
     s: dict[str, Shape] = {}
     if kv_group == 1:
@@ -326,6 +331,8 @@ def mh_attention_schema(H: int, bias: bool, d_x: str = "d_x", d_z: str = "d_z",
     if qk_norm:
         s[prefix + "gamma_q"] = (d_attn,)
         s[prefix + "gamma_k"] = (d_attn,)
+    if rel_buckets:
+        s[prefix + "rel_bias"] = (rel_buckets, "H")
     return s
 
 

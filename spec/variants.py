@@ -59,6 +59,9 @@ class VariantSet:
     global_every: int = 0
     rope_local_base: float = 0.0
     position_bias: Literal["none", "alibi"] = "none"
+    rel_bias: Literal["none", "t5_buckets"] = "none"
+    rel_buckets: int = 32
+    rel_max_distance: int = 128
     qk_norm: Literal["none", "rms"] = "none"
     attn_softcap: float = 0.0
     # --- normalisation ---------------------------------------------------
@@ -133,6 +136,12 @@ class VariantSet:
                 raise ValueError(
                     f"variant switch {f.name!r}: expected one of {list(choices)}, given {value!r}"
                 )
+        if self.rel_bias == "t5_buckets" and (self.rel_buckets < 4 or self.rel_max_distance <= self.rel_buckets // 2):
+            raise ValueError(
+                "variant switches 'rel_buckets'/'rel_max_distance': T5's buckets need num_buckets >= 4 (one exact "
+                "bucket per direction when halved) and max_distance above num_buckets // 2 (the causal max_exact: "
+                f"ln(max_distance/max_exact) > 0); given rel_buckets={self.rel_buckets!r}, "
+                f"rel_max_distance={self.rel_max_distance!r}")
         if (self.epsilon_placement == "none") != (self.epsilon == 0.0):
             raise ValueError(
                 "variant switches 'epsilon'/'epsilon_placement': an epsilon > 0 needs a placement "
@@ -318,6 +327,25 @@ def _switches() -> dict[str, Switch]:
                "slopes of n = 2^⌊log₂ H⌋ heads followed by every other slope of 2n heads (BLOOM: "
                "transformers 5.24 build_alibi_tensor; MPT); added after the 1/√d scale, before the mask; "
                "read only by causal self-attention"),
+        Switch("rel_bias", "attention", ("none", "t5_buckets"), "none",
+               "a learned bias of each head on its scaled scores by the bucket of the relative position t_z − t_x: "
+               "none (paper), or T5's (Raffel et al. 2020, §2.1): a table rel_bias ∈ R^{rel_buckets×H} (Hugging "
+               "Face's relative_attention_bias embedding), head h adding rel_bias[bucket(t_z − t_x), h] after the "
+               "scale (T5 has none: attn_scale='none') and before the mask; the bucket is bidirectional in a "
+               "bidirectional self-attention (half the buckets for keys after the query) and unidirectional in a "
+               "causal one (spec/position_bias.py t5_bucket; transformers 5.24 T5Attention._relative_position_bucket, "
+               "compute_bias). Read by the self-attention entries and the layers (the decoder layer's self-attention; "
+               "spec 2.13), each holding its table (a T5 stack's first layer, whose table every later layer "
+               "reuses); not by cross-attention (T5's has none) nor the models"),
+        Switch("rel_buckets", "attention", (32, 6, 8), 32,
+               "T5's num_buckets (relative_attention_num_buckets), any whole number >= 4: 32 (T5, T5 v1.1, mT5, "
+               "Flan-T5); 6 and 8 are drawn as well, with max_distance 5 and 10, because at 32/128 a distance "
+               "reaches the logarithmic buckets only from 8 (bidirectional) or 16 (causal), past the drawn "
+               "lengths; read only under rel_bias='t5_buckets'"),
+        Switch("rel_max_distance", "attention", (128, 5, 10), 128,
+               "T5's max_distance (relative_attention_max_distance), any whole number above rel_buckets // 2: "
+               "128 (T5); the distance from which every key shares the last bucket of its direction (5 and 10 "
+               "are drawn with 6 and 8 buckets); read only under rel_bias='t5_buckets'"),
         Switch("qk_norm", "attention", ("none", "rms"), "none",
                "QK-norm: none (paper), or an RMSNorm of each column of each head's Q and K over its d_attn "
                "rows, after the projections (and their biases) and before RoPE, with gains γ_q, γ_k ∈ "
@@ -439,7 +467,7 @@ LATER: dict[str, Any] = {"mlp_depth": 1, "mlp": "plain", "attn_bias_at": "all", 
                          "residual": "sequential", "position_bias": "none", "rotary_fraction": 1.0,
                          "qk_norm": "none", "attn_softcap": 0.0, "logit_softcap": 0.0, "rope_scaling": "none",
                          "global_every": 0, "rope_local_base": 0.0, "moe_topk_norm": False,
-                         "moe_shared": False}
+                         "moe_shared": False, "rel_bias": "none", "rel_buckets": 32, "rel_max_distance": 128}
 
 #: Switches that are a soft cap c (0: none; any finite c ≥ 0 is a value, the ``choices`` are the
 #: drawn few): c·tanh(s/c) of the attention scores or of the final logits (Gemma 2).
@@ -448,20 +476,24 @@ SOFTCAPS: frozenset[str] = frozenset({"attn_softcap", "logit_softcap"})
 #: Switches that are sizes, with their least value: any whole number from it is a value (a 70B
 #: Llama's kv_group 8, Mistral's window 4096), the ``choices`` are the few the strategies draw and
 #: the fixtures enumerate. No preset fixes a size: presets hold conventions, sizes are hyperparameters or limits.
-SIZES: dict[str, int] = {"kv_group": 1, "window": 0}
+SIZES: dict[str, int] = {"kv_group": 1, "window": 0, "rel_buckets": 4, "rel_max_distance": 2}
 
 #: Switches read only when another switch is on, with the setting they are moved with when moved
 #: alone (fixtures, tests): RoPE's base with a pairing, the key/value head order with groups of 2; RoPE's
 #: scaling with a pairing and Llama 3's base 500000, at which llama3's bands reach the drawn widths (at
 #: base 10000 and d_attn ≤ 4, the fixtures' width under RoPE, every wavelength is below 2048: llama3 would
 #: change nothing); local and global layers with a window of 2; the local layers' base with a pairing, a
-#: window, Gemma 2's alternation and Gemma 3's global base 1000000, so that the two bases differ.
+#: window, Gemma 2's alternation and Gemma 3's global base 1000000, so that the two bases differ; T5's
+#: bucket parameters with its bias, the max_distance with 6 buckets (5 and 10 are below 32 // 2 = 16, the
+#: causal max_exact of 32 buckets: refused there).
 READ_WITH: dict[str, dict[str, Any]] = {"rope_base": {"rotary": "half"}, "kv_order": {"kv_group": 2},
                                         "rotary_fraction": {"rotary": "half"},
                                         "rope_scaling": {"rotary": "half", "rope_base": 500000.0},
                                         "global_every": {"window": 2},
                                         "rope_local_base": {"rotary": "half", "rope_base": 1000000.0, "window": 2,
-                                                            "global_every": 2}}
+                                                            "global_every": 2},
+                                        "rel_buckets": {"rel_bias": "t5_buckets"},
+                                        "rel_max_distance": {"rel_bias": "t5_buckets", "rel_buckets": 6}}
 
 PAPER = VariantSet()
 

@@ -80,6 +80,7 @@ def _mha(flat: Flat, prefix: str = "") -> dict:
     # QK-norm's gains (a layer's attention or, spec 2.12, a causal self-attention entry's, under qk_norm="rms"),
     # one pair shared by the heads; None elsewhere
     out["gamma_q"], out["gamma_k"] = flat.get(prefix + "gamma_q"), flat.get(prefix + "gamma_k")
+    out["rel_bias"] = flat.get(prefix + "rel_bias")  # T5's (rel_buckets, H) table (spec 2.13); None elsewhere
     return out
 
 
@@ -178,7 +179,7 @@ def _self_attention(X: Any, theta: dict, cfg: Config, causal: bool, pad: Any = N
     if theta["W_o"].shape[0] != d_e:  # d_out = d_e (a layer's residual sum would check it); shapes are static
         raise ValueError(f"W_o has {theta['W_o'].shape[0]} rows; self-attention returns d_e = {d_e}")
     mask = Lyr.self_mask(ell, cfg.variant, causal, pad)  # (ℓ, ℓ) [query, key], or None (≡ 1)
-    return C.mh_attention(X, X, theta, mask, cfg.variant, alibi=causal)
+    return C.mh_attention(X, X, theta, mask, cfg.variant, alibi=causal, bidirectional=not causal)
 
 
 #: name → (flat params → theta, core)

@@ -422,6 +422,34 @@ def alibi_bias(H: int, q_pos: Array, k_pos: Array, dtype: Any) -> Array:
     return jnp.asarray(alibi_slopes(H), dtype)[:, None, None] * dist[None]
 
 
+def t5_buckets(ell_x: int, ell_z: int, bidirectional: bool, num_buckets: int, max_distance: int) -> np.ndarray:
+    """T5's relative position buckets [query, key] (ℓ_x, ℓ_z), a static int table (Raffel et al. 2020, §2.1;
+    transformers 5.24 models/t5/modeling_t5.py ``T5Attention._relative_position_bucket``). Of d = t_z − t_x:
+    bidirectionally n = num_buckets // 2 buckets a side (d > 0 the upper ones), r = |d|; causally n =
+    num_buckets, r = max(−d, 0). With e = n // 2: r < e is bucket r; otherwise e + k, k the number of whole
+    steps j = 1, 2, … with (r/e)^(n−e) ≥ (max_distance/e)^j, i.e. ⌊(n − e)·ln(r/e)/ln(max_distance/e)⌋
+    counted in exact integer arithmetic (the spec's real-number buckets: no float32 truncation), at most
+    n − 1."""
+    n = num_buckets // 2 if bidirectional else num_buckets
+    e = n // 2
+
+    def bucket(d: int) -> int:
+        side, r = (n if d > 0 else 0, abs(d)) if bidirectional else (0, max(-d, 0))
+        if r < e:
+            return side + r
+        steps = sum(1 for j in range(1, n - e) if r ** (n - e) * e ** j >= max_distance ** j * e ** (n - e))
+        return side + min(e + steps, n - 1)
+
+    return np.array([[bucket(tz - tx) for tz in range(ell_z)] for tx in range(ell_x)], dtype=np.int32)
+
+
+def t5_bias(table: Array, ell_x: int, ell_z: int, bidirectional: bool, variant: VariantSet) -> Array:
+    """T5's bias [h, query, key] (H, ℓ_x, ℓ_z): the (rel_buckets, H) table (``relative_attention_bias``'s
+    weight) at the buckets, heads first (``T5Attention.compute_bias``'s ``permute([2, 0, 1])``)."""
+    index = t5_buckets(ell_x, ell_z, bidirectional, variant.rel_buckets, variant.rel_max_distance)
+    return jnp.moveaxis(table[index], -1, 0)
+
+
 def attend(Q: Array, K: Array, V: Array, mask: Optional[Array], variant: VariantSet, d_model: int,
            index: Optional[np.ndarray] = None, kv_valid: Optional[Array] = None,
            bias: Optional[Array] = None) -> Array:
@@ -450,7 +478,8 @@ def attend(Q: Array, K: Array, V: Array, mask: Optional[Array], variant: Variant
 
 
 def attention_heads(X: Array, Z: Array, p: Params, mask: Optional[Array], variant: VariantSet,
-                    kv_valid: Optional[Array] = None, grouped: bool = True, alibi: bool = False) -> Array:
+                    kv_valid: Optional[Array] = None, grouped: bool = True, alibi: bool = False,
+                    bidirectional: Optional[bool] = None) -> Array:
     """Alg. 4 lines 1-6 for H stacked heads at once (Alg. 5 lines 1-2).
 
     X: (ℓ_x, d_x) primary, Z: (ℓ_z, d_z) context; p["W_q"]: (H, d_attn, d_x), p["W_k"]:
@@ -458,7 +487,9 @@ def attention_heads(X: Array, Z: Array, p: Params, mask: Optional[Array], varian
     of Q and row t_z of K are rotated by their positions (after the biases, before any scaling).
     ``grouped``: the key/value heads are shared as ``kv_group`` says (Alg. 5); Alg. 4 alone has
     one head. ``alibi``: a causal self-attention (X and Z the same positions from 0), whose
-    scores take ALiBi's bias under ``position_bias="alibi"``. Returns Y: (H, ℓ_x, d_mid).
+    scores take ALiBi's bias under ``position_bias="alibi"``. ``bidirectional`` (a self-attention entry,
+    True or False: its buckets' kind): T5's bias from p["rel_bias"] under ``rel_bias="t5_buckets"``,
+    added where ALiBi's is. Returns Y: (H, ℓ_x, d_mid).
     """
     d_attn = p["W_q"].shape[1]
     Q = project_q(X, p, variant, rope(variant, X.shape[0], d_attn, X.dtype))  # line 1
@@ -467,6 +498,9 @@ def attention_heads(X: Array, Z: Array, p: Params, mask: Optional[Array], varian
     bias = None
     if alibi and variant.position_bias == "alibi":
         bias = alibi_bias(Q.shape[0], jnp.arange(X.shape[0]), jnp.arange(Z.shape[0]), Q.dtype)
+    if bidirectional is not None and variant.rel_bias == "t5_buckets" and p.get("rel_bias") is not None:
+        t5 = t5_bias(p["rel_bias"], X.shape[0], Z.shape[0], bidirectional, variant).astype(Q.dtype)
+        bias = t5 if bias is None else bias + t5
     return attend(Q, K, V, mask, variant, X.shape[-1], index, kv_valid, bias)
 
 
@@ -488,12 +522,14 @@ def heads_out(Y: Array, p: Params) -> Array:
 
 
 def mh_attention(X: Array, Z: Array, p: Params, mask: Optional[Array], variant: VariantSet,
-                 kv_valid: Optional[Array] = None, alibi: bool = False) -> Array:
+                 kv_valid: Optional[Array] = None, alibi: bool = False,
+                 bidirectional: Optional[bool] = None) -> Array:
     """Alg. 5: Y = [Y¹; …; Y^H] (line 3, head 1 first), Ṽ = W_o Y + b_o 1ᵀ (line 4), the key/value
     maps shared by groups of heads under ``kv_group``. X: (ℓ_x, d_x), Z: (ℓ_z, d_z) → (ℓ_x, d_out).
-    ``alibi``: a causal self-attention (ALiBi's ``position_bias`` applies).
+    ``alibi``: a causal self-attention (ALiBi's ``position_bias`` applies); ``bidirectional``: a
+    self-attention entry, with T5's bias of that kind (``attention_heads``).
     """
-    return heads_out(attention_heads(X, Z, p, mask, variant, kv_valid, alibi=alibi), p)
+    return heads_out(attention_heads(X, Z, p, mask, variant, kv_valid, alibi=alibi, bidirectional=bidirectional), p)
 
 
 def basic_single_query_attention(e: Array, E: Array, p: Params, variant: VariantSet) -> Array:

@@ -125,7 +125,8 @@ def encoder_block(X: Array, p: Params, variant: VariantSet, arch: str, valid: Op
     causal = arch == "gpt2"
     mask = self_mask(ell, variant, causal, pad)
     kv = valid_rows(ell, valid)
-    return block(X, p, variant, arch, lambda Y: mh_attention(Y, Y, p["attn"], mask, variant, kv, alibi=causal), kv)
+    return block(X, p, variant, arch, lambda Y: mh_attention(Y, Y, p["attn"], mask, variant, kv, alibi=causal,
+                                                                 bidirectional=not causal), kv)
 
 
 def decoder_block(X: Array, Z: Array, p: Params, variant: VariantSet, valid: Optional[Array] = None,
@@ -151,8 +152,9 @@ def decoder_block(X: Array, Z: Array, p: Params, variant: VariantSet, valid: Opt
     causal = self_mask(ell_x, variant, True, pad_x)  # (ℓ_x, ℓ_x) [t_x, t_z], line 14 (∧ pad_x[t_z])
     cross = None if pad_z is None else jnp.broadcast_to(pad_z[None, :], (ell_x, ell_z))  # (ℓ_x, ℓ_z), line 16
     kv = valid_rows(ell_x, valid)
-    X = _sublayer(X, lambda Y: mh_attention(Y, Y, p["self_attn"], causal, variant, kv, alibi=True), p["norm3"],
-                  variant, placement, kv, p.get("norm3_out"))  # lines 14-15
+    X = _sublayer(X, lambda Y: mh_attention(Y, Y, p["self_attn"], causal, variant, kv, alibi=True,
+                                            bidirectional=False), p["norm3"],
+                  variant, placement, kv, p.get("norm3_out"))  # lines 14-15 (T5's causal buckets, spec 2.13)
     X = _sublayer(X, lambda Y: mh_attention(Y, Z, p["cross_attn"], cross, variant), p["norm4"], variant,
                   placement, kv, p.get("norm4_out"))  # lines 16-17, Mask ≡ 1 (∧ pad_z[t_z])
     X = _sublayer(X, lambda Y: mlp(Y, p["mlp"], act, variant), p["norm5"], variant, placement, kv,

@@ -61,7 +61,7 @@ Training and inference (Algorithms 11-15)
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
@@ -166,11 +166,20 @@ def _self_attention_weights(X: np.ndarray, p: Params, ctx: Context) -> Lyr.MHA:
     return Lyr.gather_variant_mha(p, "", ctx.hyper["H"], ctx.variant)
 
 
+def _t5(X: np.ndarray, p: Params, ctx: Context, causal: bool) -> Optional[np.ndarray]:
+    """T5's relative bias (H, ℓ, ℓ) under rel_bias="t5_buckets" (spec 2.13): bidirectional buckets in a
+    bidirectional self-attention, causal ones in a causal one; None otherwise."""
+    if ctx.variant.rel_bias != "t5_buckets":
+        return None
+    ell = X.shape[-1]
+    return C.t5_bias(p["rel_bias"], ell, ell, not causal, ctx.variant)
+
+
 def _self_attention(i: Inputs, p: Params, ctx: Context):
     """Algorithm 5 with Z = X and Mask ≡ 1 (Alg. 8 and 9 line 5): the layers' attention on its own."""
     X = i["X"]  # (..., d_e, ℓ): the sequence and its own context
     W = _self_attention_weights(X, p, ctx)
-    return Lyr.mh_attention(X, X, W, None, ctx.variant)  # (..., d_e, ℓ)
+    return Lyr.mh_attention(X, X, W, None, ctx.variant, pos_bias=_t5(X, p, ctx, False))  # (..., d_e, ℓ)
 
 
 def _causal_self_attention(i: Inputs, p: Params, ctx: Context):
@@ -181,7 +190,8 @@ def _causal_self_attention(i: Inputs, p: Params, ctx: Context):
     if ctx.variant.window:  # and within the sliding window: t_z > t_x − W
         Mask = Mask & C.unidirectional_mask(ell, ell, window=ctx.variant.window)
     W = _self_attention_weights(X, p, ctx)
-    return Lyr.mh_attention(X, X, W, Mask, ctx.variant, causal_self=True)  # (..., d_e, ℓ): ALiBi reads it
+    return Lyr.mh_attention(X, X, W, Mask, ctx.variant, causal_self=True,
+                            pos_bias=_t5(X, p, ctx, True))  # (..., d_e, ℓ): ALiBi reads it
 
 
 def _padded_self_attention(i: Inputs, p: Params, ctx: Context):
@@ -189,7 +199,7 @@ def _padded_self_attention(i: Inputs, p: Params, ctx: Context):
     X = i["X"]  # (..., d_e, ℓ)
     Mask = Lyr.padded(None, i["pad"], X.shape[-1])  # (..., ℓ, ℓ) [t_z, t_x]
     W = _self_attention_weights(X, p, ctx)
-    return Lyr.mh_attention(X, X, W, Mask, ctx.variant)  # (..., d_e, ℓ)
+    return Lyr.mh_attention(X, X, W, Mask, ctx.variant, pos_bias=_t5(X, p, ctx, False))  # (..., d_e, ℓ)
 
 
 def _padded_causal_self_attention(i: Inputs, p: Params, ctx: Context):
@@ -198,7 +208,8 @@ def _padded_causal_self_attention(i: Inputs, p: Params, ctx: Context):
     ell = X.shape[-1]
     Mask = Lyr.padded(C.unidirectional_mask(ell, ell, window=ctx.variant.window), i["pad"], ell)  # (..., ℓ, ℓ)
     W = _self_attention_weights(X, p, ctx)
-    return Lyr.mh_attention(X, X, W, Mask, ctx.variant, causal_self=True)  # (..., d_e, ℓ)
+    return Lyr.mh_attention(X, X, W, Mask, ctx.variant, causal_self=True,
+                            pos_bias=_t5(X, p, ctx, True))  # (..., d_e, ℓ)
 
 
 def _unidirectional_mask(i: Inputs, p: Params, ctx: Context):

@@ -42,6 +42,8 @@ __all__ = [
     "activation",
     "alibi_bias",
     "alibi_slopes",
+    "t5_bias",
+    "t5_buckets",
     "attention_core",
     "attention_fwd",
     "check_norm_input",
@@ -537,6 +539,32 @@ def alibi_bias(slopes: np.ndarray, pos_k: np.ndarray, pos_q: np.ndarray) -> np.n
     return slopes[:, None, None] * dist  # (H, ℓ_z, ℓ_x)
 
 
+def t5_buckets(ell_z: int, ell_x: int, bidirectional: bool, num_buckets: int, max_distance: int) -> np.ndarray:
+    """T5's relative position buckets on the scores [t_z, t_x], (ℓ_z, ℓ_x) int (Raffel et al. 2020, §2.1;
+    transformers 5.24 models/t5/modeling_t5.py ``T5Attention._relative_position_bucket``). Of d = t_z − t_x
+    (key minus query): bidirectionally n = num_buckets/2 per side, keys after the query in n..2n−1, r = |d|;
+    causally n = num_buckets, r = max(−d, 0). r < n/2 (max_exact) is exact; beyond, n/2 +
+    ⌊(n − n/2)·log(r/(n/2))/log(max_distance/(n/2))⌋, at most n − 1, in binary64 with 1e-9 of slack
+    upwards, so that a whole number that binary64 puts just below stays whole (the spec's buckets are the
+    real-number ones: spec/position_bias.py ``t5_bucket``)."""
+    d = np.arange(ell_z)[:, None] - np.arange(ell_x)[None, :]  # (ℓ_z, ℓ_x)
+    n = num_buckets // 2 if bidirectional else num_buckets
+    side = np.where(d > 0, n, 0) if bidirectional else np.zeros_like(d)
+    r = np.abs(d) if bidirectional else np.maximum(-d, 0)
+    exact = n // 2
+    with np.errstate(divide="ignore"):  # r = 0 is exact: its log is never used
+        x = (n - exact) * np.log(r / exact) / np.log(max_distance / exact)
+    large = np.minimum(exact + np.floor(np.where(r >= exact, x, 0.0) + 1e-9).astype(int), n - 1)
+    return side + np.where(r < exact, r, large)
+
+
+def t5_bias(table: np.ndarray, ell_z: int, ell_x: int, bidirectional: bool, variant) -> np.ndarray:
+    """T5's bias of every head on the scores [t_z, t_x], (H, ℓ_z, ℓ_x): ``table`` (rel_buckets, H), Hugging
+    Face's ``relative_attention_bias.weight``, at the buckets (``t5_buckets``)."""
+    b = t5_buckets(ell_z, ell_x, bidirectional, variant.rel_buckets, variant.rel_max_distance)
+    return np.moveaxis(table[b], -1, 0)  # (H, ℓ_z, ℓ_x)
+
+
 class KVCache:
     """The key/value cache of one attention during decoding: K (after RoPE, before any scaling) and V
     of every position run so far, per key/value head: (..., H_kv, d_attn, t) and (..., H_kv, d_mid, t).
@@ -620,7 +648,7 @@ def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index
                   offset: int = 0, kv_cache: Optional[KVCache] = None,
                   rope: bool = True, alibi: bool = False,
                   qk_gains: Optional[tuple[np.ndarray, np.ndarray]] = None,
-                  heads: int = 1) -> tuple[np.ndarray, AttentionCache]:
+                  heads: int = 1, pos_bias: Optional[np.ndarray] = None) -> tuple[np.ndarray, AttentionCache]:
     """Algorithm 4, lines 1-6, for one head or a stack of heads at once.
 
     X: (..., d_x, ℓ_x), Z: (..., d_z, ℓ_z). W_q: ([H,] d_attn, d_x),
@@ -643,6 +671,10 @@ def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index
     heads on axis −3 (H of them, one slope each, ``alibi_slopes``) add m_h·(t_z − t_x), at the
     absolute positions, to the scores after the 1/√d scale and before the mask (BLOOM's
     ``alibi.baddbmm(Q, Kᵀ, alpha=1/√d)``). The bias is a constant: the backward is unchanged.
+
+    ``pos_bias`` (H, ℓ_z, ℓ_x) (T5's relative bias, ``t5_bias``) is added where ALiBi's is: after the
+    scale, before the mask (T5's eager attention: ``* scaling``, ``+ position_bias``, ``+ attention_mask``).
+    A constant of the scores: the backward is unchanged.
 
     ``qk_gains`` (γ_q, γ_k), each (d_attn,) (QK-norm, ``qk_norm="rms"``: Qwen3's q_norm/k_norm, Gemma
     3's): each column of each head's Q and K (over its d_attn rows, axis −2) goes through RMSnorm
@@ -704,6 +736,10 @@ def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index
             S, scaled = S / _const(math.sqrt(divisor), S), True  # the bias goes after the scale
         pos_keys = np.arange(K.shape[-1]) + (0 if kv_cache is not None else offset)  # cached keys from 0
         S = S + alibi_bias(alibi_slopes(W_q.shape[-3], S.dtype), pos_keys, pos_q)  # (..., H, ℓ_z, ℓ_x)
+    if pos_bias is not None:
+        if divisor is not None and placement == "scores" and not scaled:
+            S, scaled = S / _const(math.sqrt(divisor), S), True  # the bias goes after the scale
+        S = S + pos_bias.astype(S.dtype)  # (..., H, ℓ_z, ℓ_x)
 
     empty = None
     if Mask is not None:

@@ -40,6 +40,7 @@ from .components import (
     attention_fwd,
     group_heads,
     norm_fwd as _norm_columns_fwd,
+    t5_bias,
     unidirectional_mask,
 )
 
@@ -147,21 +148,22 @@ class MHACache(NamedTuple):
 
 def mh_attention_fwd(X: np.ndarray, Z: np.ndarray, W: MHA, Mask: Optional[np.ndarray], variant,
                      prefix: str = "", *, offset: int = 0, kv_cache: Optional[KVCache] = None,
-                     causal_self: bool = False) -> tuple[np.ndarray, MHACache]:
+                     causal_self: bool = False, pos_bias: Optional[np.ndarray] = None) -> tuple[np.ndarray, MHACache]:
     """Algorithm 5: Ṽ ← W_o [Y^1; …; Y^H] + b_o 1ᵀ with Y^h = Attention(X, Z | W^h_qkv, Mask).
 
     X: (..., d_x, ℓ_x), Z: (..., d_z, ℓ_z), Mask: (..., ℓ_z, ℓ_x) or None (≡ 1).
     Head h reads key/value head ``W.kv_index[h]`` under GQA. ``offset``: the absolute position of
     the first column of X and Z (RoPE); ``kv_cache``: decoding, the keys and values of earlier
     positions (``attention_fwd``), Mask then (ℓ_cached + ℓ_z) × ℓ_x. ``causal_self``: a causal
-    self-attention, the one attention that reads ALiBi's bias (``position_bias``).
+    self-attention, the one attention that reads ALiBi's bias (``position_bias``). ``pos_bias``:
+    T5's relative bias (H, ℓ_z, ℓ_x) (``components.t5_bias``), added to every head's scaled scores.
     """
     Xh = X[..., None, :, :]  # (..., 1, d_x, ℓ_x)  broadcast against the head axis
     Zh = Z[..., None, :, :]  # (..., 1, d_z, ℓ_z)
     Mh = None if Mask is None else Mask[..., None, :, :]  # (..., 1, ℓ_z, ℓ_x)
     gains = None if W.gamma_q is None or W.gamma_k is None else (W.gamma_q, W.gamma_k)
     heads_fwd = partial(attention_fwd, kv_index=W.kv_index, offset=offset, kv_cache=kv_cache, alibi=causal_self,
-                        qk_gains=gains, heads=W.W_q.shape[0])  # W_q: (H, d_attn, d_x)
+                        qk_gains=gains, heads=W.W_q.shape[0], pos_bias=pos_bias)  # W_q: (H, d_attn, d_x)
     # lines 1-2, every head at once: Y (..., H, d_mid, ℓ_x)
     Y, heads = heads_fwd(Xh, Zh, W.W_q, W.b_q, W.W_k, W.b_k, W.W_v, W.b_v, Mh, variant)
     H, d_mid, ell_x = Y.shape[-3:]
@@ -173,8 +175,8 @@ def mh_attention_fwd(X: np.ndarray, Z: np.ndarray, W: MHA, Mask: Optional[np.nda
 
 
 def mh_attention(X: np.ndarray, Z: np.ndarray, W: MHA, Mask: Optional[np.ndarray], variant,
-                 causal_self: bool = False) -> np.ndarray:
-    return mh_attention_fwd(X, Z, W, Mask, variant, causal_self=causal_self)[0]
+                 causal_self: bool = False, pos_bias: Optional[np.ndarray] = None) -> np.ndarray:
+    return mh_attention_fwd(X, Z, W, Mask, variant, causal_self=causal_self, pos_bias=pos_bias)[0]
 
 
 # --------------------------------------------------------------------------
@@ -376,6 +378,15 @@ def _after_cache(Mask: Optional[np.ndarray], cached: int, ell: int, window: int 
     return np.concatenate([np.ones((cached, ell), dtype=bool), Mask], axis=0)  # (cached + ℓ, ℓ)
 
 
+def _t5_bias(params: Params, prefix: str, ell: int, bidirectional: bool, variant) -> Optional[np.ndarray]:
+    """T5's relative bias (H, ℓ, ℓ) of a layer's self-attention from its table ``<prefix>rel_bias`` under
+    rel_bias="t5_buckets" (spec 2.13: a T5 stack's first layer); None where there is no table. A constant of
+    the scores: the layer's backward is unchanged (the table gets no gradient: no entry trains it)."""
+    if variant.rel_bias != "t5_buckets" or prefix + "rel_bias" not in params:
+        return None
+    return t5_bias(params[prefix + "rel_bias"], ell, ell, bidirectional, variant)
+
+
 def stack_layer_fwd(X: np.ndarray, params: Params, prefix: str, variant, H: int, arch: str, *,
                     pad: Optional[np.ndarray] = None, offset: int = 0,
                     kv_cache: Optional[KVCache] = None) -> tuple[np.ndarray, tuple[LayerCache, ...]]:
@@ -402,9 +413,11 @@ def stack_layer_fwd(X: np.ndarray, params: Params, prefix: str, variant, H: int,
     Mask = padded(Mask, pad, X.shape[-1])
     W = gather_variant_mha(params, prefix + "attn.", H, variant)
 
+    table = _t5_bias(params, prefix + "attn.", X.shape[-1], arch != "gpt2", variant)
+
     def attn(Y: np.ndarray):
         return mh_attention_fwd(Y, Y, W, Mask, variant, prefix + "attn.", offset=offset, kv_cache=kv_cache,
-                                causal_self=arch == "gpt2")
+                                causal_self=arch == "gpt2", pos_bias=table)
 
     def mlp(Y: np.ndarray):
         return mlp_fwd(Y, params, prefix, "1", "2", variant, act)
@@ -470,8 +483,11 @@ def decoder_layer_fwd(X: np.ndarray, Z: np.ndarray, params: Params, prefix: str,
     W_self = gather_variant_mha(params, prefix + "self_attn.", H, variant)
     W_cross = gather_variant_mha(params, prefix + "cross_attn.", H, variant)
 
+    table = _t5_bias(params, prefix + "self_attn.", ell_x, False, variant)  # causal buckets; cross: none
+
     def self_attn(Y: np.ndarray):
-        return mh_attention_fwd(Y, Y, W_self, self_mask, variant, prefix + "self_attn.", causal_self=True)
+        return mh_attention_fwd(Y, Y, W_self, self_mask, variant, prefix + "self_attn.", causal_self=True,
+                                pos_bias=table)
 
     def cross_attn(Y: np.ndarray):
         return mh_attention_fwd(Y, Z, W_cross, cross_mask, variant, prefix + "cross_attn.")

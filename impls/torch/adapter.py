@@ -116,6 +116,7 @@ class Attn:
     kv_heads: int = 0  # H_kv shared key/value heads (``kv_heads.{g}.*``); 0: every head its own
     gamma_q: Optional[Tensor] = None  # (d_attn,) QK-norm's query gain, shared by the heads (qk_norm)
     gamma_k: Optional[Tensor] = None  # (d_attn,) QK-norm's key gain
+    rel_bias: Optional[Tensor] = None  # (rel_buckets, H) T5's relative bias table (rel_bias="t5_buckets", spec 2.13)
 
 
 @dataclass(frozen=True)
@@ -212,7 +213,8 @@ def attn_params(params: Mapping[str, Tensor], prefix: str = "", multi_head: bool
     bias = params.get(prefix + "b_o") if multi_head else None
     # QK-norm's gains: a layer's, or a causal self-attention entry's (spec 2.12); absent elsewhere
     gains = {n: params.get(prefix + n) for n in ("gamma_q", "gamma_k")} if multi_head else {}
-    return Attn(len(heads), W_o=out, b_o=bias, kv_heads=n_kv, **packed, **gains)
+    table = params.get(prefix + "rel_bias") if multi_head else None  # T5's, a self-attention's (spec 2.13)
+    return Attn(len(heads), W_o=out, b_o=bias, kv_heads=n_kv, rel_bias=table, **packed, **gains)
 
 
 def norm_params(params: Mapping[str, Tensor], gamma: str, beta: str) -> Norm:

@@ -25,7 +25,7 @@ __all__ = [
     "check_biases", "check_groups", "embed",
     "expand_kv", "inverse_frequencies", "logits", "lookup", "merge_heads", "mh_attention", "mlp", "norm", "project",
     "rope_tables",
-    "rotate", "sinusoid_table", "unembed",
+    "rotate", "sinusoid_table", "t5_bias", "t5_buckets", "unembed",
 ]
 
 # --------------------------------------------------------------------------
@@ -340,8 +340,40 @@ def alibi_bias(H: int, ell_x: int, ell_z: int, dtype, device) -> Tensor:
     return alibi_slopes(H, device).to(dtype)[:, None, None] * dist  # (H, ℓ_x, ℓ_z)
 
 
+def t5_buckets(ell_x: int, ell_z: int, bidirectional: bool, num_buckets: int, max_distance: int,
+               device) -> Tensor:
+    """T5's relative position buckets, native [query, key] (ℓ_x, ℓ_z) int64 (Raffel et al. 2020, §2.1;
+    transformers 5.24 models/t5/modeling_t5.py ``T5Attention._relative_position_bucket``): of
+    rel = t_z − t_x, bidirectionally half the buckets per side (keys after the query the upper half) and
+    |rel|, causally max(−rel, 0); max_exact = n // 2 exact buckets, then max_exact +
+    ⌊(n − max_exact)·ln(r/max_exact)/ln(max_distance/max_exact)⌋, at most n − 1. The logarithm is taken in
+    float64 and a quotient within 1e-9 of a whole number counts as that number: the spec's buckets are
+    the real-number ones (spec/position_bias.py ``t5_bucket``), where a whole number may round below."""
+    rel = torch.arange(ell_z, device=device)[None, :] - torch.arange(ell_x, device=device)[:, None]  # (ℓ_x, ℓ_z)
+    n, bucket = num_buckets, torch.zeros_like(rel)
+    if bidirectional:
+        n //= 2
+        bucket = (rel > 0).to(rel.dtype) * n
+        r = rel.abs()
+    else:
+        r = (-rel).clamp(min=0)
+    exact = n // 2
+    x = (n - exact) * torch.log(r.to(torch.float64).clamp(min=1) / exact) / math.log(max_distance / exact)
+    x = torch.where((x - x.round()).abs() < 1e-9, x.round(), x)  # a whole number stays whole
+    large = (exact + torch.floor(x).to(rel.dtype)).clamp(max=n - 1)
+    return bucket + torch.where(r < exact, r, large)
+
+
+def t5_bias(table: Tensor, ell_x: int, ell_z: int, bidirectional: bool, v: VariantSet) -> Tensor:
+    """T5's relative bias of every head, native [h, query, key] (H, ℓ_x, ℓ_z): ``table`` (rel_buckets, H)
+    (Hugging Face's ``relative_attention_bias.weight``) at the buckets (``t5_buckets``), as
+    ``T5Attention.compute_bias``: ``values.permute([2, 0, 1])``."""
+    buckets = t5_buckets(ell_x, ell_z, bidirectional, v.rel_buckets, v.rel_max_distance, table.device)
+    return table[buckets].permute(2, 0, 1)  # (H, ℓ_x, ℓ_z)
+
+
 def attend(Q: Tensor, K: Tensor, V: Tensor, v: VariantSet, d_x: int, mask: Optional[Tensor] = None,
-           causal: bool = False, alibi: bool = False) -> Tensor:
+           causal: bool = False, alibi: bool = False, pos_bias: Optional[Tensor] = None) -> Tensor:
     """Alg. 4 lines 4-6 for all H heads at once (Alg. 5 lines 1-2).
 
     Q: (…, H, ℓ_x, d_attn), K: (…, H_kv, ℓ_z, d_attn), V: (…, H_kv, ℓ_z, d_mid) as ``project``
@@ -349,10 +381,13 @@ def attend(Q: Tensor, K: Tensor, V: Tensor, v: VariantSet, d_x: int, mask: Optio
     "sqrt_d_model_per_head"); mask: native (…, ℓ_x,
     ℓ_z), True = may attend, or None (Mask ≡ 1); ``causal`` builds the square top-left mask.
     ``alibi``: a causal self-attention, whose scores take ALiBi's bias under
-    ``position_bias="alibi"`` (``alibi_bias``), after the scale, before the mask.
+    ``position_bias="alibi"`` (``alibi_bias``), after the scale, before the mask. ``pos_bias``: T5's
+    relative bias (H, ℓ_x, ℓ_z) (``t5_bias``), added there too.
     Returns Y: (…, H, ℓ_x, d_mid)."""
     H, ell_x, ell_z = Q.shape[-3], Q.shape[-2], K.shape[-2]
     bias = alibi_bias(H, ell_x, ell_z, Q.dtype, Q.device) if alibi and v.position_bias == "alibi" else None
+    if pos_bias is not None:
+        bias = pos_bias if bias is None else bias + pos_bias
     K, V = expand_kv(K, H, v), expand_kv(V, H, v)  # (…, H, ℓ_z, ·)
     # sqrt_d_model_per_head: d_x/H, H the query heads (Gemma 2 27B's query_pre_attn_scalar =
     # hidden_size/num_attention_heads; transformers 5.24 Gemma2Attention: scaling = that**-0.5)
@@ -422,7 +457,8 @@ def _softmax_attend(S: Tensor, V: Tensor, v: VariantSet, bias: Optional[Tensor],
 
 
 def attention_heads(X: Tensor, Z: Tensor, p: Attn, v: VariantSet, mask: Optional[Tensor] = None,
-                    causal: bool = False, rotary: bool = True, alibi: bool = False) -> Tensor:
+                    causal: bool = False, rotary: bool = True, alibi: bool = False,
+                    pos_bias: Optional[Tensor] = None) -> Tensor:
     """Alg. 4 lines 1-6 for all H heads at once (Alg. 5 lines 1-2): ``project`` then ``attend``.
 
     X: (…, ℓ_x, d_x) primary, Z: (…, ℓ_z, d_z) context, both from position 0, mask: native
@@ -430,7 +466,7 @@ def attention_heads(X: Tensor, Z: Tensor, p: Attn, v: VariantSet, mask: Optional
     square top-left mask. Returns Y: (…, H, ℓ_x, d_mid).
     """
     Q, K, V = project(X, Z, p, v, rotary=rotary)
-    return attend(Q, K, V, v, X.shape[-1], mask, causal, alibi)
+    return attend(Q, K, V, v, X.shape[-1], mask, causal, alibi, pos_bias)
 
 
 def merge_heads(Y: Tensor, p: Attn) -> Tensor:
@@ -442,7 +478,7 @@ def merge_heads(Y: Tensor, p: Attn) -> Tensor:
 
 
 def mh_attention(X: Tensor, Z: Tensor, p: Attn, v: VariantSet, mask: Optional[Tensor] = None,
-                 causal: bool = False, alibi: bool = False) -> Tensor:
+                 causal: bool = False, alibi: bool = False, pos_bias: Optional[Tensor] = None) -> Tensor:
     """Alg. 5: Ṽ = W_o [Y^1; …; Y^H] + b_o 1ᵀ. Native: (…, ℓ_x, d_out).
 
     Grouped-query attention (``kv_group`` = G > 1; Ainslie et al. 2023, "GQA", §2.2): the H
@@ -451,7 +487,7 @@ def mh_attention(X: Tensor, Z: Tensor, p: Attn, v: VariantSet, mask: Optional[Te
     attention ALiBi's ``position_bias`` applies to)."""
     check_groups(p, v)
     check_biases(p, v)
-    return merge_heads(attention_heads(X, Z, p, v, mask, causal, alibi=alibi), p)  # lines 1-4
+    return merge_heads(attention_heads(X, Z, p, v, mask, causal, alibi=alibi, pos_bias=pos_bias), p)  # lines 1-4
 
 
 def cached_self_attention(X: Tensor, p: Attn, v: VariantSet, cache: list[Tensor], start: int) -> Tensor:

@@ -88,10 +88,16 @@ def _self_attention_entry(causal: bool, padding: bool = False):
         if p["W_o"].shape[0] != X.shape[-1]:  # d_out = d_e: a layer's residual sum would check it
             raise ValueError(f"W_o has {p['W_o'].shape[0]} rows; self-attention returns d_e = {X.shape[-1]}")
         attn = A.attn_params(p)
+        ell = X.shape[-2]
+        # T5's relative bias (spec 2.13): bidirectional buckets in the encoder's attention, causal in the decoder's
+        bias = C.t5_bias(p["rel_bias"], ell, ell, not causal, ctx.variant) \
+            if ctx.variant.rel_bias == "t5_buckets" else None
         if padding:  # the layer's mask ∧ pad[t_z]
-            mask = layers.self_attention_mask(X.shape[-2], causal, i["pad"], X.device, window=ctx.variant.window)
-            return A.rows_to_cols(C.mh_attention(X, X, attn, ctx.variant, mask=mask, alibi=causal))  # (…, d_e, ℓ)
-        return A.rows_to_cols(C.mh_attention(X, X, attn, ctx.variant, causal=causal, alibi=causal))  # (…, d_e, ℓ)
+            mask = layers.self_attention_mask(ell, causal, i["pad"], X.device, window=ctx.variant.window)
+            return A.rows_to_cols(C.mh_attention(X, X, attn, ctx.variant, mask=mask, alibi=causal,
+                                                 pos_bias=bias))  # (…, d_e, ℓ)
+        return A.rows_to_cols(C.mh_attention(X, X, attn, ctx.variant, causal=causal, alibi=causal,
+                                             pos_bias=bias))  # (…, d_e, ℓ)
     mask = "Mask[t_z, t_x] = [[t_z ≤ t_x]] built from ℓ (Alg. 10 line 6)" if causal else \
         "Mask ≡ 1 (Alg. 8 and 9 line 5)"
     fn.__doc__ = (f"Alg. 5 with Z = X and {mask}{' ∧ pad[t_z] (pad (…, ℓ), True = a real token)' if padding else ''}"

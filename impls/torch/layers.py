@@ -16,7 +16,7 @@ from torch import Tensor
 from ftspec.spec.variants import VariantSet
 
 from .adapter import Attn, Block, DecBlock, Norm, pad_to_native
-from .components import cached_self_attention, causal_mask, mh_attention, mlp, norm
+from .components import cached_self_attention, causal_mask, mh_attention, mlp, norm, t5_bias
 
 __all__ = ["block", "cached_block", "decoder_block", "padding_mask", "self_attention_mask"]
 
@@ -90,9 +90,12 @@ def _attention(Z: Optional[Tensor], p: Attn, v: VariantSet, mask: Optional[Tenso
     def f(Y: Tensor) -> Tensor:  # Y: (…, ℓ_x, d_e) → (…, ℓ_x, d_e)
         context = Y if Z is None else Z
         alibi = causal and Z is None  # a causal self-attention: where ALiBi's bias is defined
+        bias = None  # T5's relative bias: a self-attention holding its table (spec 2.13), its buckets causal or not
+        if v.rel_bias == "t5_buckets" and p.rel_bias is not None and Z is None:
+            bias = t5_bias(p.rel_bias, Y.shape[-2], Y.shape[-2], not causal, v)
         if mask is not None:
-            return mh_attention(Y, context, p, v, mask=mask, alibi=alibi)
-        return mh_attention(Y, context, p, v, causal=causal, alibi=alibi)
+            return mh_attention(Y, context, p, v, mask=mask, alibi=alibi, pos_bias=bias)
+        return mh_attention(Y, context, p, v, causal=causal, alibi=alibi, pos_bias=bias)
     return f
 
 

@@ -80,6 +80,9 @@ def hyper_for(e: Entry, switch: str, changed: VariantSet) -> dict:
         hyper["d_attn"] = 4  # turns by t·base⁰
     if switch in ("global_every", "rope_local_base") and "L" in hyper:  # layer 0 local, layer 1 global
         hyper["L"] = max(hyper["L"], 2)
+    for n in ("ell", "ell_x"):  # T5's buckets (spec 2.13): a distance of 5, past the small pairs' exact buckets
+        if switch in ("rel_buckets", "rel_max_distance") and n in hyper:
+            hyper[n] = max(hyper[n], 6)
     return hyper
 
 

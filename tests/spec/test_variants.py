@@ -41,6 +41,8 @@ def variant_sets(draw) -> VariantSet:
         if name == "epsilon":
             continue
         values[name] = draw(st.sampled_from(sw.choices))
+    if values["rel_bias"] == "t5_buckets" and values["rel_max_distance"] <= values["rel_buckets"] // 2:
+        values["rel_max_distance"] = 128  # T5's max_distance above max_exact (spec 2.13: refused otherwise)
     if values["epsilon_placement"] == "none":
         values["epsilon"] = 0.0
     else:

@@ -36,7 +36,9 @@ above ``MOST_SHOWN_LAYERS``), as its least value, so that a global layer follows
 (``_alternation_layers``); under ALiBi the least head count that is not a power of
 two, with two kv heads or more, H = 3 or 2·``kv_group`` or 3·``kv_group`` (G
 above 4: H = G), whose bound it raises too: ALiBi's slopes follow another
-rule there, ``_alibi_heads``). The draw is the
+rule there, ``_alibi_heads``; under T5's relative bias with a small pair of bucket parameters the least
+length whose farthest key lies in the second logarithmic bucket, ``values.sizes.bucket_length``: ℓ = 5
+causally and 4 bidirectionally at 6 buckets and max_distance 5). The draw is the
 plain one with the smallest value and the structural one swapped, so every
 size is drawn as often as before, but Hypothesis's first example (the
 simplest choices, and the simplest extension of every early prefix: its
@@ -69,6 +71,7 @@ from ftspec.spec.errors import SpecError
 from ftspec.spec.variants import PAPER, VariantSet
 
 from ..value_flow import equal_widths, width_minimum
+from ..values.sizes import bucket_length as _bucket_length
 from ..dtypes import round_to
 from ._budgets import AT_MOST, MODEL_FAMILIES, RARE, hyper_kind, resolve_budget, resolve_dtype, resolve_entry
 from ._draws import uniform_integer
@@ -152,6 +155,8 @@ def hyperparameters(draw: st.DrawFn, entry: Any, *, variant: VariantSet = PAPER,
             bound = max(bound, _alibi_heads(e, variant))  # room for H not a power of two: its slope rule shows
         if hyper_kind(name) == "length" and _shows_window(e, variant, b.context):
             bound = max(bound, variant.window + 2)  # room for the first key past the window, and one more
+        if hyper_kind(name) == "length" and _bucket_length(e, variant, b.context):
+            bound = max(bound, _bucket_length(e, variant, b.context))  # room for T5's logarithmic buckets
         bound = min(bound, _most(lim, name, lengths))
         if AT_MOST.get(name) in hyper:  # k ≤ E: within the size drawn before it
             bound = min(bound, hyper[AT_MOST[name]])
@@ -201,6 +206,8 @@ def structural_size(e: Any, name: str, variant: VariantSet) -> Optional[int]:
         return _grouped_heads(variant.kv_group)
     if kind == "length" and _shows_window(e, variant, None):
         return max(STRUCTURAL[kind], variant.window + 2)  # a key W places back, and one W + 1 back
+    if kind == "length" and _bucket_length(e, variant, None):
+        return max(STRUCTURAL[kind], _bucket_length(e, variant, None))
     return STRUCTURAL[kind]
 
 

@@ -22,6 +22,10 @@ layers' RoPE base (``rope_local_base``) with a pairing, a window, Gemma 2's alte
 global base 1000000, so that the two bases differ; a several-switch draw applies it last, so that no
 group drawn beside it turns off what it is read with.
 
+T5's relative bias (``rel_bias="t5_buckets"``, spec 2.13, at the self-attention entries) is drawn with one
+pair of its bucket parameters (group "rel_bias", ``T5_BUCKETS``: T5's 32/128 and two small pairs whose
+logarithmic buckets the drawn lengths reach); the parameters are read under it alone and never drawn without it.
+
 A switch an entry reads only under another's value (``Entry.read_with``: a causal self-attention's
 norm switches, read by its QK-norm alone) is drawn with that value (group "qk_norm_norms": qk_norm="rms"
 with ε, its placement and the gain), and a preset's projection leaves it at the paper's value where the
@@ -66,14 +70,16 @@ def _groups(entry: Entry) -> list[str]:
     and global layers with a window (group "window_layers"), the local layers' base with all it is
     read with (group "rope_local_base")."""
     names = sorted(entry.switches - {"epsilon", "epsilon_placement", "rope_base", "rotary_fraction", "rope_scaling",
-                                     "kv_order", "attn_bias_at", "global_every", "rope_local_base"})
+                                     "kv_order", "attn_bias_at", "global_every", "rope_local_base",
+                                     "rel_buckets", "rel_max_distance"})
     if "global_every" in entry.switches:  # the window with local and global layers (group "window_layers")
         names = sorted([n for n in names if n != "window"] + ["window_layers"])
     if "rope_local_base" in entry.switches:
         names.append("rope_local_base")
     if "attn_bias_at" in entry.switches:
         names = [n for n in names if n != "attn_bias"] + ["attn_biases"]
-    if set(entry.read_with) == _QK_NORMS:  # the norm switches read with QK-norm alone: drawn with it
+    # "rel_bias" stays one group: T5's bias with a pair of bucket parameters (``T5_BUCKETS``)
+    if _QK_NORMS <= set(entry.read_with):  # the norm switches read with QK-norm alone: drawn with it
         return [n for n in names if n not in _QK_NORMS | {"qk_norm"}] + ["qk_norm_norms"]
     if entry.switches & {"epsilon", "epsilon_placement"}:
         names.append("epsilon")
@@ -137,6 +143,9 @@ def _changed(group: str) -> st.SearchStrategy[dict[str, Any]]:
                          st.sampled_from(SWITCHES["rope_base"].choices),
                          st.sampled_from(SWITCHES["rotary_fraction"].choices),
                          st.sampled_from(SWITCHES["rope_scaling"].choices))
+    if group == "rel_bias":  # T5's buckets with one of the drawn (num_buckets, max_distance) pairs
+        return st.sampled_from([{"rel_bias": "t5_buckets", "rel_buckets": b, "rel_max_distance": d}
+                                for b, d in T5_BUCKETS])
     if group == "qk_norm_norms":  # QK-norm with the norm switches it reads there: ε (mostly > 0, as Qwen3's and
         # Gemma 3's), its placement, the gain γ or 1 + γ
         return st.builds(lambda eps, gain: {"qk_norm": "rms", **eps, "norm_gain": gain},
@@ -152,6 +161,15 @@ def _changed(group: str) -> st.SearchStrategy[dict[str, Any]]:
     values = [c for c in SWITCHES[group].choices
               if c != SWITCHES[group].paper and (group, c) not in SAME_MATHEMATICS]
     return st.sampled_from(values).map(lambda v: {group: v})
+
+
+#: T5's bucket parameters drawn with rel_bias="t5_buckets" (num_buckets, max_distance): T5's own 32 and 128
+#: (its exact buckets alone within the drawn lengths: the logarithmic ones start at distance 8, bidirectional,
+#: and 16, causal), and two small pairs whose logarithmic buckets and their boundaries fall within them:
+#: 6 and 5 (bidirectional distances 1-2 share bucket 1 and 3-4 bucket 2, keys after the query 4 and 5;
+#: causal 0-3 exact, 4 a logarithmic bucket, 5 on the last), 8 and 10 (causal 4 and 5 share bucket 4, then
+#: 6, 7). Neither has a whole x = (n − e)·ln(r/e)/ln(D/e) below its last bucket (``t5_bucket``'s decision)
+T5_BUCKETS = ((32, 128), (6, 5), (8, 10))
 
 
 #: the least drawn RoPE base at which Llama 3.1's scaling moves a frequency of the drawn widths (Llama 3's

@@ -23,8 +23,8 @@ from .styles import SAMPLING_LOGITS, _check_dtype, check_style
 
 
 def parameter_role(name: str, shape: tuple) -> str:
-    """scale | shift | bias | table | weight. The bare leaves ``W`` and ``b`` are the weight and bias
-    of an indexed dense layer (``mlp_hidden.{k}.W``, ``.b`` of ``mlp_depth`` > 1)."""
+    """scale | shift | bias | table | weight | relative bias (T5's table). The bare leaves ``W`` and ``b`` are the
+    weight and bias of an indexed dense layer (``mlp_hidden.{k}.W``, ``.b`` of ``mlp_depth`` > 1)."""
     part = leaf(name)
     if part.startswith("gamma"):
         return "scale"
@@ -32,6 +32,8 @@ def parameter_role(name: str, shape: tuple) -> str:
         return "shift"
     if part.startswith("b_") or (part == "b" and len(shape) == 1):
         return "bias"
+    if part == "rel_bias":  # T5's relative bias table (rel_buckets × H, spec 2.13): additive on the scores
+        return "relative bias"
     if part == "W" and len(shape) == 2:
         return "weight"
     if part.startswith("W_") and len(shape) == 2:
@@ -43,6 +45,9 @@ def parameter_role(name: str, shape: tuple) -> str:
 def _value(rng: np.random.Generator, role: str, shape: tuple[int, ...], style: str, m: Magnitudes,
            near: Optional[np.ndarray]) -> np.ndarray:
     """One parameter's values; ``near``: the deviation pattern of near-constant tables (None: not one)."""
+    if role == "relative bias":  # T5's learned biases are O(1) beside unscaled scores: unit normal in every
+        # style, so that a wrong bucket moves a score by about 1 (spec 2.13)
+        return rng.standard_normal(shape)
     if style == "wide-range":
         if role == "weight":
             return rng.standard_normal(shape) / math.sqrt(shape[1]) * 10.0 ** rng.uniform(*m.wide_weight, size=shape)

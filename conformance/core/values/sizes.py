@@ -6,6 +6,7 @@ from types import MappingProxyType
 from typing import Mapping, Optional, Union
 
 from ftspec.spec.entry import implied_multiples
+from ftspec.spec.position_bias import t5_bucket
 from ftspec.spec.registry import REGISTRY, Entry, entry as registry_entry
 from ftspec.spec.variants import VariantSet
 
@@ -55,4 +56,28 @@ def fit_widths(entry: Union[str, Entry], variant: VariantSet, hyper: Mapping[str
     for follower, leader in equal_widths(e, variant):
         if follower in out and leader in out:
             out[follower] = out[leader]
+    for name in ("ell", "ell_x"):  # T5's logarithmic buckets within the (self-attended) sequence
+        if name in out and bucket_length(e, variant, None):
+            out[name] = max(out[name], bucket_length(e, variant, None))
     return out
+
+
+#: the longest sequence a length raised for T5's buckets asks for (``bucket_length``)
+MOST_BUCKET_LENGTH = 8
+
+
+def bucket_length(e: Entry, variant: VariantSet, context: Optional[int]) -> int:
+    """Under T5's relative bias (``rel_bias="t5_buckets"``, at an entry that reads it), the least length ℓ
+    whose farthest distance ℓ − 1 reaches the second logarithmic bucket of the entry's direction (causal
+    where the entry reads ``position_bias``, a causal self-attention's switch), so that a logarithmic bucket,
+    its boundary and, bidirectionally, keys on both sides of the query show: 5 at 6 buckets and max_distance
+    5 causally, 4 bidirectionally; 7 and 6 at 8 and 10. 0 where that length is above ``MOST_BUCKET_LENGTH``
+    or ``context`` (T5's 32 and 128: distance 18 causally), or the bias is off."""
+    if variant.rel_bias != "t5_buckets" or "rel_bias" not in e.switches:
+        return 0
+    causal = "position_bias" in e.switches
+    n = variant.rel_buckets // (1 if causal else 2)
+    for ell in range(2, MOST_BUCKET_LENGTH + 1):
+        if t5_bucket(1 - ell, not causal, variant.rel_buckets, variant.rel_max_distance) % n > n // 2:
+            return ell if context is None or ell <= context else 0
+    return 0
