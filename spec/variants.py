@@ -540,7 +540,23 @@ PRESETS: dict[str, VariantSet] = {
                           logit_bias=True),
     # Hugging Face BART: post-LN, LN after embeddings, eps 1e-5, erf GELU, tied
     # W_u plus final_logits_bias. (Its learned positions are offset by 2: a
-    # reparametrisation, W_p = embed_positions[2:].)
+    # reparametrisation, W_p = embed_positions[2:].) Checked against transformers 5.24
+    # models/bart/modeling_bart.py (impls/hf/bart.py, plugin transformers-bart): BartEncoderLayer and
+    # BartDecoderLayer add the residual, then self_attn_layer_norm / encoder_attn_layer_norm /
+    # final_layer_norm (nn.LayerNorm, eps 1e-5): post-LN; activation_fn = ACT2FN["gelu"] (BartConfig's
+    # activation_function, the erf GELUActivation); BartAttention's scaling = head_dim**-0.5 multiplies the
+    # scores in eager_attention_forward (scale_placement "scores"), q/k/v/out_proj and fc1/fc2 biased;
+    # layernorm_embedding in BartEncoder and BartDecoder; scale_embedding False (embed_scale 1); no final
+    # stack norm (final_norm "paper": none for encoder-decoder); lm_head tied to model.shared, plus
+    # final_logits_bias. Its encoder and decoder position tables are two parameters, the spec's W_p one.
+    # Hugging Face MarianMT as released (Helsinki-NLP/opus-mt-* config.json: activation_function "swish",
+    # scale_embedding true; MarianConfig's own defaults are "gelu" and False) is
+    # hf-bart+activation=silu,embedding_norm=False,embedding_scale=sqrt_d_e (modeling_marian.py: the same
+    # post-LN layers, ACT2FN["swish"] = nn.SiLU, no layernorm_embedding, embed_tokens(ids) * √d_model, tied
+    # lm_head, final_logits_bias), with W_p its fixed table: MarianSinusoidalPositionalEmbedding puts sin in
+    # the first half of each position's row and cos in the second (not sinusoidal_vaswani's interleaved
+    # rows: no positions value states it). No preset of its own: its 28 fixture cases would pass the
+    # fixtures' size bound (docs/spec.md).
     "hf-bart": VariantSet(activation="gelu_erf", epsilon=1e-5, epsilon_placement="inside_root",
                           norm_placement="post", embedding_norm=True, unembedding="tied",
                           logit_bias=True),
