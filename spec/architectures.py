@@ -33,20 +33,22 @@ def layer_variant(variant: VariantSet, l: int) -> VariantSet:
     ``global_every`` = k ≥ 1 with a ``window`` W ≥ 1 makes the stack alternate local and global
     layers: layer l is global, with no window (``window`` 0), when (l + 1) mod k = 0, and local, with
     the window W, otherwise; a local layer rotates with ``rope_local_base`` where that is set (> 0),
-    a global one with ``rope_base``. This is Gemma 2's and Gemma 3's stack (transformers 5.24:
-    ``Gemma2Config``/``Gemma3TextConfig`` build ``layer_types`` as "sliding_attention" if
-    bool((i + 1) % k) else "full_attention", k = 2 and ``sliding_window_pattern`` 6; each
-    ``Gemma3DecoderLayer`` gets the mask and the rotary tables of its layer type, the sliding ones
-    from ``rope_parameters["sliding_attention"]["rope_theta"]``). Otherwise (k = 0, the paper's; or
-    no window) every layer computes under ``variant`` itself.
+    and then unscaled (``rope_scaling`` "none"), a global one with ``rope_base`` and ``rope_scaling``.
+    This is Gemma 2's and Gemma 3's stack (transformers 5.24: ``Gemma2Config``/``Gemma3TextConfig``
+    build ``layer_types`` as "sliding_attention" if bool((i + 1) % k) else "full_attention", k = 2
+    and ``sliding_window_pattern`` 6; each ``Gemma3DecoderLayer`` gets the mask and the rotary tables
+    of its layer type, the sliding ones from ``rope_parameters["sliding_attention"]["rope_theta"]`` at
+    the "default" rope_type: a config's ``rope_scaling``, Gemma 3 4B-27B's linear factor 8, reaches
+    ``rope_parameters["full_attention"]`` alone, ``Gemma3TextConfig.convert_rope_params_to_dict``).
+    Otherwise (k = 0, the paper's; or no window) every layer computes under ``variant`` itself.
     """
     k, W = variant.global_every, variant.window
     if k == 0 or W == 0:
         return variant
     if (l + 1) % k == 0:  # a global layer: the whole causal context, at the global base
         return variant.replace(window=0)
-    if variant.rope_local_base > 0 and variant.rotary != "none":  # a local layer at its own base
-        return variant.replace(rope_base=variant.rope_local_base)
+    if variant.rope_local_base > 0 and variant.rotary != "none":  # a local layer at its own base, unscaled
+        return variant.replace(rope_base=variant.rope_local_base, rope_scaling="none")
     return variant
 
 

@@ -33,6 +33,13 @@ Scaling (``rope_scaling``) replaces each θ_i by θ'_i before the angles t·θ'_
 - ``linear-2``: θ'_i = θ_i / 2, the angles of positions t/2 (position interpolation, Chen et al.
   2023; Hugging Face transformers 5.24 ``modeling_rope_utils._compute_linear_scaling_rope_parameters``
   with ``factor`` 2: ``inv_freq /= factor``, "originally, scaling was applied to the position_ids").
+- ``linear-8``: θ'_i = θ_i / 8, the angles of positions t/8: the same function with ``factor`` 8, Gemma 3
+  4B's, 12B's and 27B's ``rope_scaling={"rope_type": "linear", "factor": 8.0}`` (their released configs;
+  Google's gemma_pytorch ``precompute_freqs_cis``: ``freqs = freqs/rope_scaling_factor``, with
+  ``rope_scaling_factor=8`` in ``config.get_config_for_27b_v3``). Gemma 3 scales its global layers only:
+  transformers 5.24 ``Gemma3TextConfig.convert_rope_params_to_dict`` updates ``rope_parameters["full_attention"]``
+  alone with ``rope_scaling``, and gemma_pytorch passes the factor to ``global_freqs_cis`` alone; in the
+  spec a local layer under ``rope_local_base`` > 0 is unscaled (``architectures.layer_variant``).
 - ``llama3``: Llama 3.1's, with s = 8 (``factor``), l = 1 (``low_freq_factor``), h = 4
   (``high_freq_factor``) and L = 8192 (``original_max_position_embeddings``), the published
   constants of Llama 3.1's ``rope_scaling`` (transformers 5.24
@@ -65,7 +72,7 @@ __all__ = ["LLAMA3", "frequencies", "pairs", "rotate"]
 #: these keys): factor s, low_freq_factor l, high_freq_factor h, original_max_position_embeddings L
 LLAMA3 = {"factor": 8, "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 8192}
 #: linear scaling's factor for each ``rope_scaling`` value ``linear-F``
-LINEAR = {"linear-2": 2}
+LINEAR = {"linear-2": 2, "linear-8": 8}
 
 
 def pairs(d: int, pairing: str) -> list[tuple[int, int]]:
@@ -118,7 +125,7 @@ def frequencies(r: int, variant: VariantSet) -> list[Any]:
     if variant.rope_scaling in LINEAR:
         return [th / N.num(LINEAR[variant.rope_scaling]) for th in theta]
     if variant.rope_scaling != "llama3":
-        raise SpecError("rope_scaling", "one of 'none', 'linear-2', 'llama3'", repr(variant.rope_scaling))
+        raise SpecError("rope_scaling", "one of 'none', 'linear-2', 'linear-8', 'llama3'", repr(variant.rope_scaling))
     s, low, high = N.num(LLAMA3["factor"]), N.num(LLAMA3["low_freq_factor"]), N.num(LLAMA3["high_freq_factor"])
     L = N.num(LLAMA3["original_max_position_embeddings"])
     out = []

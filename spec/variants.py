@@ -52,7 +52,7 @@ class VariantSet:
     rotary: Literal["none", "half", "interleaved"] = "none"
     rope_base: float = 10000.0
     rotary_fraction: float = 1.0
-    rope_scaling: Literal["none", "linear-2", "llama3"] = "none"
+    rope_scaling: Literal["none", "linear-2", "linear-8", "llama3"] = "none"
     kv_group: int = 1
     kv_order: Literal["consecutive", "strided"] = "consecutive"
     window: int = 0
@@ -275,10 +275,12 @@ def _switches() -> dict[str, Switch]:
                "(Phi-2 partial_rotary_factor), 0.5 (Phi-1.5); any fraction (1, 0.5, 0.25 are drawn); read "
                "only when rotary is not 'none' (Hugging Face transformers 5.24: GPTNeoXAttention, "
                "apply_rotary_pos_emb on q[..., :rotary_ndims]; rope dim = int(head_dim · partial_rotary_factor))"),
-        Switch("rope_scaling", "attention", ("none", "linear-2", "llama3"), "none",
+        Switch("rope_scaling", "attention", ("none", "linear-2", "linear-8", "llama3"), "none",
                "RoPE's frequencies θ_i = base^(−2i/r) rescaled (spec/rotary.py, ``frequencies``): none "
                "(paper, LLaMA 1-3); linear-2, θ_i/2, positions halved (Hugging Face rope_type 'linear', "
-               "factor 2: _compute_linear_scaling_rope_parameters); llama3, Llama 3.1's bands by "
+               "factor 2: _compute_linear_scaling_rope_parameters); linear-8, θ_i/8, positions divided by 8 "
+               "(the same with factor 8: Gemma 3 4B, 12B and 27B, in their global layers only: a local layer "
+               "under rope_local_base > 0 is unscaled); llama3, Llama 3.1's bands by "
                "wavelength λ_i = 2π/θ_i with factor 8, low_freq_factor 1, high_freq_factor 4 and "
                "original_max_position_embeddings 8192: θ_i kept for λ_i < 2048, θ_i/8 for λ_i > 8192, "
                "between them (1 − γ)·θ_i/8 + γ·θ_i with γ = (8192/λ_i − 1)/3 (transformers 5.24 "
@@ -315,10 +317,12 @@ def _switches() -> dict[str, Switch]:
         Switch("rope_local_base", "attention", (0.0, 10000.0), 0.0,
                "RoPE's base in the local layers of global_every: 0 (paper) is rope_base in every layer; "
                "a base b > 0 (one of rope_base's values) rotates each local (windowed) layer's Q and K with "
-               "base b, the global layers keeping rope_base (Gemma 3: local layers at 10000, global ones at "
-               "1000000; transformers 5.24 Gemma3TextConfig.rope_parameters['sliding_attention']"
-               "['rope_theta'], from the older rope_local_base_freq, and ['full_attention']['rope_theta'] "
-               "from rope_theta; Gemma3TextModel passes each layer the rotary tables of its layer type); read "
+               "base b and no rope_scaling, the global layers keeping rope_base and rope_scaling (Gemma 3: "
+               "local layers at 10000, global ones at 1000000; transformers 5.24 Gemma3TextConfig."
+               "rope_parameters['sliding_attention']['rope_theta'], from the older rope_local_base_freq, and "
+               "['full_attention']['rope_theta'] from rope_theta; convert_rope_params_to_dict updates only "
+               "['full_attention'] with a config's rope_scaling; Gemma3TextModel passes each layer the rotary "
+               "tables of its layer type); read "
                "only when rotary is not 'none', window ≥ 1 and global_every ≥ 1"),
         Switch("position_bias", "attention", ("none", "alibi"), "none",
                "a bias added to each head's scaled scores by the distance from query to key: none "

@@ -86,6 +86,11 @@ plugins keep GPT-2's; BERT's is certified by ``transformers-bert``.
                             +window=2,global_every=2,rope_local_base=10000.0; the lone layer full, a global
                             one; the attention too, spec 2.12). With an ``-sdpa`` twin
                             (Gemma3PreTrainedModel._supports_sdpa; no softcap for sdpa to refuse).
+``transformers-gemma3-27b``  the same classes built as the released 27B: query_pre_attn_scalar =
+                            hidden_size / num_attention_heads (168 = 5376/32) and rope_scaling linear,
+                            factor 8 (in the full-attention layers alone): the same sets with
+                            attn_scale=sqrt_d_model_per_head,rope_scaling=linear-8, d_e free of H·d_attn
+                            (``GEMMA2_27B_LIMITS``). Eager only.
 ``transformers-qwen3``       Qwen3ForCausalLM (padded_d_transformer, cached_decoding), Qwen3Attention
                             (padded_causal_self_attention: the causal self-attention entries read
                             QK-norm since spec 2.12), Qwen3DecoderLayer (gpt2_layer):
@@ -175,8 +180,8 @@ from ftspec.spec.variants import preset
 from .._torch_boundary import configure, devices, from_numpy, to_numpy
 from .adapter import (FALCON7B_HEADS, GEMMA2_ATTN_SOFTCAP, GEMMA2_LOGIT_SOFTCAP, GEMMA3_GLOBAL_EVERY, GPTJ_ROTARY_SHARE,
                       MISTRAL_WINDOW)
-from .entries import (FALCON, FALCON7B, GEMMA, GEMMA2, GEMMA2_27B, GEMMA3, GPTJ, MISTRAL, NEOX, OPT, PHI3, QWEN2,
-                      QWEN2_WINDOWED, QWEN3, Decoder, bert_algorithms, decoder_algorithms, gpt2_algorithms,
+from .entries import (FALCON, FALCON7B, GEMMA, GEMMA2, GEMMA2_27B, GEMMA3, GEMMA3_27B, GPTJ, MISTRAL, NEOX, OPT,
+                      PHI3, QWEN2, QWEN2_WINDOWED, QWEN3, Decoder, bert_algorithms, decoder_algorithms, gpt2_algorithms,
                       llama_algorithms)
 
 __all__ = ["implementation", "implementation_sdpa", "implementation_bert", "implementation_bert_sdpa",
@@ -192,7 +197,8 @@ __all__ = ["implementation", "implementation_sdpa", "implementation_bert", "impl
            "VARIANT_FALCON", "implementation_falcon", "implementation_falcon_sdpa", "VARIANT_GEMMA2",
            "implementation_gemma2", "VARIANT_GEMMA3", "FAMILY_MODEL_SETS", "implementation_gemma3",
            "implementation_gemma3_sdpa", "VARIANT_GEMMA2_27B", "GEMMA2_27B_LIMITS",
-           "implementation_gemma2_27b", "VARIANT_FALCON7B", "FALCON7B_LIMITS", "implementation_falcon_7b",
+           "implementation_gemma2_27b", "VARIANT_GEMMA3_27B", "implementation_gemma3_27b",
+           "VARIANT_FALCON7B", "FALCON7B_LIMITS", "implementation_falcon_7b",
            "implementation_falcon_7b_sdpa"]
 
 configure()  # one intra-op thread, float32 matmuls at "highest" (_torch_boundary.py)
@@ -341,6 +347,11 @@ VARIANT_GEMMA2_27B = VARIANT_GEMMA2.replace(attn_scale="sqrt_d_model_per_head")
 #: apply_rotary_pos_emb; the global layers' base, default_theta["global"]; no soft caps; the query scale
 #: query_pre_attn_scalar = head_dim, 1/√d_attn), grouped (kv_group = 2) and not.
 VARIANT_GEMMA3 = VARIANT_GEMMA.replace(norm_placement="sandwich", qk_norm="rms", rope_base=1000000.0)
+#: Gemma 3 27B (its released config: query_pre_attn_scalar 168 = 5376/32 with head_dim 128, rope_scaling
+#: {"rope_type": "linear", "factor": 8.0}, the latter also 4B's and 12B's): VARIANT_GEMMA3 with
+#: attn_scale=sqrt_d_model_per_head and rope_scaling=linear-8 (the plugin builds both, adapter.gemma3_27b_config;
+#: the factor reaches the full-attention layers alone, as the spec's linear-8 under rope_local_base > 0).
+VARIANT_GEMMA3_27B = VARIANT_GEMMA3.replace(attn_scale="sqrt_d_model_per_head", rope_scaling="linear-8")
 #: Gemma's head width is its own (head_dim): only d_attn = d_mid is tied, d_e is free of H·d_attn.
 GEMMA_LIMITS = {a: Limits(equal=(("d_attn", "d_mid"),)) for a in LLAMA_LIMITS}
 #: Qwen3 (Qwen3Config defaults, transformers 5.24): the Llama layer with QK-norm (Qwen3Attention's
@@ -392,6 +403,7 @@ FAMILY_SETS: dict[str, tuple[Any, ...]] = {
     "gemma2": (VARIANT_GEMMA2, VARIANT_GEMMA2.replace(kv_group=1)),
     "gemma2-27b": (VARIANT_GEMMA2_27B, VARIANT_GEMMA2_27B.replace(kv_group=1)),
     "gemma3": (VARIANT_GEMMA3, VARIANT_GEMMA3.replace(kv_group=1)),
+    "gemma3-27b": (VARIANT_GEMMA3_27B, VARIANT_GEMMA3_27B.replace(kv_group=1)),
     "qwen3": (VARIANT_QWEN3, VARIANT_QWEN3.replace(kv_group=1)),
     "phi3": (VARIANT_PHI3, VARIANT_PHI3.replace(kv_group=1)),
     "gptj": (VARIANT_GPTJ,),
@@ -407,12 +419,13 @@ FAMILY_SETS: dict[str, tuple[Any, ...]] = {
 #: Gemma3ForCausalLM: the layer types the library derives from sliding_window_pattern =
 #: adapter.GEMMA3_GLOBAL_EVERY (layer 0 sliding, layer 1 full, layer 2 sliding), the sliding layers at
 #: default_theta["local"] 10000 and the full ones at 1e6: docs/spec.md's Gemma 3 with window=MISTRAL_WINDOW,
-#: global_every=GEMMA3_GLOBAL_EVERY (Gemma 3's own 6 is the same rule; L ≤ 3 is drawn).
+#: global_every=GEMMA3_GLOBAL_EVERY (Gemma 3's own 6 is the same rule; L ≤ 3 is drawn). Gemma 3 27B's the same
+#: (its linear-8 scaling in the full layers alone: the spec leaves a local layer under rope_local_base unscaled).
 FAMILY_MODEL_SETS: dict[str, tuple[Any, ...]] = {
     "gemma2": tuple(v.replace(window=MISTRAL_WINDOW, global_every=2) for v in FAMILY_SETS["gemma2"]),
     "gemma2-27b": tuple(v.replace(window=MISTRAL_WINDOW, global_every=2) for v in FAMILY_SETS["gemma2-27b"]),
-    "gemma3": tuple(v.replace(window=MISTRAL_WINDOW, global_every=GEMMA3_GLOBAL_EVERY, rope_local_base=10000.0)
-                    for v in FAMILY_SETS["gemma3"]),
+    **{f: tuple(v.replace(window=MISTRAL_WINDOW, global_every=GEMMA3_GLOBAL_EVERY, rope_local_base=10000.0)
+                for v in FAMILY_SETS[f]) for f in ("gemma3", "gemma3-27b")},
 }
 #: the whole models a family's plugin runs (the rest of its entries are a layer or its attention)
 _MODELS = frozenset({"d_transformer", "padded_d_transformer", "cached_decoding"})
@@ -442,7 +455,7 @@ def _family_limits(family: Decoder) -> Limits:
     8; at an odd rotary_dim ``apply_rotary_pos_emb`` fails on the shapes)."""
     equal = (("d_attn", "d_mid"),) if family.name in (GEMMA.name, QWEN3.name) else _TIED
     multiple = {"d_attn": 2 * GPTJ_ROTARY_SHARE} if family.name == GPTJ.name else {}
-    if family.name == GEMMA2_27B.name:
+    if family.name in (GEMMA2_27B.name, GEMMA3_27B.name):  # Gemma3TextConfig refuses the same hidden sizes
         return GEMMA2_27B_LIMITS
     if family.name == FALCON7B.name:
         return FALCON7B_LIMITS
@@ -484,6 +497,7 @@ implementation_gemma2 = _family("transformers-gemma2", GEMMA2, "eager")  # no sd
 implementation_gemma2_27b = _family("transformers-gemma2-27b", GEMMA2_27B, "eager")  # eager only, as Gemma 2
 implementation_gemma3 = _family("transformers-gemma3", GEMMA3, "eager")
 implementation_gemma3_sdpa = _family("transformers-gemma3-sdpa", GEMMA3, "sdpa")
+implementation_gemma3_27b = _family("transformers-gemma3-27b", GEMMA3_27B, "eager")
 implementation_qwen3 = _family("transformers-qwen3", QWEN3, "eager")
 implementation_qwen3_sdpa = _family("transformers-qwen3-sdpa", QWEN3, "sdpa")
 implementation_phi3 = _family("transformers-phi3", PHI3, "eager")

@@ -122,7 +122,8 @@ __all__ = ["cols_to_rows", "rows_to_cols", "batch", "unbatch", "check_tokens", "
            "llama_lm_weights", "MISTRAL_WINDOW", "mistral_config", "qwen2_config", "qwen2_attention_weights",
            "neox_config", "neox_attention_weights", "neox_layer_weights", "neox_lm_weights",
            "gemma_config", "gemma_lm_weights", "gemma2_config", "gemma2_layer_weights", "gemma2_lm_weights",
-           "GEMMA3_GLOBAL_EVERY", "gemma3_config", "gemma3_layer_weights",
+           "GEMMA3_GLOBAL_EVERY", "gemma3_config", "gemma3_layer_weights", "GEMMA3_ROPE_SCALING",
+           "gemma3_27b_config",
            "llama_layer_weights", "qwen3_config", "qwen3_attention_weights",
            "qwen3_layer_weights", "phi3_config", "phi3_attention_weights", "phi3_layer_weights", "phi3_lm_weights",
            "GPTJ_ROTARY_SHARE",
@@ -355,7 +356,7 @@ def gemma2_config(hyper: Mapping[str, int], attn: str, variant: Any, per_head_sc
 GEMMA3_GLOBAL_EVERY = 2
 
 
-def gemma3_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
+def gemma3_config(hyper: Mapping[str, int], attn: str, variant: Any, **released: Any) -> Any:
     """A ``Gemma3TextConfig`` as ``gemma_config`` builds a GemmaConfig (head_dim = d_attn, tied,
     gelu_pytorch_tanh, the √hidden_size embedding scale of ``Gemma3TextScaledWordEmbedding``, ε from the
     set), with the query scale query_pre_attn_scalar = head_dim (the spec's 1/√d_attn; Gemma 3 1B, 4B
@@ -366,14 +367,36 @@ def gemma3_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
     "full_attention", 10000 for "sliding_attention", the released checkpoints'), not the declared
     rope_base: like the window and the pattern, a base fed to the config would be obeyed, and a wrong
     declared base (global or local) never caught. hidden_size must be a multiple of the heads
-    (``validate_architecture``), hence the plugin's tie d_e = H·d_attn."""
+    (``validate_architecture``), hence the plugin's tie d_e = H·d_attn. ``released``: config keywords that
+    replace these (``gemma3_27b_config``)."""
     from transformers import Gemma3TextConfig
 
     types = {} if "L" in hyper else {"layer_types": ["full_attention"]}  # a model: the library's rule
     kwargs = _decoder_kwargs(hyper, attn, variant) | {"tie_word_embeddings": True}
     del kwargs["rope_parameters"]  # the config's default_theta for both layer types
-    return Gemma3TextConfig(**kwargs, head_dim=hyper["d_attn"], query_pre_attn_scalar=hyper["d_attn"],
-                            sliding_window=MISTRAL_WINDOW, sliding_window_pattern=GEMMA3_GLOBAL_EVERY, **types)
+    fixed = dict(head_dim=hyper["d_attn"], query_pre_attn_scalar=hyper["d_attn"], sliding_window=MISTRAL_WINDOW,
+                 sliding_window_pattern=GEMMA3_GLOBAL_EVERY)
+    return Gemma3TextConfig(**kwargs, **(fixed | released), **types)
+
+
+#: Gemma 3 4B's, 12B's and 27B's RoPE scaling, as their released configs state it (rope_type "linear", factor
+#: 8.0; Google's gemma_pytorch config.py: rope_scaling_factor=8): the spec's rope_scaling = "linear-8"
+GEMMA3_ROPE_SCALING = {"rope_type": "linear", "factor": 8.0}
+
+
+def gemma3_27b_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
+    """``gemma3_config`` with the released Gemma 3 27B's two differences: query_pre_attn_scalar =
+    hidden_size / num_attention_heads (5376/32 = 168 with head_dim 128: the spec's attn_scale =
+    "sqrt_d_model_per_head"; 1B, 4B and 12B keep 256 = head_dim) and ``rope_scaling`` =
+    ``GEMMA3_ROPE_SCALING`` (linear, factor 8; 4B and 12B have it too). transformers 5.24
+    ``Gemma3TextConfig.convert_rope_params_to_dict`` pops ``rope_scaling`` and updates
+    ``rope_parameters["full_attention"]`` alone with it, so the sliding layers keep rope_type "default" at
+    base 10000 and the full ones divide ``inv_freq`` by 8 (``_compute_linear_scaling_rope_parameters``): the
+    spec's rope_scaling = "linear-8" with rope_local_base = 10000, whose local layers are unscaled. Both are
+    fixed here, not read from the declared set (a declaration fed to the config would be obeyed).
+    hidden_size must be a multiple of the heads (``validate_architecture``): the plugin's limits draw it so."""
+    return gemma3_config(hyper, attn, variant, query_pre_attn_scalar=hyper["d_e"] // hyper["H"],
+                         rope_scaling=dict(GEMMA3_ROPE_SCALING))
 
 
 def qwen3_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:

@@ -27,8 +27,8 @@ from ftspec.impls.api import Context
 from . import adapter as A
 
 __all__ = ["gpt2_algorithms", "bert_algorithms", "llama_algorithms", "decoder_algorithms", "Decoder", "LLAMA",
-           "MISTRAL", "QWEN2", "QWEN2_WINDOWED", "NEOX", "GEMMA", "GEMMA2", "GEMMA2_27B", "GEMMA3", "QWEN3", "PHI3",
-           "GPTJ", "OPT", "FALCON", "FALCON7B"]
+           "MISTRAL", "QWEN2", "QWEN2_WINDOWED", "NEOX", "GEMMA", "GEMMA2", "GEMMA2_27B", "GEMMA3", "GEMMA3_27B",
+           "QWEN3", "PHI3", "GPTJ", "OPT", "FALCON", "FALCON7B"]
 
 In = Mapping[str, torch.Tensor]
 Fn = Callable[[In, In, Context], Any]
@@ -255,6 +255,11 @@ GEMMA2_27B = Decoder("gemma2-27b", "gemma2", "Gemma2",
 GEMMA3 = Decoder("gemma3", "gemma3", "Gemma3", A.gemma3_config, A.qwen3_attention_weights, A.gemma2_lm_weights,
                  layer="DecoderLayer", layer_weights=A.gemma3_layer_weights,
                  layer_type="full_attention")
+#: Gemma 3 27B's query scale and its global layers' linear RoPE scaling (factor 8): Gemma 3 built with
+#: query_pre_attn_scalar = hidden_size / heads and rope_scaling {"rope_type": "linear", "factor": 8.0}
+GEMMA3_27B = Decoder("gemma3-27b", "gemma3", "Gemma3", A.gemma3_27b_config, A.qwen3_attention_weights,
+                     A.gemma2_lm_weights, layer="DecoderLayer", layer_weights=A.gemma3_layer_weights,
+                     layer_type="full_attention")
 QWEN3 = Decoder("qwen3", "qwen3", "Qwen3", A.qwen3_config, A.qwen3_attention_weights, layer="DecoderLayer",
                 layer_weights=A.qwen3_layer_weights)
 PHI3 = Decoder("phi3", "phi3", "Phi3", A.phi3_config, A.phi3_attention_weights, A.phi3_lm_weights,

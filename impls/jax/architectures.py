@@ -122,7 +122,8 @@ def sliding_or_full(variant: VariantSet, l: int) -> VariantSet:
     """The variant set of layer l (from 0) of a GPT stack whose layers take turns: with
     ``global_every`` k ≥ 1 and a ``window``, every k-th layer (l + 1 a multiple of k) attends to the
     whole causal prefix (no window) and the rest to the window alone, those sliding layers rotating
-    with ``rope_local_base`` where it is set under RoPE. Sources: transformers 5.24 Gemma2Config and
+    with ``rope_local_base`` where it is set under RoPE, unscaled (Gemma3TextConfig.convert_rope_params_to_dict
+    puts a config's rope_scaling in the "full_attention" parameters alone). Sources: transformers 5.24 Gemma2Config and
     Gemma3TextConfig (layer_types: "full_attention" iff (i + 1) % k == 0; k = 2, and 6 from
     sliding_window_pattern) and Gemma3TextModel (rotary tables per layer type, the sliding type's
     rope_theta 10000, the full type's 1e6). k = 0 (the paper's) or no window: one set for all."""
@@ -131,7 +132,7 @@ def sliding_or_full(variant: VariantSet, l: int) -> VariantSet:
         return variant
     if (l + 1) % k:  # sliding
         if variant.rotary != "none" and variant.rope_local_base > 0:
-            return variant.replace(rope_base=variant.rope_local_base)
+            return variant.replace(rope_base=variant.rope_local_base, rope_scaling="none")
         return variant
     return variant.replace(window=0)  # full
 

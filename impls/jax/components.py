@@ -315,7 +315,8 @@ def rope(variant: VariantSet, n: int, d: int, dtype: Any) -> Optional[Rope]:
 
 def _scaled(theta: np.ndarray, scaling: str) -> np.ndarray:
     """RoPE's frequencies θ (float64) under ``rope_scaling``: "linear-2" halves them (Hugging Face's
-    rope_type "linear" with factor 2, positions t/2); "llama3" is Llama 3.1's (transformers 5.24
+    rope_type "linear" with factor 2, positions t/2), "linear-8" takes an eighth (factor 8, Gemma 3
+    4B-27B's global layers, positions t/8); "llama3" is Llama 3.1's (transformers 5.24
     ``_compute_llama3_parameters``: factor s = 8, low_freq_factor 1, high_freq_factor 4, original
     context 8192), written here as one blend θ·(w + (1 − w)/s) whose weight w = (8192·θ/2π − 1)/(4 − 1)
     is clipped to [0, 1]: w = 1 (θ kept) for wavelengths 2π/θ below 8192/4, w = 0 (θ/s) above
@@ -324,6 +325,8 @@ def _scaled(theta: np.ndarray, scaling: str) -> np.ndarray:
         return theta
     if scaling == "linear-2":
         return theta * 0.5
+    if scaling == "linear-8":
+        return theta * 0.125  # 1/8, exact in binary
     if scaling != "llama3":
         raise ValueError(f"unknown rope_scaling {scaling!r}")
     w = np.clip((8192.0 * theta / (2.0 * np.pi) - 1.0) / 3.0, 0.0, 1.0)

@@ -242,7 +242,9 @@ def local_or_global(variant, l: int):
 
     With ``global_every`` = k > 0 and a sliding ``window``, the layers numbered l = k−1, 2k−1, ...
     (0-based) see every earlier position: their window is dropped; the others keep the window and,
-    when ``rope_local_base`` is set under RoPE, turn with that base instead of ``rope_base``.
+    when ``rope_local_base`` is set under RoPE, turn with that base instead of ``rope_base`` and unscaled
+    (``rope_scaling`` only reaches Gemma 3's "full_attention" rope parameters: transformers 5.24
+    ``Gemma3TextConfig.convert_rope_params_to_dict``).
     transformers 5.24 (Gemma2Config, Gemma3TextConfig): layer i is "full_attention" exactly when
     (i + 1) % k == 0; Gemma 3's sliding layers take rope_parameters["sliding_attention"]["rope_theta"].
     Without k or a window every layer has ``variant`` as it is. The backward pass needs nothing more:
@@ -255,7 +257,7 @@ def local_or_global(variant, l: int):
     if is_global:
         return variant.replace(window=0)
     if variant.rotary != "none" and variant.rope_local_base:
-        return variant.replace(rope_base=variant.rope_local_base)
+        return variant.replace(rope_base=variant.rope_local_base, rope_scaling="none")
     return variant
 
 

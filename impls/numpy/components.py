@@ -440,6 +440,8 @@ def rope_frequencies(d: int, base: float, scaling: str = "none") -> np.ndarray:
     """θ_i = base^(−2i/d), i = 0..d/2−1 (RoFormer eq. 15), rescaled as ``rope_scaling`` says, in binary64.
 
     ``linear-2``: θ_i / 2 (Hugging Face's rope_type "linear", factor 2: ``inv_freq /= factor``).
+    ``linear-8``: θ_i / 8, the same with factor 8 (Gemma 3 4B-27B's global layers; transformers 5.24
+    ``_compute_linear_scaling_rope_parameters``).
     ``llama3``: Llama 3.1's (Hugging Face transformers 5.24 ``_compute_llama3_parameters``, with
     factor 8, low_freq_factor 1, high_freq_factor 4, original_max_position_embeddings 8192): by the
     wavelength 2π/θ_i, kept below 8192/4, divided by 8 above 8192/1, and in between the blend
@@ -451,6 +453,8 @@ def rope_frequencies(d: int, base: float, scaling: str = "none") -> np.ndarray:
         return theta
     if scaling == "linear-2":
         return theta / 2.0  # the angles of positions t/2
+    if scaling == "linear-8":
+        return theta / 8.0  # the angles of positions t/8
     if scaling != "llama3":
         raise ValueError(f"unknown rope_scaling {scaling!r}")
     factor, low_factor, high_factor, context = 8.0, 1.0, 4.0, 8192.0

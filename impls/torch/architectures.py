@@ -113,12 +113,16 @@ def layer_conventions(v: VariantSet, i: int) -> VariantSet:
     ``sliding_window_pattern`` 6 (Gemma3TextConfig), and builds a separate rotary embedding for each
     type (Gemma3RotaryEmbedding, the sliding one from rope_local_base_freq). Here k is
     ``global_every``: a full layer loses ``window``; a sliding one keeps it and, if
-    ``rope_local_base`` is set, rotates with that base. k = 0 or no window: ``v`` unchanged."""
+    ``rope_local_base`` is set, rotates with that base and unscaled (a config's ``rope_scaling`` updates
+    only ``rope_parameters["full_attention"]``: Gemma3TextConfig.convert_rope_params_to_dict). k = 0 or
+    no window: ``v`` unchanged."""
     if v.global_every == 0 or v.window == 0:
         return v
     if (i + 1) % v.global_every == 0:
         return v.replace(window=0)
-    return v.replace(rope_base=v.rope_local_base) if v.rope_local_base and v.rotary != "none" else v
+    if v.rope_local_base and v.rotary != "none":
+        return v.replace(rope_base=v.rope_local_base, rope_scaling="none")
+    return v
 
 
 def d_logits(x: Tensor, emb: Embedding, layers: Sequence[Block], final: Norm, head: Unembedding,

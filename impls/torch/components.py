@@ -183,7 +183,8 @@ def _split_heads(Y: Tensor, H: int) -> Tensor:
 def inverse_frequencies(d: int, base: float, scaling: str = "none") -> Tensor:
     """θ_i = base^(−2i/d), i = 0 … d/2 − 1 (RoFormer eq. 15) in float64, rescaled by ``scaling``
     (``rope_scaling``) as Hugging Face transformers 5.24 computes its ``inv_freq``: "linear-2" is
-    ``_compute_linear_scaling_rope_parameters`` with factor 2 (inv_freq / 2), "llama3"
+    ``_compute_linear_scaling_rope_parameters`` with factor 2 (inv_freq / 2), "linear-8" the same with
+    factor 8 (Gemma 3 4B-27B's global layers), "llama3"
     ``_compute_llama3_parameters`` with Llama 3.1's factor 8, low_freq_factor 1, high_freq_factor 4
     and original_max_position_embeddings 8192 (by wavelength 2π/θ: kept below 2048, /8 above 8192,
     smoothly blended between)."""
@@ -191,8 +192,9 @@ def inverse_frequencies(d: int, base: float, scaling: str = "none") -> Tensor:
     inv_freq = torch.pow(torch.tensor(float(base), dtype=torch.float64), -2 * i / d)  # θ_i
     if scaling == "none":
         return inv_freq
-    if scaling == "linear-2":
-        return inv_freq / 2
+    linear = {"linear-2": 2, "linear-8": 8}  # rope_type "linear": inv_freq /= factor
+    if scaling in linear:
+        return inv_freq / linear[scaling]
     if scaling != "llama3":
         raise ValueError(f"unknown rope_scaling {scaling!r}")
     factor, low_freq_factor, high_freq_factor, old_context_len = 8.0, 1.0, 4.0, 8192.0
