@@ -181,9 +181,9 @@ MUTANTS = [
            equivalence="equivalent when ℓ = 1", bench=("causal_self_attention",)),
     Mutant("self-attention-made-causal", "bidirectional self-attention under a causal mask: token t_x sees only "
            "the keys t_z ≤ t_x", ("self_attention",),
-           source_edit(Edit(NP[:-1], "_self_attention", "Lyr.mh_attention(X, X, W, None, ctx.variant)",
+           source_edit(Edit(NP[:-1], "_self_attention", "Lyr.mh_attention(X, X, W, None, ctx.variant,",
                             "Lyr.mh_attention(X, X, W, C.unidirectional_mask(X.shape[-1], X.shape[-1]), "
-                            "ctx.variant)")),
+                            "ctx.variant,")),
            source="an encoder (BERT) built from a decoder's attention module with its causal mask (is_causal=True) "
                   "left on",
            equivalence="equivalent when ℓ = 1", bench=("self_attention",)),
