@@ -15,7 +15,21 @@ from . import portable_math as pm
 from .lanes import Lanes, _lane
 from .mc_scalar import ScalarOps
 
-__all__ = ["LibraryFunctions"]
+__all__ = ["LibraryFunctions", "ROOT_RESOLUTION"]
+
+#: √ is not Lipschitz at 0, so the model's bound, a multiple of the spread, holds for √v only where
+#: no implementation within it can compute v = 0. Relative roundings cannot: a sum of squares stays
+#: positive under them, and a mean's error only adds to it (Σ(e − m̃)² = Σ(e − m)² + d(m − m̃)²),
+#: however wide that spreads its lanes (a near-constant column at float16 or bfloat16). Underflow
+#: can: a square below the smallest normal number loses up to η, the dtype's underflow error
+#: (tolerances.UNDERFLOW: 2^-25 at float16), and a mean of d such squares in the paper's order
+#: loses up to about 2η (d·η in the sum, divided by d, and the division's own), where the lanes,
+#: drawing each η independently, never reach 0: a float16 mean of centred squares that each
+#: underflow, ε = 0, is 0 in NumPy and JAX, whose loss is then NaN (`make run` of 2026-12-06).
+#: So where √'s argument is within ROOT_RESOLUTION underflow errors of 0 (SAFETY's 8,
+#: tolerances.py, a margin of 4 over 2η), the value set's perturbed lanes are made NaN, which every
+#: reference refuses as unmodelled (``tolerances._bounded``), for every implementation alike.
+ROOT_RESOLUTION = 8.0
 
 
 class LibraryFunctions(ScalarOps):
@@ -43,7 +57,16 @@ class LibraryFunctions(ScalarOps):
         return self._fn(pm.log, x, FLOAT.log)
 
     def sqrt(self, x: Any) -> Lanes:
-        return self._fn(np.sqrt, x, FLOAT.sqrt)
+        """√ on every lane; where the argument is within ``ROOT_RESOLUTION`` underflow errors of 0
+        (lane 0), the value set's perturbed lanes are NaN: no bound."""
+        r = self._fn(np.sqrt, x, FLOAT.sqrt)
+        arg = _lane(x)
+        if np.ndim(arg) and np.shape(arg)[-1] == self.total:
+            v0 = self._sets(np.ascontiguousarray(arg, dtype=np.float64))[..., 0]
+            unresolved = (v0 > 0) & (v0 <= ROOT_RESOLUTION * self.eta)
+            if unresolved.any():
+                self._sets(r.x)[..., self.p][unresolved] = np.nan
+        return r
 
     def tanh(self, x: Any) -> Lanes:
         return self._fn(pm.tanh, x, FLOAT.tanh)

@@ -53,7 +53,7 @@ from ..core.casefile import read_case
 from ..core.examining import examine_case, judged_for, rounded
 from ..core.execute import Member
 from .fixture_replay import replay_variant
-from ..core.tolerances import keeping_references
+from ..core.tolerances import ToleranceModelError, keeping_references
 
 __all__ = ["ReplayError", "ReplayOutcome", "replay", "same_device"]
 
@@ -136,11 +136,14 @@ def replay(path: Path | str, *, impl: str, dtype: Optional[str] = None,
     member = Member(label, implementation, device)
     try:  # the case alone first: a case the spec refuses by definition replays as a refusal check
         judged_for(implementation, case, dtype, batch=False)
+        outcome = examine_case(member, case, dtype, timeout=timeout)  # its reference kept: evaluated once
     except SpecError as exc:
         if not refused_empty_query(entry, case, exc):
             raise
         return _refusal_verdict(member, case, rounded(case, dtype), exc, dtype, timeout, head)
-    outcome = examine_case(member, case, dtype, timeout=timeout)  # its reference kept: evaluated once
+    except ToleranceModelError as exc:  # no bound to judge by: a run counts the case unmodelled, never failed
+        raise ReplayError(f"{path}: the rounding model cannot bound this case at {dtype}, so no implementation "
+                          f"is judged on it (a run counts it unmodelled, never a failure): {exc}") from None
     check_refusals_into(outcome, member, case, dtype, timeout=timeout)  # a refusal failure replays as one
     if outcome.judgement.ok:
         return ReplayOutcome(True, f"{head}\n  conforms (worst error/bound {outcome.judgement.ratio:.3g})",

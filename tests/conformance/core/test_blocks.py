@@ -241,6 +241,8 @@ def test_lane_f_is_the_spec_in_float_bit_for_bit_in_every_style(name, dtype):
                 continue
             assert name not in SPLIT_BY_VALUES, f"{name}'s block shared its evaluation: update SPLIT_BY_VALUES"
             for (inputs, params), r in zip(sets, shared):
+                if r is None:  # its lanes cannot bound it (a √ of an underflowing variance): refused alone too
+                    continue
                 want = evaluate(name, {k2: v.tolist() for k2, v in inputs.items()},
                                 {k2: v.tolist() for k2, v in params.items()}, hyper=head.hyper, variant=variant)
                 for out in r.outputs:
