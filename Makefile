@@ -11,7 +11,7 @@ PROFILE ?= default
 # certified by `make bench` and, torch-nn, by `make test`); IMPLS= runs
 # every installed plugin
 IMPLS ?= numpy torch jax
-PYTEST_ARGS ?= -n auto
+PYTEST_ARGS ?= -n auto --dist worksteal
 
 .PHONY: run test test-fast env fixtures fixtures-check bench clean help
 
