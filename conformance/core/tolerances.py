@@ -206,7 +206,7 @@ def _bounded(entry: Entry, ref: Mapping[str, Any], lanes: Callable[[str], np.nda
         if lost.any():  # a modelling failure must be loud, never a zero tolerance
             at = tuple(int(i) for i in np.argwhere(lost)[0])
             raise ToleranceModelError(f"{entry.name}: Monte Carlo lanes of output {spec.name!r} became NaN at "
-                                      f"{list(at)} where the binary64 value is {arr[at][0]!r} (the dtype's "
+                                      f"{list(at)} where the binary64 value is {float(arr[at][0])!r} (the dtype's "
                                       "arithmetic makes a NaN binary64 does not, or a square root's argument is "
                                       "not resolved from 0: mc_functions.ROOT_RESOLUTION)")
         with np.errstate(invalid="ignore"):

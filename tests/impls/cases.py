@@ -137,3 +137,17 @@ def findings_of(name: str, case: Case, variant: VariantSet) -> list[str]:
     outcome = examine_case(Member(impl.name, impl, "cpu"), case, "float32", timeout=60.0, variant=variant,
                            batch=False)
     return [f"{f.check}: {f.message}" for f in outcome.judgement.findings]
+
+
+def layer_or_model_case(algorithm: str, layer: VariantSet, sizes: dict[str, int], model: VariantSet,
+                        model_sizes: dict[str, int]) -> tuple[VariantSet, Case]:
+    """(declared set, case) of a released-size decoder family's four checks (the Gemma 2 and 3
+    27B files): its layers under ``layer`` at ``sizes``, unpadded, and its models under ``model``
+    on distinct tokens without padding, so that every query reads several keys and the scale and
+    the angles of the scores show."""
+    if algorithm in ("gpt2_layer", "padded_causal_self_attention"):
+        given = {"pad": np.ones(sizes["ell"], dtype=bool)} if algorithm.startswith("padded_") else None
+        return layer, Case.build(algorithm, sizes, layer, seed=1, given=given)
+    given = {"x": np.array([3, 0, 5, 1])} | ({"n_prefill": np.array(1)} if algorithm == "cached_decoding" else
+                                             {"pad": np.ones(4, dtype=bool)})
+    return model, Case.build(algorithm, model_sizes, model, seed=1, given=given)

@@ -17,18 +17,16 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 import pytest
 
 from ftspec.conformance.core.calling import call
-from ftspec.conformance.core.case import Case
 from ftspec.conformance.core.examining import rounded
 from ftspec.conformance.core.judge import judge
 from ftspec.conformance.core.tolerances import reference
 from ftspec.spec import architectures
 from ftspec.spec.variants import preset
 
-from .cases import findings_of
+from .cases import findings_of, layer_or_model_case
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -52,13 +50,7 @@ WRONG = {"linear-2": {"rope_scaling": "linear-2"}, "no scaling": {"rope_scaling"
 
 
 def _case(algorithm: str):
-    if algorithm in ("gpt2_layer", "padded_causal_self_attention"):
-        given = {"pad": np.ones(SIZES["ell"], dtype=bool)} if algorithm.startswith("padded_") else None
-        return LAYER, Case.build(algorithm, SIZES, LAYER, seed=1, given=given)
-    # distinct tokens and no padding: every query reads several keys, so that scale and angles show
-    given = {"x": np.array([3, 0, 5, 1])} | ({"n_prefill": np.array(1)} if algorithm == "cached_decoding" else
-                                             {"pad": np.ones(4, dtype=bool)})
-    return MODEL, Case.build(algorithm, MODEL_SIZES, MODEL, seed=1, given=given)
+    return layer_or_model_case(algorithm, LAYER, SIZES, MODEL, MODEL_SIZES)
 
 
 def _library(algorithm: str):
