@@ -170,7 +170,11 @@ def _moved(a: np.ndarray, r: np.ndarray, changed: np.ndarray, probe: int, hyper:
     where = np.argwhere(changed)
     if a.dtype.kind == "f":
         scale = max(float(np.max(np.abs(a))) if a.size else 0.0, 1e-3)
-        out[changed] = a[changed] + scale * (0.25 + rng.random(len(where)))
+        step = scale * (0.25 + rng.random(len(where)))
+        # odd probes flip the sign as well: a norm over one entry (d_e = 1) keeps only the sign of
+        # its input, so a shift alone moved no output and every element was taken as reached
+        # (a correct NaN-refusing RMSnorm failed on its other, finite, column: 2026-12-07)
+        out[changed] = -a[changed] - np.copysign(step, a[changed]) if probe % 2 else a[changed] + step
         return out
     if a.dtype.kind in "iu":
         values = [int(v) for v in np.unique(a)]

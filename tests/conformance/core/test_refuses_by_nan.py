@@ -85,6 +85,30 @@ def test_a_finite_number_where_the_spec_refuses_still_fails_under_nan(fn):
     assert "returned a number where the spec refuses" in r.detail and "must be NaN" in r.detail
 
 
+def newcomers_rms_norm(inputs, params, ctx):
+    """RMSnorm without ε: a zero column is 0/0 = NaN, every other column its value."""
+    X = inputs["X"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return X / np.sqrt(np.mean(X * X, axis=-2, keepdims=True)) * params["gamma"][:, None]
+
+
+@pytest.mark.parametrize("d_e", [1, 3])
+def test_a_nan_column_beside_finite_ones_is_the_declared_refusal_at_every_width(d_e):
+    """Only the refused column must be NaN. With d_e = 1 a norm keeps only its input's sign, so the
+    probes that find where the refused column reaches must flip it (a shift alone moved nothing,
+    every element was then demanded NaN, and a correct plugin failed: a user's certify, 2026-12-07)."""
+    plugin = dataclasses.replace(_plugin(newcomers_rms_norm, "nan"), algorithms={"rms_norm": newcomers_rms_norm})
+    case = Case.build("rms_norm", {"d_e": d_e, "ell": 2}, PAPER, seed=0)
+    checks = check_refusals(Member("newcomer", plugin, "cpu"), case, "float32", timeout=20)
+    (r,) = [r for r in checks if r.refusal == ZERO_VARIANCE]
+    assert r.status == REFUSED and r.finding is None, r.detail
+    finite = dataclasses.replace(plugin, algorithms={"rms_norm": lambda i, p, c: np.nan_to_num(
+        newcomers_rms_norm(i, p, c))})
+    (r,) = [r for r in check_refusals(Member("n", finite, "cpu"), case, "float32", timeout=20)
+            if r.refusal == ZERO_VARIANCE]
+    assert r.status == RETURNED, r.detail  # a number in the refused column still fails
+
+
 def test_a_search_holds_the_plugin_to_its_declaration():
     """A search of the newcomer's layer norm: conformant declaring NaN, a refusal failure declaring
     raise (the float32 search meets the refusal check after its first passing example)."""
