@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from ftspec.conformance.core.case import Case
-from ftspec.conformance.core.execute import Member, examine
-from ftspec.conformance.core.tolerances import reference
+from ftspec.conformance.core.examining import examine_case
+from ftspec.conformance.core.execute import Member
 from ftspec.impls.discovery import load
 from ftspec.spec import architectures, evaluate, numbers
 from ftspec.spec.rotary import frequencies
@@ -79,8 +79,5 @@ def test_the_factor_moves_the_result(label, monkeypatch):
 @pytest.mark.parametrize("impl_name", sorted(IMPLS))
 @pytest.mark.parametrize("label", sorted(CASES))
 def test_each_implementation_scales_by_8_where_the_spec_does(impl_name, label):
-    case = _case(label)
-    ref = reference(case.entry, case.inputs, case.params, hyper=case.hyper, variant=case.variant, dtype="float64")
-    outcome = examine(Member(impl_name, IMPLS[impl_name], "cpu"), case, case.inputs, case.params, ref,
-                      dtype="float64", timeout=120.0)
+    outcome = examine_case(Member(impl_name, IMPLS[impl_name], "cpu"), _case(label), "float64", timeout=120.0)
     assert not outcome.judgement.findings, [f"{f.check}: {f.message}" for f in outcome.judgement.findings[:2]]
