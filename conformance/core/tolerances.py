@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import warnings
 from collections import OrderedDict
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -242,13 +241,18 @@ def _log_scale_bound(arr: np.ndarray, safety: float) -> np.ndarray:
     |r| for r < 0): it only ever loosens, by a factor 1 + O(SAFETY·s) (docs/tolerances.md,
     "Probabilities")."""
     y0, lanes = arr[..., 0], arr[..., 1:]
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN row: no lane has a logarithm
+    with np.errstate(all="ignore"):
         # log1p of the relative difference: log(y_k) − log(y0) without the logs' own rounding. A
         # lane below 0 (an underflow's η) has no logarithm: it is left to the linear bound, and
         # the others still count (a largest deviation over the lanes that have one, so that the
-        # bound over a subset of the lanes is never larger: tolerances.SCREEN_LANES)
-        s = np.nanmax(np.abs(np.log1p((lanes - y0[..., None]) / y0[..., None])), axis=-1)
+        # bound over a subset of the lanes is never larger: tolerances.SCREEN_LANES). Not
+        # ``np.nanmax``: its all-NaN warning, silenced by ``warnings.catch_warnings``, is not
+        # silenced in a thread while another thread leaves a ``catch_warnings`` of its own (the
+        # filters are one per process before Python 3.14), and a Dask worker's threads did so: a
+        # search failed once, then passed when replayed ("flaky search").
+        d = np.abs(np.log1p((lanes - y0[..., None]) / y0[..., None]))
+        had = ~np.isnan(d)
+        s = np.where(had.any(axis=-1), np.where(had, d, -np.inf).max(axis=-1, initial=-np.inf), np.nan)
         out = y0 * np.expm1(safety * s)
     return np.where((y0 > 0) & np.isfinite(y0) & ~np.isnan(s), out, 0.0)
 

@@ -155,7 +155,9 @@ def _flaky(search: "_Search", exc: Flaky) -> bool:
     (True: search on without it), or, when no member's failure is inside, the search errs."""
     culprit = _culprit(exc)
     if culprit is None:
-        search._harness_error(f"flaky search: {exc}")
+        inner = [e for e in getattr(exc, "exceptions", ()) or () if e is not exc]
+        cause = f" (first: {type(inner[0]).__name__}: {inner[0]})" if inner else ""
+        search._harness_error(f"flaky search: {exc}{cause}")
         return False
     member, finding, case = culprit
     finding.message = "failed, then passed on an identical replay (nondeterministic): " + finding.message
