@@ -14,6 +14,7 @@ from .attention import attention, basic_single_query_attention, mh_attention, un
 from .embedding import (
     embed,
     positional_embedding,
+    sinusoidal_halves,
     sinusoidal_paper,
     sinusoidal_raw_index,
     sinusoidal_vaswani,
@@ -29,7 +30,7 @@ from .evaluation import evaluate, resolve_hyper, to_floats
 from .variants import PAPER, PRESETS, SWITCHES, VariantSet, preset
 
 #: Version of the mathematics stated here; fixtures and certificates record it.
-SPEC_VERSION = "2.14.0"
+SPEC_VERSION = "2.15.0"
 
 __all__ = [
     "FLOAT",
@@ -65,6 +66,7 @@ __all__ = [
     "preset",
     "resolve_hyper",
     "rms_norm",
+    "sinusoidal_halves",
     "sinusoidal_paper",
     "sinusoidal_raw_index",
     "sinusoidal_vaswani",

@@ -19,6 +19,7 @@ from .variants import PAPER, VariantSet
 __all__ = [
     "embed",
     "positional_embedding",
+    "sinusoidal_halves",
     "sinusoidal_paper",
     "sinusoidal_raw_index",
     "sinusoidal_vaswani",
@@ -90,6 +91,21 @@ def _raw_index_entry(r: int, c: int, d_e: int) -> Any:
     return N.sin(angle) if r % 2 == 0 else N.cos(angle)
 
 
+def _halves_entry(r: int, c: int, d_e: int) -> Any:
+    """W_p[r, c] of Marian's sinusoid (transformers 5.24.0, models/marian/modeling_marian.py,
+    ``MarianSinusoidalPositionalEmbedding.create_weight``), 0-based: with h = ⌈d_e/2⌉ (its
+    ``sentinel``), sin(c / 10000^{2r/d_e}) for r < h and cos(c / 10000^{2(r−h)/d_e}) for r ≥ h.
+    Vaswani's pairs i = 0, 1, ... with every sine first: ``create_weight`` takes the angles
+    pos / 10000^{2(j // 2)/d} of columns j = 0, 2, 4, ... for the sines and j = 1, 3, ... for the
+    cosines. Odd d_e: one more sine than cosines, as ``out[:, 0:sentinel]`` gives."""
+    N = numbers.current()
+    h = (d_e + 1) // 2
+    i = r if r < h else r - h
+    freq = N.pow(N.num(10000), N.num(2 * i) / N.num(d_e))
+    angle = N.num(c) / freq
+    return N.sin(angle) if r < h else N.cos(angle)
+
+
 def _check_sizes(d_e: int, ell_max: int) -> None:
     for name, value in (("d_e", d_e), ("ell_max", ell_max)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -133,6 +149,21 @@ def sinusoidal_raw_index(d_e: int, ell_max: int, ell: Optional[int] = None) -> M
     return [[_raw_index_entry(r, c, d_e) for c in range(cols)] for r in range(d_e)]
 
 
+@algorithm("sinusoidal_halves")
+def sinusoidal_halves(d_e: int, ell_max: int, ell: Optional[int] = None) -> Matrix:
+    """Marian's sinusoid in halves (Hugging Face transformers 5.24.0,
+    models/marian/modeling_marian.py, ``MarianSinusoidalPositionalEmbedding.create_weight``:
+    "features are not interleaved. The cos features are in the 2nd half of the vector"):
+    with h = ⌈d_e/2⌉, W_p[i, t] = sin(t / 10000^{2i/d_e}) for 0 ≤ i < h and
+    W_p[h + i, t] = cos(t / 10000^{2i/d_e}) for 0 ≤ i < ⌊d_e/2⌋, rows and positions 0-based.
+    The rows of ``sinusoidal_vaswani`` reordered: its even rows first, then its odd ones; an odd
+    d_e has one more sine than cosines. Only the first ``ell`` columns are built when ``ell`` is
+    given."""
+    _check_sizes(d_e, ell_max)
+    cols = ell_max if ell is None else ell
+    return [[_halves_entry(r, c, d_e) for c in range(cols)] for r in range(d_e)]
+
+
 def _embed_names(*_: Any, **__: Any) -> Names:
     return {norm_columns: ("norm",)}  # under embedding_norm
 
@@ -150,7 +181,7 @@ def embed(
 ) -> Matrix:
     """Lines 1-3 of Algorithms 8-10: X ← [W_e[:, x[t]] + W_p[:, t]] for t = 0..ℓ-1.
 
-    Variants: ``positions`` chooses W_p (learned, one of the three sinusoids, or none);
+    Variants: ``positions`` chooses W_p (learned, one of the four sinusoids, or none);
     ``embedding_scale`` multiplies W_e[:, x[t]] by √d_e first (Vaswani et al.);
     ``embedding_norm`` normalises each column afterwards with γ, β.
     ``ell_max`` is needed when W_p is not learned (the paper's sinusoid uses it).
@@ -177,6 +208,8 @@ def embed(
         P = sinusoidal_vaswani(d_e, ell_max, ell)
     elif variant.positions == "sinusoidal_raw_index":
         P = sinusoidal_raw_index(d_e, ell_max, ell)
+    elif variant.positions == "sinusoidal_halves":
+        P = sinusoidal_halves(d_e, ell_max, ell)
     elif variant.positions == "none":
         P = None
     scale = N.sqrt(N.num(d_e)) if variant.embedding_scale == "sqrt_d_e" else None

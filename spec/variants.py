@@ -82,7 +82,7 @@ class VariantSet:
     mlp: Literal["plain", "gated", "one_layer"] = "plain"
     # --- embeddings and output -------------------------------------------
     positions: Literal["learned", "sinusoidal_paper", "sinusoidal_vaswani", "sinusoidal_raw_index",
-                       "none"] = "learned"
+                       "sinusoidal_halves", "none"] = "learned"
     embedding_scale: Literal["one", "sqrt_d_e"] = "one"
     unembedding: Literal["separate", "tied"] = "separate"
     logit_bias: bool = False
@@ -420,11 +420,14 @@ def _switches() -> dict[str, Switch]:
                "one_layer act(W₁x + b₁) with no second map, d_mlp = d_e (seed 004 (numeric tutorial): "
                "'one linear layer L, and one ReLU layer R')"),
         Switch("positions", "embeddings",
-               ("learned", "sinusoidal_paper", "sinusoidal_vaswani", "sinusoidal_raw_index", "none"),
+               ("learned", "sinusoidal_paper", "sinusoidal_vaswani", "sinusoidal_raw_index", "sinusoidal_halves",
+                "none"),
                "learned",
                "position embedding: learned W_p (paper), the paper's sinusoid (base ℓ_max, 1-based), "
                "Vaswani et al.'s (base 10000, 0-based, sin on even rows), Vaswani's with the raw row "
-               "index r in the exponent, 10000^(2r/d_e) (seed 004, numeric tutorial), or none"),
+               "index r in the exponent, 10000^(2r/d_e) (seed 004, numeric tutorial), Vaswani's frequencies "
+               "in halves, every sine in the first ⌈d_e/2⌉ rows and the cosines after them (Hugging Face "
+               "Marian's MarianSinusoidalPositionalEmbedding, spec 2.15), or none"),
         Switch("embedding_scale", "embeddings", ("one", "sqrt_d_e"), "one",
                "token embedding multiplied by √d_e before positions are added (Vaswani et al.)"),
         Switch("unembedding", "embeddings", ("separate", "tied"), "separate",
@@ -557,9 +560,9 @@ PRESETS: dict[str, VariantSet] = {
     # scale_embedding true; MarianConfig's own defaults are "gelu" and False) is
     # hf-bart+activation=silu,embedding_norm=False,embedding_scale=sqrt_d_e (modeling_marian.py: the same
     # post-LN layers, ACT2FN["swish"] = nn.SiLU, no layernorm_embedding, embed_tokens(ids) * √d_model, tied
-    # lm_head, final_logits_bias), with W_p its fixed table: MarianSinusoidalPositionalEmbedding puts sin in
-    # the first half of each position's row and cos in the second (not sinusoidal_vaswani's interleaved
-    # rows: no positions value states it). No preset of its own: its 28 fixture cases would pass the
+    # lm_head, final_logits_bias), +positions=sinusoidal_halves: MarianSinusoidalPositionalEmbedding puts
+    # sin in the first half of each position's row and cos in the second (not sinusoidal_vaswani's
+    # interleaved rows; spec 2.15). No preset of its own: its 28 fixture cases would pass the
     # fixtures' size bound (docs/spec.md).
     "hf-bart": VariantSet(activation="gelu_erf", epsilon=1e-5, epsilon_placement="inside_root",
                           norm_placement="post", embedding_norm=True, unembedding="tied",

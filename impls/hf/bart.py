@@ -23,16 +23,18 @@ what ``BartEncoder`` passes for an unpadded source), ``decoder_layer`` (lines 14
 causal mask as ``create_causal_mask`` gives eager attention, finfo(dtype).min above the diagonal, and the
 encoder output as ``encoder_hidden_states`` with no mask), ``ed_transformer`` (Algorithm 8:
 ``BartForConditionalGeneration(input_ids=z, decoder_input_ids=x, use_cache=False).logits``, softmax over the
-vocabulary). The spec's one W_p serves both stacks: it is loaded into the encoder's and the decoder's position
-tables alike (BART rows 2.., rows 0 and 1 zero: the offset is a reparametrisation; Marian's whole table, so
-that its sinusoid is the particular W_p ``create_weight`` writes, which the spec's ``positions`` cannot state:
-its sin | cos halves are not ``sinusoidal_vaswani``'s interleaved rows).
+vocabulary). BART's encoder and decoder position tables are both loaded from the spec's one learned W_p (rows 2..,
+rows 0 and 1 zero: the offset is a reparametrisation). Marian's are the library's own: each is
+``MarianSinusoidalPositionalEmbedding.create_weight()`` (what ``_init_weights`` copies in), sin | cos in
+halves, ``positions="sinusoidal_halves"`` (spec 2.15; not ``sinusoidal_vaswani``'s interleaved rows).
+``create_weight`` computes in float64 NumPy but stores through ``torch.FloatTensor``: the table is
+float32 whatever the model's dtype, so Marian's model is not declared at float64 (``DTYPES_MARIAN``).
 
 Declared sets: BART the preset ``hf-bart``; Marian ``VARIANT_MARIAN`` = hf-bart+activation=silu,
-embedding_norm=False,embedding_scale=sqrt_d_e, the released Helsinki-NLP/opus-mt-* checkpoints' config
-(activation_function "swish", scale_embedding true; MarianConfig's own defaults, "gelu" and False, are BART's
-activation and no scale). Not a preset of its own: its 28 fixture cases would pass the fixtures' size bound
-(spec/variants.py, docs/spec.md).
+embedding_norm=False,embedding_scale=sqrt_d_e,positions=sinusoidal_halves, the released Helsinki-NLP/opus-mt-*
+checkpoints' config (activation_function "swish", scale_embedding true; MarianConfig's own defaults, "gelu" and
+False, are BART's activation and no scale) with the library's own sinusoid. Not a preset of its own: its 28
+fixture cases would pass the fixtures' size bound (spec/variants.py, docs/spec.md).
 """
 
 from __future__ import annotations
@@ -56,14 +58,18 @@ In = Mapping[str, Tensor]
 #: BART (BartConfig defaults, transformers 5.24): the preset
 VARIANT_BART: VariantSet = preset("hf-bart")
 #: MarianMT as released (opus-mt config.json: activation_function "swish", scale_embedding true): no embedding
-#: LayerNorm (MarianEncoder has no layernorm_embedding), the token embedding times √d_model
+#: LayerNorm (MarianEncoder has no layernorm_embedding), the token embedding times √d_model, and the fixed
+#: sinusoid of MarianSinusoidalPositionalEmbedding in halves
 VARIANT_MARIAN: VariantSet = VARIANT_BART.replace(activation="silu", embedding_norm=False,
-                                                  embedding_scale="sqrt_d_e")
+                                                  embedding_scale="sqrt_d_e", positions="sinusoidal_halves")
 
 #: float64, float32 and bfloat16: nn.LayerNorm, nn.Linear and eager attention compute in the tensors' dtype
 #: (no upcast in these modules; the float64 cells pass at float64's bounds); float16 is not declared (not
 #: certified here; BartEncoderLayer alone clamps a non-finite float16 output)
 DTYPES = ("float64", "float32", "bfloat16")
+#: Marian's model: create_weight stores its sinusoid through torch.FloatTensor, so a float64 MarianMTModel's
+#: positions are float32-rounded (errors ~1e-8, far above float64's bounds); its layers hold no table
+DTYPES_MARIAN = {"ed_transformer": ("float32", "bfloat16")}
 
 _TIED = (("d_attn", "d_mid"), ("d_e", "H*d_attn"))  # BartAttention: head_dim = embed_dim // num_heads
 
@@ -121,12 +127,23 @@ def decoder_layer_weights(p: In, H: int, src: str = "", dst: str = "") -> dict[s
             | _norm(p, src + "gamma5", src + "beta5", dst + "final_layer_norm."))
 
 
+def _marian_table(h: Mapping[str, int]) -> Tensor:
+    """Marian's own position table (ℓ_max, d_e): ``create_weight``, which ``_init_weights`` copies into each
+    stack's ``embed_positions`` (a parameter, so ``adapter.load`` must be handed it)."""
+    cls = transformers.models.marian.modeling_marian.MarianSinusoidalPositionalEmbedding
+    return cls(h["ell_max"], h["d_e"]).create_weight()
+
+
 def model_weights(family: str, p: In, h: Mapping[str, int], variant: VariantSet) -> dict[str, Tensor]:
     """BartForConditionalGeneration / MarianMTModel: ``model.shared`` = W_eᵀ (the encoder's and decoder's
-    embed_tokens and lm_head are that tensor), both position tables from W_pᵀ (BART's after its 2 offset rows),
-    the embedding LayerNorms (BART), the layers. final_logits_bias is a buffer: loaded by the caller."""
-    W_p = p["W_p"].T  # (ℓ_max, d_e)
-    table = torch.cat([torch.zeros_like(W_p[:1]).expand(2, -1), W_p]) if family == "bart" else W_p
+    embed_tokens and lm_head are that tensor), both position tables (BART's from W_pᵀ after its 2 offset rows,
+    Marian's its own sinusoid whatever the declaration), the embedding LayerNorms (BART), the layers.
+    final_logits_bias is a buffer: loaded by the caller."""
+    if family == "bart":
+        W_p = p["W_p"].T  # (ℓ_max, d_e)
+        table = torch.cat([torch.zeros_like(W_p[:1]).expand(2, -1), W_p])
+    else:
+        table = _marian_table(h)  # (ℓ_max, d_e), float32
     out = {"model.shared.weight": p["W_e"].T, "model.encoder.embed_positions.weight": table,
            "model.decoder.embed_positions.weight": table}
     if variant.embedding_norm:
@@ -188,7 +205,7 @@ def _entries(family: str) -> dict[str, Callable[[In, In, Context], Any]]:
     return {"encoder_layer": encoder_layer, "decoder_layer": decoder_layer, "ed_transformer": ed_transformer}
 
 
-def _make(name: str, family: str, variant: VariantSet) -> Implementation:
+def _make(name: str, family: str, variant: VariantSet, dtypes_by_algorithm: Any = None) -> Implementation:
     algorithms = _entries(family)
     cls = "BartForConditionalGeneration, BartEncoderLayer, BartDecoderLayer" if family == "bart" else \
         "MarianMTModel, MarianEncoderLayer, MarianDecoderLayer"
@@ -205,8 +222,9 @@ def _make(name: str, family: str, variant: VariantSet) -> Implementation:
         description=f"Hugging Face {cls}, attn_implementation='eager'",
         extra={"transformers": transformers.__version__, "torch": torch.__version__, "attn_implementation": "eager"},
         limits={a: Limits(equal=_TIED) for a in algorithms},
+        dtypes_by_algorithm=dict(dtypes_by_algorithm or {}),
     )
 
 
 implementation_bart = _make("transformers-bart", "bart", VARIANT_BART)
-implementation_marian = _make("transformers-marian", "marian", VARIANT_MARIAN)
+implementation_marian = _make("transformers-marian", "marian", VARIANT_MARIAN, DTYPES_MARIAN)

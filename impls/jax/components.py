@@ -65,7 +65,10 @@ def sinusoid_table(d_e: int, ell_max: int, form: str, dtype: Any) -> Array:
         i = r // 2 + 1, t = c + 1, sin(t / ℓ_max^{2i/d_e}) on even r, cos on odd r.
     vaswani (0-based, base 10000): i = r // 2, sin(c / 10000^{2i/d_e}) / cos.
     raw index (the numeric tutorial, seeds/004): i = r, otherwise as vaswani.
-    An odd d_e needs no special case: its last row r = d_e − 1 is even, a sine.
+    halves (Marian, transformers 5.24 MarianSinusoidalPositionalEmbedding.create_weight):
+        h = ⌈d_e/2⌉; sin(c / 10000^{2r/d_e}) for r < h, cos(c / 10000^{2(r−h)/d_e}) after.
+    An odd d_e needs no special case: its last row r = d_e − 1 is even, a sine
+    (halves: the block of sines is the longer one, h = (d_e + 1) // 2).
 
     The table is a constant, not a computation on inputs: it is built in
     float64 and rounded once to ``dtype`` (as libraries build it in NumPy and
@@ -73,17 +76,21 @@ def sinusoid_table(d_e: int, ell_max: int, form: str, dtype: Any) -> Array:
     """
     r = np.arange(d_e)  # (d_e,)
     c = np.arange(ell_max)  # (ℓ_max,)
+    sine = r % 2 == 0  # (d_e,)
     if form == "sinusoidal_paper":
         i, t, base = r // 2 + 1, c + 1, float(ell_max)
     elif form == "sinusoidal_vaswani":
         i, t, base = r // 2, c, 10000.0
     elif form == "sinusoidal_raw_index":  # seeds/004, Table II: the raw row index r in the exponent
         i, t, base = r, c, 10000.0
+    elif form == "sinusoidal_halves":  # Marian: the sines in the first ⌈d_e/2⌉ columns, the cosines after
+        sine = r < (d_e + 1) // 2
+        i, t, base = np.where(sine, r, r - (d_e + 1) // 2), c, 10000.0
     else:
         raise ValueError(f"unknown sinusoid form {form!r}")
     freq = jnp.power(jnp.float64(base), (2.0 * i) / d_e)  # (d_e,)
     angle = jnp.asarray(t, jnp.float64)[:, None] / freq[None, :]  # (ℓ_max, d_e)
-    table = jnp.where(r % 2 == 0, jnp.sin(angle), jnp.cos(angle))  # (ℓ_max, d_e)
+    table = jnp.where(sine, jnp.sin(angle), jnp.cos(angle))  # (ℓ_max, d_e)
     return table.astype(dtype)
 
 

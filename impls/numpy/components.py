@@ -65,6 +65,7 @@ __all__ = [
     "rotary_rows",
     "rotate",
     "silu",
+    "sinusoidal_halves",
     "sinusoidal_paper",
     "sinusoidal_raw_index",
     "sinusoidal_vaswani",
@@ -184,6 +185,23 @@ def sinusoidal_raw_index(d_e: int, ell_max: int, dtype: np.dtype) -> np.ndarray:
     return table.astype(dtype)
 
 
+def sinusoidal_halves(d_e: int, ell_max: int, dtype: np.dtype) -> np.ndarray:
+    """Marian's sinusoid (transformers 5.24.0, modeling_marian.py,
+    MarianSinusoidalPositionalEmbedding.create_weight): not interleaved, every sine first.
+
+    With h = ceil(d_e / 2): W_p[k, c] = sin(c / 10000^{2k/d_e}) for k < h, and
+    W_p[h + k, c] = cos(c / 10000^{2k/d_e}) for k < d_e // 2 (odd d_e: one
+    sine more than cosines).
+    """
+    h = (d_e + 1) // 2
+    c = np.arange(ell_max, dtype=np.float64)[None, :]  # (1, ell_max)
+    k_sin = np.arange(h)[:, None]  # (h, 1)
+    k_cos = np.arange(d_e // 2)[:, None]  # (d_e // 2, 1)
+    sines = np.sin(c / 10000.0 ** (2.0 * k_sin / d_e))  # (h, ell_max)
+    cosines = np.cos(c / 10000.0 ** (2.0 * k_cos / d_e))  # (d_e // 2, ell_max)
+    return np.concatenate([sines, cosines], axis=0).astype(dtype)  # (d_e, ell_max)
+
+
 def position_table(positions: str, W_p, d_e: int, ell_max: int, dtype) -> np.ndarray | None:
     """The W_p of lines 1-3 under the ``positions`` switch (None: no positions)."""
     if positions == "learned":
@@ -194,6 +212,8 @@ def position_table(positions: str, W_p, d_e: int, ell_max: int, dtype) -> np.nda
         return sinusoidal_vaswani(d_e, ell_max, dtype)
     if positions == "sinusoidal_raw_index":
         return sinusoidal_raw_index(d_e, ell_max, dtype)
+    if positions == "sinusoidal_halves":
+        return sinusoidal_halves(d_e, ell_max, dtype)
     if positions == "none":
         return None
     raise ValueError(f"unknown positions variant {positions!r}")

@@ -50,23 +50,31 @@ def sinusoid_table(d_e: int, ell_max: int, form: str, dtype: torch.dtype, device
     vaswani: PE[t, 2i] = sin(t / 10000^{2i/d_e}), PE[t, 2i+1] = cos(…), 0-based.
     raw index (the numeric tutorial, seeds/004): PE[t, r] = sin or cos of
              t / 10000^{2r/d_e}, sin on even r, 0-based.
-    Odd d_e: the last row is the sine the same formula gives. Built once in
+    halves (Marian, transformers 5.24 MarianSinusoidalPositionalEmbedding): with
+             h = ⌈d_e/2⌉, PE[t, i] = sin(t / 10000^{2i/d_e}) for i < h and
+             PE[t, h + i] = cos(t / 10000^{2i/d_e}), 0-based: sines first, not interleaved.
+    Odd d_e: the last row is the sine the same formula gives (halves: the
+    middle row r = h − 1 is the extra sine). Built once in
     float64 on the CPU and rounded once to ``dtype`` (like a registered
     buffer), so every dtype and device gets the correctly rounded table.
     """
     r = torch.arange(d_e, dtype=torch.float64)  # (d_e,)
     c = torch.arange(ell_max, dtype=torch.float64)  # (ℓ_max,)
+    sine = (torch.arange(d_e) % 2 == 0)[None, :]  # (1, d_e)
     if form == "sinusoidal_paper":
         i, t, base = torch.div(r, 2, rounding_mode="floor") + 1, c + 1, float(ell_max)
     elif form == "sinusoidal_vaswani":
         i, t, base = torch.div(r, 2, rounding_mode="floor"), c, 10000.0
     elif form == "sinusoidal_raw_index":  # seeds/004, Table II: the raw row index r in the exponent
         i, t, base = r, c, 10000.0
+    elif form == "sinusoidal_halves":  # Marian: a sine block of ⌈d_e/2⌉ columns, then the cosines
+        h = (d_e + 1) // 2
+        i, t, base = torch.where(r < h, r, r - h), c, 10000.0
+        sine = (torch.arange(d_e) < h)[None, :]  # (1, d_e)
     else:
         raise ValueError(f"unknown sinusoid {form!r}")
     angle = t[:, None] / torch.pow(base, 2 * i / d_e)[None, :]  # (ℓ_max, d_e)
-    even = (torch.arange(d_e) % 2 == 0)[None, :]  # (1, d_e)
-    table = torch.where(even, torch.sin(angle), torch.cos(angle))  # (ℓ_max, d_e)
+    table = torch.where(sine, torch.sin(angle), torch.cos(angle))  # (ℓ_max, d_e)
     return table.to(device=device, dtype=dtype)
 
 

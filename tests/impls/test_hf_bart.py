@@ -10,16 +10,17 @@ scores; BART normalises the embedding sum (``layernorm_embedding``), Marian does
 embedding by √d_model (``embed_scale`` under ``scale_embedding``, which the released opus-mt checkpoints set with
 activation_function "swish"); both tie lm_head to the shared embedding and add ``final_logits_bias``. On fixed
 cases at float32 each library conforms under its set, and fails when declared pre-LN, with the tanh GELU, or
-(Marian) without its √d_model scale or with BART's GELU. Marian's position table is its sinusoid in halves
-(sin | cos), not ``sinusoidal_vaswani``'s interleaved rows: the plugin loads the spec's learned W_p into it. The
-full certification (quick profile, seeds 1 and 2) is ``ftspec certify transformers-bart`` / ``-marian``
+(Marian) without its √d_model scale, with BART's GELU or with the interleaved sinusoid. Marian's position table
+is its own sinusoid in halves (sin | cos, ``positions="sinusoidal_halves"``, spec 2.15), not
+``sinusoidal_vaswani``'s interleaved rows; it is float32 whatever the model's dtype (``create_weight`` stores
+through ``torch.FloatTensor``), so Marian's model is declared at float32 and bfloat16 alone. The full
+certification (quick profile, seeds 1 and 2) is ``ftspec certify transformers-bart`` / ``-marian``
 (docs/libraries.md); a short search of both runs under FTSPEC_ALL_LIBRARIES=1.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 
 import numpy as np
@@ -33,6 +34,7 @@ from ftspec.conformance.core.case import Case
 from ftspec.conformance.core.examining import rounded
 from ftspec.conformance.core.judge import judge
 from ftspec.conformance.core.tolerances import reference
+from ftspec.spec import MpNumbers, sinusoidal_halves, sinusoidal_vaswani, using
 from ftspec.spec.variants import PAPER, PRESETS
 
 from .cases import findings_of
@@ -43,8 +45,10 @@ heavy = pytest.mark.skipif(not HEAVY, reason="library certifications: FTSPEC_ALL
 #: BART (BartConfig defaults, transformers 5.24), written out from the source (module docstring)
 BART = PAPER.replace(activation="gelu_erf", epsilon=1e-5, epsilon_placement="inside_root", norm_placement="post",
                      embedding_norm=True, unembedding="tied", logit_bias=True)
-#: MarianMT as released: swish (SiLU), no embedding LayerNorm, token embedding × √d_model
-MARIAN = BART.replace(activation="silu", embedding_norm=False, embedding_scale="sqrt_d_e")
+#: MarianMT as released: swish (SiLU), no embedding LayerNorm, token embedding × √d_model, and
+#: MarianSinusoidalPositionalEmbedding's fixed table in halves
+MARIAN = BART.replace(activation="silu", embedding_norm=False, embedding_scale="sqrt_d_e",
+                      positions="sinusoidal_halves")
 SETS = {"transformers-bart": BART, "transformers-marian": MARIAN}
 ENTRIES = ("encoder_layer", "decoder_layer", "ed_transformer")
 #: BartAttention's head_dim = d_model // num_heads: d_e = H·d_attn, d_attn = d_mid
@@ -83,7 +87,8 @@ WRONG = [("transformers-bart", e, label, change) for e in ENTRIES
          for label, change in (("pre-LN", dict(norm_placement="pre")), ("tanh GELU", dict(activation="gelu_tanh")))]
 WRONG += [("transformers-marian", "ed_transformer", "no √d_model embedding scale", dict(embedding_scale="one")),
           ("transformers-marian", "encoder_layer", "BART's erf GELU", dict(activation="gelu_erf")),
-          ("transformers-marian", "decoder_layer", "pre-LN", dict(norm_placement="pre"))]
+          ("transformers-marian", "decoder_layer", "pre-LN", dict(norm_placement="pre")),
+          ("transformers-marian", "ed_transformer", "interleaved sinusoid", dict(positions="sinusoidal_vaswani"))]
 
 
 @pytest.mark.parametrize("name, entry, label, change", WRONG, ids=[f"{n[13:]}-{e}-{lab}" for n, e, lab, _ in WRONG])
@@ -92,19 +97,35 @@ def test_a_wrong_declaration_fails(name, entry, label, change):
     assert not _passes(name, entry, SETS[name].replace(**change)), label
 
 
-def test_marians_sinusoid_is_in_halves_not_interleaved():
-    """MarianSinusoidalPositionalEmbedding.create_weight: row t is [sin(t·ω_i) for i < d/2] then [cos(t·ω_i)],
-    ω_i = 10000^(−2i/d); the spec's sinusoidal_vaswani puts sin(t·ω_i) at row 2i and cos at 2i + 1."""
+def _spec_table(fn, n: int, d: int) -> np.ndarray:
+    """The spec's W_p (d×n) at 40 digits, as the library's layout (positions, d) in float64."""
+    with using(MpNumbers(40)):
+        return np.array([[float(x) for x in row] for row in fn(d, n)]).T
+
+
+@pytest.mark.parametrize("d", [1, 5, 6])
+def test_marians_sinusoid_is_in_halves_not_interleaved(d):
+    """MarianSinusoidalPositionalEmbedding.create_weight is the spec's sinusoidal_halves rounded once to float32
+    (it stores through torch.FloatTensor), and not sinusoidal_vaswani's interleaved rows (for d > 2)."""
+    import torch
     from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
 
-    n, d = 5, 6
-    table = MarianSinusoidalPositionalEmbedding(n, d).create_weight().double().numpy()  # (positions, d)
-    angles = np.array([[t / 10000 ** (2 * i / d) for i in range(d // 2)] for t in range(n)])
-    halves = np.concatenate([np.sin(angles), np.cos(angles)], axis=1)
-    interleaved = np.stack([np.sin(angles), np.cos(angles)], axis=2).reshape(n, d)
-    np.testing.assert_allclose(table, halves, atol=1e-6)  # stored in float32
-    assert np.abs(table - interleaved).max() > 0.5
-    assert math.isclose(table[1, d // 2], math.cos(1.0), abs_tol=1e-6)
+    n = 7
+    table = MarianSinusoidalPositionalEmbedding(n, d).create_weight()  # (positions, d)
+    assert table.dtype == torch.float32
+    halves = _spec_table(sinusoidal_halves, n, d)
+    np.testing.assert_array_equal(table.numpy(), halves.astype(np.float32))
+    if d > 2:
+        assert np.abs(table.double().numpy() - _spec_table(sinusoidal_vaswani, n, d)).max() > 0.5
+
+
+def test_marians_model_is_not_declared_at_float64():
+    """A float64 MarianMTModel's position table holds float32 values: the model is declared below float64."""
+    from ftspec.impls.discovery import load
+
+    impl = load("transformers-marian")
+    assert impl.dtypes_for("ed_transformer") == ("float32", "bfloat16")
+    assert impl.dtypes_for("encoder_layer") == ("float64", "float32", "bfloat16")
 
 
 @heavy

@@ -26,6 +26,7 @@ from ftspec.spec import (
     MpNumbers,
     embed,
     positional_embedding,
+    sinusoidal_halves,
     sinusoidal_paper,
     sinusoidal_raw_index,
     sinusoidal_vaswani,
@@ -93,7 +94,39 @@ def test_raw_index_and_vaswani_share_row_0_only():
     assert all(a[r][3] != b[r][3] for r in range(1, 6))
 
 
-@pytest.mark.parametrize("fn", [sinusoidal_paper, sinusoidal_vaswani, sinusoidal_raw_index])
+@pytest.mark.parametrize("d_e", [1, 2, 3, 6, 7])
+@pytest.mark.parametrize("ell_max", [1, 2, 9])
+def test_sinusoidal_halves_is_marians_formula(d_e, ell_max):
+    """transformers 5.24.0, models/marian/modeling_marian.py, MarianSinusoidalPositionalEmbedding.create_weight:
+    position_enc[pos, j] = pos / 10000^(2·(j // 2)/d), then out[:, :s] = sin(position_enc[:, 0::2]) and
+    out[:, s:] = cos(position_enc[:, 1::2]) with s = d // 2 + d % 2; the spec's W_p[j, pos] = out[pos, j]."""
+    with mpmath.workdps(50):
+        angle = {(pos, j): mpmath.mpf(pos) / mpmath.power(10000, mpmath.mpf(2 * (j // 2)) / d_e)
+                 for pos in range(ell_max) for j in range(d_e)}
+        s = d_e // 2 + d_e % 2
+        want = {}
+        for pos in range(ell_max):
+            row = ([mpmath.sin(angle[pos, j]) for j in range(0, d_e, 2)]
+                   + [mpmath.cos(angle[pos, j]) for j in range(1, d_e, 2)])
+            assert len(row[:s]) == s and len(row) == d_e
+            want |= {(j, pos): w for j, w in enumerate(row)}
+    with using(MpNumbers(40)):
+        got = sinusoidal_halves(d_e, ell_max)
+    assert len(got) == d_e and all(len(r) == ell_max for r in got)
+    with mpmath.workdps(50):
+        for (j, pos), w in want.items():
+            assert abs(mpmath.mpf(got[j][pos]) - w) < mpmath.mpf("1e-30"), (j, pos)
+
+
+def test_halves_are_vaswanis_rows_reordered():
+    """Vaswani's even rows (its sines) first, then its odd rows (its cosines); equal only at d_e ≤ 2."""
+    for d_e in (1, 2, 5, 6):
+        a, b = sinusoidal_halves(d_e, 4), sinusoidal_vaswani(d_e, 4)
+        assert a == b[0::2] + b[1::2]
+        assert (a == b) == (d_e <= 2)
+
+
+@pytest.mark.parametrize("fn", [sinusoidal_paper, sinusoidal_vaswani, sinusoidal_raw_index, sinusoidal_halves])
 def test_sinusoid_prefix_columns(fn):
     """Building only the first ℓ columns gives exactly those of the full matrix."""
     full = fn(6, 9)
@@ -120,7 +153,8 @@ def test_token_and_positional_embedding_are_columns(seed, d_e, n):
 
 @FAST
 @given(seeds, st.integers(1, 5), st.integers(2, 6), st.integers(1, 6),
-       st.sampled_from(["learned", "sinusoidal_paper", "sinusoidal_vaswani", "sinusoidal_raw_index", "none"]),
+       st.sampled_from(["learned", "sinusoidal_paper", "sinusoidal_vaswani", "sinusoidal_raw_index",
+                        "sinusoidal_halves", "none"]),
        st.sampled_from(["one", "sqrt_d_e"]))
 def test_embedding_is_token_plus_position(seed, d_e, N_V, ell_max, positions, scale):
     """Lines 1-3: X[:, t] = s·W_e[:, x[t]] + W_p[:, t] (s = 1 or √d_e), one
@@ -133,7 +167,8 @@ def test_embedding_is_token_plus_position(seed, d_e, N_V, ell_max, positions, sc
     v = PAPER.replace(positions=positions, embedding_scale=scale)
     P = {"learned": W_p, "sinusoidal_paper": sinusoidal_paper(d_e, ell_max),
          "sinusoidal_vaswani": sinusoidal_vaswani(d_e, ell_max),
-         "sinusoidal_raw_index": sinusoidal_raw_index(d_e, ell_max), "none": None}[positions]
+         "sinusoidal_raw_index": sinusoidal_raw_index(d_e, ell_max),
+         "sinusoidal_halves": sinusoidal_halves(d_e, ell_max), "none": None}[positions]
     s = math.sqrt(d_e) if scale == "sqrt_d_e" else None
     X = embed(x, W_e, W_p if positions == "learned" else None, ell_max=ell_max, variant=v)
     for t in range(ell):

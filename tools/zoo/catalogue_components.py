@@ -83,6 +83,14 @@ MUTANTS = [
            source="seed 004 (numeric tutorial)'s sinusoid: positions='sinusoidal_raw_index' where an entry "
                   "reads the positions switch, no switch of the sinusoidal_vaswani entry itself",
            bench=("sinusoidal_vaswani",)),
+    Mutant("sinusoid-halves-interleaved",
+           "Marian's sinusoid in halves built interleaved (Vaswani's sin on even rows, cos on odd ones)",
+           ("embedding",) + MODELS,
+           source_edit(Edit(C, "position_table", "return sinusoidal_halves(d_e, ell_max, dtype)",
+                            "return sinusoidal_vaswani(d_e, ell_max, dtype)")),
+           source="transformers' MarianSinusoidalPositionalEmbedding ('features are not interleaved'): a Marian "
+                  "port that reuses the standard sinusoid",
+           bench=("embedding",), witness=Witness("embedding", variant={"positions": "sinusoidal_halves"})),
     Mutant("embedding-scale-ignored", "embedding_scale='sqrt_d_e' ignored: token embeddings not multiplied by √d_e",
            ("embedding",) + MODELS, swap_variant(no_embedding_scale),
            source="the Annotated Transformer multiplies by √d_model; ports that drop it",
