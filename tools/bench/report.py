@@ -319,6 +319,7 @@ def _speed(out: list[str], speed: dict[str, Any]) -> None:
             f"{i} {_s(v[0], 1)} ex/s, spec {100 * v[1]:.0f}% / implementation {100 * v[2]:.0f}% / harness "
             f"{100 * (1 - v[1] - v[2]):.0f}%" for i, v in tot.items() if v[0]) + "."]
     _blocks(out, speed.get("blocks"), speed.get("plain"))
+    _levels(out, speed.get("levels"))
     rt = speed.get("rate")
     if rt:
         out += ["", f"### {rt['impl']} over every algorithm", "",
@@ -395,6 +396,20 @@ def _blocks(out: list[str], rows: Optional[list[dict[str, Any]]], plain: Any) ->
                         f"**{_s(r['ratio'])}×**",
                         f"{100 * r['ftspec']['reference_seconds'] / r['ftspec']['seconds']:.0f}%"
                         if r["ftspec"]["seconds"] else "–"] for r in rows])
+
+
+def _levels(out: list[str], rows: Optional[list[dict[str, Any]]]) -> None:
+    """The (level, operation) groups of each entry's computation (``tools/bench/levels.py``)."""
+    if not rows:
+        return
+    out += ["", "### The computation's levels", "",
+            "The scalar operations of each entry's binary64 evaluation at the sizes above, its levels (a "
+            "result's level is one more than its arguments' highest) and its (level, operation) groups "
+            "(`tools/bench/levels.py`): the fewest array operations a replay of a recorded structure, level "
+            "by level, would need (issue 36's trace-once evaluator), against the NumPy calls of a walk of "
+            "the spec per block today.", ""]
+    out += _table(["algorithm", "scalar operations", "levels", "(level, operation) groups"],
+                  [[r["algorithm"], f"{r['operations']:,}", r["levels"], r["groups"]] for r in rows])
 
 
 def _share(r: dict[str, Any]) -> str:

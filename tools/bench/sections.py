@@ -156,6 +156,7 @@ def speed_section(examples: int, *, dtype: str, seed: int, xdist_command: Option
     (``results["speed"]``)."""
     import shlex
 
+    from .levels import level_groups
     from .speed import blocks, growth, plain_checks, rate, throughput, xdist
 
     speed: dict[str, Any] = {"throughput_examples": examples}
@@ -163,6 +164,8 @@ def speed_section(examples: int, *, dtype: str, seed: int, xdist_command: Option
     speed["blocks"] = blocks(examples=max(16 * examples, 256), seed=seed)  # blocks of 8: impl_search.MIN_DRAWS
     say("bench speed: ftspec against a plain Hypothesis + NumPy check, five entries")
     speed["plain"] = plain_checks(max(10 * examples, 200), seed=seed)
+    say("bench speed: the computation's levels (operations a replay by levels would group)")
+    speed["levels"] = level_groups()
     say(f"bench speed: throughput ({examples} examples per search at {dtype})")
     speed["throughput"] = throughput(examples=examples, dtype=dtype, seed=seed)
     say(f"bench speed: numpy over every algorithm at float32 and float64 ({examples} examples per search)")
