@@ -21,7 +21,7 @@ import math
 from collections import Counter
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from ftspec.spec.numbers import FloatNumbers
+from ftspec.spec.numbers import FLOAT, Numbers
 
 __all__ = ["LEVEL_ENTRIES", "Traced", "Tracing", "level_groups", "traced"]
 
@@ -99,19 +99,20 @@ def _library(name: str) -> Callable[..., Traced]:
     """``FLOAT``'s library function ``name`` on the values, counted as one operation."""
 
     def f(self: "Tracing", *args: Any) -> Traced:
-        value = getattr(FloatNumbers, name)(self, *(float(a) for a in args))
+        value = getattr(FLOAT, name)(*(float(a) for a in args))
         return Traced(value, self.count(name, *args), self)
 
     return f
 
 
-class Tracing(FloatNumbers):
+class Tracing(Numbers):
     """``FLOAT`` (correctly rounded sums, the same library functions and refusals) whose numbers
     carry their level; ``groups`` counts the operations per (level, kind). A sum or dot product
     of k terms is one operation of kind ``sum k`` / ``dot k`` (a replay draws its rounding whole,
     as blocks do)."""
 
     name = "tracing"
+    inf, nan, pi, tiny = FLOAT.inf, FLOAT.nan, FLOAT.pi, FLOAT.tiny
 
     def __init__(self) -> None:
         self.groups: Counter[tuple[int, str]] = Counter()
@@ -132,13 +133,10 @@ class Tracing(FloatNumbers):
 
     def fsum(self, xs: Any) -> Traced:
         items = list(xs)
-        return Traced(FloatNumbers.fsum(self, [float(x) for x in items]), self.count(f"sum {len(items)}", *items),
-                      self)
+        return Traced(FLOAT.fsum([float(x) for x in items]), self.count(f"sum {len(items)}", *items), self)
 
     def dot(self, xs: Sequence[Any], ys: Sequence[Any]) -> Traced:
-        # ``FLOAT.dot``'s arithmetic (a correctly rounded sum of the products), not through ``fsum``,
-        # which counts a sum of its own here
-        value = FloatNumbers.fsum(self, [float(x) * float(y) for x, y in zip(xs, ys, strict=True)])
+        value = FLOAT.dot([float(x) for x in xs], [float(y) for y in ys])
         return Traced(value, self.count(f"dot {len(xs)}", *xs, *ys), self)
 
     exp = _library("exp")
@@ -151,7 +149,7 @@ class Tracing(FloatNumbers):
     pow = _library("pow")
 
     def relu(self, x: Any) -> Traced:
-        return Traced(FloatNumbers.relu(self, float(x)), self.count("relu", x), self)
+        return Traced(FLOAT.relu(float(x)), self.count("relu", x), self)
 
     def isfinite(self, x: Any) -> bool:
         return math.isfinite(float(x))
