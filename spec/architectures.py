@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from .attention import bidirectional_mask
-from .embedding import embed
+from .embedding import embed, pad_positions
 from .functions import apply
 from .intermediates import Names, algorithm
 from .layers import bert_layer, decoder_layer, encoder_layer, gpt2_layer, padded
@@ -156,7 +156,7 @@ def e_transformer_logits(x: Sequence[int], theta: ETransformerParams, *,
     """Algorithm 9 up to the final softmax: lines 1-11 and W_u X of line 12 (intermediates:
     ``_e_names``)."""
     X = embed(x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
-              gamma=theta.gamma_emb, beta=theta.beta_emb)  # lines 1-3
+              gamma=theta.gamma_emb, beta=theta.beta_emb, pad=pad)  # lines 1-3 (pad: pad_positions)
     for layer in theta.layers:  # line 4
         X = bert_layer(X, layer, variant=variant, pad=pad)  # lines 5-8
     if variant.resolved_final_norm("bert"):
@@ -197,11 +197,13 @@ def d_transformer_logits(x: Sequence[int], theta: DTransformerParams, *,
                          ell_max: Optional[int] = None, variant: VariantSet = PAPER,
                          pad: Optional[Sequence[Any]] = None) -> Matrix:
     """Algorithm 10 up to the final softmax: lines 1-10 and W_u X of line 11 (intermediates:
-    ``_d_names``)."""
+    ``_d_names``). Under ``pad_positions="real"`` the positions of W_p and of ALiBi are
+    ``pad_positions``' p(t), the real tokens before t."""
     X = embed(x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
-              gamma=theta.gamma_emb, beta=theta.beta_emb)  # lines 1-3
+              gamma=theta.gamma_emb, beta=theta.beta_emb, pad=pad)  # lines 1-3 (pad: pad_positions)
+    positions = pad_positions(pad, variant, len(x))  # None: t, the index
     for l, layer in enumerate(theta.layers):  # line 4
-        X = gpt2_layer(X, layer, variant=layer_variant(variant, l), pad=pad)  # lines 5-8
+        X = gpt2_layer(X, layer, variant=layer_variant(variant, l), pad=pad, positions=positions)  # lines 5-8
     if variant.resolved_final_norm("gpt2"):
         X = norm_columns(X, theta.gamma, theta.beta, variant)  # line 10
     W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)

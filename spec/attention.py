@@ -27,7 +27,7 @@ from .linalg import (
     transpose,
 )
 from .normalization import norm_columns
-from .params import AttentionParams, MHAttentionParams
+from .params import AttentionParams, MHAttentionParams, query_group
 from .position_bias import alibi_slopes, t5_bias
 from .rotary import rotate
 from .variants import PAPER, VariantSet
@@ -139,7 +139,7 @@ def _attention_names(*_: Any, **__: Any) -> Names:
 def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[Any]], *,
               variant: VariantSet = PAPER, slope: Optional[Any] = None,
               qk_gains: Optional[tuple[Vector, Vector]] = None, heads: int = 1,
-              position_bias: Optional[Matrix] = None) -> Matrix:
+              position_bias: Optional[Matrix] = None, positions: Optional[Sequence[int]] = None) -> Matrix:
     """Algorithm 4: Ṽ ← Attention(X, Z | W_qkv, Mask).
 
     X ∈ R^{d_x×ℓ_x} (primary), Z ∈ R^{d_z×ℓ_z} (context).
@@ -231,7 +231,9 @@ def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[
         S = map_matrix(lambda s: softcap(_over(s, divisor), c), S)
         divisor = None
     if slope is not None:  # line 4': ALiBi's m·(t_z − t_x), added to the scaled scores
-        S = [[_over(s, divisor) + slope * N.num(tz - tx) for tx, s in enumerate(row)] for tz, row in enumerate(S)]
+        p = positions if positions is not None else range(len(S))  # pad_positions="real": p(t), else t
+        S = [[_over(s, divisor) + slope * N.num(p[tz] - p[tx]) for tx, s in enumerate(row)]
+             for tz, row in enumerate(S)]
         divisor = None
     if position_bias is not None:  # line 4''': T5's bucketed bias, added to the scaled scores
         S = [[_over(s, divisor) + position_bias[tz][tx] for tx, s in enumerate(row)] for tz, row in enumerate(S)]
@@ -284,7 +286,8 @@ def _mh_names(*_: Any, **__: Any) -> Names:
 
 @algorithm("mh_attention", names=_mh_names)
 def mh_attention(X: Matrix, Z: Matrix, W: MHAttentionParams, Mask: Sequence[Sequence[Any]], *,
-                 variant: VariantSet = PAPER, causal_self: bool = False) -> Matrix:
+                 variant: VariantSet = PAPER, causal_self: bool = False,
+                 positions: Optional[Sequence[int]] = None) -> Matrix:
     """Algorithm 5: Ṽ ← MHAttention(X, Z | W, Mask).
 
     1-2. Y^h ← Attention(X, Z | W^h_qkv, Mask) for h = 0..H-1 (the paper's 1..H)
@@ -296,6 +299,14 @@ def mh_attention(X: Matrix, Z: Matrix, W: MHAttentionParams, Mask: Sequence[Sequ
     of ``kv_heads[⌊h/G⌋]``, so heads G·g .. G·g + G − 1 share kv head g (Hugging Face's
     ``repeat_kv``, torch SDPA's ``enable_gqa``); ``kv_order="strided"`` reads kv head h mod H/G
     (a tiled repeat).
+
+    Multi-query attention (``kv_heads="one"``; Shazeer 2019, "Fast Transformer Decoding: One
+    Write-Head is All You Need", §3: the heads "share a single set of keys and values") at any H:
+    K = W_k Z + b_k 1ᵀ and V = W_v Z + b_v 1ᵀ of the one kv head, read by every query head,
+    Y^h = Attention(X, Z | W^h_q, b^h_q, W_k, b_k, W_v, b_v, Mask). That is the rule above with
+    G = H (⌊h/H⌋ = 0 for every h), and kv_group = H's parameters (``params.query_group``; at H = 1
+    the head's own W_k, W_v). Falcon-7B (transformers 5.24 FalconAttention: ``num_kv_heads = 1``
+    under multi_query, whatever num_attention_heads is).
 
     Variant ``attn_bias_at`` keeps the heads' b_q, b_k, b_v only ("qkv") or b_o only ("out"): a
     bias the variant drops is absent from W (None), as under ``attn_bias=False``.
@@ -312,7 +323,8 @@ def mh_attention(X: Matrix, Z: Matrix, W: MHAttentionParams, Mask: Sequence[Sequ
     ALiBi (``position_bias="alibi"``; Press et al. 2022): where the attention is a causal
     self-attention (``causal_self``: Z = X read under a causal mask, the only attention the bias is
     defined for), head h adds m_h·(t_z − t_x) to its scaled scores, m_h = ``alibi_slopes(H)[h]``
-    (the non-power-of-two rule of ``spec/position_bias.py``).
+    (the non-power-of-two rule of ``spec/position_bias.py``); m_h·(p(t_z) − p(t_x)) where ``positions``
+    gives p (a padded model under ``pad_positions="real"``: ``embedding.pad_positions``).
 
     T5's relative bias (``rel_bias="t5_buckets"``, spec 2.13): where W holds the table rel_bias ∈
     R^{rel_buckets×H} (the self-attention entries and the layers' self-attention; ``mh_attention`` and
@@ -327,7 +339,7 @@ def mh_attention(X: Matrix, Z: Matrix, W: MHAttentionParams, Mask: Sequence[Sequ
     """
     if not W.heads:
         raise SpecError("heads", "at least one head (H ≥ 1)", "H = 0")
-    heads = _grouped(W, variant.kv_group, variant.kv_order)
+    heads = _grouped(W, query_group(len(W.heads), variant), variant.kv_order)
     slopes: list[Any] = alibi_slopes(len(heads)) if causal_self and variant.position_bias == "alibi" \
         else [None] * len(heads)
     gains = None
@@ -341,7 +353,7 @@ def mh_attention(X: Matrix, Z: Matrix, W: MHAttentionParams, Mask: Sequence[Sequ
     elif variant.rel_bias not in ("none", "t5_buckets"):
         raise SpecError("rel_bias", "'none' or 't5_buckets'", repr(variant.rel_bias))
     Ys = [attention(X, Z, head, Mask, variant=variant, slope=slopes[h], qk_gains=gains, heads=len(heads),
-                    position_bias=biases[h])
+                    position_bias=biases[h], positions=positions)
           for h, head in enumerate(heads)]  # lines 1-2
     Y = stacked(Ys)  # line 3
     return add_bias(matmul(W.W_o, Y), W.b_o)  # line 4

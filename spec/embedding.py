@@ -18,6 +18,7 @@ from .variants import PAPER, VariantSet
 
 __all__ = [
     "embed",
+    "pad_positions",
     "positional_embedding",
     "sinusoidal_halves",
     "sinusoidal_paper",
@@ -25,6 +26,23 @@ __all__ = [
     "sinusoidal_vaswani",
     "token_embedding",
 ]
+
+
+def pad_positions(pad: Optional[Sequence[Any]], variant: VariantSet, ell: int) -> Optional[list[int]]:
+    """The positions under ``pad_positions="real"``: p(t) = Σ_{s<t} pad[s], the real tokens before t
+    (OPT's ``cumsum(attention_mask) · attention_mask − 1`` and BLOOM's ``(attention_mask.cumsum(-1) − 1)
+    · attention_mask`` at a real token, transformers 5.24); None under "index" or without padding,
+    where t is its own position. At a padding position p(t) is read by ALiBi alone, where a query's
+    own position cancels in the softmax."""
+    if pad is None or variant.pad_positions == "index":
+        return None
+    if len(pad) != ell:
+        raise SpecError("pad", f"one flag per position ({ell})", f"{len(pad)} flags")
+    out, seen = [], 0
+    for flag in pad:
+        out.append(seen)
+        seen += 1 if flag else 0
+    return out
 
 
 @algorithm("token_embedding")
@@ -178,6 +196,7 @@ def embed(
     variant: VariantSet = PAPER,
     gamma: Optional[Vector] = None,
     beta: Optional[Vector] = None,
+    pad: Optional[Sequence[Any]] = None,
 ) -> Matrix:
     """Lines 1-3 of Algorithms 8-10: X ← [W_e[:, x[t]] + W_p[:, t]] for t = 0..ℓ-1.
 
@@ -185,9 +204,15 @@ def embed(
     ``embedding_scale`` multiplies W_e[:, x[t]] by √d_e first (Vaswani et al.);
     ``embedding_norm`` normalises each column afterwards with γ, β.
     ``ell_max`` is needed when W_p is not learned (the paper's sinusoid uses it).
+    ``pad`` (the padded models' flags, 0 = padding) is read under ``pad_positions="real"`` alone:
+    a real token t adds W_p[:, p(t)], p(t) = Σ_{s<t} pad[s] (``pad_positions``), and a padding
+    position adds no position (X[:, t] = W_e[:, x[t]], scaled): OPT's −1 + offset 2 reads
+    embed_positions[1], a row outside W_p = embed_positions[2:], which the spec takes as 0. Padding
+    is no query's key, so that choice reaches the padding columns' own outputs alone.
 
     Intermediates (``spec/intermediates.py``): tokens (d_e×ℓ: W_e[:, x[t]], scaled),
-    positions (W_p[:, :ℓ], when there are positions); under ``embedding_norm`` sum (before
+    positions (W_p[:, :ℓ], when there are positions; under ``pad_positions="real"`` the columns
+    added, 0 at padding); under ``embedding_norm`` sum (before
     the norm) and norm (its output, with norm.mu and norm.sigma, or norm.rms).
     """
     N = numbers.current()
@@ -213,20 +238,27 @@ def embed(
     elif variant.positions == "none":
         P = None
     scale = N.sqrt(N.num(d_e)) if variant.embedding_scale == "sqrt_d_e" else None
-    columns, tokens = [], []
+    real = pad_positions(pad, variant, ell)
+    columns, tokens, added = [], [], []
     for t in range(ell):  # lines 1-3
         e = token_embedding(x[t], W_e)
         if scale is not None:
             e = [ei * scale for ei in e]
         tokens.append(e)
         if P is not None:
-            e = [ei + pi for ei, pi in zip(e, column(P, t))]
+            if real is None:
+                p: Optional[Vector] = column(P, t)
+            else:  # pad_positions="real": the real tokens before t; a padding position adds none
+                p = column(P, real[t]) if pad is not None and pad[t] else None
+            if p is not None:
+                e = [ei + pi for ei, pi in zip(e, p)]
+            added.append(p if p is not None else [N.num(0)] * d_e)
         columns.append(e)
     X = from_columns(columns)
     if recording() and ell:
         record("tokens", from_columns(tokens))
         if P is not None:
-            record("positions", [row[:ell] for row in P])
+            record("positions", [row[:ell] for row in P] if real is None else from_columns(added))
     if variant.embedding_norm:
         record("sum", X)
         X = norm_columns(X, gamma, beta, variant)

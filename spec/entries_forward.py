@@ -19,6 +19,7 @@ from .entry import (
     MH_ATTENTION,
     LAYER_TYPES,
     PARALLEL,
+    PAD_POSITIONS,
     EMBEDDING,
     LAYER,
     MOE,
@@ -84,7 +85,8 @@ def _self_attention_schema(h: Hyper, v: VariantSet) -> dict[str, Shape]:
     """A layer's ``attn.*`` names without the prefix: d_x = d_z = d_out = d_e; T5's bias table rel_bias
     (rel_buckets × H) last under rel_bias="t5_buckets" (spec 2.13: every other set's parameters as before)."""
     return P.mh_attention_schema(h["H"], v.attn_bias, "d_e", "d_e", "d_attn", "d_mid", "d_e",
-                                 kv_group=v.kv_group, bias_at=v.attn_bias_at, rel_buckets=_rel_buckets(v))
+                                 kv_group=P.query_group(h["H"], v), bias_at=v.attn_bias_at,
+                                 rel_buckets=_rel_buckets(v))
 
 
 def _rel_buckets(v: VariantSet) -> int:
@@ -96,8 +98,8 @@ def _causal_self_attention_schema(h: Hyper, v: VariantSet) -> dict[str, Shape]:
     """``_self_attention_schema`` with QK-norm's gains gamma_q, gamma_k (d_attn,) under qk_norm="rms",
     last (spec 2.12): every other set's parameters, and their draws, are as before."""
     return P.mh_attention_schema(h["H"], v.attn_bias, "d_e", "d_e", "d_attn", "d_mid", "d_e",
-                                 kv_group=v.kv_group, bias_at=v.attn_bias_at, qk_norm=v.qk_norm == "rms",
-                                 rel_buckets=_rel_buckets(v))
+                                 kv_group=P.query_group(h["H"], v), bias_at=v.attn_bias_at,
+                                 qk_norm=v.qk_norm == "rms", rel_buckets=_rel_buckets(v))
 
 
 def _zero_query() -> Refusal:
@@ -405,7 +407,7 @@ ENTRIES: list[Entry] = [
         inputs=(_X("X", ("d_x", "ell_x")), _X("Z", ("d_z", "ell_z")),
          _X("Mask", ("ell_z", "ell_x"), Kind.MASK, "Mask[t_z, t_x] = 1: t_x may attend to t_z")),
         outputs=(_X("V_tilde", ("d_out", "ell_x")),),
-        param_schema=lambda h, v: P.mh_attention_schema(h["H"], v.attn_bias, kv_group=v.kv_group,
+        param_schema=lambda h, v: P.mh_attention_schema(h["H"], v.attn_bias, kv_group=P.query_group(h["H"], v),
                                                         bias_at=v.attn_bias_at),
         switches=MH_ATTENTION | {"empty_query"},
         reference=lambda i, p, h, v: {"V_tilde": mh_attention(
@@ -511,7 +513,7 @@ ENTRIES: list[Entry] = [
         lines="lines 1-12, Mask ≡ 1 ∧ pad[t_z]",
         summary="BERT with an attention mask: padding positions are no query's key in any layer.",
         inputs=(_X("x", ("ell",), Kind.TOKEN, "token sequence"), _PAD),
-        switches=ARCHITECTURE | {"empty_query"},
+        switches=ARCHITECTURE | PAD_POSITIONS | {"empty_query"},
         reference=lambda i, p, h, v: {"P": e_transformer(i["x"], P.from_flat(P.ETransformerParams, p),
                                                ell_max=h["ell_max"], variant=v, pad=i["pad"])},
         extra_refusals=(empty_padding(),),
@@ -521,7 +523,7 @@ ENTRIES: list[Entry] = [
         lines="lines 1-11, Mask = [[t_z ≤ t_x]] ∧ pad[t_z]",
         summary="GPT/LLaMA with an attention mask: padding positions are no query's key in any layer.",
         inputs=(_X("x", ("ell",), Kind.TOKEN, "token sequence"), _PAD),
-        switches=ARCHITECTURE | CAUSAL | PARALLEL | LAYER_TYPES | {"empty_query"},
+        switches=ARCHITECTURE | CAUSAL | PARALLEL | LAYER_TYPES | PAD_POSITIONS | {"empty_query"},
         reference=lambda i, p, h, v: {"P": d_transformer(i["x"], P.from_flat(P.DTransformerParams, p),
                                                ell_max=h["ell_max"], variant=v, pad=i["pad"])},
         extra_refusals=(empty_padding(),),

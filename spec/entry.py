@@ -190,7 +190,7 @@ BASIC_ATTENTION = frozenset({"attn_scale", "scale_placement", "attn_bias"})
 #: Algorithm 4's: RoPE rotates Q and K by their columns' positions; a soft cap on the scaled scores
 ATTENTION = BASIC_ATTENTION | {"rotary", "rope_base", "rotary_fraction", "rope_scaling", "attn_softcap"}
 #: Algorithm 5's: key/value heads shared by groups of query heads
-MH_ATTENTION = ATTENTION | {"kv_group", "kv_order", "attn_bias_at"}
+MH_ATTENTION = ATTENTION | {"kv_group", "kv_order", "kv_heads", "attn_bias_at"}
 NORM_LN = frozenset({"epsilon", "epsilon_placement", "variance", "affine", "norm_gain"})
 NORM_ANY = NORM_LN | {"norm"}
 #: QK-norm (Qwen3, Gemma 3) and the norm switches it reads: ε, its placement, the gain γ or 1 + γ
@@ -225,8 +225,12 @@ REL_BIAS = frozenset({"rel_bias", "rel_buckets", "rel_max_distance"})
 #: the bucket parameters are read under rel_bias="t5_buckets" alone (``Entry.read_with``)
 REL_BIAS_READ_WITH: Mapping[str, Mapping[str, Any]] = {s: {"rel_bias": "t5_buckets"}
                                                        for s in sorted(REL_BIAS - {"rel_bias"})}
-assert ARCHITECTURE | CAUSAL | PARALLEL | LAYER_TYPES | MOE | REL_BIAS | {"empty_query", "causal_alignment"} \
-    == set(SWITCHES)
+#: where a padding mask meets positions: the position of a token counted by its index or among the real
+#: tokens (OPT's learned positions, BLOOM's ALiBi). Listed by the padded models alone (Algorithms 9 and 10
+#: with ``pad``), where positions are embedded; the padded layers keep index distances
+PAD_POSITIONS = frozenset({"pad_positions"})
+assert ARCHITECTURE | CAUSAL | PARALLEL | LAYER_TYPES | MOE | REL_BIAS | PAD_POSITIONS \
+    | {"empty_query", "causal_alignment"} == set(SWITCHES)
 
 
 # --------------------------------------------------------------------------
@@ -303,7 +307,8 @@ def _rotary_width(hyper: Hyper, variant: VariantSet) -> None:
 
 
 def _whole_groups(hyper: Hyper, variant: VariantSet) -> None:
-    """Grouped-query attention: H query heads in groups of G = kv_group, so G divides H."""
+    """Grouped-query attention: H query heads in groups of G = kv_group, so G divides H (under
+    kv_heads="one" the group is H, and kv_group stays 1: every H)."""
     G = variant.kv_group
     if hyper["H"] % G:
         raise SpecError("H", f"a multiple of kv_group = {G} (query heads per key/value head)",

@@ -116,15 +116,16 @@ def _sublayer_names(arch: str, variant: VariantSet) -> Names:
 
 
 def _layer_names(X: Matrix, W: LayerParams, variant: VariantSet, arch: str, causal: bool,
-                 pad: Optional[Sequence[Any]] = None) -> Names:
+                 pad: Optional[Sequence[Any]] = None, positions: Optional[Sequence[int]] = None) -> Names:
     return _sublayer_names(arch, variant)
 
 
 @algorithm(None, names=_layer_names)
 def _layer(X: Matrix, W: LayerParams, variant: VariantSet, arch: str, causal: bool,
-           pad: Optional[Sequence[Any]] = None) -> Matrix:
+           pad: Optional[Sequence[Any]] = None, positions: Optional[Sequence[int]] = None) -> Matrix:
     """Shared body of the encoder, BERT and GPT-2 layers (they differ only in
-    the mask and in the paper's placement and activation); ``pad`` masks keys (``padded``).
+    the mask and in the paper's placement and activation); ``pad`` masks keys (``padded``);
+    ``positions`` are ALiBi's p(t) (a padded model under ``pad_positions="real"``), else t.
     Intermediates: ``_sublayer_names``."""
     _, ell = shape(X)
     Mask = padded(unidirectional_mask(ell, ell, variant=variant) if causal else bidirectional_mask(ell, ell), pad,
@@ -136,7 +137,7 @@ def _layer(X: Matrix, W: LayerParams, variant: VariantSet, arch: str, causal: bo
                    hidden=W.mlp_hidden)
 
     def MHAttention(X: Matrix, Z: Matrix) -> Matrix:
-        return mh_attention(X, Z, W.attn, Mask, variant=variant, causal_self=causal)
+        return mh_attention(X, Z, W.attn, Mask, variant=variant, causal_self=causal, positions=positions)
 
     def norm(X: Matrix, gamma: Optional[Vector], beta: Optional[Vector]) -> Matrix:
         return norm_columns(X, gamma, beta, variant)
@@ -214,7 +215,7 @@ def bert_layer(X: Matrix, W: LayerParams, *, variant: VariantSet = PAPER,
 
 @algorithm("gpt2_layer")
 def gpt2_layer(X: Matrix, W: LayerParams, *, variant: VariantSet = PAPER,
-                          pad: Optional[Sequence[Any]] = None) -> Matrix:
+                          pad: Optional[Sequence[Any]] = None, positions: Optional[Sequence[int]] = None) -> Matrix:
     """Algorithm 10, lines 5-8: one GPT-2 layer (pre-LN, exact GELU, causal).
 
     5. X̃[:, t] ← layer_norm(X[:, t] | γ^1_l, β^1_l)
@@ -223,9 +224,10 @@ def gpt2_layer(X: Matrix, W: LayerParams, *, variant: VariantSet = PAPER,
     7. X̃[:, t] ← layer_norm(X[:, t] | γ^2_l, β^2_l)
     8. X ← X + W^l_mlp2 GELU(W^l_mlp1 X̃ + b^l_mlp1 1ᵀ) + b^l_mlp2 1ᵀ
 
-    The residual adds the un-normalised X (normalising X in place is a classic bug).
+    The residual adds the un-normalised X (normalising X in place is a classic bug). ``positions``:
+    ALiBi's p(t) where the padded model counts them among the real tokens (``pad_positions``).
     """
-    return _layer(X, W, variant, "gpt2", causal=True, pad=pad)
+    return _layer(X, W, variant, "gpt2", causal=True, pad=pad, positions=positions)
 
 
 def _decoder_names(X: Matrix, Z: Matrix, W: DecoderLayerParams, *, variant: VariantSet = PAPER,

@@ -301,6 +301,13 @@ def attention_schema(bias: bool, d_x: str = "d_x", d_z: str = "d_z", d_attn: str
     return s
 
 
+def query_group(H: int, variant: VariantSet) -> int:
+    """G, the query heads that share one key/value head: kv_group (grouped-query attention, Ainslie et al.
+    2023), or all H of them under ``kv_heads="one"`` (multi-query attention, Shazeer 2019: one key/value
+    head whatever H is), so that the parameters and Algorithm 5's head map are kv_group = H's."""
+    return H if variant.kv_heads == "one" else variant.kv_group
+
+
 def mh_attention_schema(H: int, bias: bool, d_x: str = "d_x", d_z: str = "d_z",
                         d_attn: str = "d_attn", d_mid: str = "d_mid", d_out: str = "d_out",
                         prefix: str = "", kv_group: int = 1, bias_at: str = "all",
@@ -376,7 +383,7 @@ def layer_schema(H: int, variant: VariantSet, prefix: str = "", arch: str = "gpt
     """LayerParams (encoder, BERT and GPT-2 layers), in the paper's order. ``residual`` is read by the
     GPT-2 layer alone (``arch``): its shared-norm form has no γ², β²."""
     s = mh_attention_schema(H, variant.attn_bias, "d_e", "d_e", "d_attn", "d_mid", "d_e", prefix + "attn.",
-                            variant.kv_group, variant.attn_bias_at, variant.qk_norm == "rms")
+                            query_group(H, variant), variant.attn_bias_at, variant.qk_norm == "rms")
     s.update(norm_schema(variant, prefix + "gamma1", prefix + "beta1"))
     s.update(mlp_schema(variant, "1", "2", prefix))
     if variant.residual != "parallel_shared" or arch != "gpt2":  # GPT-J's one shared norm has no γ², β²
@@ -399,11 +406,11 @@ def sandwich_schema(variant: VariantSet, prefix: str, blocks: tuple[int, ...]) -
 def decoder_layer_schema(H: int, variant: VariantSet, prefix: str = "") -> dict[str, Shape]:
     b = variant.attn_bias
     qk = variant.qk_norm == "rms"
-    s = mh_attention_schema(H, b, "d_e", "d_e", "d_attn", "d_mid", "d_e", prefix + "self_attn.", variant.kv_group,
-                            variant.attn_bias_at, qk)
+    s = mh_attention_schema(H, b, "d_e", "d_e", "d_attn", "d_mid", "d_e", prefix + "self_attn.",
+                            query_group(H, variant), variant.attn_bias_at, qk)
     s.update(norm_schema(variant, prefix + "gamma3", prefix + "beta3"))
     s.update(mh_attention_schema(H, b, "d_e", "d_e", "d_attn", "d_mid", "d_e", prefix + "cross_attn.",
-                                 variant.kv_group, variant.attn_bias_at, qk))
+                                 query_group(H, variant), variant.attn_bias_at, qk))
     s.update(norm_schema(variant, prefix + "gamma4", prefix + "beta4"))
     s.update(mlp_schema(variant, "3", "4", prefix))
     s.update(norm_schema(variant, prefix + "gamma5", prefix + "beta5"))

@@ -28,7 +28,9 @@ the softmax, "a translation invariance of softmax", its docstring says), with po
 among the real tokens (``attention_mask.cumsum(-1) − 1``); MPT adds m_h·(t_z − (ℓ − 1)). The
 spec states the bias on index distances, t_z − t_x: the same weights as BLOOM's wherever no
 padding lies between two of a query's keys (no padding, or padding on the left only), and as MPT's
-always. Both add it after the 1/√d scale (BLOOM's ``alibi.baddbmm(..., alpha=inv_norm_factor)``,
+always; in the padded models under ``pad_positions="real"`` on BLOOM's positions, p(t_z) − p(t_x) with
+p(t) the real tokens before t (``embedding.pad_positions``).
+Both add it after the 1/√d scale (BLOOM's ``alibi.baddbmm(..., alpha=inv_norm_factor)``,
 MPT's ``attn_weight * softmax_scale + attn_bias``). The bias is defined where queries and keys are
 positions of one sequence, read causally: the causal self-attentions (Press et al. §3), not the
 bidirectional or cross-attentions.

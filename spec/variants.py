@@ -55,6 +55,7 @@ class VariantSet:
     rope_scaling: Literal["none", "linear-2", "linear-8", "llama3"] = "none"
     kv_group: int = 1
     kv_order: Literal["consecutive", "strided"] = "consecutive"
+    kv_heads: Literal["grouped", "one"] = "grouped"
     window: int = 0
     global_every: int = 0
     rope_local_base: float = 0.0
@@ -83,6 +84,7 @@ class VariantSet:
     # --- embeddings and output -------------------------------------------
     positions: Literal["learned", "sinusoidal_paper", "sinusoidal_vaswani", "sinusoidal_raw_index",
                        "sinusoidal_halves", "none"] = "learned"
+    pad_positions: Literal["index", "real"] = "index"
     embedding_scale: Literal["one", "sqrt_d_e"] = "one"
     unembedding: Literal["separate", "tied"] = "separate"
     logit_bias: bool = False
@@ -142,6 +144,10 @@ class VariantSet:
                 "bucket per direction when halved) and max_distance above num_buckets // 2 (the causal max_exact: "
                 f"ln(max_distance/max_exact) > 0); given rel_buckets={self.rel_buckets!r}, "
                 f"rel_max_distance={self.rel_max_distance!r}")
+        if self.kv_heads == "one" and (self.kv_group != 1 or self.kv_order != "consecutive"):
+            raise ValueError(  # one spelling per set: under "one" the group is H, so neither is read
+                "variant switch 'kv_heads': 'one' (one key/value head for every H) takes kv_group 1 and kv_order "
+                f"'consecutive', which it does not read; given kv_group={self.kv_group!r}, kv_order={self.kv_order!r}")
         if (self.epsilon_placement == "none") != (self.epsilon == 0.0):
             raise ValueError(
                 "variant switches 'epsilon'/'epsilon_placement': an epsilon > 0 needs a placement "
@@ -298,6 +304,14 @@ def _switches() -> dict[str, Switch]:
                "⌊h/G⌋, consecutive heads sharing (Hugging Face repeat_kv, torch repeat_interleave, SDPA "
                "enable_gqa), or h mod H_kv (a tiled repeat, torch Tensor.repeat / jnp.tile: the classic "
                "head-order mix-up when porting GQA checkpoints); read only when G > 1"),
+        Switch("kv_heads", "attention", ("grouped", "one"), "grouped",
+               "how many key/value heads H_kv the H query heads share: grouped (paper) is H_kv = H/G as kv_group "
+               "says; one is multi-query attention (Shazeer 2019, Fast Transformer Decoding: One Write-Head is "
+               "All You Need, §3: 'the different heads share a single set of keys and values'), H_kv = 1 for "
+               "every H, the group G = H (Falcon-7B: transformers 5.24 FalconAttention, num_kv_heads = 1 under "
+               "multi_query whatever num_attention_heads is; a convention, where kv_group is a size). Under one, "
+               "kv_group stays 1 and kv_order consecutive (neither is read); the parameters are kv_group = H's, "
+               "kv_heads.0.W_k, W_v (and biases) beside each head's W_q, b_q, at H = 1 the head's own"),
         Switch("window", "attention", (0, 2), 0,
                "sliding-window causal attention (Mistral; Beltagy et al. 2020, Longformer): 0 (paper) is "
                "no window; W ≥ 1, any whole number (a size: no preset fixes it; 2, the least that drops a "
@@ -428,6 +442,15 @@ def _switches() -> dict[str, Switch]:
                "index r in the exponent, 10000^(2r/d_e) (seed 004, numeric tutorial), Vaswani's frequencies "
                "in halves, every sine in the first ⌈d_e/2⌉ rows and the cosines after them (Hugging Face "
                "Marian's MarianSinusoidalPositionalEmbedding, spec 2.15), or none"),
+        Switch("pad_positions", "embeddings", ("index", "real"), "index",
+               "the position of token t where a padding mask is given (the padded entries): its index t "
+               "(paper: it has no padding; Hugging Face Llama's default position_ids), or, 'real', the number "
+               "of real tokens before it, p(t) = Σ_{s<t} pad[s], for the position embedding W_p[:, p(t)] and "
+               "ALiBi's distance m_h·(p(t_z) − p(t_x)); a padding position adds no position embedding (OPT: "
+               "transformers 5.24 OPTLearnedPositionalEmbedding, cumsum(attention_mask)·attention_mask − 1 "
+               "read at offset 2, a padding position's −1 reading embed_positions[1], outside W_p = "
+               "embed_positions[2:], taken as 0; BLOOM: build_alibi_tensor, (attention_mask.cumsum(-1) − 1)·"
+               "attention_mask). Equal to 'index' on every real token where no padding precedes one"),
         Switch("embedding_scale", "embeddings", ("one", "sqrt_d_e"), "one",
                "token embedding multiplied by √d_e before positions are added (Vaswani et al.)"),
         Switch("unembedding", "embeddings", ("separate", "tied"), "separate",
@@ -474,7 +497,8 @@ LATER: dict[str, Any] = {"mlp_depth": 1, "mlp": "plain", "attn_bias_at": "all", 
                          "residual": "sequential", "position_bias": "none", "rotary_fraction": 1.0,
                          "qk_norm": "none", "attn_softcap": 0.0, "logit_softcap": 0.0, "rope_scaling": "none",
                          "global_every": 0, "rope_local_base": 0.0, "moe_topk_norm": False,
-                         "moe_shared": False, "rel_bias": "none", "rel_buckets": 32, "rel_max_distance": 128}
+                         "moe_shared": False, "rel_bias": "none", "rel_buckets": 32, "rel_max_distance": 128,
+                         "pad_positions": "index", "kv_heads": "grouped"}
 
 #: Switches that are a soft cap c (0: none; any finite c ≥ 0 is a value, the ``choices`` are the
 #: drawn few): c·tanh(s/c) of the attention scores or of the final logits (Gemma 2).
@@ -641,10 +665,12 @@ PRESETS: dict[str, VariantSet] = {
     # fused query_key_value, the dense output and both MLP maps; a 4h plain MLP with tanh GELU
     # (bloom_gelu_forward); no position embeddings, ALiBi on the scaled scores (build_alibi_tensor,
     # alibi.baddbmm(Q, Kᵀ, alpha=1/√head_dim)); lm_head tied to the word embeddings, without a bias;
-    # masked scores are the dtype's minimum, so a query with no key gets uniform weights. Not expressed:
-    # bloom_gelu_forward's constant 0.79788456 for √(2/π) (a relative 1e-9: below float32's rounding,
-    # not float64's), and ALiBi positions counted among the real tokens (attention_mask.cumsum − 1),
-    # which differ from index distances only where padding lies between two real tokens. Hugging Face
+    # masked scores are the dtype's minimum, so a query with no key gets uniform weights. Its ALiBi
+    # positions are counted among the real tokens (attention_mask.cumsum − 1): under padding, the
+    # switch pad_positions="real" (bloom+pad_positions=real; the preset keeps "index", which differs
+    # only where padding lies between two real tokens, so that no fixture of the preset moves). Not
+    # expressed: bloom_gelu_forward's constant 0.79788456 for √(2/π) (a relative 1e-9: below float32's
+    # rounding, not float64's). Hugging Face
     # MPT (MptConfig defaults) is bloom+affine=scale,attn_bias=False,mlp_bias=False,
     # activation=gelu_erf,embedding_norm=False (no biases, LayerNorm without β, exact GELU, no
     # embedding norm; the same ALiBi slopes, added after softmax_scale), docs/spec.md.

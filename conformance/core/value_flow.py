@@ -225,7 +225,8 @@ def score_sites(entry: Entry, variant: VariantSet,
             p = kp = _prefix(name)
             if p + "W_k" not in schema:  # GQA: query head h reads kv head ⌊h / G⌋
                 outer, _, h = p.rstrip(".").rpartition(".")
-                kp = f"{outer[:-len('heads')]}kv_heads.{int(h) // variant.kv_group}."
+                g = 0 if variant.kv_heads == "one" else int(h) // variant.kv_group  # multi-query: the one kv head
+                kp = f"{outer[:-len('heads')]}kv_heads.{g}."
             wk = schema[kp + "W_k"][1]
             sites.append(ScoreSite(p, _feeding(entry, shape[1], last=False), _feeding(entry, wk, last=True),
                                    shape[1], wk, kp))

@@ -100,9 +100,9 @@ plugins keep GPT-2's; BERT's is certified by ``transformers-bert``.
 ``transformers-gpt-j``       GPTJForCausalLM, GPTJAttention, GPTJBlock (gpt2_layer): gpt-neox+
                             residual=parallel_shared,activation=gelu_tanh,rotary=interleaved,
                             attn_bias=False,logit_bias=True (rotary_dim = head_dim / 4).
-``transformers-opt``         OPTForCausalLM (d_transformer, cached_decoding: no padded model, its
-                            positions under padding are counted among the real tokens),
-                            OPTAttention, OPTDecoderLayer (gpt2_layer): hf-gpt2+activation=relu,
+``transformers-opt``         OPTForCausalLM (d_transformer, cached_decoding, and padded_d_transformer
+                            under pad_positions=real: its positions under padding are counted among the
+                            real tokens), OPTAttention, OPTDecoderLayer (gpt2_layer): hf-gpt2+activation=relu,
                             scale_placement=query; its sdpa twin also at float64 (FLOAT64_SDPA).
 ``transformers-falcon``      FalconForCausalLM, FalconAttention, FalconDecoderLayer (gpt2_layer), the new
                             decoder architecture with two norms: nanogpt+residual=parallel,attn_bias=False,
@@ -110,8 +110,8 @@ plugins keep GPT-2's; BERT's is certified by ``transformers-bert``.
 ``transformers-falcon-7b``   FalconForCausalLM, FalconAttention, FalconDecoderLayer in the old architecture
                             (FalconConfig's defaults, Falcon-7B: multi_query, one input_layernorm):
                             nanogpt+residual=parallel_shared,attn_bias=False,mlp_bias=False,positions=none,
-                            rotary=half,empty_query=uniform,kv_group=H at H = 4 (``FALCON7B_LIMITS``: a set
-                            states kv_group = H for one H only).
+                            rotary=half,empty_query=uniform,kv_heads=one (one key/value head at every H:
+                            multi-query attention; H drawn freely).
 Each of these with an ``-sdpa`` twin (padded entries under empty_query="zeros"), with Llama's
 per-algorithm dtypes (``LLAMA_DTYPES``; models/gpt_neox and models/gemma compute RoPE's cos/sin
 and eager softmax in float32, GemmaRMSNorm in float32, as Llama does). The families are plugins
@@ -178,8 +178,7 @@ from ftspec.impls.api import Implementation, Limits
 from ftspec.spec.variants import preset
 
 from .._torch_boundary import configure, devices, from_numpy, to_numpy
-from .adapter import (FALCON7B_HEADS, GEMMA2_ATTN_SOFTCAP, GEMMA2_LOGIT_SOFTCAP, GEMMA3_GLOBAL_EVERY, GPTJ_ROTARY_SHARE,
-                      MISTRAL_WINDOW)
+from .adapter import GEMMA2_ATTN_SOFTCAP, GEMMA2_LOGIT_SOFTCAP, GEMMA3_GLOBAL_EVERY, GPTJ_ROTARY_SHARE, MISTRAL_WINDOW
 from .entries import (FALCON, FALCON7B, GEMMA, GEMMA2, GEMMA2_27B, GEMMA3, GEMMA3_27B, GPTJ, MISTRAL, NEOX, OPT,
                       PHI3, QWEN2, QWEN2_WINDOWED, QWEN3, Decoder, bert_algorithms, decoder_algorithms, gpt2_algorithms,
                       llama_algorithms)
@@ -385,12 +384,11 @@ VARIANT_FALCON = preset("nanogpt").replace(residual="parallel", attn_bias=False,
                                            rotary="half", empty_query="uniform", kv_group=2)
 #: Falcon-7B (FalconConfig's defaults: the old decoder architecture, parallel_attn, multi_query): docs/spec.md's
 #: Falcon-7B, nanogpt+residual=parallel_shared,attn_bias=False,mlp_bias=False,positions=none,rotary=half,
-#: empty_query=uniform,kv_group=H (one input_layernorm for attention and MLP; one key/value head), at the
-#: plugin's fixed H = adapter.FALCON7B_HEADS (``FALCON7B_LIMITS``).
-VARIANT_FALCON7B = VARIANT_FALCON.replace(residual="parallel_shared", kv_group=FALCON7B_HEADS)
-#: Falcon-7B's sizes: H fixed at FALCON7B_HEADS (kv_group = H, which a declared set states for one H only), and
-#: Llama's ties (FalconAttention: head_dim = hidden_size / num_heads).
-FALCON7B_LIMITS = Limits(equal=_TIED, minimum={"H": FALCON7B_HEADS}, maximum={"H": FALCON7B_HEADS})
+#: empty_query=uniform,kv_heads=one (one input_layernorm for attention and MLP; one key/value head for every H:
+#: multi-query attention, a convention where kv_group is a size, so H is drawn freely).
+VARIANT_FALCON7B = VARIANT_FALCON.replace(residual="parallel_shared", kv_group=1, kv_heads="one")
+#: Falcon-7B's sizes: Llama's ties (FalconAttention: head_dim = hidden_size / num_heads).
+FALCON7B_LIMITS = Limits(equal=_TIED)
 #: Each family's eager sets (grouped, kv_group = 2, and one kv head per query head); sdpa's padded
 #: entries take empty_query = "zeros" as Llama's do.
 FAMILY_SETS: dict[str, tuple[Any, ...]] = {
@@ -474,6 +472,8 @@ def _family(name: str, family: Decoder, attn: str) -> Implementation:
             FAMILY_SETS[family.name]
         padded = eager if attn == "eager" else tuple(v.replace(empty_query="zeros") for v in eager)
         variants[a] = list(padded if a.startswith("padded_") else eager)
+        if a == "padded_d_transformer" and family.pad_positions != "index":  # OPT: positions among the real tokens
+            variants[a] = [v.replace(pad_positions=family.pad_positions) for v in variants[a]]
     limits = {a: _family_limits(family) for a in algorithms}
     # the entries without padding (gpt2_layer, d_transformer) leave no query without a key: cached_decoding's
     dtypes = {a: LLAMA_DTYPES[attn].get(a, LLAMA_DTYPES[attn]["cached_decoding"]) for a in algorithms}

@@ -129,7 +129,7 @@ __all__ = ["cols_to_rows", "rows_to_cols", "batch", "unbatch", "check_tokens", "
            "GPTJ_ROTARY_SHARE",
            "gptj_config", "gptj_attention_weights", "gptj_layer_weights", "gptj_lm_weights", "OPT_POSITION_OFFSET",
            "opt_config", "opt_attention_weights", "opt_layer_weights", "opt_lm_weights", "falcon_config",
-           "falcon_attention_weights", "falcon_layer_weights", "falcon_lm_weights", "FALCON7B_HEADS", "falcon7b_config",
+           "falcon_attention_weights", "falcon_layer_weights", "falcon_lm_weights", "falcon7b_config",
            "falcon7b_layer_weights", "falcon7b_lm_weights", "load", "loaded"]
 
 In = Mapping[str, Tensor]
@@ -493,14 +493,6 @@ def falcon_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
         attn_implementation=attn)
 
 
-#: The heads of every Falcon-7B config the plugin builds (``falcon7b_config``). Multi-query attention has one
-#: key/value head whatever H is, the spec's kv_group = H, and a declared set fixes kv_group while the
-#: strategies draw H: so H is fixed too (the plugin's limits), and the set declares kv_group = FALCON7B_HEADS.
-#: 4, not Falcon-7B's 71: three heads besides the first read the one kv head (a second kv head would give
-#: heads 2 and 3 other keys), and every drawn case stays small (d_e = 4·d_attn).
-FALCON7B_HEADS = 4
-
-
 def falcon7b_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
     """A ``FalconConfig`` in the old decoder architecture, FalconConfig's defaults (Falcon-7B:
     new_decoder_architecture False, multi_query True, parallel_attn True), as ``falcon_config`` builds
@@ -509,7 +501,7 @@ def falcon7b_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
     ``input_layernorm`` feeding attention and MLP (FalconDecoderLayer.forward: ``mlp_layernorm_out =
     attention_layernorm_out``), and one key/value head (FalconAttention: ``num_kv_heads = 1`` under
     multi_query, query_key_value (H + 2)·head_dim wide). num_kv_heads is not passed: multi_query ignores
-    it, so the kv count is the library's, never the declared kv_group."""
+    it, so the kv count is the library's, 1 at every H: the declared set's kv_heads="one"."""
     from transformers import FalconConfig
 
     return FalconConfig(
@@ -871,11 +863,12 @@ def falcon_lm_weights(p: In, L: int, H: int, G: int, attention: Any = None, *,
 
 def falcon7b_layer_weights(p: In, H: int, G: int, src: str = "", dst: str = "") -> dict[str, Tensor]:
     """One ``FalconDecoderLayer`` of the old architecture: input_layernorm = γ¹/β¹ (the one norm of
-    ``residual="parallel_shared"``), the attention (``falcon_attention_weights`` with G = H: one group,
+    ``residual="parallel_shared"``), the attention (``falcon_attention_weights`` with G = H, kv_heads="one"'s
+    group: one group,
     [W_q of heads 0 … H−1; W_k; W_v of kv head 0], the rows ``FalconAttention._split_heads`` reads under
     multi_query: ``view(…, num_heads + 2, head_dim)``, the last two k and v), the MLP."""
-    if G != H:
-        raise ValueError(f"Falcon-7B has one key/value head (kv_group = H = {H}); kv_group {G}")
+    if G != H:  # multi_query: one kv head whatever H is (the declared set's kv_heads="one": G = H)
+        raise ValueError(f"Falcon-7B has one key/value head for any H (kv_heads='one'); given {H // G} for H = {H}")
     return falcon_attention_weights(p, H, G, src + "attn.", dst + "self_attention.") | {
         dst + "input_layernorm.weight": p[src + "gamma1"], dst + "input_layernorm.bias": p[src + "beta1"],
         dst + "mlp.dense_h_to_4h.weight": p[src + "W_mlp1"], dst + "mlp.dense_4h_to_h.weight": p[src + "W_mlp2"]}

@@ -202,8 +202,13 @@ class Decoder:
     departs from the calls:
 
     ``padded``           False: the whole model is certified as d_transformer, without a padding
-                         mask (OPT: under padding its positions are counted among the real tokens,
-                         ``cumsum(attention_mask) − 1``, which no switch states).
+                         mask (no family now).
+    ``plain``            the whole model is certified without a padding mask as well (d_transformer:
+                         OPT, whose positions without a mask are 0 … ℓ−1 as with one).
+    ``pad_positions``    the padded model's ``pad_positions`` (OPT: "real", its positions under padding
+                         counted among the real tokens, ``cumsum(attention_mask)·attention_mask − 1``,
+                         ``OPTLearnedPositionalEmbedding.forward``; a padding position reads row −1 + 2 = 1
+                         of embed_positions, which ``adapter.opt_lm_weights`` sets to 0 as the spec takes it).
     ``rotary``           False: the attention takes no position embeddings (OPT: learned positions
                          added to the token embeddings).
     ``extra``            keyword arguments the attention and the layer also take (Falcon's
@@ -227,6 +232,8 @@ class Decoder:
     layer: str = ""
     layer_weights: Callable[..., dict[str, torch.Tensor]] | None = None
     padded: bool = True
+    plain: bool = False
+    pad_positions: str = "index"
     rotary: bool = True
     extra: tuple[tuple[str, Any], ...] = ()
     full_mask: bool = False
@@ -267,7 +274,7 @@ PHI3 = Decoder("phi3", "phi3", "Phi3", A.phi3_config, A.phi3_attention_weights, 
 GPTJ = Decoder("gptj", "gptj", "GPTJ", A.gptj_config, A.gptj_attention_weights, A.gptj_lm_weights, layer="Block",
                layer_weights=A.gptj_layer_weights)
 OPT = Decoder("opt", "opt", "OPT", A.opt_config, A.opt_attention_weights, A.opt_lm_weights, layer="DecoderLayer",
-              layer_weights=A.opt_layer_weights, padded=False, rotary=False)
+              layer_weights=A.opt_layer_weights, plain=True, pad_positions="real", rotary=False)
 FALCON = Decoder("falcon", "falcon", "Falcon", A.falcon_config, A.falcon_attention_weights, A.falcon_lm_weights,
                  layer="DecoderLayer", layer_weights=A.falcon_layer_weights, extra=(("alibi", None),),
                  full_mask=True)
@@ -300,6 +307,12 @@ def _llama_key(name: str, attn: str, hyper: Mapping[str, int], variant: Any) -> 
                                       variant.rotary_fraction)
 
 
+def _group(hyper: Mapping[str, int], variant: Any) -> int:
+    """The query heads per key/value head the weights are laid out for: kv_group, or H under
+    kv_heads="one" (multi-query attention: one kv head, ``kv_heads.0``, for any H; Falcon-7B)."""
+    return hyper["H"] if variant.kv_heads == "one" else variant.kv_group
+
+
 def llama_algorithms(attn: str, with_norm: bool) -> dict[str, Fn]:
     """LLaMA (``decoder_algorithms(LLAMA, …)``)."""
     return decoder_algorithms(LLAMA, attn, with_norm)
@@ -318,13 +331,14 @@ def decoder_algorithms(family: Decoder, attn: str, with_norm: bool) -> dict[str,
         return family.cls("ForCausalLM")._from_config(family.config(h, attn, v), dtype=_dtype(ctx))
 
     def lm_weights(p: In, h: Mapping[str, int], v: Any) -> dict[str, torch.Tensor]:
-        return family.lm_weights(p, h["L"], h["H"], v.kv_group, family.attention_weights)
+        return family.lm_weights(p, h["L"], h["H"], _group(h, v), family.attention_weights)
 
     def padded_d_transformer(i: In, p: In, ctx: Context) -> Any:
         """Alg. 10 with padding via ``<prefix>ForCausalLM(input_ids, attention_mask=pad).logits``:
         the 2-D mask a tokenizer returns (1 = token, 0 = padding), from which the model builds
         the causal (or sliding-window) ∧ padding mask of every layer; positions are the column
-        indexes (the model's default position_ids, as the spec's)."""
+        indexes (the model's default position_ids, as the spec's), OPT's the real tokens before
+        each column, which it counts from the same mask (``family.pad_positions``)."""
         h, v = ctx.hyper, ctx.variant
         A.check_tokens(i["x"], h)
         x = A.batch(i["x"], ctx.batched)  # (B, ℓ)
@@ -388,7 +402,7 @@ def decoder_algorithms(family: Decoder, attn: str, with_norm: bool) -> dict[str,
         positions = torch.arange(X.shape[1], device=X.device).unsqueeze(0)  # (1, ℓ)
         with A.loaded(_llama_key(family.name + "_attention", attn, h, v),
                       lambda: family.cls("Attention")(config, layer_idx=0),
-                      family.attention_weights(p, h["H"], v.kv_group), _dtype(ctx), ctx.device) as attention:
+                      family.attention_weights(p, h["H"], _group(h, v)), _dtype(ctx), ctx.device) as attention:
             mask = _mask(config, family.full_mask, inputs_embeds=X, attention_mask=pad, cache=None,
                          position_ids=positions)
             Y, _ = attention(X, attention_mask=mask, **dict(family.extra), **_positions(config, X, positions))
@@ -412,7 +426,7 @@ def decoder_algorithms(family: Decoder, attn: str, with_norm: bool) -> dict[str,
         positions = torch.arange(X.shape[1], device=X.device).unsqueeze(0)  # (1, ℓ)
         with A.loaded(_llama_key(family.name + "_layer", attn, h, v),
                       lambda: family.cls(family.layer)(config, layer_idx=0),
-                      family.layer_weights(p, h["H"], v.kv_group), _dtype(ctx), ctx.device) as layer:
+                      family.layer_weights(p, h["H"], _group(h, v)), _dtype(ctx), ctx.device) as layer:
             mask = _mask(config, family.full_mask, inputs_embeds=X, attention_mask=None, cache=None,
                          position_ids=positions)
             Y = layer(X, attention_mask=mask, **dict(family.extra), **_positions(config, X, positions))
@@ -433,6 +447,8 @@ def decoder_algorithms(family: Decoder, attn: str, with_norm: bool) -> dict[str,
     out: dict[str, Fn] = {"padded_d_transformer": padded_d_transformer, "cached_decoding": cached_decoding}
     if not family.padded:
         out = {"d_transformer": d_transformer, "cached_decoding": cached_decoding}
+    elif family.plain:
+        out["d_transformer"] = d_transformer
     out["padded_causal_self_attention"] = padded_causal_self_attention
     if family.layer:
         out["gpt2_layer"] = gpt2_layer

@@ -40,6 +40,7 @@ from .components import (
     norm,
     project_kv,
     project_q,
+    real_positions,
     rope,
     rope_rows,
     softcap,
@@ -102,7 +103,7 @@ def ed_transformer(z: Array, x: Array, theta: Params, ell_max: int, variant: Var
 def e_logits(x: Array, theta: Params, ell_max: int, variant: VariantSet, pad: Optional[Array] = None) -> Array:
     """Alg. 9 before the final softmax. x: (ℓ,) tokens → (ℓ, N_V). ``pad`` (ℓ,) bool: False marks
     padding, masked as a key in every layer (Mask ≡ 1 ∧ pad[t_z])."""
-    X = embed(x, theta, ell_max, variant, theta.get("norm_emb"))  # (ℓ, d_e)  lines 1-3
+    X = embed(x, theta, ell_max, variant, theta.get("norm_emb"), pad=pad)  # (ℓ, d_e)  lines 1-3
     for layer in theta["layers"]:  # lines 4-8
         X = encoder_block(X, layer, variant, "bert", pad=pad)
     if variant.resolved_final_norm("bert"):
@@ -149,9 +150,11 @@ def d_logits(x: Array, theta: Params, ell_max: int, variant: VariantSet, valid: 
     padding of a fixed-size buffer (inference); ``pad`` (ℓ,) bool: positions masked as keys in
     every layer (Mask = [[t_z ≤ t_x]] ∧ pad[t_z])."""
     rows = valid_rows(x.shape[0], valid)
-    X = embed(x, theta, ell_max, variant, theta.get("norm_emb"), rows=rows)  # (ℓ, d_e)  lines 1-3
+    X = embed(x, theta, ell_max, variant, theta.get("norm_emb"), rows=rows, pad=pad)  # (ℓ, d_e)  lines 1-3
+    # pad_positions="real": ALiBi's positions are the real tokens before each row, as W_p's are
+    real = real_positions(pad) if pad is not None and variant.pad_positions == "real" else None  # (ℓ,)
     for l, layer in enumerate(theta["layers"]):  # lines 4-8
-        X = encoder_block(X, layer, sliding_or_full(variant, l), "gpt2", valid, pad)
+        X = encoder_block(X, layer, sliding_or_full(variant, l), "gpt2", valid, pad, real)
     if variant.resolved_final_norm("gpt2"):
         X = norm(X, theta["norm_final"], variant, rows=rows)  # line 10 (γ, β)
     return _logits(X, theta, variant)  # (ℓ, N_V)  line 11 before the softmax

@@ -440,7 +440,7 @@ def check_heads(params: Flat, variant: VariantSet) -> None:
     kv_group = 1 every head carries its W_k, W_v and ``kv_heads.*`` has no meaning (the spec refuses
     it); under kv_group > 1 the count of kv heads is checked where the heads are read
     (``components.kv_index``)."""
-    if variant.kv_group == 1:
+    if variant.kv_group == 1 and variant.kv_heads == "grouped":  # "one" shares kv_heads.0 (checked by kv_index)
         extra = sorted(k for k in params if k.startswith("kv_heads.") or ".kv_heads." in k)
         if extra:
             raise ValueError(f"kv_group=1 has no shared key/value heads; given {extra[:3]}")

@@ -111,20 +111,33 @@ def position_rows(pos: Optional[Array], ell: int, ell_max: int, d_e: int, varian
     return jax.lax.dynamic_slice_in_dim(table, start, ell, axis=0)  # (ℓ, d_e); start + ℓ ≤ ℓ_max (checked)
 
 
+def real_positions(pad: Array) -> Array:
+    """``pad_positions="real"``: the real tokens before each position, Σ_{s<t} pad[s], (ℓ,) int (at a real
+    token OPT's cumsum(attention_mask)·attention_mask − 1 and BLOOM's ALiBi position, transformers 5.24)."""
+    flags = jnp.asarray(pad).astype(jnp.int32)  # (ℓ,) 1 = a real token
+    return jnp.cumsum(flags) - flags  # exclusive: a token does not count itself
+
+
 def embed(x: Array, p: Params, ell_max: int, variant: VariantSet, emb_norm: Optional[Params],
-          start: Optional[Array] = None, rows: Optional[Array] = None) -> Array:
+          start: Optional[Array] = None, rows: Optional[Array] = None, pad: Optional[Array] = None) -> Array:
     """Algorithms 8-10, lines 1-3: X[t] = W_e[:, x[t]] (×√d_e) + W_p[:, t], then the optional norm.
 
     x: (ℓ,) int tokens; p["tok"]: (N_V, d_e); p["pos"]: (ℓ_max, d_e) or None. ``start``: the
     absolute position of x[0] (a decoding step's t; None: 0); ``rows``: the real rows (padding of
-    a fixed-size buffer is not refused for zero variance).
+    a fixed-size buffer is not refused for zero variance). ``pad`` (ℓ,) bool, read under
+    ``pad_positions="real"`` alone: a real token takes W_p[:, p(t)] (``real_positions``), padding none.
     """
     tok = p["tok"]
     e = jnp.take(tok, x, axis=0)  # (ℓ, d_e)  Alg. 1 for every token
     if variant.embedding_scale == "sqrt_d_e":
         e = e * math.sqrt(tok.shape[-1])  # Vaswani et al.: scale before adding positions
-    table = position_rows(p.get("pos"), x.shape[0], ell_max, tok.shape[-1], variant, tok.dtype, start)
-    if table is not None:
+    real = pad is not None and variant.pad_positions == "real"
+    table = position_rows(p.get("pos"), ell_max if real else x.shape[0], ell_max, tok.shape[-1], variant,
+                          tok.dtype, None if real else start)  # (ℓ_max or ℓ, d_e)
+    if table is not None and real:
+        flags = jnp.asarray(pad).astype(bool)  # (ℓ,)
+        e = e + jnp.where(flags[:, None], jnp.take(table, real_positions(flags), axis=0), 0).astype(e.dtype)
+    elif table is not None:
         e = e + table  # (ℓ, d_e)  Alg. 2
     if variant.embedding_norm:
         e = norm(e, emb_norm, variant, rows=rows)
@@ -400,8 +413,9 @@ def kv_index(H: int, H_kv: int, variant: VariantSet) -> Optional[np.ndarray]:
     Grouped-query attention (Ainslie et al. 2023, GQA; G = H is Shazeer's 2019 multi-query
     attention): H/G key/value heads; query head h reads ⌊h/G⌋ under ``kv_order="consecutive"``
     (Hugging Face ``repeat_kv``: each kv head repeated G times in place) and h mod (H/G) under
-    "strided" (the kv heads tiled G times). Static: the head counts are shapes."""
-    G = variant.kv_group
+    "strided" (the kv heads tiled G times). ``kv_heads="one"`` (Shazeer's multi-query attention at any H)
+    is G = H: every head reads kv head 0. Static: the head counts are shapes."""
+    G = H if variant.kv_heads == "one" else variant.kv_group  # multi-query: one kv head, the group is H
     if G == 1:
         if H_kv != H:
             raise ValueError(f"kv_group=1: every head has its own W_k, W_v; given {H_kv} for H = {H} heads")
@@ -489,7 +503,7 @@ def attend(Q: Array, K: Array, V: Array, mask: Optional[Array], variant: Variant
 
 def attention_heads(X: Array, Z: Array, p: Params, mask: Optional[Array], variant: VariantSet,
                     kv_valid: Optional[Array] = None, grouped: bool = True, alibi: bool = False,
-                    bidirectional: Optional[bool] = None) -> Array:
+                    bidirectional: Optional[bool] = None, alibi_positions: Optional[Array] = None) -> Array:
     """Alg. 4 lines 1-6 for H stacked heads at once (Alg. 5 lines 1-2).
 
     X: (ℓ_x, d_x) primary, Z: (ℓ_z, d_z) context; p["W_q"]: (H, d_attn, d_x), p["W_k"]:
@@ -499,7 +513,8 @@ def attention_heads(X: Array, Z: Array, p: Params, mask: Optional[Array], varian
     one head. ``alibi``: a causal self-attention (X and Z the same positions from 0), whose
     scores take ALiBi's bias under ``position_bias="alibi"``. ``bidirectional`` (a self-attention entry,
     True or False: its buckets' kind): T5's bias from p["rel_bias"] under ``rel_bias="t5_buckets"``,
-    added where ALiBi's is. Returns Y: (H, ℓ_x, d_mid).
+    added where ALiBi's is. ``alibi_positions`` (ℓ,): ALiBi's positions where a padded model counts them
+    among the real tokens (``pad_positions="real"``), else 0, 1, … Returns Y: (H, ℓ_x, d_mid).
     """
     d_attn = p["W_q"].shape[1]
     Q = project_q(X, p, variant, rope(variant, X.shape[0], d_attn, X.dtype))  # line 1
@@ -507,7 +522,9 @@ def attention_heads(X: Array, Z: Array, p: Params, mask: Optional[Array], varian
     index = kv_index(Q.shape[0], K.shape[0], variant) if grouped else None
     bias = None
     if alibi and variant.position_bias == "alibi":
-        bias = alibi_bias(Q.shape[0], jnp.arange(X.shape[0]), jnp.arange(Z.shape[0]), Q.dtype)
+        q_pos, k_pos = (jnp.arange(X.shape[0]), jnp.arange(Z.shape[0])) if alibi_positions is None else \
+            (alibi_positions, alibi_positions)  # a self-attention: the same positions
+        bias = alibi_bias(Q.shape[0], q_pos, k_pos, Q.dtype)
     if bidirectional is not None and variant.rel_bias == "t5_buckets" and p.get("rel_bias") is not None:
         t5 = t5_bias(p["rel_bias"], X.shape[0], Z.shape[0], bidirectional, variant).astype(Q.dtype)
         bias = t5 if bias is None else bias + t5
@@ -533,13 +550,14 @@ def heads_out(Y: Array, p: Params) -> Array:
 
 def mh_attention(X: Array, Z: Array, p: Params, mask: Optional[Array], variant: VariantSet,
                  kv_valid: Optional[Array] = None, alibi: bool = False,
-                 bidirectional: Optional[bool] = None) -> Array:
+                 bidirectional: Optional[bool] = None, alibi_positions: Optional[Array] = None) -> Array:
     """Alg. 5: Y = [Y¹; …; Y^H] (line 3, head 1 first), Ṽ = W_o Y + b_o 1ᵀ (line 4), the key/value
     maps shared by groups of heads under ``kv_group``. X: (ℓ_x, d_x), Z: (ℓ_z, d_z) → (ℓ_x, d_out).
     ``alibi``: a causal self-attention (ALiBi's ``position_bias`` applies); ``bidirectional``: a
     self-attention entry, with T5's bias of that kind (``attention_heads``).
     """
-    return heads_out(attention_heads(X, Z, p, mask, variant, kv_valid, alibi=alibi, bidirectional=bidirectional), p)
+    return heads_out(attention_heads(X, Z, p, mask, variant, kv_valid, alibi=alibi, bidirectional=bidirectional,
+                                     alibi_positions=alibi_positions), p)
 
 
 def basic_single_query_attention(e: Array, E: Array, p: Params, variant: VariantSet) -> Array:

@@ -112,21 +112,23 @@ def block(X: Array, p: Params, variant: VariantSet, arch: str,
 
 
 def encoder_block(X: Array, p: Params, variant: VariantSet, arch: str, valid: Optional[Array] = None,
-                  pad: Optional[Array] = None) -> Array:
+                  pad: Optional[Array] = None, alibi_positions: Optional[Array] = None) -> Array:
     """Alg. 8 lines 5-8 (arch "ed_encoder"), Alg. 9 lines 5-8 ("bert"), Alg. 10 lines 5-8 ("gpt2").
 
     Self-attention with Mask ≡ 1, except GPT-2's causal Mask[t, t'] = [[t ≤ t']]
     (ℓ_z = ℓ_x, so the causal alignment switch cannot matter here), and ∧ pad[t_z] with ``pad``.
     Pre-LN GPT-2 attends from and to the normalised X̃ (MHAttention(X̃, X̃)).
     ``valid`` (causal stacks only): rows t ≥ valid are padding of a fixed-size buffer
-    (architectures.py): their values are zeroed and their norms not checked.
+    (architectures.py): their values are zeroed and their norms not checked. ``alibi_positions`` (ℓ,):
+    ALiBi's positions counted among the real tokens (a padded model under ``pad_positions="real"``).
     """
     ell = X.shape[0]
     causal = arch == "gpt2"
     mask = self_mask(ell, variant, causal, pad)
     kv = valid_rows(ell, valid)
     return block(X, p, variant, arch, lambda Y: mh_attention(Y, Y, p["attn"], mask, variant, kv, alibi=causal,
-                                                                 bidirectional=not causal), kv)
+                                                                 bidirectional=not causal,
+                                                                 alibi_positions=alibi_positions), kv)
 
 
 def decoder_block(X: Array, Z: Array, p: Params, variant: VariantSet, valid: Optional[Array] = None,

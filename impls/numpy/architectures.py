@@ -21,7 +21,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .components import EmbedCache, KVCache, activation, embed_fwd, logits, softmax_columns
+from .components import EmbedCache, KVCache, activation, embed_fwd, logits, real_positions, softmax_columns
 from .layers import LayerCache, NamedNormCache, decoder_layer_fwd, norm_fwd, stack_layer, stack_layer_fwd
 
 __all__ = [
@@ -93,7 +93,8 @@ class EmbedTokensCache(NamedTuple):
 
 
 def embed_tokens_fwd(x: np.ndarray, params: Params, variant, ell_max: int,
-                     emb: str = "emb", *, start: int = 0) -> tuple[np.ndarray, EmbedTokensCache]:
+                     emb: str = "emb", *, start: int = 0,
+                     pad: Optional[np.ndarray] = None) -> tuple[np.ndarray, EmbedTokensCache]:
     """Lines 1-3 with the embedding norm's parameters ``gamma_{emb}``/``beta_{emb}``; x[0] at
     absolute position ``start`` (decoding)."""
     has_gamma = variant.embedding_norm and variant.affine in ("scale_shift", "scale")
@@ -103,7 +104,7 @@ def embed_tokens_fwd(x: np.ndarray, params: Params, variant, ell_max: int,
     X, cache = embed_fwd(x, params["W_e"], params["W_p"] if variant.positions == "learned" else None, variant,
                          ell_max=ell_max,
                          gamma=params[g_name] if g_name else None,
-                         beta=params[b_name] if b_name else None, start=start)
+                         beta=params[b_name] if b_name else None, start=start, pad=pad)
     return X, EmbedTokensCache(g_name, b_name, cache)
 
 
@@ -202,7 +203,7 @@ def e_logits_fwd(x: np.ndarray, params: Params, variant, hyper: Mapping[str, int
     activation follows the ``activation`` switch (paper: GELU). ``pad`` (..., ℓ), True = a real
     token: padding positions are masked as keys in every layer (BERT's ``attention_mask``).
     """
-    X, emb = embed_tokens_fwd(x, params, variant, hyper["ell_max"])  # (..., d_e, ℓ)  lines 1-3
+    X, emb = embed_tokens_fwd(x, params, variant, hyper["ell_max"], pad=pad)  # (..., d_e, ℓ)  lines 1-3
     layers = []
     for l in range(hyper["L"]):  # line 4
         X, c = stack_layer_fwd(X, params, f"layers.{l}.", variant, hyper["H"], "bert", pad=pad)  # lines 5-8
@@ -271,11 +272,13 @@ def d_logits_fwd(x: np.ndarray, params: Params, variant, hyper: Mapping[str, int
     (``cached_decoding``): x holds the tokens at absolute positions ``start``.., and
     ``kv_caches[l]`` layer l's keys and values of the positions before them (filled as it runs).
     """
-    X, emb = embed_tokens_fwd(x, params, variant, hyper["ell_max"], start=start)  # (..., d_e, ℓ)  lines 1-3
+    X, emb = embed_tokens_fwd(x, params, variant, hyper["ell_max"], start=start, pad=pad)  # (..., d_e, ℓ)  lines 1-3
+    # pad_positions="real": ALiBi's positions are the real tokens before each column, as W_p's are
+    real = real_positions(pad) if pad is not None and variant.pad_positions == "real" else None  # (..., ℓ)
     layers = []
     for l in range(hyper["L"]):  # line 4
         X, c = stack_layer_fwd(X, params, f"layers.{l}.", local_or_global(variant, l), hyper["H"], "gpt2",
-                               pad=pad, offset=start,
+                               pad=pad, offset=start, alibi_positions=real,
                                kv_cache=None if kv_caches is None else kv_caches[l])  # lines 5-8
         layers.append(c)
     X, final = _final_norm(X, params, variant, "gpt2", "gamma", "beta")  # line 10

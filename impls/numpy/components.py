@@ -42,6 +42,7 @@ __all__ = [
     "activation",
     "alibi_bias",
     "alibi_slopes",
+    "real_positions",
     "t5_bias",
     "t5_buckets",
     "attention_core",
@@ -230,15 +231,25 @@ class EmbedCache(NamedTuple):
     norm: Optional[NormCache]  # the embedding norm's cache, if any
 
 
+def real_positions(pad: np.ndarray) -> np.ndarray:
+    """``pad_positions="real"``: the real tokens before each position, Σ_{s<t} pad[s], (..., ℓ) int. At a
+    real token this is OPT's cumsum(attention_mask)·attention_mask − 1 and BLOOM's ALiBi position."""
+    flags = np.asarray(pad).astype(np.int64)  # (..., ℓ) 1 = a real token
+    return np.cumsum(flags, axis=-1) - flags  # exclusive count: a token does not count itself
+
+
 def embed_fwd(x: np.ndarray, W_e: np.ndarray, W_p: np.ndarray | None, variant, *,
-              ell_max: int, gamma=None, beta=None, start: int = 0) -> tuple[np.ndarray, EmbedCache]:
+              ell_max: int, gamma=None, beta=None, start: int = 0,
+              pad: Optional[np.ndarray] = None) -> tuple[np.ndarray, EmbedCache]:
     """Algorithms 8-10, lines 1-3: X ← [W_e[:, x[t]] + W_p[:, t]]_t, plus the variants.
 
     x: (..., ℓ) int64. ``embedding_scale='sqrt_d_e'`` multiplies the token
     embedding by √d_e before positions are added; ``embedding_norm`` applies
     the layers' norm to every column of the sum (γ_emb, β_emb). ``start``: the
     absolute position of x[0] (a decoding step embeds token t at position t:
-    W_p[:, start + t]); 0 for a whole sequence.
+    W_p[:, start + t]); 0 for a whole sequence. ``pad`` (..., ℓ), True = a real token, is read under
+    ``pad_positions="real"`` alone: a real token takes W_p[:, p(t)] (``real_positions``), a padding
+    position no position at all (the padded models, which have no backward pass).
     Returns X and the cache of the backward pass.
     """
     d_e, N_V = W_e.shape
@@ -254,7 +265,12 @@ def embed_fwd(x: np.ndarray, W_e: np.ndarray, W_p: np.ndarray | None, variant, *
     table = position_table(variant.positions, W_p, d_e, ell_max, W_e.dtype)
     if table is not None:
         table = table[:, start:]  # (d_e, ℓ_max − start)  columns from the absolute position of x[0]
-        X = X + table[:, :ell]  # (..., d_e, ℓ)  W_p[:, t] for t = 0..ℓ-1
+        if pad is not None and variant.pad_positions == "real":
+            real = np.asarray(pad).astype(bool)  # (..., ℓ)
+            P = np.moveaxis(table[:, real_positions(real)], 0, -2)  # (..., d_e, ℓ)  W_p[:, p(t)]
+            X = X + np.where(real[..., None, :], P, 0).astype(X.dtype)  # padding: no position
+        else:
+            X = X + table[:, :ell]  # (..., d_e, ℓ)  W_p[:, t] for t = 0..ℓ-1
     norm_cache = None
     if variant.embedding_norm:
         X, norm_cache = norm_fwd(X, gamma, beta, variant, variant.norm)
@@ -672,7 +688,8 @@ def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index
                   offset: int = 0, kv_cache: Optional[KVCache] = None,
                   rope: bool = True, alibi: bool = False,
                   qk_gains: Optional[tuple[np.ndarray, np.ndarray]] = None,
-                  heads: int = 1, pos_bias: Optional[np.ndarray] = None) -> tuple[np.ndarray, AttentionCache]:
+                  heads: int = 1, pos_bias: Optional[np.ndarray] = None,
+                  alibi_positions: Optional[np.ndarray] = None) -> tuple[np.ndarray, AttentionCache]:
     """Algorithm 4, lines 1-6, for one head or a stack of heads at once.
 
     X: (..., d_x, ℓ_x), Z: (..., d_z, ℓ_z). W_q: ([H,] d_attn, d_x),
@@ -758,8 +775,13 @@ def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index
     if alibi and variant.position_bias == "alibi":
         if divisor is not None and placement == "scores" and not scaled:
             S, scaled = S / _const(math.sqrt(divisor), S), True  # the bias goes after the scale
-        pos_keys = np.arange(K.shape[-1]) + (0 if kv_cache is not None else offset)  # cached keys from 0
-        S = S + alibi_bias(alibi_slopes(W_q.shape[-3], S.dtype), pos_keys, pos_q)  # (..., H, ℓ_z, ℓ_x)
+        slopes = alibi_slopes(W_q.shape[-3], S.dtype)  # (H,)
+        if alibi_positions is not None:  # pad_positions="real": p (..., ℓ), one row per sequence
+            dist = (alibi_positions[..., :, None] - alibi_positions[..., None, :]).astype(S.dtype)  # (..., ℓ_z, ℓ_x)
+            S = S + slopes[:, None, None] * dist[..., None, :, :]  # (..., H, ℓ_z, ℓ_x)
+        else:
+            pos_keys = np.arange(K.shape[-1]) + (0 if kv_cache is not None else offset)  # cached keys from 0
+            S = S + alibi_bias(slopes, pos_keys, pos_q)  # (..., H, ℓ_z, ℓ_x)
     if pos_bias is not None:
         if divisor is not None and placement == "scores" and not scaled:
             S, scaled = S / _const(math.sqrt(divisor), S), True  # the bias goes after the scale

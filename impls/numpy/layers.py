@@ -125,7 +125,9 @@ def gather_variant_mha(params: Params, prefix: str, H: int, variant) -> MHA:
     out = variant.attn_bias and variant.attn_bias_at in ("all", "out")
     if variant.attn_bias and variant.attn_bias_at not in ("all", "qkv", "out"):
         raise ValueError(f"unknown attn_bias_at {variant.attn_bias_at!r}")
-    W = gather_mha(params, prefix, H, qkv, variant.kv_group, variant.kv_order, out_bias=out)
+    # multi-query attention (kv_heads="one", Shazeer 2019) is one group of all H heads: one kv head at any H
+    G = H if variant.kv_heads == "one" else variant.kv_group
+    W = gather_mha(params, prefix, H, qkv, G, variant.kv_order, out_bias=out)
     if variant.qk_norm == "rms" and prefix + "gamma_q" in params:  # a layer's attention, or a causal
         # self-attention entry's (spec 2.12); mh_attention and the bidirectional entries have no gains
         W = W._replace(gamma_q=params[prefix + "gamma_q"], gamma_k=params[prefix + "gamma_k"])
@@ -148,7 +150,8 @@ class MHACache(NamedTuple):
 
 def mh_attention_fwd(X: np.ndarray, Z: np.ndarray, W: MHA, Mask: Optional[np.ndarray], variant,
                      prefix: str = "", *, offset: int = 0, kv_cache: Optional[KVCache] = None,
-                     causal_self: bool = False, pos_bias: Optional[np.ndarray] = None) -> tuple[np.ndarray, MHACache]:
+                     causal_self: bool = False, pos_bias: Optional[np.ndarray] = None,
+                     alibi_positions: Optional[np.ndarray] = None) -> tuple[np.ndarray, MHACache]:
     """Algorithm 5: Ṽ ← W_o [Y^1; …; Y^H] + b_o 1ᵀ with Y^h = Attention(X, Z | W^h_qkv, Mask).
 
     X: (..., d_x, ℓ_x), Z: (..., d_z, ℓ_z), Mask: (..., ℓ_z, ℓ_x) or None (≡ 1).
@@ -163,7 +166,8 @@ def mh_attention_fwd(X: np.ndarray, Z: np.ndarray, W: MHA, Mask: Optional[np.nda
     Mh = None if Mask is None else Mask[..., None, :, :]  # (..., 1, ℓ_z, ℓ_x)
     gains = None if W.gamma_q is None or W.gamma_k is None else (W.gamma_q, W.gamma_k)
     heads_fwd = partial(attention_fwd, kv_index=W.kv_index, offset=offset, kv_cache=kv_cache, alibi=causal_self,
-                        qk_gains=gains, heads=W.W_q.shape[0], pos_bias=pos_bias)  # W_q: (H, d_attn, d_x)
+                        qk_gains=gains, heads=W.W_q.shape[0], pos_bias=pos_bias,
+                        alibi_positions=alibi_positions)  # W_q: (H, d_attn, d_x)
     # lines 1-2, every head at once: Y (..., H, d_mid, ℓ_x)
     Y, heads = heads_fwd(Xh, Zh, W.W_q, W.b_q, W.W_k, W.b_k, W.W_v, W.b_v, Mh, variant)
     H, d_mid, ell_x = Y.shape[-3:]
@@ -389,7 +393,8 @@ def _t5_bias(params: Params, prefix: str, ell: int, bidirectional: bool, variant
 
 def stack_layer_fwd(X: np.ndarray, params: Params, prefix: str, variant, H: int, arch: str, *,
                     pad: Optional[np.ndarray] = None, offset: int = 0,
-                    kv_cache: Optional[KVCache] = None) -> tuple[np.ndarray, tuple[LayerCache, ...]]:
+                    kv_cache: Optional[KVCache] = None,
+                    alibi_positions: Optional[np.ndarray] = None) -> tuple[np.ndarray, tuple[LayerCache, ...]]:
     """One encoder (Alg. 8 lines 5-8), BERT (Alg. 9 lines 5-8) or GPT-2 (Alg. 10 lines 5-8) layer.
 
     arch ∈ {"ed_encoder", "bert", "gpt2"} picks the paper's norm placement and
@@ -403,7 +408,8 @@ def stack_layer_fwd(X: np.ndarray, params: Params, prefix: str, variant, H: int,
 
     ``pad`` (..., ℓ): padding positions masked as keys (``padded``). Decoding: ``offset`` is the
     absolute position of X's first column and ``kv_cache`` holds the keys and values of the
-    positions before it, which every query of X may read.
+    positions before it, which every query of X may read. ``alibi_positions`` (..., ℓ): ALiBi's
+    positions where a padded model counts them among the real tokens (``pad_positions="real"``).
     """
     placement = variant.resolved_norm_placement(arch)
     act = variant.resolved_activation(arch)
@@ -417,7 +423,7 @@ def stack_layer_fwd(X: np.ndarray, params: Params, prefix: str, variant, H: int,
 
     def attn(Y: np.ndarray):
         return mh_attention_fwd(Y, Y, W, Mask, variant, prefix + "attn.", offset=offset, kv_cache=kv_cache,
-                                causal_self=arch == "gpt2", pos_bias=table)
+                                causal_self=arch == "gpt2", pos_bias=table, alibi_positions=alibi_positions)
 
     def mlp(Y: np.ndarray):
         return mlp_fwd(Y, params, prefix, "1", "2", variant, act)

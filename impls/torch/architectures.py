@@ -26,7 +26,7 @@ from torch import Tensor
 from ftspec.spec.variants import VariantSet
 
 from .adapter import Block, DecBlock, Embedding, Norm, Unembedding
-from .components import activation, embed, logits, norm
+from .components import activation, embed, logits, norm, real_positions
 from .layers import block, cached_block, decoder_block
 
 __all__ = [
@@ -90,8 +90,9 @@ def e_logits(x: Tensor, emb: Embedding, layers: Sequence[Block], final: Norm, W_
     """Alg. 9 up to the logits. x: (…, ℓ) → (…, ℓ, N_V). ``final`` (γ_final)
     only under final_norm="final"; the head's norm (γ, β over d_f) is line 11
     and always there. ``pad`` (…, ℓ), True = a real token: padding positions are
-    masked as keys in every layer (BERT's ``attention_mask``)."""
-    X = embed(x, emb.table, emb.positions, v, ell_max, emb.norm)  # lines 1-3: (…, ℓ, d_e)
+    masked as keys in every layer (BERT's ``attention_mask``), and under ``pad_positions="real"`` the
+    positions are counted among the real tokens."""
+    X = embed(x, emb.table, emb.positions, v, ell_max, emb.norm, pad=pad)  # lines 1-3: (…, ℓ, d_e)
     for p in layers:  # line 4
         X = block(X, p, v, "bert", pad)  # lines 5-8
     if v.resolved_final_norm("bert"):
@@ -128,10 +129,12 @@ def layer_conventions(v: VariantSet, i: int) -> VariantSet:
 def d_logits(x: Tensor, emb: Embedding, layers: Sequence[Block], final: Norm, head: Unembedding,
              v: VariantSet, ell_max: int, pad: Optional[Tensor] = None) -> Tensor:
     """Alg. 10 up to the logits. x: (…, ℓ) → (…, ℓ, N_V). ``pad`` (…, ℓ), True = a real
-    token: padding positions are masked as keys in every layer (causal mask ∧ pad)."""
-    X = embed(x, emb.table, emb.positions, v, ell_max, emb.norm)  # lines 1-3: (…, ℓ, d_e)
+    token: padding positions are masked as keys in every layer (causal mask ∧ pad), and under
+    ``pad_positions="real"`` W_p's and ALiBi's positions are counted among the real tokens."""
+    X = embed(x, emb.table, emb.positions, v, ell_max, emb.norm, pad=pad)  # lines 1-3: (…, ℓ, d_e)
+    real = real_positions(pad.to(X.device)) if pad is not None and v.pad_positions == "real" else None  # (…, ℓ)
     for i, p in enumerate(layers):  # line 4
-        X = block(X, p, layer_conventions(v, i), "gpt2", pad)  # lines 5-8
+        X = block(X, p, layer_conventions(v, i), "gpt2", pad, real)  # lines 5-8
     if v.resolved_final_norm("gpt2"):
         X = norm(X, final, v)  # line 10
     return logits(X, head.W_u, head.b_u, v)  # line 11 before softmax: (…, ℓ, N_V)

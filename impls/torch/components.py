@@ -25,8 +25,7 @@ __all__ = [
     "check_biases", "check_groups", "embed",
     "expand_kv", "inverse_frequencies", "logits", "lookup", "merge_heads", "mh_attention", "mlp", "norm", "project",
     "rope_tables",
-    "rotate", "sinusoid_table", "t5_bias", "t5_buckets", "unembed",
-]
+    "rotate", "sinusoid_table", "t5_bias", "t5_buckets", "unembed", "real_positions"]
 
 # --------------------------------------------------------------------------
 # Algorithms 1-2 and the initial embedding (Alg. 8-10, lines 1-3)
@@ -78,24 +77,37 @@ def sinusoid_table(d_e: int, ell_max: int, form: str, dtype: torch.dtype, device
     return table.to(device=device, dtype=dtype)
 
 
+def real_positions(pad: Tensor) -> Tensor:
+    """``pad_positions="real"``: the real tokens before each position, Σ_{s<t} pad[s], (…, ℓ) long (at a real
+    token OPT's cumsum(attention_mask)·attention_mask − 1 and BLOOM's ALiBi position, transformers 5.24)."""
+    flags = pad.to(torch.long)  # (…, ℓ) 1 = a real token
+    return torch.cumsum(flags, dim=-1) - flags  # exclusive: a token does not count itself
+
+
 def embed(x: Tensor, table: Tensor, positions: Optional[Tensor], v: VariantSet, ell_max: int,
-          emb_norm: Optional[Norm] = None, start: int = 0) -> Tensor:
+          emb_norm: Optional[Norm] = None, start: int = 0, pad: Optional[Tensor] = None) -> Tensor:
     """Alg. 8-10 lines 1-3: e_t = W_e[:, x[t]] (× √d_e) + W_p[:, t], then the
     optional embedding norm. x: (…, ℓ) tokens; table: (N_V, d_e); positions:
     (ℓ_max, d_e) learned table or None (a sinusoid is built from ``v``).
-    ``start``: the absolute position of x's first token (a key/value-cache decoding step)."""
+    ``start``: the absolute position of x's first token (a key/value-cache decoding step).
+    ``pad`` (…, ℓ), True = a real token, is read under ``pad_positions="real"`` alone: a real token
+    takes W_p[:, p(t)] (``real_positions``), a padding position no position."""
     ell, d_e = x.shape[-1], table.shape[1]
     if start + ell > ell_max:
         raise ValueError(f"sequence of length {start + ell} exceeds ell_max = {ell_max}")
     X = lookup(x, table, "token IDs")  # (…, ℓ, d_e)
     if v.embedding_scale == "sqrt_d_e":
         X = X * math.sqrt(d_e)  # Vaswani et al.: scale before adding positions
-    if v.positions == "learned":
-        if positions is None:
-            raise ValueError("positions='learned' needs the table W_p")
-        X = X + positions[start:start + ell]  # (…, ℓ, d_e); broadcasts over the batch
-    elif v.positions != "none":
-        X = X + sinusoid_table(d_e, ell_max, v.positions, X.dtype, X.device)[start:start + ell]
+    if v.positions == "learned" and positions is None:
+        raise ValueError("positions='learned' needs the table W_p")
+    if v.positions != "none":
+        rows = positions if v.positions == "learned" else sinusoid_table(d_e, ell_max, v.positions, X.dtype, X.device)
+        assert rows is not None  # (ℓ_max, d_e)
+        if pad is not None and v.pad_positions == "real":
+            real = pad.to(device=X.device, dtype=torch.bool)  # (…, ℓ)
+            X = X + torch.where(real[..., None], rows[real_positions(real)], 0.0).to(X.dtype)  # padding: none
+        else:
+            X = X + rows[start:start + ell]  # (…, ℓ, d_e); broadcasts over the batch
     if v.embedding_norm:
         if emb_norm is None:
             raise ValueError("embedding_norm needs its gamma and beta")
@@ -258,8 +270,10 @@ def rotate(Y: Tensor, start: int, v: VariantSet) -> Tensor:
 
 def check_groups(p: Attn, v: VariantSet) -> None:
     """Alg. 5 under ``kv_group`` = G: G = 1 has every head its own keys and values; G > 1 has
-    H / G shared key/value heads (``kv_heads.{g}.*``), H a multiple of G."""
-    G, H = v.kv_group, p.heads
+    H / G shared key/value heads (``kv_heads.{g}.*``), H a multiple of G; ``kv_heads="one"`` is G = H,
+    one key/value head whatever H is (at H = 1 the head's own)."""
+    H = p.heads
+    G = H if v.kv_heads == "one" else v.kv_group  # multi-query attention (Shazeer 2019): one group of all H
     if G == 1:
         if p.kv_heads:
             raise ValueError(f"kv_group = 1: no shared key/value heads expected, given {p.kv_heads} (kv_heads.*)")

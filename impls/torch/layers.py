@@ -16,7 +16,7 @@ from torch import Tensor
 from ftspec.spec.variants import VariantSet
 
 from .adapter import Attn, Block, DecBlock, Norm, pad_to_native
-from .components import cached_self_attention, causal_mask, mh_attention, mlp, norm, t5_bias
+from .components import alibi_slopes, cached_self_attention, causal_mask, mh_attention, mlp, norm, t5_bias
 
 __all__ = ["block", "cached_block", "decoder_block", "padding_mask", "self_attention_mask"]
 
@@ -83,23 +83,31 @@ def self_attention_mask(ell: int, causal: bool, pad: Optional[Tensor], device,
 
 
 def _attention(Z: Optional[Tensor], p: Attn, v: VariantSet, mask: Optional[Tensor],
-               causal: bool) -> Callable[[Tensor], Tensor]:
+               causal: bool, alibi_positions: Optional[Tensor] = None) -> Callable[[Tensor], Tensor]:
     """The attention sublayer's f(Y) (Alg. 5): self-attention (Z None: the context is Y itself)
     or cross-attention to Z (…, ℓ_z, d_e); ``mask`` (…, ℓ_x, ℓ_z) from ``padding_mask``, or None
-    for the attention's own (``causal`` or ≡ 1)."""
+    for the attention's own (``causal`` or ≡ 1). ``alibi_positions`` (…, ℓ): ALiBi's positions where a
+    padded model counts them among the real tokens (``pad_positions="real"``)."""
     def f(Y: Tensor) -> Tensor:  # Y: (…, ℓ_x, d_e) → (…, ℓ_x, d_e)
         context = Y if Z is None else Z
         alibi = causal and Z is None  # a causal self-attention: where ALiBi's bias is defined
         bias = None  # T5's relative bias: a self-attention holding its table (spec 2.13), its buckets causal or not
         if v.rel_bias == "t5_buckets" and p.rel_bias is not None and Z is None:
             bias = t5_bias(p.rel_bias, Y.shape[-2], Y.shape[-2], not causal, v)
+        if alibi and alibi_positions is not None and v.position_bias == "alibi":
+            # m_h·(p(t_z) − p(t_x)), native [query, key], one table per sequence: (…, H, ℓ_x, ℓ_z)
+            dist = (alibi_positions[..., None, :] - alibi_positions[..., :, None]).to(Y.dtype)  # (…, ℓ_x, ℓ_z)
+            slopes = alibi_slopes(p.heads, Y.device).to(Y.dtype)  # (H,) rounded once, as ``alibi_bias``
+            real = slopes[:, None, None] * dist.unsqueeze(-3)  # (…, H, ℓ_x, ℓ_z)
+            bias, alibi = (real if bias is None else bias + real), False
         if mask is not None:
             return mh_attention(Y, context, p, v, mask=mask, alibi=alibi, pos_bias=bias)
         return mh_attention(Y, context, p, v, causal=causal, alibi=alibi, pos_bias=bias)
     return f
 
 
-def block(X: Tensor, p: Block, v: VariantSet, arch: str, pad: Optional[Tensor] = None) -> Tensor:
+def block(X: Tensor, p: Block, v: VariantSet, arch: str, pad: Optional[Tensor] = None,
+          alibi_positions: Optional[Tensor] = None) -> Tensor:
     """Encoder layer (arch "ed_encoder"), BERT layer ("bert") or GPT-2 layer
     ("gpt2", causal self-attention). X: (…, ℓ, d_e) → (…, ℓ, d_e).
     ``pad`` (…, ℓ), True = a real token: padding positions are masked as keys."""
@@ -107,7 +115,7 @@ def block(X: Tensor, p: Block, v: VariantSet, arch: str, pad: Optional[Tensor] =
     act = v.resolved_activation(arch)
     causal = arch == "gpt2"  # Alg. 10 l. 6: Mask[t, t'] = [[t ≤ t']]; the others Mask ≡ 1
     mask = self_attention_mask(X.shape[-2], causal, pad, X.device, window=v.window)  # (…, ℓ, ℓ) or None
-    attn = _attention(None, p.attn, v, mask, causal)
+    attn = _attention(None, p.attn, v, mask, causal, alibi_positions)
     if v.residual != "sequential" and arch == "gpt2":  # read by the decoder-only layer alone
         return _parallel(X, attn, p, v, placement, act)
     X = _sublayer(X, attn, p.norm1, v, placement, p.norm1_out)  # lines 5-6

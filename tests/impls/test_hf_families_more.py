@@ -114,7 +114,9 @@ def _outputs(name: str, case: Case) -> dict[str, np.ndarray]:
 #: a case the two values differ on. Qwen3: QK-norm (and every norm) gains declared 1 + γ (Gemma 3's);
 #: Phi-3: the kv heads read strided (H = 4 over G = 2: query head 1 reads kv head 0, strided 1);
 #: GPT-J: the half-split pairing (d_attn = 16: two pairs among the 4 rotated rows), or half of each
-#: head rotated (d_attn = 8: 4 rows, not 2); OPT: post-LN (OPT-350m's, not the default's); Falcon: its
+#: head rotated (d_attn = 8: 4 rows, not 2); OPT: post-LN (OPT-350m's, not the default's), and its padded model's
+#: positions counted by index (``pad_positions``; transformers 5.24 OPTLearnedPositionalEmbedding counts them
+#: among the real tokens, ``PADS``); Falcon: its
 #: attention and MLP declared one after the other (Falcon's parallel_attn=False). None of
 #: these switches is read by the plugin, so the call is what a run under the wrong set makes.
 WRONG = {
@@ -130,7 +132,13 @@ WRONG = {
                     {"norm_placement": "post"}, "pre"),
     "falcon-sequential": ("transformers-falcon-sdpa", "gpt2_layer", dict(H=2, d_e=8, d_attn=4, d_mid=4, d_mlp=5, ell=4),
                           {"residual": "sequential"}, "parallel"),
+    "opt-pad-index": ("transformers-opt", "padded_d_transformer",
+                      dict(N_V=7, ell_max=6, L=1, H=2, d_e=8, d_attn=4, d_mid=4, d_mlp=5, ell=5),
+                      {"pad_positions": "index"}, "real"),
 }
+#: the padding of a case where the wrong value differs (else none: every position real): OPT's positions
+#: counted by index, with padding before a real token (position 0) and between two (position 2)
+PADS = {"opt-pad-index": [False, True, False, True, True]}
 
 
 @pytest.mark.parametrize("label", WRONG)
@@ -147,7 +155,7 @@ def test_a_wrong_declaration_is_caught(label: str) -> None:
     liar = declared.replace(**wrong)
     case = dataclasses.replace(Case.build(algorithm, hyper, liar, seed=7), variant=liar)
     if "pad" in case.inputs:
-        case.inputs["pad"] = np.ones(hyper["ell"], dtype=bool)
+        case.inputs["pad"] = np.array(PADS[label]) if label in PADS else np.ones(hyper["ell"], dtype=bool)
     assert findings_of(name, case, liar)
     diagnosis = diagnose(case.entry, case, _outputs(name, case), "float32", liar,
                          precision=precision_of(impl, "float32"))

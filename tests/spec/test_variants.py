@@ -43,6 +43,8 @@ def variant_sets(draw) -> VariantSet:
         values[name] = draw(st.sampled_from(sw.choices))
     if values["rel_bias"] == "t5_buckets" and values["rel_max_distance"] <= values["rel_buckets"] // 2:
         values["rel_max_distance"] = 128  # T5's max_distance above max_exact (spec 2.13: refused otherwise)
+    if values["kv_heads"] == "one":  # one kv head for every H: kv_group and kv_order unread (refused when moved)
+        values["kv_group"], values["kv_order"] = 1, "consecutive"
     if values["epsilon_placement"] == "none":
         values["epsilon"] = 0.0
     else:

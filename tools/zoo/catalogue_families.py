@@ -23,6 +23,10 @@ WINDOWED = tuple(name for name, e in REGISTRY.items() if "window" in e.switches)
 PARALLEL = tuple(name for name, e in REGISTRY.items() if "residual" in e.switches)
 #: the entries with a norm whose gain the switch sets (every norm with a γ)
 GAINED = tuple(name for name, e in REGISTRY.items() if "norm_gain" in e.switches)
+#: the padded models, whose positions the switch may count among the real tokens (``pad_positions``)
+PAD_COUNTED = tuple(name for name, e in REGISTRY.items() if "pad_positions" in e.switches)
+#: the count of the NumPy plugin's ``components.real_positions``: the real tokens before each position
+_REAL_COUNT = "    return np.cumsum(flags, axis=-1) - flags  # exclusive count: a token does not count itself\n"
 #: the entries with a causal self-attention, whose scores ALiBi biases
 BIASED = tuple(name for name, e in REGISTRY.items() if "position_bias" in e.switches)
 #: the entries whose queries and keys RoPE may rotate in part
@@ -361,4 +365,18 @@ MUTANTS = [
                        "logits): caught by the refusal check",
            witness=Witness("moe_mlp", params={"W_g": 0.0}),
            bench=("moe_mlp",)),
+    Mutant("pad-positions-by-index", "positions counted by the column's index where the padded model declares "
+           "them counted among the real tokens (pad_positions = 'real'): W_p[:, t] and ALiBi's t_z − t_x "
+           "read through the padding", PAD_COUNTED,
+           source_edit(Edit(C, "real_positions", _REAL_COUNT, "    return np.cumsum(np.ones_like(flags), axis=-1) - 1"
+                                                              "  # the index\n")),
+           source="transformers 5.24: OPTLearnedPositionalEmbedding and BLOOM's build_alibi_tensor count positions "
+                  "with attention_mask.cumsum, Llama's forward with arange (cache_position); an OPT or BLOOM port "
+                  "that takes the Llama path, or left-pads for generate, meets the difference",
+           equivalence="equivalent under pad_positions = 'index', without padding, with trailing padding alone "
+                       "(every real token's count is its index), and under ALiBi without a learned or sinusoidal "
+                       "position where no padding lies between two real tokens (a shift that cancels)",
+           witness=Witness("padded_d_transformer", variant={"pad_positions": "real", "empty_query": "uniform"},
+                           inputs={"pad": [False, True, True, True]}),
+           bench=("padded_d_transformer",)),
 ]

@@ -41,6 +41,16 @@ MUTANTS = [
                        "under kv_order = 'strided' (then the edit is a no-op)",
            witness=Witness("mh_attention", hyper={"H": 4, "d_attn": 2}, variant={"kv_group": 2}),
            bench=("mh_attention", "padded_self_attention")),
+    Mutant("multi-query-read-as-kv-group", "multi-query attention (kv_heads='one') sized by kv_group alone: "
+           "H key/value heads of their own expected where one is shared by every query head", GROUPED,
+           source_edit(Edit(L, "gather_variant_mha", 'G = H if variant.kv_heads == "one" else variant.kv_group',
+                            "G = variant.kv_group")),
+           source="a Falcon-7B port that sizes its key/value heads from num_kv_heads, which FalconConfig sets to "
+                  "num_attention_heads and FalconAttention reads only without multi_query (transformers 5.24: "
+                  "num_kv_heads = 1 under multi_query); the checkpoint's one kv head then does not fit",
+           equivalence="equivalent when H = 1 (the one kv head is the head's own) and under kv_heads = 'grouped'",
+           witness=Witness("mh_attention", hyper={"H": 3, "d_attn": 2}, variant={"kv_heads": "one"}),
+           bench=("causal_self_attention", "gpt2_layer")),
     Mutant("cache-position-off-by-one", "cached decoding embeds and rotates the new token at position t − 1 "
            "(the cache length minus one) instead of t", ("cached_decoding",),
            source_edit(Edit(A, "cached_decoding", "hyper, start=t, kv_caches=caches)",

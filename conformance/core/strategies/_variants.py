@@ -14,7 +14,8 @@ is drawn with ε from ``EPSILONS``. RoPE's base, its rotated share (``rotary_fra
 partial rotary) and its scaling (``rope_scaling``; llama3's at a base of 500000 or more, where its
 bands reach the drawn widths) move with ``rotary``: they are read only when a pairing is on, so they
 are drawn only with one; likewise the
-key/value head order with a group size above 1. A parallel ``residual`` is defined for the pre-LN
+key/value head order with a group size above 1, and multi-query attention (``kv_heads="one"``, one
+key/value head for every H) in place of both, in the same group. A parallel ``residual`` is defined for the pre-LN
 placement only, so it is drawn with the paper's placement (pre for GPT-2), overriding a placement
 drawn beside it. Local and global layers (``global_every``, Gemma 2 and 3) are drawn with a window
 (group "window_layers", in place of the window alone, at the entries that read them), and the local
@@ -65,12 +66,12 @@ def epsilons() -> st.SearchStrategy[dict[str, Any]]:
 
 def _groups(entry: Entry) -> list[str]:
     """Switches drawn together: ε and its placement are one group ("epsilon"); RoPE's base is
-    drawn with a pairing (group "rotary"), the key/value head order with a group size > 1
-    (group "kv_group"), the biased projections with the biases on (group "attn_biases"), the local
-    and global layers with a window (group "window_layers"), the local layers' base with all it is
-    read with (group "rope_local_base")."""
+    drawn with a pairing (group "rotary"), the key/value head order with a group size > 1, or one
+    key/value head for every H in their place (group "kv_group"), the biased projections with the
+    biases on (group "attn_biases"), the local and global layers with a window (group
+    "window_layers"), the local layers' base with all it is read with (group "rope_local_base")."""
     names = sorted(entry.switches - {"epsilon", "epsilon_placement", "rope_base", "rotary_fraction", "rope_scaling",
-                                     "kv_order", "attn_bias_at", "global_every", "rope_local_base",
+                                     "kv_order", "kv_heads", "attn_bias_at", "global_every", "rope_local_base",
                                      "rel_buckets", "rel_max_distance"})
     if "global_every" in entry.switches:  # the window with local and global layers (group "window_layers")
         names = sorted([n for n in names if n != "window"] + ["window_layers"])
@@ -130,10 +131,11 @@ def _changed(group: str) -> st.SearchStrategy[dict[str, Any]]:
         return epsilons()
     if group == "attn_biases":  # no biases, or biases on some projections only (never both at once)
         return st.sampled_from([{"attn_bias": False}, {"attn_bias_at": "qkv"}, {"attn_bias_at": "out"}])
-    if group == "kv_group":
-        return st.builds(lambda g, o: {"kv_group": g, "kv_order": o},
-                         st.sampled_from(SWITCHES["kv_group"].choices[1:]),
-                         st.sampled_from(SWITCHES["kv_order"].choices))
+    if group == "kv_group":  # a group size with an order, or one kv head for all H (kv_heads="one": neither read)
+        return st.one_of(st.builds(lambda g, o: {"kv_group": g, "kv_order": o},
+                                   st.sampled_from(SWITCHES["kv_group"].choices[1:]),
+                                   st.sampled_from(SWITCHES["kv_order"].choices)),
+                         st.just({"kv_heads": "one"}))
     if group == "residual":  # defined for the pre-LN placement only: drawn with the paper's (GPT-2: pre),
         # after any placement a several-switch draw chose (groups are applied in sorted order)
         return st.sampled_from([{"residual": r, "norm_placement": "paper"} for r in SWITCHES["residual"].choices[1:]])

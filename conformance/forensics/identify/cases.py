@@ -115,7 +115,8 @@ def _sizes_text(entry: Entry, hyper: Mapping[str, int], variant: VariantSet) -> 
     if "d_attn" in hyper and entry.switches & {"rotary", "rope_base"}:
         parts.append(f"d_attn = {hyper['d_attn']}")
     if "H" in hyper and "kv_order" in entry.switches:
-        parts.append(f"{hyper['H'] // _kv_group(entry, variant)} kv heads")
+        kv = 1 if variant.kv_heads == "one" else hyper["H"] // _kv_group(entry, variant)  # multi-query: one
+        parts.append(f"{kv} kv heads")
     parts += [f"{n} = {v}" for n, v in hyper.items() if _is_length(n)]
     return ", ".join(parts)
 
