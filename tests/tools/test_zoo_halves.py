@@ -15,34 +15,28 @@ import dataclasses
 import pytest
 
 from ftspec.conformance.running import failures
-from ftspec.conformance.running.config import RunConfig
-from ftspec.conformance.running.runner import Runner
 from ftspec.impls.discovery import load
 from ftspec.spec import PAPER
 from ftspec.tools.zoo import build, mutant
 
+from .zoo_search import first_failure
+
 HALVES = PAPER.replace(positions="sinusoidal_halves")
 MUTANT = "sinusoid-halves-interleaved"
-
-
-def _search(impl, name: str, entry: str, tmp_path):
-    runner = Runner([(name, impl)], RunConfig(case_dir=str(tmp_path)))
-    runner.distinct_failures = 0  # the first failure is the verdict
-    return runner.run([entry], ["float32"]).cells[0]
 
 
 def test_the_mutant_is_caught_by_a_default_search_under_the_halves(tmp_path, monkeypatch):
     monkeypatch.setattr(failures, "diagnose_failure", lambda *a, **k: None)
     m = mutant(MUTANT)
     impl = dataclasses.replace(build(m), variants=(HALVES,))
-    cell = _search(impl, f"mutant:{m.id}", m.targets[0], tmp_path)
+    cell = first_failure(impl, f"mutant:{m.id}", m.targets[0], tmp_path)
     assert cell.status.value == "fail", (cell.status, cell.examples)
     assert cell.failure is not None and cell.failure.check == "spec", cell.failure
 
 
 def test_the_correct_plugin_passes_the_same_search(tmp_path):
     impl = dataclasses.replace(load("numpy"), variants=(HALVES,))
-    cell = _search(impl, "numpy", "embedding", tmp_path)
+    cell = first_failure(impl, "numpy", "embedding", tmp_path)
     assert cell.status.value == "pass", (cell.status, cell.failure)
 
 
@@ -51,5 +45,5 @@ def test_the_mutant_leaves_the_other_positions_alone(positions, tmp_path):
     """The edit is on the halves' path alone: under another value the mutant is the correct plugin."""
     m = mutant(MUTANT)
     impl = dataclasses.replace(build(m), variants=(PAPER.replace(positions=positions),))
-    cell = _search(impl, f"mutant:{m.id}", "embedding", tmp_path)
+    cell = first_failure(impl, f"mutant:{m.id}", "embedding", tmp_path)
     assert cell.status.value == "pass", (positions, cell.status, cell.failure)

@@ -14,19 +14,13 @@ import dataclasses
 import pytest
 
 from ftspec.conformance.running import failures
-from ftspec.conformance.running.config import RunConfig
-from ftspec.conformance.running.runner import Runner
 from ftspec.impls.discovery import load
 from ftspec.spec.variants import PAPER
 from ftspec.tools.zoo import build, mutant
 
+from .zoo_search import first_failure
+
 MULTI_QUERY = PAPER.replace(kv_heads="one", attn_bias=False, rotary="half")
-
-
-def _search(impl, name: str, entry: str, tmp_path):
-    runner = Runner([(name, impl)], RunConfig(case_dir=str(tmp_path)))
-    runner.distinct_failures = 0  # the first failure is the verdict
-    return runner.run([entry], ["float32"]).cells[0]
 
 
 @pytest.mark.parametrize("entry", mutant("multi-query-read-as-kv-group").bench)
@@ -34,12 +28,12 @@ def test_the_mutant_is_caught_by_a_default_search_under_multi_query(entry, tmp_p
     monkeypatch.setattr(failures, "diagnose_failure", lambda *a, **k: None)
     m = mutant("multi-query-read-as-kv-group")
     impl = dataclasses.replace(build(m), variants=(MULTI_QUERY,))
-    cell = _search(impl, f"mutant:{m.id}", entry, tmp_path)
+    cell = first_failure(impl, f"mutant:{m.id}", entry, tmp_path)
     assert cell.status.value == "fail", (cell.status, cell.examples)
     assert cell.failure is not None and cell.failure.case.hyper["H"] > 1, cell.failure
 
 
 def test_the_correct_plugin_passes_the_same_search(tmp_path):
     impl = dataclasses.replace(load("numpy"), variants=(MULTI_QUERY,))
-    cell = _search(impl, "numpy", "causal_self_attention", tmp_path)
+    cell = first_failure(impl, "numpy", "causal_self_attention", tmp_path)
     assert cell.status.value == "pass", (cell.status, cell.failure)

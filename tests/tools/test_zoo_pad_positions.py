@@ -14,20 +14,14 @@ from __future__ import annotations
 import dataclasses
 
 from ftspec.conformance.running import failures
-from ftspec.conformance.running.config import RunConfig
-from ftspec.conformance.running.runner import Runner
 from ftspec.impls.discovery import load
 from ftspec.spec import PAPER
 from ftspec.tools.zoo import build, mutant
 
+from .zoo_search import first_failure
+
 REAL = PAPER.replace(pad_positions="real", empty_query="uniform")
 MUTANT = "pad-positions-by-index"
-
-
-def _search(impl, name: str, entry: str, tmp_path, **config):
-    runner = Runner([(name, impl)], RunConfig(case_dir=str(tmp_path), **config))
-    runner.distinct_failures = 0  # the first failure is the verdict
-    return runner.run([entry], ["float32"]).cells[0]
 
 
 def test_the_mutant_is_caught_by_a_default_search_under_real_positions(tmp_path, monkeypatch):
@@ -36,14 +30,14 @@ def test_the_mutant_is_caught_by_a_default_search_under_real_positions(tmp_path,
     impl = dataclasses.replace(build(m), variants=(REAL,))
     # the default profile's 400 examples without its wall-time cap: on a loaded machine the cap could end
     # the search before a draw with padding before or between real tokens (it stops at the first failure)
-    cell = _search(impl, f"mutant:{m.id}", m.bench[0], tmp_path, examples=400)
+    cell = first_failure(impl, f"mutant:{m.id}", m.bench[0], tmp_path, examples=400)
     assert cell.status.value == "fail", (cell.status, cell.examples)
     assert cell.failure is not None and cell.failure.check == "spec", cell.failure
 
 
 def test_the_correct_plugin_passes_the_same_search(tmp_path):
     impl = dataclasses.replace(load("numpy"), variants=(REAL,))
-    cell = _search(impl, "numpy", "padded_d_transformer", tmp_path)
+    cell = first_failure(impl, "numpy", "padded_d_transformer", tmp_path)
     assert cell.status.value == "pass", (cell.status, cell.failure)
 
 
@@ -51,5 +45,5 @@ def test_the_mutant_is_the_correct_plugin_under_index(tmp_path):
     """The edit is on the "real" path alone: under "index" the mutant is the correct plugin."""
     m = mutant(MUTANT)
     impl = dataclasses.replace(build(m), variants=(PAPER.replace(empty_query="uniform"),))
-    cell = _search(impl, f"mutant:{m.id}", "padded_d_transformer", tmp_path)
+    cell = first_failure(impl, f"mutant:{m.id}", "padded_d_transformer", tmp_path)
     assert cell.status.value == "pass", (cell.status, cell.failure)

@@ -18,11 +18,11 @@ import dataclasses
 import pytest
 
 from ftspec.conformance.running import failures
-from ftspec.conformance.running.config import RunConfig
-from ftspec.conformance.running.runner import Runner
 from ftspec.impls.discovery import load
 from ftspec.spec.variants import parse
 from ftspec.tools.zoo import build, mutant
+
+from .zoo_search import first_failure
 
 #: Llama 3.1 as docs/spec.md declares it (its kv heads a size left at 1)
 LLAMA31 = parse("meta-llama3+rope_scaling=llama3")
@@ -35,18 +35,12 @@ DECLARED = {
 }
 
 
-def _search(impl, name: str, entry: str, tmp_path):
-    runner = Runner([(name, impl)], RunConfig(case_dir=str(tmp_path)))
-    runner.distinct_failures = 0  # the first failure is the verdict
-    return runner.run([entry], ["float32"]).cells[0]
-
-
 @pytest.mark.parametrize("mutant_id", sorted(DECLARED))
 def test_the_mutant_is_caught_by_a_default_search_under_its_convention(mutant_id, tmp_path, monkeypatch):
     monkeypatch.setattr(failures, "diagnose_failure", lambda *a, **k: None)
     m = mutant(mutant_id)
     impl = dataclasses.replace(build(m), variants=(DECLARED[mutant_id],))
-    cell = _search(impl, f"mutant:{m.id}", m.targets[0], tmp_path)
+    cell = first_failure(impl, f"mutant:{m.id}", m.targets[0], tmp_path)
     assert cell.status.value == "fail", (mutant_id, cell.status, cell.examples)
     assert cell.failure is not None and cell.failure.check == "spec", (mutant_id, cell.failure)
 
@@ -55,5 +49,5 @@ def test_the_correct_plugin_passes_the_same_search(tmp_path):
     """The searches above fail for the mutants' sake: the NumPy plugin they edit passes Llama 3.1's
     (about 2 CPU-seconds; the linear set passed likewise when this test was written)."""
     impl = dataclasses.replace(load("numpy"), variants=(LLAMA31,))
-    cell = _search(impl, "numpy", "causal_self_attention", tmp_path)
+    cell = first_failure(impl, "numpy", "causal_self_attention", tmp_path)
     assert cell.status.value == "pass", (cell.status, cell.failure)
