@@ -1,7 +1,8 @@
 """Hugging Face transformers as an implementation (plugins ``transformers``,
 ``transformers-sdpa``, ``transformers-bert``, ``transformers-bert-sdpa``, and per family
 ``transformers-mistral``, ``-qwen2``, ``-qwen2-window``, ``-gpt-neox``, ``-gemma``, ``-qwen3``,
-``-phi3``, ``-gpt-j``, ``-opt``, ``-falcon``, ``-gemma3``, each with ``-sdpa``, and ``-gemma2``, eager only).
+``-phi3``, ``-gpt-j``, ``-opt``, ``-falcon``, ``-gemma3``, each with ``-sdpa``, and ``-gemma2``, ``-bloom`` and
+``-mpt``, eager only).
 
 Boundary only: tiny configs built from the case's sizes, ftspec's parameters
 loaded into the library's own modules, layout and head packing
@@ -112,7 +113,21 @@ plugins keep GPT-2's; BERT's is certified by ``transformers-bert``.
                             nanogpt+residual=parallel_shared,attn_bias=False,mlp_bias=False,positions=none,
                             rotary=half,empty_query=uniform,kv_heads=one (one key/value head at every H:
                             multi-query attention; H drawn freely).
-Each of these with an ``-sdpa`` twin (padded entries under empty_query="zeros"), with Llama's
+``transformers-bloom``       BloomForCausalLM (d_transformer, cached_decoding, and padded_d_transformer under
+                            pad_positions=real: build_alibi_tensor counts its ALiBi positions among the real
+                            tokens), BloomAttention (padded_causal_self_attention), BloomBlock (gpt2_layer): the
+                            bloom preset (pre-LN, an embedding LayerNorm, biases everywhere, tanh GELU, ALiBi, tied
+                            lm_head, empty_query=uniform); d_mlp = 4·d_e (BloomMLP's width is hard-coded). The lone
+                            layer and attention are given the ALiBi tensor BloomModel builds without padding
+                            (m_h·t_z, index positions). Eager only: BloomPreTrainedModel leaves _supports_sdpa
+                            False and BloomAttention has one path (baddbmm, softmax in float32).
+``transformers-mpt``         MptForCausalLM (d_transformer, padded_d_transformer, cached_decoding), MptAttention,
+                            MptBlock (gpt2_layer): bloom+affine=scale,attn_bias=False,mlp_bias=False,
+                            activation=gelu_erf,embedding_norm=False (no biases, LayerNorms without β, exact GELU,
+                            no embedding norm; build_mpt_alibi_tensor's m_h·(t_z − ℓ_max + 1), the same slopes;
+                            its padded model on index distances: the mask does not reach the tensor);
+                            d_mlp = 4·d_e. Eager only (MptPreTrainedModel has no sdpa either).
+Each of these but BLOOM and MPT with an ``-sdpa`` twin (padded entries under empty_query="zeros"), with Llama's
 per-algorithm dtypes (``LLAMA_DTYPES``; models/gpt_neox and models/gemma compute RoPE's cos/sin
 and eager softmax in float32, GemmaRMSNorm in float32, as Llama does). The families are plugins
 of their own, not more variant sets in ``transformers``: a plugin maps each entry name to one
@@ -120,7 +135,8 @@ function, and a family choosing its library class from the declared set would le
 change what runs. For the same reason the conventions a family fixes (Mistral's window, GPT-NeoX's
 rotary fraction, Qwen2's biases, Gemma's gain and embedding scale) are the library's, never read
 from the declared set; sizes (kv heads, widths) and ε and the RoPE base are, as for Llama. Read
-in models/{mistral,qwen2,gpt_neox,gemma,gemma2,gemma3,qwen3,phi3,gptj,opt,falcon}/modeling_*.py and configuration_*.py,
+in models/{mistral,qwen2,gpt_neox,gemma,gemma2,gemma3,qwen3,phi3,gptj,opt,falcon,bloom,mpt}/modeling_*.py and
+configuration_*.py,
 masking_utils.py
 (create_sliding_window_causal_mask, sliding_window_overlay) and cache_utils.py
 (DynamicSlidingWindowLayer), transformers 5.24.0.
@@ -179,9 +195,9 @@ from ftspec.spec.variants import preset
 
 from .._torch_boundary import configure, devices, from_numpy, to_numpy
 from .adapter import GEMMA2_ATTN_SOFTCAP, GEMMA2_LOGIT_SOFTCAP, GEMMA3_GLOBAL_EVERY, GPTJ_ROTARY_SHARE, MISTRAL_WINDOW
-from .entries import (FALCON, FALCON7B, GEMMA, GEMMA2, GEMMA2_27B, GEMMA3, GEMMA3_27B, GPTJ, MISTRAL, NEOX, OPT,
-                      PHI3, QWEN2, QWEN2_WINDOWED, QWEN3, Decoder, bert_algorithms, decoder_algorithms, gpt2_algorithms,
-                      llama_algorithms)
+from .entries import (BLOOM, FALCON, FALCON7B, GEMMA, GEMMA2, GEMMA2_27B, GEMMA3, GEMMA3_27B, GPTJ, MISTRAL, MPT, NEOX,
+                      OPT, PHI3, QWEN2, QWEN2_WINDOWED, QWEN3, Decoder, bert_algorithms, decoder_algorithms,
+                      gpt2_algorithms, llama_algorithms)
 
 __all__ = ["implementation", "implementation_sdpa", "implementation_bert", "implementation_bert_sdpa",
            "VARIANT_GPT2", "VARIANT_BERT", "VARIANT_LLAMA", "LLAMA_EAGER", "LLAMA_SDPA", "GPT2_LIMITS",
@@ -197,7 +213,8 @@ __all__ = ["implementation", "implementation_sdpa", "implementation_bert", "impl
            "implementation_gemma2", "VARIANT_GEMMA3", "FAMILY_MODEL_SETS", "implementation_gemma3",
            "implementation_gemma3_sdpa", "VARIANT_GEMMA2_27B", "GEMMA2_27B_LIMITS",
            "implementation_gemma2_27b", "VARIANT_GEMMA3_27B", "implementation_gemma3_27b",
-           "VARIANT_FALCON7B", "FALCON7B_LIMITS", "implementation_falcon_7b",
+           "VARIANT_FALCON7B", "FALCON7B_LIMITS", "implementation_falcon_7b", "VARIANT_BLOOM", "BLOOM_LIMITS",
+           "implementation_bloom", "VARIANT_MPT", "implementation_mpt",
            "implementation_falcon_7b_sdpa"]
 
 configure()  # one intra-op thread, float32 matmuls at "highest" (_torch_boundary.py)
@@ -389,6 +406,22 @@ VARIANT_FALCON = preset("nanogpt").replace(residual="parallel", attn_bias=False,
 VARIANT_FALCON7B = VARIANT_FALCON.replace(residual="parallel_shared", kv_group=1, kv_heads="one")
 #: Falcon-7B's sizes: Llama's ties (FalconAttention: head_dim = hidden_size / num_heads).
 FALCON7B_LIMITS = Limits(equal=_TIED)
+#: BLOOM (BloomConfig's defaults, transformers 5.24): the ``bloom`` preset, whose comment in spec/variants.py reads
+#: it from models/bloom/modeling_bloom.py (pre-LN LayerNorms ε 1e-5, word_embeddings_layernorm, ln_f, biases on
+#: query_key_value, dense and both MLP maps, bloom_gelu_forward's tanh GELU, ALiBi added by
+#: ``alibi.baddbmm(Q, Kᵀ, alpha=1/√head_dim)``, lm_head tied, masked scores at the dtype's minimum). One set:
+#: no grouped kv heads. Its padded model: +pad_positions=real (``Decoder.pad_positions``).
+VARIANT_BLOOM = preset("bloom")
+#: BLOOM's sizes: Llama's ties (BloomAttention: head_dim = hidden_size / n_head, refused otherwise) and the MLP's
+#: 4·hidden_size (BloomMLP: ``nn.Linear(hidden_size, 4 * hidden_size)``, no config field).
+BLOOM_LIMITS = Limits(equal=_TIED + (("d_mlp", "4*d_e"),))
+#: MPT (MptConfig's defaults, transformers 5.24): docs/spec.md's bloom+affine=scale,attn_bias=False,mlp_bias=False,
+#: activation=gelu_erf,embedding_norm=False (no_bias: every Linear without one; norm_1, norm_2, norm_f with their
+#: bias removed; MptMLP's nn.GELU(approximate="none"); no embedding norm; build_mpt_alibi_tensor added after
+#: softmax_scale = 1/√head_dim; wte tied to lm_head; masked_fill of finfo.min: uniform weights for a query with
+#: no key). One set; its padded model on index distances (the preset's pad_positions).
+VARIANT_MPT = VARIANT_BLOOM.replace(affine="scale", attn_bias=False, mlp_bias=False, activation="gelu_erf",
+                                    embedding_norm=False)
 #: Each family's eager sets (grouped, kv_group = 2, and one kv head per query head); sdpa's padded
 #: entries take empty_query = "zeros" as Llama's do.
 FAMILY_SETS: dict[str, tuple[Any, ...]] = {
@@ -408,6 +441,8 @@ FAMILY_SETS: dict[str, tuple[Any, ...]] = {
     "opt": (VARIANT_OPT,),
     "falcon": (VARIANT_FALCON, VARIANT_FALCON.replace(kv_group=1)),
     "falcon-7b": (VARIANT_FALCON7B,),
+    "bloom": (VARIANT_BLOOM,),
+    "mpt": (VARIANT_MPT,),
 }
 #: Each family's sets for its whole models, where they differ from its layers' (``FAMILY_SETS``): Gemma 2's
 #: Gemma2ForCausalLM keeps Gemma2Config's layer_types, a sliding layer 0 and full and sliding layers in
@@ -457,6 +492,8 @@ def _family_limits(family: Decoder) -> Limits:
         return GEMMA2_27B_LIMITS
     if family.name == FALCON7B.name:
         return FALCON7B_LIMITS
+    if family.name in (BLOOM.name, MPT.name):  # MptMLP is 4·hidden_size wide too
+        return BLOOM_LIMITS
     return Limits(equal=equal, multiple_of=multiple)
 
 
@@ -510,3 +547,8 @@ implementation_falcon = _family("transformers-falcon", FALCON, "eager")
 implementation_falcon_sdpa = _family("transformers-falcon-sdpa", FALCON, "sdpa")
 implementation_falcon_7b = _family("transformers-falcon-7b", FALCON7B, "eager")
 implementation_falcon_7b_sdpa = _family("transformers-falcon-7b-sdpa", FALCON7B, "sdpa")
+#: no sdpa twin: BloomPreTrainedModel keeps PreTrainedModel's _supports_sdpa = False, and BloomAttention has
+#: one path whatever attn_implementation says
+implementation_bloom = _family("transformers-bloom", BLOOM, "eager")
+#: no sdpa twin: MptPreTrainedModel has no _supports_sdpa either, and MptAttention one path
+implementation_mpt = _family("transformers-mpt", MPT, "eager")

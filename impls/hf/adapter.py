@@ -101,6 +101,22 @@ difference:
   group of all H heads, [W_q⁰; …; W_q^{H−1}; W_k; W_v] (``_split_heads``: ``view(…, num_heads + 2,
   head_dim)``), the same rows ``falcon_attention_weights`` gives at G = H; one ``input_layernorm``
   γ¹/β¹ (``falcon7b_*_weights``).
+- BLOOM (models/bloom/modeling_bloom.py): ``query_key_value`` is viewed as (…, H, 3, head_dim)
+  (``BloomAttention._reshape``: ``view(batch, seq, num_heads, 3, head_dim)``, then ``[..., 0, :]`` q,
+  ``[..., 1, :]`` k, ``[..., 2, :]`` v), so its rows are per head h in turn [W_q^h; W_k^h; W_v^h] and its
+  bias [b_q^h; b_k^h; b_v^h]: GPT-NeoX's order; ``dense`` W_o, b_o; ``input_layernorm`` γ¹/β¹,
+  ``post_attention_layernorm`` γ²/β²; ``mlp.dense_h_to_4h`` / ``dense_4h_to_h`` W_mlp1, b_mlp1 and W_mlp2,
+  b_mlp2 (4·hidden_size wide, hard-coded: the plugin's limit d_mlp = 4·d_e); ``word_embeddings`` W_eᵀ
+  tied to ``lm_head``; ``word_embeddings_layernorm`` γ_emb/β_emb; ``ln_f`` γ/β (``bloom_*_weights``).
+  The embedding LayerNorm is always there: a case without γ_emb, β_emb (a set declaring
+  embedding_norm=False) loads it with γ = 1, β = 0, the values the diagnosis fills in for a norm a
+  declaration left out, so the library still normalises and the judgement shows it.
+- MPT (models/mpt/modeling_mpt.py): ``Wqkv`` is chunked in three along its output (``MptAttention.forward``:
+  ``mixed_qkv.chunk(3, dim=2)``, each part viewed (…, H, head_dim)), so its rows are [all q; all k; all v],
+  each head-major: GPT-2's order; ``out_proj`` W_o; no biases anywhere (no_bias); ``norm_1`` γ¹, ``norm_2`` γ²
+  and ``norm_f`` γ, LayerNorms whose bias is removed (``norm_1.bias = None``: the spec's affine=scale);
+  ``ffn.up_proj`` / ``down_proj`` W_mlp1, W_mlp2 (4·d_model wide, hard-coded); ``wte`` W_eᵀ tied to
+  ``lm_head`` (``mpt_*_weights``).
 
 Every library parameter must be loaded from ftspec's (``load``), so no
 random initialisation survives into a result.
@@ -130,7 +146,9 @@ __all__ = ["cols_to_rows", "rows_to_cols", "batch", "unbatch", "check_tokens", "
            "gptj_config", "gptj_attention_weights", "gptj_layer_weights", "gptj_lm_weights", "OPT_POSITION_OFFSET",
            "opt_config", "opt_attention_weights", "opt_layer_weights", "opt_lm_weights", "falcon_config",
            "falcon_attention_weights", "falcon_layer_weights", "falcon_lm_weights", "falcon7b_config",
-           "falcon7b_layer_weights", "falcon7b_lm_weights", "load", "loaded"]
+           "falcon7b_layer_weights", "falcon7b_lm_weights", "bloom_config", "bloom_attention_weights",
+           "bloom_layer_weights", "bloom_lm_weights", "mpt_config", "mpt_attention_weights", "mpt_layer_weights",
+           "mpt_lm_weights", "load", "loaded"]
 
 In = Mapping[str, Tensor]
 
@@ -514,6 +532,33 @@ def falcon7b_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
         attn_implementation=attn)
 
 
+def bloom_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
+    """A ``BloomConfig``: hidden_size = d_e, n_head = H (head_dim = d_e / H: BloomAttention refuses another
+    width), n_layer = L, vocab_size = N_V; the library's defaults otherwise (layer_norm_epsilon 1e-5,
+    apply_residual_connection_post_layernorm False: pre-LN, pretraining_tp 1 and slow_but_exact False: one
+    ``dense`` call, tie_word_embeddings), dropout off, no bos/eos ids. BLOOM has no position table (ALiBi) and
+    a 4·hidden_size MLP: no ℓ_max, no d_mlp. Nothing of the declared set is read, not even ε, so a wrong ε
+    is caught."""
+    from transformers import BloomConfig
+
+    return BloomConfig(
+        vocab_size=hyper.get("N_V", 1), hidden_size=hyper["d_e"], n_layer=hyper.get("L", 1), n_head=hyper["H"],
+        hidden_dropout=0.0, attention_dropout=0.0, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        attn_implementation=attn)
+
+def mpt_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
+    """An ``MptConfig``: d_model = d_e, n_heads = H (head_dim = d_e / H), n_layers = L, max_seq_len = ℓ_max (ℓ for
+    a lone layer: the ALiBi tensor is built that long and its last ℓ columns read), vocab_size = N_V; the
+    library's defaults otherwise (no_bias, layer_norm_epsilon 1e-5, the attention config's alibi with
+    alibi_bias_max 8, softmax_scale None: 1/√head_dim, no clip_qkv, no qk_ln, tie_word_embeddings), dropout
+    off. Nothing of the declared set is read."""
+    from transformers import MptConfig
+
+    return MptConfig(
+        vocab_size=hyper.get("N_V", 1), d_model=hyper["d_e"], n_layers=hyper.get("L", 1), n_heads=hyper["H"],
+        max_seq_len=hyper.get("ell_max", hyper.get("ell", 1)), resid_pdrop=0.0, emb_pdrop=0.0,
+        bos_token_id=None, eos_token_id=None, pad_token_id=None, attn_implementation=attn)
+
 # --------------------------------------------------------------------------
 # weights: {library parameter name: tensor}
 # --------------------------------------------------------------------------
@@ -878,6 +923,61 @@ def falcon7b_lm_weights(p: In, L: int, H: int, G: int, attention: Any = None) ->
     """``FalconForCausalLM`` of the old architecture: ``falcon_lm_weights`` with its layers."""
     return falcon_lm_weights(p, L, H, G, attention, layer=falcon7b_layer_weights)
 
+
+def bloom_attention_weights(p: In, H: int, G: int = 1, src: str = "", dst: str = "") -> dict[str, Tensor]:
+    """One ``BloomAttention``: query_key_value = per head h in turn [W_q^h; W_k^h; W_v^h] (3·H·d_attn, d_e) with
+    the bias [b_q^h; b_k^h; b_v^h] (``_reshape``'s (H, 3, head_dim) view: GPT-NeoX's rows), dense = W_o, b_o.
+    BLOOM has no grouped kv heads (G must be 1)."""
+    _one_kv_head_per_head("BLOOM", G)
+    return neox_attention_weights(p, H, G, src, dst)
+
+
+def bloom_layer_weights(p: In, H: int, G: int = 1, src: str = "", dst: str = "") -> dict[str, Tensor]:
+    """One ``BloomBlock``: input_layernorm = γ¹/β¹, self_attention, post_attention_layernorm = γ²/β², the MLP
+    (dense_h_to_4h = W_mlp1, b_mlp1; dense_4h_to_h = W_mlp2, b_mlp2)."""
+    return bloom_attention_weights(p, H, G, src + "attn.", dst + "self_attention.") | {
+        dst + "input_layernorm.weight": p[src + "gamma1"], dst + "input_layernorm.bias": p[src + "beta1"],
+        dst + "post_attention_layernorm.weight": p[src + "gamma2"],
+        dst + "post_attention_layernorm.bias": p[src + "beta2"],
+        dst + "mlp.dense_h_to_4h.weight": p[src + "W_mlp1"], dst + "mlp.dense_h_to_4h.bias": p[src + "b_mlp1"],
+        dst + "mlp.dense_4h_to_h.weight": p[src + "W_mlp2"], dst + "mlp.dense_4h_to_h.bias": p[src + "b_mlp2"]}
+
+
+def bloom_lm_weights(p: In, L: int, H: int, G: int = 1, attention: Any = None) -> dict[str, Tensor]:
+    """``BloomForCausalLM``: word_embeddings = W_eᵀ (lm_head is the same tensor), word_embeddings_layernorm =
+    γ_emb/β_emb (1 and 0 where the case has none: the module always normalises its embeddings), the blocks,
+    ln_f = γ/β."""
+    W_e = p["W_e"]  # (d_e, N_V)
+    gamma_emb = p["gamma_emb"] if "gamma_emb" in p else torch.ones_like(W_e[:, 0])  # (d_e,)
+    beta_emb = p["beta_emb"] if "beta_emb" in p else torch.zeros_like(W_e[:, 0])
+    out = {"transformer.word_embeddings.weight": W_e.T, "transformer.word_embeddings_layernorm.weight": gamma_emb,
+           "transformer.word_embeddings_layernorm.bias": beta_emb, "transformer.ln_f.weight": p["gamma"],
+           "transformer.ln_f.bias": p["beta"]}
+    for l in range(L):
+        out |= bloom_layer_weights(p, H, G, f"layers.{l}.", f"transformer.h.{l}.")
+    return out
+
+def mpt_attention_weights(p: In, H: int, G: int = 1, src: str = "", dst: str = "") -> dict[str, Tensor]:
+    """One ``MptAttention``: Wqkv = [W_q of heads 0 … H−1; their W_k; their W_v] (``chunk(3)``), out_proj = W_o;
+    no biases. MPT's default multihead attention has no grouped kv heads (G must be 1)."""
+    _one_kv_head_per_head("MPT", G)
+    Wqkv = torch.cat([pack_heads(p, src, n, H) for n in ("W_q", "W_k", "W_v")], dim=0)  # (3·d_e, d_e)
+    return {dst + "Wqkv.weight": Wqkv, dst + "out_proj.weight": p[src + "W_o"]}
+
+
+def mpt_layer_weights(p: In, H: int, G: int = 1, src: str = "", dst: str = "") -> dict[str, Tensor]:
+    """One ``MptBlock``: norm_1 = γ¹, the attention, norm_2 = γ², ffn.up_proj = W_mlp1, ffn.down_proj = W_mlp2."""
+    return mpt_attention_weights(p, H, G, src + "attn.", dst + "attn.") | {
+        dst + "norm_1.weight": p[src + "gamma1"], dst + "norm_2.weight": p[src + "gamma2"],
+        dst + "ffn.up_proj.weight": p[src + "W_mlp1"], dst + "ffn.down_proj.weight": p[src + "W_mlp2"]}
+
+
+def mpt_lm_weights(p: In, L: int, H: int, G: int = 1, attention: Any = None) -> dict[str, Tensor]:
+    """``MptForCausalLM``: wte = W_eᵀ (lm_head is the same tensor), the blocks, norm_f = γ."""
+    out = {"transformer.wte.weight": p["W_e"].T, "transformer.norm_f.weight": p["gamma"]}
+    for l in range(L):
+        out |= mpt_layer_weights(p, H, G, f"layers.{l}.", f"transformer.blocks.{l}.")
+    return out
 
 def load(module: nn.Module, weights: Mapping[str, Tensor], dtype: torch.dtype, device: str,
          cast: bool = True) -> nn.Module:

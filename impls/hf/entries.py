@@ -28,7 +28,7 @@ from . import adapter as A
 
 __all__ = ["gpt2_algorithms", "bert_algorithms", "llama_algorithms", "decoder_algorithms", "Decoder", "LLAMA",
            "MISTRAL", "QWEN2", "QWEN2_WINDOWED", "NEOX", "GEMMA", "GEMMA2", "GEMMA2_27B", "GEMMA3", "GEMMA3_27B",
-           "QWEN3", "PHI3", "GPTJ", "OPT", "FALCON", "FALCON7B"]
+           "QWEN3", "PHI3", "GPTJ", "OPT", "FALCON", "FALCON7B", "BLOOM", "MPT"]
 
 In = Mapping[str, torch.Tensor]
 Fn = Callable[[In, In, Context], Any]
@@ -220,7 +220,17 @@ class Decoder:
     ``layer_type``       the layer type a lone layer's ``<prefix>RotaryEmbedding`` is asked for
                          (Gemma 3: ``Gemma3RotaryEmbedding.forward(x, position_ids, layer_type)`` keeps
                          one table per layer type, and Gemma3TextModel hands each layer its type's);
-                         "": the rotary embedding has one table."""
+                         "": the rotary embedding has one table.
+    ``alibi``            the ALiBi tensor the attention and the layer take instead of position embeddings,
+                         as the family's model builds it: "bloom", ``alibi`` (B·H, 1, ℓ) from the library's
+                         ``build_alibi_tensor`` over an all-ones mask, m_h·t_z (what BloomModel.forward builds
+                         with no padding mask, so a lone layer or attention keeps the spec's index distances;
+                         the padded model builds its own from the padding mask, ``pad_positions``), and the
+                         attention also the residual it adds itself (BloomAttention's ``dropout_add``): zeros,
+                         which add nothing; "mpt", ``position_bias`` (H, 1, ℓ_max) from
+                         ``build_mpt_alibi_tensor``, m_h·(t_z − ℓ_max + 1), of which MptAttention reads the
+                         last columns, and the mask as booleans (MptModel.forward: ``create_causal_mask(…)
+                         .to(torch.bool)``, then ``masked_fill``); "": none."""
 
     name: str
     module: str
@@ -238,6 +248,7 @@ class Decoder:
     extra: tuple[tuple[str, Any], ...] = ()
     full_mask: bool = False
     layer_type: str = ""
+    alibi: str = ""
 
     def cls(self, suffix: str) -> Any:
         return getattr(importlib.import_module(f"transformers.models.{self.module}.modeling_{self.module}"),
@@ -282,22 +293,33 @@ FALCON = Decoder("falcon", "falcon", "Falcon", A.falcon_config, A.falcon_attenti
 FALCON7B = Decoder("falcon-7b", "falcon", "Falcon", A.falcon7b_config, A.falcon_attention_weights,
                    A.falcon7b_lm_weights, layer="DecoderLayer", layer_weights=A.falcon7b_layer_weights,
                    extra=(("alibi", None),), full_mask=True)
+#: BLOOM: ALiBi instead of rotary, an embedding LayerNorm, the positions of its padded model's ALiBi counted
+#: among the real tokens (build_alibi_tensor: (attention_mask.cumsum(-1) − 1)·attention_mask)
+BLOOM = Decoder("bloom", "bloom", "Bloom", A.bloom_config, A.bloom_attention_weights, A.bloom_lm_weights,
+                layer="Block", layer_weights=A.bloom_layer_weights, plain=True, pad_positions="real", rotary=False,
+                alibi="bloom")
+#: MPT: MPT's own ALiBi tensor (the same slopes, m_h·(t_z − ℓ_max + 1)), no biases, LayerNorms without β, no
+#: embedding norm; its padded model's ALiBi on index distances (the mask does not reach the tensor)
+MPT = Decoder("mpt", "mpt", "Mpt", A.mpt_config, A.mpt_attention_weights, A.mpt_lm_weights, layer="Block",
+              layer_weights=A.mpt_layer_weights, plain=True, rotary=False, alibi="mpt")
 QWEN2_WINDOWED = Decoder("qwen2-windowed", "qwen2", "Qwen2",
                          lambda h, attn, v: A.qwen2_config(h, attn, v, windowed=True), A.qwen2_attention_weights)
 
 
-def _mask(config: Any, full: bool = False, **kw: Any) -> Any:
+def _mask(config: Any, full: bool = False, boolean: bool = False, **kw: Any) -> Any:
     """The 4-D mask (or None) the family's ``<prefix>Model.forward`` builds for its first layer:
     ``create_sliding_window_causal_mask`` where that layer slides (Mistral: ``sliding_window`` set,
     MistralModel.forward; Qwen2: ``layer_types[0] == "sliding_attention"``, Qwen2Model.forward),
-    ``create_causal_mask`` otherwise. Every layer of a config built here is of one kind."""
+    ``create_causal_mask`` otherwise. Every layer of a config built here is of one kind. ``boolean``: as
+    booleans, True where masked (MptModel.forward's ``.to(torch.bool)`` of the additive mask)."""
     from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
 
     types = getattr(config, "layer_types", None)
     sliding = types[0] == "sliding_attention" if types else getattr(config, "sliding_window", None) is not None
     if full:  # FalconModel.forward: create_causal_mask(…, allow_is_causal_skip=False)
         kw["allow_is_causal_skip"] = False
-    return (create_sliding_window_causal_mask if sliding else create_causal_mask)(config=config, **kw)
+    mask = (create_sliding_window_causal_mask if sliding else create_causal_mask)(config=config, **kw)
+    return mask.to(torch.bool) if boolean and mask is not None else mask
 
 
 def _llama_key(name: str, attn: str, hyper: Mapping[str, int], variant: Any) -> tuple:
@@ -403,9 +425,11 @@ def decoder_algorithms(family: Decoder, attn: str, with_norm: bool) -> dict[str,
         with A.loaded(_llama_key(family.name + "_attention", attn, h, v),
                       lambda: family.cls("Attention")(config, layer_idx=0),
                       family.attention_weights(p, h["H"], _group(h, v)), _dtype(ctx), ctx.device) as attention:
-            mask = _mask(config, family.full_mask, inputs_embeds=X, attention_mask=pad, cache=None,
-                         position_ids=positions)
-            Y, _ = attention(X, attention_mask=mask, **dict(family.extra), **_positions(config, X, positions))
+            mask = _mask(config, family.full_mask, family.alibi == "mpt", inputs_embeds=X, attention_mask=pad,
+                         cache=None, position_ids=positions)
+            residual = {"residual": torch.zeros_like(X)} if family.alibi == "bloom" else {}  # BloomAttention adds it
+            Y, _ = attention(X, attention_mask=mask, **dict(family.extra), **_positions(config, X, positions),
+                             **residual)
         return A.rows_to_cols(A.unbatch(Y, ctx.batched))
 
     def rms_norm(i: In, p: In, ctx: Context) -> Any:
@@ -427,8 +451,8 @@ def decoder_algorithms(family: Decoder, attn: str, with_norm: bool) -> dict[str,
         with A.loaded(_llama_key(family.name + "_layer", attn, h, v),
                       lambda: family.cls(family.layer)(config, layer_idx=0),
                       family.layer_weights(p, h["H"], _group(h, v)), _dtype(ctx), ctx.device) as layer:
-            mask = _mask(config, family.full_mask, inputs_embeds=X, attention_mask=None, cache=None,
-                         position_ids=positions)
+            mask = _mask(config, family.full_mask, family.alibi == "mpt", inputs_embeds=X, attention_mask=None,
+                         cache=None, position_ids=positions)
             Y = layer(X, attention_mask=mask, **dict(family.extra), **_positions(config, X, positions))
             Y = Y[0] if isinstance(Y, tuple) else Y  # (B, ℓ, d_e)
         return A.rows_to_cols(A.unbatch(Y, ctx.batched))
@@ -436,8 +460,18 @@ def decoder_algorithms(family: Decoder, attn: str, with_norm: bool) -> dict[str,
     def _positions(config: Any, X: torch.Tensor, positions: torch.Tensor) -> dict[str, Any]:
         """What ``<prefix>Model.forward`` hands a layer for its positions: the (cos, sin) of
         ``<prefix>RotaryEmbedding`` at 0 … ℓ−1 (GPT-J's (sin, cos), which GPTJAttention unpacks in
-        that order), built outside the module cache in float32 as the library makes it; nothing
-        where the family has no rotary."""
+        that order), built outside the module cache in float32 as the library makes it; BLOOM's ALiBi
+        tensor (``Decoder.alibi``) in the call's dtype, as BloomModel casts it, MPT's in float32, as MptModel
+        leaves it; nothing where the family has neither."""
+        if family.alibi == "bloom":
+            from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+            real = torch.ones(X.shape[:2], dtype=torch.long, device=X.device)  # (B, ℓ): no padding, t_z = index
+            return {"alibi": build_alibi_tensor(real, config.n_head, X.dtype)}  # (B·H, 1, ℓ)
+        if family.alibi == "mpt":
+            from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
+
+            return {"position_bias": build_mpt_alibi_tensor(config.n_heads, config.max_seq_len, device=X.device)}
         if not family.rotary:
             return {}
         rotary = family.cls("RotaryEmbedding")(config).to(device=X.device)
