@@ -60,13 +60,15 @@ def ed_transformer(z: Sequence[int], x: Sequence[int], theta: EDTransformerParam
 
     1-3.   Z ← [W_e[:, z[t]] + W_p[:, t]] for t = 0..ℓ_z-1
     4-8.   for l = 0..L_enc-1: Z ← encoder_layer(Z | W^enc_l, ...)   (lines 5-8)
-    10-12. X ← [W_e[:, x[t]] + W_p[:, t]] for t = 0..ℓ_x-1
+    10-12. X ← [W_e[:, x[t]] + W_p[:, t]] for t = 0..ℓ_x-1  (W_p_dec under ed_positions="separate")
     13-19. for l = 0..L_dec-1: X ← decoder_layer(X, Z | W^dec_l, ...)  (lines 14-19)
     21.    return P = softmax(W_u X)
 
     Variants beyond the layers': ``embedding_norm`` (after lines 3 and 12,
     γ/β_emb_enc and _dec), ``final_norm="final"`` (after lines 8 and 19,
-    γ/β_enc and _dec), ``unembedding``, ``logit_bias``. ``ell_max`` is needed
+    γ/β_enc and _dec), ``unembedding``, ``logit_bias``, ``ed_positions`` (learned positions: the
+    target's from a second table W_p_dec, BART's two ``BartLearnedPositionalEmbedding``s, transformers
+    5.24; a sinusoid is one fixed table, unchanged). ``ell_max`` is needed
     when W_p is not learned. ``pad_z`` masks the source's padding positions as keys in the
     encoder's layers and in every cross-attention, ``pad_x`` the target's in the decoder's
     self-attention (``layers.padded``; Hugging Face's ``attention_mask`` and
@@ -101,7 +103,10 @@ def ed_transformer_logits(z: Sequence[int], x: Sequence[int], theta: EDTransform
         Z = encoder_layer(Z, layer, variant=variant, pad=pad_z)  # lines 5-8
     if variant.resolved_final_norm("ed_encoder"):
         Z = norm_columns(Z, theta.gamma_enc, theta.beta_enc, variant)
-    X = embed(x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
+    # ed_positions="separate" (BART's BartDecoder.embed_positions): the target reads its own learned table;
+    # a sinusoid (W_p None) is one fixed table for both
+    W_p_x = theta.W_p_dec if variant.ed_positions == "separate" and variant.positions == "learned" else theta.W_p
+    X = embed(x, theta.W_e, W_p_x, ell_max=ell_max, variant=variant,
               gamma=theta.gamma_emb_dec, beta=theta.beta_emb_dec)  # lines 10-12
     for dec_layer in theta.dec_layers:  # line 13
         X = decoder_layer(X, Z, dec_layer, variant=variant, pad_x=pad_x, pad_z=pad_z)  # lines 14-19

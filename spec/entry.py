@@ -229,7 +229,13 @@ REL_BIAS_READ_WITH: Mapping[str, Mapping[str, Any]] = {s: {"rel_bias": "t5_bucke
 #: tokens (OPT's learned positions, BLOOM's ALiBi). Listed by the padded models alone (Algorithms 9 and 10
 #: with ``pad``), where positions are embedded; the padded layers keep index distances
 PAD_POSITIONS = frozenset({"pad_positions"})
-assert ARCHITECTURE | CAUSAL | PARALLEL | LAYER_TYPES | MOE | REL_BIAS | PAD_POSITIONS \
+#: the encoder-decoder's position tables: one W_p for source and target (paper) or a second W_p_dec for the
+#: target (BART). Listed by Algorithm 8's forward entries alone (``ed_transformer``, ``padded_ed_transformer``),
+#: read under learned positions alone (``ED_POSITIONS_READ_WITH``); its training and inference entries keep the
+#: paper's one table (their gradients of a second table are not stated yet)
+ED_POSITIONS = frozenset({"ed_positions"})
+ED_POSITIONS_READ_WITH: Mapping[str, Mapping[str, Any]] = {"ed_positions": {"positions": "learned"}}
+assert ARCHITECTURE | CAUSAL | PARALLEL | LAYER_TYPES | MOE | REL_BIAS | PAD_POSITIONS | ED_POSITIONS \
     | {"empty_query", "causal_alignment"} == set(SWITCHES)
 
 
@@ -331,6 +337,8 @@ def norm_dims(*dims: str, layer_norm_only: bool = False) -> Callable[[Hyper, Var
 
 def ed_schema(hyper: Hyper, v: VariantSet) -> dict[str, Shape]:
     s = P.embedding_schema(v, (("gamma_emb_enc", "beta_emb_enc"), ("gamma_emb_dec", "beta_emb_dec")))
+    if "W_p" in s and v.ed_positions == "separate":  # the target's own learned table (BART's decoder)
+        s["W_p_dec"] = s["W_p"]
     for l in range(hyper["L_enc"]):
         s.update(P.layer_schema(hyper["H"], v, f"enc_layers.{l}.", arch="ed_encoder"))
     for l in range(hyper["L_dec"]):

@@ -156,7 +156,8 @@ class DecoderLayerParams:
 @dataclass(frozen=True)
 class EDTransformerParams:
     """θ of Algorithm 8. Beyond the paper: the variants' embedding norms
-    (``gamma_emb_enc`` ...), final norms (``gamma_enc``, ``gamma_dec``), logit bias ``b_u``."""
+    (``gamma_emb_enc`` ...), final norms (``gamma_enc``, ``gamma_dec``), logit bias ``b_u``, the
+    target's own position table ``W_p_dec`` (``ed_positions="separate"``, BART)."""
 
     W_e: Matrix
     W_p: Optional[Matrix]
@@ -172,6 +173,7 @@ class EDTransformerParams:
     beta_enc: Optional[Vector] = None
     gamma_dec: Optional[Vector] = None
     beta_dec: Optional[Vector] = None
+    W_p_dec: Optional[Matrix] = None
 
 
 @dataclass(frozen=True)

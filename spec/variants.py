@@ -85,6 +85,7 @@ class VariantSet:
     positions: Literal["learned", "sinusoidal_paper", "sinusoidal_vaswani", "sinusoidal_raw_index",
                        "sinusoidal_halves", "none"] = "learned"
     pad_positions: Literal["index", "real"] = "index"
+    ed_positions: Literal["shared", "separate"] = "shared"
     embedding_scale: Literal["one", "sqrt_d_e"] = "one"
     unembedding: Literal["separate", "tied"] = "separate"
     logit_bias: bool = False
@@ -451,6 +452,12 @@ def _switches() -> dict[str, Switch]:
                "read at offset 2, a padding position's −1 reading embed_positions[1], outside W_p = "
                "embed_positions[2:], taken as 0; BLOOM: build_alibi_tensor, (attention_mask.cumsum(-1) − 1)·"
                "attention_mask). Equal to 'index' on every real token where no padding precedes one"),
+        Switch("ed_positions", "embeddings", ("shared", "separate"), "shared",
+               "the encoder-decoder's learned position tables (Algorithm 8, read under positions='learned' "
+               "alone): one W_p embedding both the source z and the target x (paper, lines 1-3 and 10-12), or, "
+               "'separate', the source's positions from W_p and the target's from a second table W_p_dec of the "
+               "same shape (BART: transformers 5.24 BartEncoder.embed_positions and BartDecoder.embed_positions, "
+               "two BartLearnedPositionalEmbedding). A sinusoid is one fixed table: the switch changes nothing there"),
         Switch("embedding_scale", "embeddings", ("one", "sqrt_d_e"), "one",
                "token embedding multiplied by √d_e before positions are added (Vaswani et al.)"),
         Switch("unembedding", "embeddings", ("separate", "tied"), "separate",
@@ -498,7 +505,7 @@ LATER: dict[str, Any] = {"mlp_depth": 1, "mlp": "plain", "attn_bias_at": "all", 
                          "qk_norm": "none", "attn_softcap": 0.0, "logit_softcap": 0.0, "rope_scaling": "none",
                          "global_every": 0, "rope_local_base": 0.0, "moe_topk_norm": False,
                          "moe_shared": False, "rel_bias": "none", "rel_buckets": 32, "rel_max_distance": 128,
-                         "pad_positions": "index", "kv_heads": "grouped"}
+                         "pad_positions": "index", "kv_heads": "grouped", "ed_positions": "shared"}
 
 #: Switches that are a soft cap c (0: none; any finite c ≥ 0 is a value, the ``choices`` are the
 #: drawn few): c·tanh(s/c) of the attention scores or of the final logits (Gemma 2).
@@ -516,7 +523,8 @@ SIZES: dict[str, int] = {"kv_group": 1, "window": 0, "rel_buckets": 4, "rel_max_
 #: change nothing); local and global layers with a window of 2; the local layers' base with a pairing, a
 #: window, Gemma 2's alternation and Gemma 3's global base 1000000, so that the two bases differ; T5's
 #: bucket parameters with its bias, the max_distance with 6 buckets (5 and 10 are below 32 // 2 = 16, the
-#: causal max_exact of 32 buckets: refused there).
+#: causal max_exact of 32 buckets: refused there); the encoder-decoder's second table with learned positions
+#: (the paper's default, so moved alone it is read; stated for a base with a sinusoid).
 READ_WITH: dict[str, dict[str, Any]] = {"rope_base": {"rotary": "half"}, "kv_order": {"kv_group": 2},
                                         "rotary_fraction": {"rotary": "half"},
                                         "rope_scaling": {"rotary": "half", "rope_base": 500000.0},
@@ -524,7 +532,8 @@ READ_WITH: dict[str, dict[str, Any]] = {"rope_base": {"rotary": "half"}, "kv_ord
                                         "rope_local_base": {"rotary": "half", "rope_base": 1000000.0, "window": 2,
                                                             "global_every": 2},
                                         "rel_buckets": {"rel_bias": "t5_buckets"},
-                                        "rel_max_distance": {"rel_bias": "t5_buckets", "rel_buckets": 6}}
+                                        "rel_max_distance": {"rel_bias": "t5_buckets", "rel_buckets": 6},
+                                        "ed_positions": {"positions": "learned"}}
 
 PAPER = VariantSet()
 

@@ -23,14 +23,16 @@ what ``BartEncoder`` passes for an unpadded source), ``decoder_layer`` (lines 14
 causal mask as ``create_causal_mask`` gives eager attention, finfo(dtype).min above the diagonal, and the
 encoder output as ``encoder_hidden_states`` with no mask), ``ed_transformer`` (Algorithm 8:
 ``BartForConditionalGeneration(input_ids=z, decoder_input_ids=x, use_cache=False).logits``, softmax over the
-vocabulary). BART's encoder and decoder position tables are both loaded from the spec's one learned W_p (rows 2..,
-rows 0 and 1 zero: the offset is a reparametrisation). Marian's are the library's own: each is
+vocabulary). BART's encoder and decoder position tables are two parameters (``ed_positions="separate"``): the
+encoder's loaded from W_p, the decoder's from W_p_dec (rows 2.., rows 0 and 1 zero: the offset is a
+reparametrisation). Marian's are the library's own: each is
 ``MarianSinusoidalPositionalEmbedding.create_weight()`` (what ``_init_weights`` copies in), sin | cos in
 halves, ``positions="sinusoidal_halves"`` (spec 2.15; not ``sinusoidal_vaswani``'s interleaved rows).
 ``create_weight`` computes in float64 NumPy but stores through ``torch.FloatTensor``: the table is
 float32 whatever the model's dtype, so Marian's model is not declared at float64 (``DTYPES_MARIAN``).
 
-Declared sets: BART the preset ``hf-bart``; Marian ``VARIANT_MARIAN`` = hf-bart+activation=silu,
+Declared sets: BART the preset ``hf-bart`` for its layers, ``hf-bart+ed_positions=separate`` for its model
+(``VARIANT_BART_MODEL``); Marian ``VARIANT_MARIAN`` = hf-bart+activation=silu,
 embedding_norm=False,embedding_scale=sqrt_d_e,positions=sinusoidal_halves, the released Helsinki-NLP/opus-mt-*
 checkpoints' config (activation_function "swish", scale_embedding true; MarianConfig's own defaults, "gelu" and
 False, are BART's activation and no scale) with the library's own sinusoid. Not a preset of its own: its 28
@@ -51,12 +53,15 @@ from ftspec.spec.variants import VariantSet, preset
 from .._torch_boundary import devices, from_numpy, to_numpy
 from . import adapter as A
 
-__all__ = ["VARIANT_BART", "VARIANT_MARIAN", "implementation_bart", "implementation_marian"]
+__all__ = ["VARIANT_BART", "VARIANT_BART_MODEL", "VARIANT_MARIAN", "implementation_bart", "implementation_marian"]
 
 In = Mapping[str, Tensor]
 
 #: BART (BartConfig defaults, transformers 5.24): the preset
 VARIANT_BART: VariantSet = preset("hf-bart")
+#: ... and its model: BartEncoder and BartDecoder each learn their own ``embed_positions``
+#: (``ed_positions="separate"``, listed by the model alone; the preset keeps its hash)
+VARIANT_BART_MODEL: VariantSet = VARIANT_BART.replace(ed_positions="separate")
 #: MarianMT as released (opus-mt config.json: activation_function "swish", scale_embedding true): no embedding
 #: LayerNorm (MarianEncoder has no layernorm_embedding), the token embedding times √d_model, and the fixed
 #: sinusoid of MarianSinusoidalPositionalEmbedding in halves
@@ -136,16 +141,21 @@ def _marian_table(h: Mapping[str, int]) -> Tensor:
 
 def model_weights(family: str, p: In, h: Mapping[str, int], variant: VariantSet) -> dict[str, Tensor]:
     """BartForConditionalGeneration / MarianMTModel: ``model.shared`` = W_eᵀ (the encoder's and decoder's
-    embed_tokens and lm_head are that tensor), both position tables (BART's from W_pᵀ after its 2 offset rows,
-    Marian's its own sinusoid whatever the declaration), the embedding LayerNorms (BART), the layers.
+    embed_tokens and lm_head are that tensor), the encoder's and decoder's position tables (BART's from W_pᵀ
+    and, under ed_positions="separate", W_p_decᵀ, each after 2 offset rows; Marian's its own sinusoid whatever
+    the declaration), the embedding LayerNorms (BART), the layers.
     final_logits_bias is a buffer: loaded by the caller."""
     if family == "bart":
-        W_p = p["W_p"].T  # (ℓ_max, d_e)
-        table = torch.cat([torch.zeros_like(W_p[:1]).expand(2, -1), W_p])
+        def offset(W_p: Tensor) -> Tensor:  # (ℓ_max + 2, d_e): W_pᵀ after BART's 2 offset rows (never read)
+            rows = W_p.T  # (ℓ_max, d_e)
+            return torch.cat([torch.zeros_like(rows[:1]).expand(2, -1), rows])
+        # two tables, as BartEncoder and BartDecoder each hold one: the target's is W_p_dec under "separate"
+        enc = offset(p["W_p"])
+        dec = offset(p["W_p_dec"]) if variant.ed_positions == "separate" else enc
     else:
-        table = _marian_table(h)  # (ℓ_max, d_e), float32
-    out = {"model.shared.weight": p["W_e"].T, "model.encoder.embed_positions.weight": table,
-           "model.decoder.embed_positions.weight": table}
+        enc = dec = _marian_table(h)  # (ℓ_max, d_e), float32
+    out = {"model.shared.weight": p["W_e"].T, "model.encoder.embed_positions.weight": enc,
+           "model.decoder.embed_positions.weight": dec}
     if variant.embedding_norm:
         out |= _norm(p, "gamma_emb_enc", "beta_emb_enc", "model.encoder.layernorm_embedding.")
         out |= _norm(p, "gamma_emb_dec", "beta_emb_dec", "model.decoder.layernorm_embedding.")
@@ -205,7 +215,10 @@ def _entries(family: str) -> dict[str, Callable[[In, In, Context], Any]]:
     return {"encoder_layer": encoder_layer, "decoder_layer": decoder_layer, "ed_transformer": ed_transformer}
 
 
-def _make(name: str, family: str, variant: VariantSet, dtypes_by_algorithm: Any = None) -> Implementation:
+def _make(name: str, family: str, variant: VariantSet, dtypes_by_algorithm: Any = None,
+          model_variant: VariantSet | None = None) -> Implementation:
+    """``model_variant``: the model's set where it reads more than the layers' (BART's two position tables)."""
+    model_variant = model_variant or variant
     algorithms = _entries(family)
     cls = "BartForConditionalGeneration, BartEncoderLayer, BartDecoderLayer" if family == "bart" else \
         "MarianMTModel, MarianEncoderLayer, MarianDecoderLayer"
@@ -217,7 +230,7 @@ def _make(name: str, family: str, variant: VariantSet, dtypes_by_algorithm: Any 
         devices=devices,
         from_numpy=from_numpy,
         to_numpy=to_numpy,
-        variants={a: [variant] for a in algorithms},
+        variants={a: [model_variant if a == "ed_transformer" else variant] for a in algorithms},
         precision="highest",
         description=f"Hugging Face {cls}, attn_implementation='eager'",
         extra={"transformers": transformers.__version__, "torch": torch.__version__, "attn_implementation": "eager"},
@@ -226,5 +239,5 @@ def _make(name: str, family: str, variant: VariantSet, dtypes_by_algorithm: Any 
     )
 
 
-implementation_bart = _make("transformers-bart", "bart", VARIANT_BART)
+implementation_bart = _make("transformers-bart", "bart", VARIANT_BART, model_variant=VARIANT_BART_MODEL)
 implementation_marian = _make("transformers-marian", "marian", VARIANT_MARIAN, DTYPES_MARIAN)

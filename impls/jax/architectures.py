@@ -77,6 +77,8 @@ def ed_decode_logits(x: Array, Z: Array, theta: Params, ell_max: int, variant: V
     ``pad_x`` (ℓ_x,) / ``pad_z`` (ℓ_z,) bool: padding masked as keys of every layer's
     self-attention (line 14, ∧ pad_x[t_z]) and cross-attention (line 16, ∧ pad_z[t_z])."""
     rows = valid_rows(x.shape[0], valid)
+    if variant.ed_positions == "separate" and variant.positions == "learned":  # BART: the target's own table
+        theta = {**theta, "pos": theta["pos_dec"]}
     X = embed(x, theta, ell_max, variant, theta.get("norm_emb_dec"), rows=rows)  # (ℓ_x, d_e)  lines 10-12
     for layer in theta["dec_layers"]:  # lines 13-19
         X = decoder_block(X, Z, layer, variant, valid, pad_x=pad_x, pad_z=pad_z)

@@ -126,7 +126,8 @@ def _tables(flat: Flat) -> dict:
 
 
 def _ed_theta(flat: Flat) -> dict:
-    return {**_tables(flat),
+    # "pos_dec": the target's own learned table under ed_positions="separate" (BART), rows as "pos"
+    return {**_tables(flat), "pos_dec": None if flat.get("W_p_dec") is None else flat["W_p_dec"].T,
             "norm_emb_enc": _norm(flat, "gamma_emb_enc", "beta_emb_enc"),
             "norm_emb_dec": _norm(flat, "gamma_emb_dec", "beta_emb_dec"),
             "enc_layers": [_layer(flat, f"enc_layers.{l}.") for l in range(_count(flat, "enc_layers."))],

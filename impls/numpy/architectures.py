@@ -94,14 +94,14 @@ class EmbedTokensCache(NamedTuple):
 
 def embed_tokens_fwd(x: np.ndarray, params: Params, variant, ell_max: int,
                      emb: str = "emb", *, start: int = 0,
-                     pad: Optional[np.ndarray] = None) -> tuple[np.ndarray, EmbedTokensCache]:
+                     pad: Optional[np.ndarray] = None, table: str = "W_p") -> tuple[np.ndarray, EmbedTokensCache]:
     """Lines 1-3 with the embedding norm's parameters ``gamma_{emb}``/``beta_{emb}``; x[0] at
-    absolute position ``start`` (decoding)."""
+    absolute position ``start`` (decoding); learned positions from the parameter ``table``."""
     has_gamma = variant.embedding_norm and variant.affine in ("scale_shift", "scale")
     has_beta = variant.embedding_norm and variant.affine == "scale_shift" and variant.norm == "layer_norm"
     g_name = f"gamma_{emb}" if has_gamma else None
     b_name = f"beta_{emb}" if has_beta else None
-    X, cache = embed_fwd(x, params["W_e"], params["W_p"] if variant.positions == "learned" else None, variant,
+    X, cache = embed_fwd(x, params["W_e"], params[table] if variant.positions == "learned" else None, variant,
                          ell_max=ell_max,
                          gamma=params[g_name] if g_name else None,
                          beta=params[b_name] if b_name else None, start=start, pad=pad)
@@ -154,7 +154,10 @@ def ed_logits_fwd(z: np.ndarray, x: np.ndarray, params: Params, variant, hyper: 
         Z, c = stack_layer_fwd(Z, params, f"enc_layers.{l}.", variant, H, "ed_encoder", pad=pad_z)  # lines 5-8
         enc_layers.append(c)
     Z, enc_final = _final_norm(Z, params, variant, "ed_encoder", "gamma_enc", "beta_enc")
-    X, dec_embed = embed_tokens_fwd(x, params, variant, ell_max, "emb_dec")  # (..., d_e, ℓ_x)  lines 10-12
+    # ed_positions="separate" (BART): the target's learned positions are a table of its own
+    dec_table = "W_p_dec" if variant.ed_positions == "separate" else "W_p"
+    X, dec_embed = embed_tokens_fwd(x, params, variant, ell_max, "emb_dec",
+                                    table=dec_table)  # (..., d_e, ℓ_x)  lines 10-12
     dec_layers = []
     for l in range(hyper["L_dec"]):  # line 13
         X, c = decoder_layer_fwd(X, Z, params, f"dec_layers.{l}.", variant, H,

@@ -254,8 +254,10 @@ def dec_block_params(params: Mapping[str, Tensor], prefix: str = "") -> DecBlock
                     *(norm_params(params, f"{prefix}gamma{k}_out", f"{prefix}beta{k}_out") for k in (3, 4, 5)))
 
 
-def embedding_params(params: Mapping[str, Tensor], gamma: str = "gamma_emb", beta: str = "beta_emb") -> Embedding:
-    W_p = params.get("W_p")
+def embedding_params(params: Mapping[str, Tensor], gamma: str = "gamma_emb", beta: str = "beta_emb",
+                     positions: str = "W_p") -> Embedding:
+    """W_e, the learned position table named ``positions`` (absent: a sinusoid or none), the embedding norm."""
+    W_p = params.get(positions)
     return Embedding(table_to_native(params["W_e"]), None if W_p is None else table_to_native(W_p),
                      norm_params(params, gamma, beta))
 

@@ -70,8 +70,8 @@ def ed_logits(z: Tensor, x: Tensor, emb_enc: Embedding, emb_dec: Embedding, enc:
               pad_x: Optional[Tensor] = None) -> Tensor:
     """Alg. 8 up to the logits. z: (…, ℓ_z), x: (…, ℓ_x) → (…, ℓ_x, N_V).
 
-    ``emb_enc``/``emb_dec`` share W_e and W_p and differ only in their
-    embedding norms (γ_emb_enc, γ_emb_dec); ``final_enc``/``final_dec`` are
+    ``emb_enc``/``emb_dec`` share W_e (and W_p, unless ``ed_positions="separate"`` gives
+    ``emb_dec`` W_p_dec) and differ in their embedding norms (γ_emb_enc, γ_emb_dec); ``final_enc``/``final_dec`` are
     used when the variant resolves to a final norm (γ_enc, γ_dec). ``pad_z`` (…, ℓ_z) and
     ``pad_x`` (…, ℓ_x), True = a real token: the source's padding is no key of the encoder's
     layers nor of any cross-attention, the target's none of the decoder's self-attention."""

@@ -43,7 +43,9 @@ def ed_decode_logits(x: Tensor, Z: Tensor, p: Params, ctx: Context, pad_x: Optio
                      pad_z: Optional[Tensor] = None) -> Tensor:
     """Alg. 8 lines 10-21 before the softmax: x (…, ℓ_x), Z → (…, ℓ_x, N_V); ``pad_x`` (…, ℓ_x)
     masks the target's padding keys (line 14), ``pad_z`` (…, ℓ_z) the source's (line 16)."""
-    return architectures.ed_decode_logits(x, Z, A.embedding_params(p, "gamma_emb_dec", "beta_emb_dec"),
+    # ed_positions="separate" (BART's BartDecoder.embed_positions): the target's table is its own
+    table = "W_p_dec" if ctx.variant.ed_positions == "separate" else "W_p"
+    return architectures.ed_decode_logits(x, Z, A.embedding_params(p, "gamma_emb_dec", "beta_emb_dec", table),
                                           _layers(p, "dec_layers.", A.dec_block_params),
                                           A.norm_params(p, "gamma_dec", "beta_dec"), _head(p, ctx), ctx.variant,
                                           ctx.hyper["ell_max"], pad_x, pad_z)

@@ -6,7 +6,8 @@ residual (``residual``), BLOOM's and MPT's ALiBi (``position_bias``), GPT-NeoX's
 Llama 3.1's and linear RoPE scaling (``rope_scaling``), Gemma 2's sandwich norms
 (``norm_placement="sandwich"``) and Gemma 2's and 3's local and global layers (``global_every``,
 ``rope_local_base``), and a sparse mixture of experts' routing (``moe_topk_norm``: Mixtral's
-renormalised weights, Qwen2-MoE's plain ones; the number of experts chosen; ties refused). Each is
+renormalised weights, Qwen2-MoE's plain ones; the number of experts chosen; ties refused), and BART's
+two position tables (``ed_positions``: the decoder reading the encoder's). Each is
 a source edit of the NumPy plugin's own helper (one line, or a block moved), so every entry built on the
 helper inherits it."""
 
@@ -27,6 +28,10 @@ GAINED = tuple(name for name, e in REGISTRY.items() if "norm_gain" in e.switches
 PAD_COUNTED = tuple(name for name, e in REGISTRY.items() if "pad_positions" in e.switches)
 #: the count of the NumPy plugin's ``components.real_positions``: the real tokens before each position
 _REAL_COUNT = "    return np.cumsum(flags, axis=-1) - flags  # exclusive count: a token does not count itself\n"
+#: the encoder-decoder models that may give the target its own learned position table (``ed_positions``)
+TWO_TABLES = tuple(name for name, e in REGISTRY.items() if "ed_positions" in e.switches)
+#: the NumPy plugin's choice of the target's table in ``ed_logits_fwd``
+_DEC_TABLE = '    dec_table = "W_p_dec" if variant.ed_positions == "separate" else "W_p"\n'
 #: the entries with a causal self-attention, whose scores ALiBi biases
 BIASED = tuple(name for name, e in REGISTRY.items() if "position_bias" in e.switches)
 #: the entries whose queries and keys RoPE may rotate in part
@@ -379,4 +384,14 @@ MUTANTS = [
            witness=Witness("padded_d_transformer", variant={"pad_positions": "real", "empty_query": "uniform"},
                            inputs={"pad": [False, True, True, True]}),
            bench=("padded_d_transformer",)),
+    Mutant("decoder-reads-encoder-positions", "the target embedded with the encoder's learned position table W_p "
+           "where the model declares a table of its own for it (ed_positions = 'separate': W_p_dec)", TWO_TABLES,
+           source_edit(Edit(A, "ed_logits_fwd", _DEC_TABLE, '    dec_table = "W_p"  # the encoder\'s table\n')),
+           source="transformers 5.24: BartEncoder.embed_positions and BartDecoder.embed_positions are two "
+                  "BartLearnedPositionalEmbedding; a port that builds one table and hands it to both stacks "
+                  "(as the paper's Algorithm 8 does) meets the difference when loading BART's checkpoints",
+           equivalence="equivalent under ed_positions = 'shared', under a sinusoid (one fixed table), and where "
+                       "W_p_dec equals W_p",
+           witness=Witness("ed_transformer", variant={"ed_positions": "separate"}),
+           bench=("ed_transformer",)),
 ]
