@@ -687,9 +687,12 @@ def neox_attention_weights(p: In, H: int, G: int = 1, src: str = "", dst: str = 
             dst + "dense.weight": p[src + "W_o"], dst + "dense.bias": p[src + "b_o"]}
 
 
-def neox_layer_weights(p: In, H: int, G: int = 1, src: str = "", dst: str = "") -> dict[str, Tensor]:
-    """One ``GPTNeoXLayer``: the attention, the two LayerNorms and the MLP (see the module docstring)."""
-    return neox_attention_weights(p, H, G, src + "attn.", dst + "attention.") | {
+def neox_layer_weights(p: In, H: int, G: int = 1, src: str = "", dst: str = "",
+                       attention: str = "attention.") -> dict[str, Tensor]:
+    """One ``GPTNeoXLayer``: the attention, the two LayerNorms and the MLP (see the module docstring);
+    ``attention``: the attention module's name in the layer (BloomBlock's ``self_attention.``, the same
+    layout)."""
+    return neox_attention_weights(p, H, G, src + "attn.", dst + attention) | {
         dst + "input_layernorm.weight": p[src + "gamma1"], dst + "input_layernorm.bias": p[src + "beta1"],
         dst + "post_attention_layernorm.weight": p[src + "gamma2"],
         dst + "post_attention_layernorm.bias": p[src + "beta2"],
@@ -934,13 +937,10 @@ def bloom_attention_weights(p: In, H: int, G: int = 1, src: str = "", dst: str =
 
 def bloom_layer_weights(p: In, H: int, G: int = 1, src: str = "", dst: str = "") -> dict[str, Tensor]:
     """One ``BloomBlock``: input_layernorm = γ¹/β¹, self_attention, post_attention_layernorm = γ²/β², the MLP
-    (dense_h_to_4h = W_mlp1, b_mlp1; dense_4h_to_h = W_mlp2, b_mlp2)."""
-    return bloom_attention_weights(p, H, G, src + "attn.", dst + "self_attention.") | {
-        dst + "input_layernorm.weight": p[src + "gamma1"], dst + "input_layernorm.bias": p[src + "beta1"],
-        dst + "post_attention_layernorm.weight": p[src + "gamma2"],
-        dst + "post_attention_layernorm.bias": p[src + "beta2"],
-        dst + "mlp.dense_h_to_4h.weight": p[src + "W_mlp1"], dst + "mlp.dense_h_to_4h.bias": p[src + "b_mlp1"],
-        dst + "mlp.dense_4h_to_h.weight": p[src + "W_mlp2"], dst + "mlp.dense_4h_to_h.bias": p[src + "b_mlp2"]}
+    (dense_h_to_4h = W_mlp1, b_mlp1; dense_4h_to_h = W_mlp2, b_mlp2): GPTNeoXLayer's names and layout but the
+    attention's."""
+    _one_kv_head_per_head("BLOOM", G)
+    return neox_layer_weights(p, H, G, src, dst, attention="self_attention.")
 
 
 def bloom_lm_weights(p: In, L: int, H: int, G: int = 1, attention: Any = None) -> dict[str, Tensor]:

@@ -126,17 +126,31 @@ def labelled_case(label: str, variants: dict[str, VariantSet], seed: int) -> Cas
 
 
 
-def findings_of(name: str, case: Case, variant: VariantSet) -> list[str]:
-    """The harness's findings for plugin ``name`` on ``case`` at float32, judged against the spec
+def findings_of(name: str, case: Case, variant: VariantSet, dtype: str = "float32") -> list[str]:
+    """The harness's findings for plugin ``name`` on ``case`` at ``dtype``, judged against the spec
     under ``variant`` (as ``ftspec replay`` judges one case), each as "check: message"."""
     from ftspec.conformance.core.examining import examine_case
     from ftspec.conformance.core.execute import Member
     from ftspec.impls.discovery import load
 
     impl = load(name)
-    outcome = examine_case(Member(impl.name, impl, "cpu"), case, "float32", timeout=60.0, variant=variant,
+    outcome = examine_case(Member(impl.name, impl, "cpu"), case, dtype, timeout=60.0, variant=variant,
                            batch=False)
     return [f"{f.check}: {f.message}" for f in outcome.judgement.findings]
+
+
+def outputs_of(name: str, case: Case) -> dict[str, np.ndarray]:
+    """Plugin ``name``'s outputs on ``case`` at float32, called as the harness calls it (the declared
+    set, ``case.variant``, in the call's context): what a diagnosis reads."""
+    from ftspec.conformance.core.examining import rounded
+    from ftspec.conformance.core.execute import Member, call_member
+    from ftspec.impls.discovery import load
+
+    impl = load(name)
+    prepared = rounded(case, "float32")
+    outputs, _ = call_member(Member(impl.name, impl, "cpu"), case.entry, prepared.inputs, prepared.params, case,
+                             "float32", 60.0, False)
+    return outputs
 
 
 def layer_or_model_case(algorithm: str, layer: VariantSet, sizes: dict[str, int], model: VariantSet,

@@ -34,12 +34,13 @@ pytest.importorskip("transformers")
 
 from ftspec.conformance.core.calling import call
 from ftspec.conformance.core.case import Case
-from ftspec.conformance.core.examining import examine_case, precision_of, rounded
-from ftspec.conformance.core.execute import Member, call_member
+from ftspec.conformance.core.examining import precision_of, rounded
 from ftspec.conformance.forensics.diagnosis import diagnose
 from ftspec.impls.discovery import load
 from ftspec.spec.position_bias import alibi_exponents
 from ftspec.spec.variants import PAPER, preset
+
+from .cases import findings_of, outputs_of
 
 HEAVY = bool(os.environ.get("FTSPEC_ALL_LIBRARIES"))
 heavy = pytest.mark.skipif(not HEAVY, reason="library certifications: FTSPEC_ALL_LIBRARIES=1 (make bench runs them)")
@@ -83,13 +84,6 @@ def _case(algorithm: str, declared, seed: int = 1) -> Case:
     return Case.build(algorithm, MODEL, declared, seed=seed, given=given)
 
 
-def _findings(case: Case, variant, dtype: str = "float32", name: str = NAME) -> list[str]:
-    """The harness's findings for plugin ``name`` on ``case`` at ``dtype`` under ``variant``."""
-    impl = load(name)
-    outcome = examine_case(Member(impl.name, impl, "cpu"), case, dtype, timeout=60.0, variant=variant, batch=False)
-    return [f"{f.check}: {f.message}" for f in outcome.judgement.findings]
-
-
 @pytest.mark.parametrize("name", SETS)
 def test_the_plugin_declares_the_librarys_set(name):
     """The spec's ``bloom`` preset says what the source says (written out above), and each plugin declares
@@ -110,16 +104,7 @@ def test_the_library_conforms_at_each_declared_dtype(name, algorithm):
     assert "float64" not in impl.dtypes_for(algorithm)  # both softmaxes run in float32
     case = _case(algorithm, declared)
     for dtype in impl.dtypes_for(algorithm):
-        assert _findings(case, declared, dtype, name) == [], dtype
-
-
-def _outputs(case: Case, name: str) -> dict[str, np.ndarray]:
-    """Plugin ``name``'s outputs on ``case`` at float32, called as the harness calls it (``case.variant``)."""
-    impl = load(name)
-    prepared = rounded(case, "float32")
-    outputs, _ = call_member(Member(impl.name, impl, "cpu"), case.entry, prepared.inputs, prepared.params, case,
-                             "float32", 60.0, False)
-    return outputs
+        assert findings_of(name, case, declared, dtype) == [], dtype
 
 
 #: (plugin, entry, the wrong declaration, the library's own value): BLOOM with no ALiBi on the layer's
@@ -145,8 +130,8 @@ def test_a_wrong_declaration_is_caught_and_named(label):
     assert getattr(impl.variants_for(algorithm)[0], switch) == truth
     liar = impl.variants_for(algorithm)[0].replace(**wrong)
     case = dataclasses.replace(_case(algorithm, liar, seed=7), variant=liar)
-    assert _findings(case, liar, name=name)
-    diagnosis = diagnose(case.entry, case, _outputs(case, name), "float32", liar,
+    assert findings_of(name, case, liar)
+    diagnosis = diagnose(case.entry, case, outputs_of(name, case), "float32", liar,
                          precision=precision_of(impl, "float32"))
     assert {switch: truth} in [m["changes"] for m in diagnosis.to_dict()["matches"]], diagnosis.to_dict()["matches"]
 

@@ -32,13 +32,12 @@ pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from ftspec.conformance.core.case import Case  # noqa: E402
-from ftspec.conformance.core.examining import precision_of, rounded  # noqa: E402
-from ftspec.conformance.core.execute import Member, call_member  # noqa: E402
+from ftspec.conformance.core.examining import precision_of  # noqa: E402
 from ftspec.conformance.forensics.diagnosis import diagnose  # noqa: E402
 from ftspec.impls.discovery import load  # noqa: E402
 from ftspec.spec.variants import preset  # noqa: E402
 
-from .cases import findings_of  # noqa: E402
+from .cases import findings_of, outputs_of  # noqa: E402
 
 #: The sets each family is declared under, written out from the library's sources (transformers 5.24:
 #: Qwen3Attention's q_norm/k_norm = Qwen3RMSNorm(head_dim) before apply_rotary_pos_emb; Phi3Config's
@@ -100,16 +99,6 @@ def test_the_library_gives_the_spec_output(family: str) -> None:
     assert findings_of(names[0], case, variant.replace(**contrast))
 
 
-def _outputs(name: str, case: Case) -> dict[str, np.ndarray]:
-    """Plugin ``name``'s outputs on ``case`` at float32, called as the harness calls it (the
-    declared set, ``case.variant``, in the call's context)."""
-    impl = load(name)
-    prepared = rounded(case, "float32")
-    outputs, _ = call_member(Member(impl.name, impl, "cpu"), case.entry, prepared.inputs, prepared.params, case,
-                             "float32", 60.0, False)
-    return outputs
-
-
 #: (plugin, entry, sizes, the wrong declaration, the library's true value of that switch), each on
 #: a case the two values differ on. Qwen3: QK-norm (and every norm) gains declared 1 + γ (Gemma 3's);
 #: Phi-3: the kv heads read strided (H = 4 over G = 2: query head 1 reads kv head 0, strided 1);
@@ -157,6 +146,6 @@ def test_a_wrong_declaration_is_caught(label: str) -> None:
     if "pad" in case.inputs:
         case.inputs["pad"] = np.array(PADS[label]) if label in PADS else np.ones(hyper["ell"], dtype=bool)
     assert findings_of(name, case, liar)
-    diagnosis = diagnose(case.entry, case, _outputs(name, case), "float32", liar,
+    diagnosis = diagnose(case.entry, case, outputs_of(name, case), "float32", liar,
                          precision=precision_of(impl, "float32"))
     assert {switch: truth} in [m["changes"] for m in diagnosis.to_dict()["matches"]], diagnosis.to_dict()["matches"]
