@@ -139,6 +139,29 @@ def findings_of(name: str, case: Case, variant: VariantSet, dtype: str = "float3
     return [f"{f.check}: {f.message}" for f in outcome.judgement.findings]
 
 
+def float64_findings(impl: Any, case: Case) -> list[str]:
+    """The harness's findings for ``impl`` (an Implementation) on ``case`` as built (not rounded), at
+    float64 against the spec's float64 reference, each as "check: message"."""
+    from ftspec.conformance.core.execute import Member, examine
+    from ftspec.conformance.core.tolerances import reference
+
+    ref = reference(case.entry, case.inputs, case.params, hyper=case.hyper, variant=case.variant, dtype="float64")
+    outcome = examine(Member(impl.name, impl, "cpu"), case, case.inputs, case.params, ref, dtype="float64",
+                      timeout=120.0)
+    return [f"{f.check}: {f.message}" for f in outcome.judgement.findings]
+
+
+def answering_as(impl: Any, label: str, **switches: Any) -> Any:
+    """``impl`` answering every call as under its declared set with ``switches`` changed (the plugin that
+    ignores a switch, named ``<name>-<label>``): what a wrong implementation of that switch computes."""
+    def wrap(fn: Any) -> Any:
+        def wrong(i: Any, p: Any, ctx: Any) -> Any:
+            return fn(i, p, dataclasses.replace(ctx, variant=ctx.variant.replace(**switches)))
+        return wrong
+    return dataclasses.replace(impl, name=f"{impl.name}-{label}",
+                               algorithms={k: wrap(f) for k, f in impl.algorithms.items()})
+
+
 def outputs_of(name: str, case: Case) -> dict[str, np.ndarray]:
     """Plugin ``name``'s outputs on ``case`` at float32, called as the harness calls it (the declared
     set, ``case.variant``, in the call's context): what a diagnosis reads."""
