@@ -30,7 +30,7 @@ from .evaluation import evaluate, resolve_hyper, to_floats
 from .variants import PAPER, PRESETS, SWITCHES, VariantSet, preset
 
 #: Version of the mathematics stated here; fixtures and certificates record it.
-SPEC_VERSION = "2.16.0"
+SPEC_VERSION = "2.17.0"
 
 __all__ = [
     "FLOAT",

@@ -8,6 +8,7 @@ Also the bidirectional encoder read at its last position only, p ∈ (0,1)^{N_V}
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Optional, Sequence
 
 from .attention import bidirectional_mask
@@ -15,9 +16,10 @@ from .embedding import embed, pad_positions
 from .functions import apply
 from .intermediates import Names, algorithm
 from .layers import bert_layer, decoder_layer, encoder_layer, gpt2_layer, padded
-from .linalg import Matrix, Vector, add_bias, column, matmul
+from .linalg import Matrix, Vector, add_bias, column, matmul, shape
 from .normalization import norm_columns
-from .params import DTransformerParams, EDTransformerParams, ETransformerParams
+from . import numbers
+from .params import DTransformerParams, EDTransformerParams, ETransformerParams, LayerParams
 from .functions import softmax, softmax_columns
 from .unembedding import logits, unembedding_matrix
 from .variants import PAPER, VariantSet
@@ -68,7 +70,11 @@ def ed_transformer(z: Sequence[int], x: Sequence[int], theta: EDTransformerParam
     γ/β_emb_enc and _dec), ``final_norm="final"`` (after lines 8 and 19,
     γ/β_enc and _dec), ``unembedding``, ``logit_bias``, ``ed_positions`` (learned positions: the
     target's from a second table W_p_dec, BART's two ``BartLearnedPositionalEmbedding``s, transformers
-    5.24; a sinusoid is one fixed table, unchanged). ``ell_max`` is needed
+    5.24; a sinusoid is one fixed table, unchanged), ``rel_bias="t5_buckets"`` (T5's bias tables, one per
+    stack in its first layer, which every layer of the stack adds: ``_shared_table``),
+    ``unembedding_scale="inv_sqrt_d_e"`` (X ← d_e^(−1/2) X before line 21: T5 v1.0's
+    ``sequence_output * (self.model_dim**-0.5)`` in ``T5ForConditionalGeneration.forward``, transformers
+    5.24, ahead of its tied ``lm_head``). ``ell_max`` is needed
     when W_p is not learned. ``pad_z`` masks the source's padding positions as keys in the
     encoder's layers and in every cross-attention, ``pad_x`` the target's in the decoder's
     self-attention (``layers.padded``; Hugging Face's ``attention_mask`` and
@@ -99,7 +105,7 @@ def ed_transformer_logits(z: Sequence[int], x: Sequence[int], theta: EDTransform
     padded(bidirectional_mask(len(z), len(z)), pad_z, variant, "pad_z")
     Z = embed(z, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
               gamma=theta.gamma_emb_enc, beta=theta.beta_emb_enc)  # lines 1-3
-    for layer in theta.enc_layers:  # line 4
+    for layer in _shared_table(theta.enc_layers, variant):  # line 4
         Z = encoder_layer(Z, layer, variant=variant, pad=pad_z)  # lines 5-8
     if variant.resolved_final_norm("ed_encoder"):
         Z = norm_columns(Z, theta.gamma_enc, theta.beta_enc, variant)
@@ -108,12 +114,41 @@ def ed_transformer_logits(z: Sequence[int], x: Sequence[int], theta: EDTransform
     W_p_x = theta.W_p_dec if variant.ed_positions == "separate" and variant.positions == "learned" else theta.W_p
     X = embed(x, theta.W_e, W_p_x, ell_max=ell_max, variant=variant,
               gamma=theta.gamma_emb_dec, beta=theta.beta_emb_dec)  # lines 10-12
-    for dec_layer in theta.dec_layers:  # line 13
+    for dec_layer in _shared_table(theta.dec_layers, variant):  # line 13
         X = decoder_layer(X, Z, dec_layer, variant=variant, pad_x=pad_x, pad_z=pad_z)  # lines 14-19
     if variant.resolved_final_norm("ed_decoder"):
         X = norm_columns(X, theta.gamma_dec, theta.beta_dec, variant)
+    if variant.unembedding_scale == "inv_sqrt_d_e":  # T5 v1.0: X ← d_e^(−1/2) X before line 21
+        N = numbers.current()
+        s = N.num(1) / N.sqrt(N.num(shape(X)[0]))
+        X = [[x * s for x in row] for row in X]
     W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)
     return logits(X, W_u, theta.b_u, variant)  # line 21, before the softmax
+
+
+def _shared_table(layers: Sequence[Any], variant: VariantSet) -> list[Any]:
+    """The layers of one stack of Algorithm 8 under ``rel_bias="t5_buckets"``: each layer's self-attention
+    with its stack's one table, the first layer's (``enc_layers.0.attn.rel_bias``,
+    ``dec_layers.0.self_attn.rel_bias``), so that every layer l adds
+
+        B^stack[t_z, t_x, h] = rel_bias^stack[bucket(t_z − t_x), h]
+
+    to head h's scores (bidirectional buckets in the encoder, causal ones in the decoder's self-attention;
+    the cross-attention adds none). Source: Raffel et al. 2020, §2.1 (the position embedding parameters
+    shared across all layers, each head of a layer with its own); transformers 5.24 models/t5/modeling_t5.py,
+    ``T5Stack.__init__`` (``T5Block(config, has_relative_attention_bias=bool(i == 0))``) and
+    ``T5Stack.forward`` ("We share the position biases between the layers - the first layer stores them":
+    block i > 0 receives the first block's ``position_bias``), one ``T5Stack`` for the encoder and one for
+    the decoder, each with its own table. Under any other value the layers are as given (a later layer's
+    table, absent from the schema, is never read)."""
+    layers = list(layers)
+    if variant.rel_bias != "t5_buckets" or not layers:
+        return layers
+    first = layers[0]
+    attn = "attn" if isinstance(first, LayerParams) else "self_attn"
+    table = getattr(first, attn).rel_bias
+    return [first] + [dataclasses.replace(layer, **{attn: dataclasses.replace(getattr(layer, attn), rel_bias=table)})
+                      for layer in layers[1:]]
 
 
 @algorithm("e_transformer")
@@ -207,12 +242,24 @@ def d_transformer_logits(x: Sequence[int], theta: DTransformerParams, *,
     X = embed(x, theta.W_e, theta.W_p, ell_max=ell_max, variant=variant,
               gamma=theta.gamma_emb, beta=theta.beta_emb, pad=pad)  # lines 1-3 (pad: pad_positions)
     positions = pad_positions(pad, variant, len(x))  # None: t, the index
-    for l, layer in enumerate(theta.layers):  # line 4
+    for l, layer in enumerate(_longrope_shared(theta)):  # line 4
         X = gpt2_layer(X, layer, variant=layer_variant(variant, l), pad=pad, positions=positions)  # lines 5-8
     if variant.resolved_final_norm("gpt2"):
         X = norm_columns(X, theta.gamma, theta.beta, variant)  # line 10
     W_u = unembedding_matrix(theta.W_u, theta.W_e, variant)
     return logits(X, W_u, theta.b_u, variant)  # line 11, before the softmax
+
+
+def _longrope_shared(theta: DTransformerParams) -> list[Any]:
+    """The layers of a decoder-only model, each attention with the model's LongRoPE factors ``rope_ext`` and
+    ``rope_mscale`` where it has them (``rope_factors="longrope"``, spec 2.17): one rotary embedding for the
+    whole stack (transformers 5.24 models/phi3/modeling_phi3.py: ``Phi3Model.rotary_emb``, whose (cos, sin)
+    every ``Phi3DecoderLayer`` takes). Without them the layers are as given."""
+    if theta.rope_ext is None:
+        return list(theta.layers)
+    return [dataclasses.replace(layer, attn=dataclasses.replace(layer.attn, rope_ext=theta.rope_ext,
+                                                                rope_mscale=theta.rope_mscale))
+            for layer in theta.layers]
 
 
 @algorithm("next_token_encoder")

@@ -139,7 +139,8 @@ def _attention_names(*_: Any, **__: Any) -> Names:
 def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[Any]], *,
               variant: VariantSet = PAPER, slope: Optional[Any] = None,
               qk_gains: Optional[tuple[Vector, Vector]] = None, heads: int = 1,
-              position_bias: Optional[Matrix] = None, positions: Optional[Sequence[int]] = None) -> Matrix:
+              position_bias: Optional[Matrix] = None, positions: Optional[Sequence[int]] = None,
+              rope_factors: Optional[tuple[Optional[Vector], Optional[Vector]]] = None) -> Matrix:
     """Algorithm 4: Ṽ ← Attention(X, Z | W_qkv, Mask).
 
     X ∈ R^{d_x×ℓ_x} (primary), Z ∈ R^{d_z×ℓ_z} (context).
@@ -160,7 +161,8 @@ def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[
     ``scale_placement`` (divide S; divide Q before line 4; divide Q and K by
     the fourth root before line 4) change line 6; ``attn_bias`` drops b_q,
     b_k, b_v. Variant ``rotary`` (RoPE, ``spec/rotary.py``) rotates each
-    column of Q and K by its position (t_x, t_z) after lines 1-2.
+    column of Q and K by its position (t_x, t_z) after lines 1-2; ``rope_factors`` (e, m) (LongRoPE,
+    ``rope_factors="longrope"``; given by ``mh_attention``) are its per-pair factors and attention factor.
 
     ``slope`` m (ALiBi, ``position_bias="alibi"``: Press et al. 2022, ``spec/position_bias.py``;
     given by ``mh_attention`` for a causal self-attention) adds the linear bias after the scale and
@@ -216,7 +218,7 @@ def attention(X: Matrix, Z: Matrix, W: AttentionParams, Mask: Sequence[Sequence[
         Q = norm_columns(Q, qk_gains[0], None, gained, "rms_norm")
         K = norm_columns(K, qk_gains[1], None, gained, "rms_norm")
     if variant.rotary != "none":  # RoFormer eq. 34: positions t_x of Q, t_z of K
-        Q, K = rotate(Q, variant), rotate(K, variant)
+        Q, K = rotate(Q, variant, rope_factors), rotate(K, variant, rope_factors)
     if variant.scale_placement == "query" and divisor is not None:
         Q, divisor = [_divide(row, divisor) for row in Q], None
     elif variant.scale_placement == "query_key_sqrt" and divisor is not None:
@@ -335,6 +337,9 @@ def mh_attention(X: Matrix, Z: Matrix, W: MHAttentionParams, Mask: Sequence[Sequ
     transformers 5.24 ``T5Attention.compute_bias``: the embedding of the buckets, permuted to (heads, query,
     key)). Under grouped-query attention the table still has one column per query head.
 
+    LongRoPE (``rope_factors="longrope"``, spec 2.17; Phi-3): where W holds the factors e (``rope_ext``) and m
+    (``rope_mscale``), every head's RoPE reads them (Algorithm 4's ``rope_factors``; ``spec/rotary.py``).
+
     Intermediates: heads.{h} (Y^h, with Algorithm 4's inside it: heads.{h}.Q, ...), Y (line 3).
     """
     if not W.heads:
@@ -352,8 +357,9 @@ def mh_attention(X: Matrix, Z: Matrix, W: MHAttentionParams, Mask: Sequence[Sequ
                           variant.rel_max_distance) for h in range(len(heads))]
     elif variant.rel_bias not in ("none", "t5_buckets"):
         raise SpecError("rel_bias", "'none' or 't5_buckets'", repr(variant.rel_bias))
+    factors = (W.rope_ext, W.rope_mscale) if variant.rope_factors == "longrope" and W.rope_ext is not None else None
     Ys = [attention(X, Z, head, Mask, variant=variant, slope=slopes[h], qk_gains=gains, heads=len(heads),
-                    position_bias=biases[h], positions=positions)
+                    position_bias=biases[h], positions=positions, rope_factors=factors)
           for h, head in enumerate(heads)]  # lines 1-2
     Y = stacked(Ys)  # line 3
     return add_bias(matmul(W.W_o, Y), W.b_o)  # line 4

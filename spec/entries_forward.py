@@ -19,6 +19,7 @@ from .entry import (
     MH_ATTENTION,
     LAYER_TYPES,
     PARALLEL,
+    ED_HEAD,
     ED_POSITIONS,
     ED_POSITIONS_READ_WITH,
     PAD_POSITIONS,
@@ -30,6 +31,8 @@ from .entry import (
     QK_NORM_READ_WITH,
     REL_BIAS,
     REL_BIAS_READ_WITH,
+    ROPE_FACTORS,
+    ROPE_FACTORS_READ_WITH,
     Entry,
     Hyper,
     Kind,
@@ -49,6 +52,7 @@ from .linalg import shape
 from .normalization import norm_columns
 from .params import Shape
 from .moe import moe_mlp, moe_params, moe_schema, top_k_fits
+from .rotary import rope_schema
 from .refusals import Refusal, Refused, empty_padding, empty_query, narrow_norm, router_tie, too_long, zero_variance
 from .unembedding import unembed, unembedding_matrix
 from .variants import VariantSet
@@ -98,10 +102,12 @@ def _rel_buckets(v: VariantSet) -> int:
 
 def _causal_self_attention_schema(h: Hyper, v: VariantSet) -> dict[str, Shape]:
     """``_self_attention_schema`` with QK-norm's gains gamma_q, gamma_k (d_attn,) under qk_norm="rms",
-    last (spec 2.12): every other set's parameters, and their draws, are as before."""
-    return P.mh_attention_schema(h["H"], v.attn_bias, "d_e", "d_e", "d_attn", "d_mid", "d_e",
-                                 kv_group=P.query_group(h["H"], v), bias_at=v.attn_bias_at,
-                                 qk_norm=v.qk_norm == "rms", rel_buckets=_rel_buckets(v))
+    last (spec 2.12): every other set's parameters, and their draws, are as before; LongRoPE's rope_ext (r/2)
+    and rope_mscale (1) after them under rope_factors="longrope" (spec 2.17)."""
+    return {**P.mh_attention_schema(h["H"], v.attn_bias, "d_e", "d_e", "d_attn", "d_mid", "d_e",
+                                    kv_group=P.query_group(h["H"], v), bias_at=v.attn_bias_at,
+                                    qk_norm=v.qk_norm == "rms", rel_buckets=_rel_buckets(v)),
+            **rope_schema(v)}
 
 
 def _zero_query() -> Refusal:
@@ -152,9 +158,11 @@ def _self_attention_entry(causal: bool, padding: bool) -> Entry:
         # A causal one reads QK-norm (spec 2.12: a decoder's attention, Qwen3's and Gemma 3's), its norm
         # switches under qk_norm="rms" alone
         # Every one reads T5's bucketed bias (spec 2.13), its bucket parameters under rel_bias="t5_buckets" alone
+        # A causal one holds LongRoPE's factors (spec 2.17: Phi3Attention), read in place of rope_scaling
         switches=MH_ATTENTION | REL_BIAS | ({"empty_query"} if padding else set())
-        | (CAUSAL | QK_NORM if causal else set()),
-        read_with={**(QK_NORM_READ_WITH if causal else {}), **REL_BIAS_READ_WITH},
+        | (CAUSAL | QK_NORM | ROPE_FACTORS if causal else set()),
+        read_with={**(QK_NORM_READ_WITH if causal else {}), **REL_BIAS_READ_WITH,
+                   **(ROPE_FACTORS_READ_WITH if causal else {})},
         reference=_self_attention(causal=causal),
         structural=("H",),
         refusals=((empty_padding(),) if padding else ()) + ((_zero_query(),) if causal else ()),
@@ -169,7 +177,8 @@ _MODEL_SHARED: dict[str, dict[str, Any]] = {
               param_schema=e_schema, check=all_of(sequences_fit("ell"), tied_needs("d_f"), norm_dims("d_e", "d_f"))),
     "d": dict(hyper=("N_V", "ell_max", "L", "H", "d_e", "d_attn", "d_mid", "d_mlp", "ell"),
               sizes=dict(N_V=7, ell_max=6, L=2, H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, ell=4),
-              param_schema=d_schema, check=all_of(sequences_fit("ell"), norm_dims("d_e"))),
+              param_schema=lambda h, v: {**d_schema(h, v), **rope_schema(v)},
+              check=all_of(sequences_fit("ell"), norm_dims("d_e"))),
 }
 
 
@@ -228,12 +237,15 @@ def _stack_layer_entry(name: str, padding: bool) -> Entry:
         sizes=dict(H=2, d_e=4, d_attn=2, d_mid=2, d_mlp=6, ell=3),
         inputs=(_X(io, ("d_e", "ell")),) + ((_PAD,) if padding else ()),
         outputs=(_X(io, ("d_e", "ell")),),
-        param_schema=lambda h, v: _with_table(P.layer_schema(h["H"], v, arch="gpt2" if causal else "bert"), v,
-                                              "attn."),
+        param_schema=lambda h, v: {**_with_table(P.layer_schema(h["H"], v, arch="gpt2" if causal else "bert"), v,
+                                                 "attn."),
+                                   **(rope_schema(v, "attn.") if causal else {})},
         # T5's bucketed bias in the layer's self-attention (spec 2.13: a stack's first layer, which holds its
-        # table), the bucket parameters under rel_bias="t5_buckets" alone
-        switches=LAYER | REL_BIAS | ({"empty_query"} if padding else set()) | (CAUSAL | PARALLEL if causal else set()),
-        read_with=REL_BIAS_READ_WITH,
+        # table), the bucket parameters under rel_bias="t5_buckets" alone; the GPT-2 layer's LongRoPE factors
+        # (spec 2.17: Phi3DecoderLayer), last, read in place of rope_scaling
+        switches=LAYER | REL_BIAS | ({"empty_query"} if padding else set())
+        | (CAUSAL | PARALLEL | ROPE_FACTORS if causal else set()),
+        read_with={**REL_BIAS_READ_WITH, **(ROPE_FACTORS_READ_WITH if causal else {})},
         reference=reference,
         structural=("H",),
         check=norm_dims("d_e"),
@@ -298,8 +310,10 @@ def _ed_transformer_entry(padding: bool) -> Entry:
                 _X("x", ("ell_x",), Kind.TOKEN, "target sequence"), *((_PAD_Z, _PAD_X) if padding else ())),
         outputs=(_X("P", ("N_V", "ell_x"), scale="log"),),
         param_schema=ed_schema,
-        switches=ARCHITECTURE | CAUSAL | ED_POSITIONS | ({"empty_query"} if padding else set()),
-        read_with=ED_POSITIONS_READ_WITH,
+        # T5's two bias tables, one per stack (issue 38: ``ed_transformer_logits``), and its d_e^(−1/2) before
+        # the head; the bucket parameters under rel_bias="t5_buckets" alone
+        switches=ARCHITECTURE | CAUSAL | ED_POSITIONS | REL_BIAS | ED_HEAD | ({"empty_query"} if padding else set()),
+        read_with={**ED_POSITIONS_READ_WITH, **REL_BIAS_READ_WITH},
         reference=reference,
         structural=("L_enc", "L_dec", "H"),
         check=all_of(sequences_fit("ell_z", "ell_x"), norm_dims("d_e")),
@@ -491,7 +505,8 @@ ENTRIES: list[Entry] = [
         "d", name="d_transformer", paper_name="DTransformer", number=10, lines="lines 1-11",
         summary="Decoder-only transformer (GPT-2): P over the next token at every position.",
         inputs=(_X("x", ("ell",), Kind.TOKEN, "token sequence"),),
-        switches=ARCHITECTURE | CAUSAL | PARALLEL | LAYER_TYPES,
+        switches=ARCHITECTURE | CAUSAL | PARALLEL | LAYER_TYPES | ROPE_FACTORS,
+        read_with=ROPE_FACTORS_READ_WITH,
         reference=lambda i, p, h, v: {"P": d_transformer(i["x"], P.from_flat(P.DTransformerParams, p),
                                                ell_max=h["ell_max"], variant=v)},
     ),
@@ -526,7 +541,8 @@ ENTRIES: list[Entry] = [
         lines="lines 1-11, Mask = [[t_z ≤ t_x]] ∧ pad[t_z]",
         summary="GPT/LLaMA with an attention mask: padding positions are no query's key in any layer.",
         inputs=(_X("x", ("ell",), Kind.TOKEN, "token sequence"), _PAD),
-        switches=ARCHITECTURE | CAUSAL | PARALLEL | LAYER_TYPES | PAD_POSITIONS | {"empty_query"},
+        switches=ARCHITECTURE | CAUSAL | PARALLEL | LAYER_TYPES | PAD_POSITIONS | ROPE_FACTORS | {"empty_query"},
+        read_with=ROPE_FACTORS_READ_WITH,
         reference=lambda i, p, h, v: {"P": d_transformer(i["x"], P.from_flat(P.DTransformerParams, p),
                                                ell_max=h["ell_max"], variant=v, pad=i["pad"])},
         extra_refusals=(empty_padding(),),
@@ -541,7 +557,8 @@ ENTRIES: list[Entry] = [
                    "is run alone, reading the keys and values cached so far", bound="ell")),
         outputs=(_X("P", ("N_V", "ell"), scale="log",
                     doc="column t: the prefill's (t < n_prefill) or step t's distribution"),),
-        switches=ARCHITECTURE | CAUSAL | PARALLEL | LAYER_TYPES,
+        switches=ARCHITECTURE | CAUSAL | PARALLEL | LAYER_TYPES | ROPE_FACTORS,
+        read_with=ROPE_FACTORS_READ_WITH,
         # Causal attention makes column t a function of x[:t+1] alone, so decoding with a cache must
         # give the full pass's columns (the cache is how, not what: Algorithm 10 is the reference)
         reference=lambda i, p, h, v: {"P": d_transformer(i["x"], P.from_flat(P.DTransformerParams, p),

@@ -219,8 +219,9 @@ MOE = frozenset({"moe_topk_norm", "moe_shared"})
 #: T5's bucketed relative position bias and its bucket parameters (spec 2.13): read by the self-attention
 #: entries, bidirectional and causal, and the layers (a T5 stack's first layer, ``T5Block(config,
 #: has_relative_attention_bias=True)``), each holding the table (``rel_bias``, ``attn.rel_bias``,
-#: ``self_attn.rel_bias``); not by the models, whose stacks share the first layer's table (not stated yet), nor
-#: by cross-attention (T5's has none)
+#: ``self_attn.rel_bias``), and by the encoder-decoder's forward entries, whose stacks each share their first
+#: layer's table (``enc_layers.0.attn.rel_bias``, ``dec_layers.0.self_attn.rel_bias``: T5Stack, issue 38); not
+#: by cross-attention (T5's has none), nor by the decoder-only and encoder-only models (not stated yet)
 REL_BIAS = frozenset({"rel_bias", "rel_buckets", "rel_max_distance"})
 #: the bucket parameters are read under rel_bias="t5_buckets" alone (``Entry.read_with``)
 REL_BIAS_READ_WITH: Mapping[str, Mapping[str, Any]] = {s: {"rel_bias": "t5_buckets"}
@@ -235,8 +236,18 @@ PAD_POSITIONS = frozenset({"pad_positions"})
 #: paper's one table (their gradients of a second table are not stated yet)
 ED_POSITIONS = frozenset({"ed_positions"})
 ED_POSITIONS_READ_WITH: Mapping[str, Mapping[str, Any]] = {"ed_positions": {"positions": "learned"}}
-assert ARCHITECTURE | CAUSAL | PARALLEL | LAYER_TYPES | MOE | REL_BIAS | PAD_POSITIONS | ED_POSITIONS \
-    | {"empty_query", "causal_alignment"} == set(SWITCHES)
+#: LongRoPE's per-pair factors (``rope_factors``, spec 2.17: Phi-3, Phi-3.5), parameters of the attention: listed
+#: by the causal self-attention entries, the GPT-2 layers and the decoder-only forward models (Phi3Attention,
+#: Phi3DecoderLayer, Phi3ForCausalLM), each holding them (``rope_ext``, ``attn.rope_ext``; a model's shared by
+#: its layers); not by the entries whose gradients would need theirs (training) nor the encoders (no family)
+ROPE_FACTORS = frozenset({"rope_factors"})
+#: under longrope the factors replace rope_scaling, which is read under rope_factors="none" alone
+ROPE_FACTORS_READ_WITH: Mapping[str, Mapping[str, Any]] = {"rope_scaling": {"rope_factors": "none"}}
+#: T5 v1.0's d_e^(−1/2) on the decoder's last columns before its tied head (``unembedding_scale``, issue 38):
+#: listed by Algorithm 8's forward entries alone, as ``ED_POSITIONS``
+ED_HEAD = frozenset({"unembedding_scale"})
+assert ARCHITECTURE | CAUSAL | PARALLEL | LAYER_TYPES | MOE | REL_BIAS | PAD_POSITIONS | ED_POSITIONS | ED_HEAD \
+    | ROPE_FACTORS | {"empty_query", "causal_alignment"} == set(SWITCHES)
 
 
 # --------------------------------------------------------------------------
@@ -347,6 +358,11 @@ def ed_schema(hyper: Hyper, v: VariantSet) -> dict[str, Shape]:
         s.update(P.norm_schema(v, "gamma_enc", "beta_enc"))
         s.update(P.norm_schema(v, "gamma_dec", "beta_dec"))
     s.update(P.unembedding_schema(v))
+    if v.rel_bias == "t5_buckets":  # T5's two tables, one per stack in its first layer (T5Stack's block 0), last:
+        # every other parameter is drawn as under rel_bias="none"
+        for name, stack in (("enc_layers.0.attn.rel_bias", "L_enc"), ("dec_layers.0.self_attn.rel_bias", "L_dec")):
+            if hyper[stack] > 0:
+                s[name] = (v.rel_buckets, "H")
     return s
 
 

@@ -87,6 +87,10 @@ class MHAttentionParams:
     #: ``rel_bias="t5_buckets"`` (a self-attention entry, spec 2.13): T5's learned bias table
     #: ∈ R^{rel_buckets×H}, row b the bias of bucket b for every head (``relative_attention_bias.weight``)
     rel_bias: Optional[Matrix] = None
+    #: ``rope_factors="longrope"`` (spec 2.17): LongRoPE's per-pair factors e ∈ R^{r/2} (the short_factor or
+    #: long_factor in effect) and attention factor m ∈ R^1 (``spec/rotary.py``); a model's are its own fields
+    rope_ext: Optional[Vector] = None
+    rope_mscale: Optional[Vector] = None
 
 
 @dataclass(frozen=True)
@@ -210,6 +214,10 @@ class DTransformerParams:
     b_u: Optional[Vector] = None
     gamma_emb: Optional[Vector] = None
     beta_emb: Optional[Vector] = None
+    #: ``rope_factors="longrope"`` (spec 2.17): LongRoPE's factors, shared by every layer's attention
+    #: (Phi3Model's one ``rotary_emb``)
+    rope_ext: Optional[Vector] = None
+    rope_mscale: Optional[Vector] = None
 
 
 # --------------------------------------------------------------------------
@@ -274,18 +282,22 @@ def from_flat(cls: type, flat: Mapping[str, Any], prefix: str = "") -> Any:
 
 
 def resolve_shape(shape: Shape, hyper: Mapping[str, int]) -> tuple[int, ...]:
-    """Evaluate a symbolic shape: ``"H*d_mid"`` is a product, ``"ell_max-1"`` a difference."""
+    """Evaluate a symbolic shape: ``"H*d_mid"`` is a product, ``"ell_max-1"`` a difference, and
+    ``"d_attn*0.5//2"`` the whole part of a product with a decimal factor, floor-divided (LongRoPE's r/2
+    factors, r = ⌊rotary_fraction·d_attn⌋ as Hugging Face's ``int(head_dim * partial_rotary_factor)``)."""
     dims = []
     for d in shape:
         if isinstance(d, int):
             dims.append(d)
             continue
         product, _, minus = d.partition("-")
-        value = 1
+        product, _, floor = product.partition("//")
+        value: float = 1
         for factor in product.split("*"):
             factor = factor.strip()
-            value *= int(factor) if factor.isdigit() else hyper[factor]
-        dims.append(value - (int(minus) if minus else 0))
+            value *= int(factor) if factor.isdigit() else float(factor) if factor[:1].isdigit() else hyper[factor]
+        whole = int(value) // int(floor) if floor else int(value)
+        dims.append(whole - (int(minus) if minus else 0))
     return tuple(dims)
 
 

@@ -54,6 +54,34 @@ Scaling (``rope_scaling``) replaces each θ_i by θ'_i before the angles t·θ'_
   λ_i is below 2048 and llama3 changes nothing (r = 6 blends pair 2, λ ≈ 2916); at base 500000
   (Llama 3's) r = 4 puts pair 1 (λ ≈ 4443) in the middle band and r = 6 pair 2 (λ ≈ 39584) in
   the slowed one.
+
+Per-pair factors (``rope_factors``, spec 2.17) replace ``rope_scaling`` (unread under them):
+
+- ``longrope``: Phi-3's and Phi-3.5's LongRoPE (Ding et al. 2024; the 128k Phi-3 and Phi-3.5 configs'
+  ``rope_scaling={"type"/"rope_type": "longrope", "short_factor": [...], "long_factor": [...]}``), with the
+  r/2 factors e = ``rope_ext`` and the attention factor m = ``rope_mscale[0]``, parameters of the attention::
+
+      θ'_i = θ_i / e_i = 1 / (e_i · base^(2i/r))
+      cos(t·θ'_i), sin(t·θ'_i) each multiplied by m before the rotation
+
+  so a rotated pair is (m·(a cos − b sin), m·(b cos + a sin)): the rotated rows of Q and of K both grow by
+  m (the scores of two rotated rows by m²), the rows partial rotary leaves unrotated do not. Source:
+  Hugging Face transformers 5.24 ``modeling_rope_utils._compute_longrope_parameters`` (``inv_freq = 1.0 /
+  (ext_factors * base**inv_freq_shape)``, ``inv_freq_shape = arange(0, dim, 2) / dim``; ``ext_factors`` the
+  long_factor when the sequence is longer than ``original_max_position_embeddings``, the short_factor
+  otherwise: ``dynamic_rope_update``'s ``longrope_frequency_update`` picks by ``max(position_ids) + 1``;
+  ``attention_factor`` the config's, else √(1 + ln s / ln L) for s = max_position_embeddings / L > 1, L the
+  original_max_position_embeddings, else 1) and models/phi3/modeling_phi3.py ``Phi3RotaryEmbedding.forward``
+  (``cos = emb.cos() * self.attention_scaling``, ``sin = emb.sin() * self.attention_scaling``).
+
+  Decision (the factors are per-pair data of a configuration): e and m are parameters, drawn like any
+  other, not a table of the spec; which list is in effect (short or long) is a property of the call, not
+  of the mathematics, and the plugin of a library loads the drawn e into the list its configuration makes
+  the library pick. m is a parameter too (a config may give ``attention_factor``; Phi-3's 128k configs
+  derive it from 131072/4096: √(1 + ln 32 / ln 4096) ≈ 1.190). Where they are (``params``): a causal
+  self-attention entry's ``rope_ext`` (r/2) and ``rope_mscale`` (1), last; a layer's ``attn.rope_ext``,
+  ``attn.rope_mscale``, last; a decoder-only model's ``rope_ext``, ``rope_mscale``, last, shared by every
+  layer (Phi3Model's one ``rotary_emb``). Without rotary there are none.
 """
 
 from __future__ import annotations
@@ -66,7 +94,7 @@ from .intermediates import intermediate
 from .linalg import Matrix, map_matrix
 from .variants import VariantSet
 
-__all__ = ["LLAMA3", "frequencies", "pairs", "rotate"]
+__all__ = ["LLAMA3", "frequencies", "pairs", "rotate", "rope_schema"]
 
 #: Llama 3.1's rope_scaling (its published config.json; transformers' _compute_llama3_parameters reads
 #: these keys): factor s, low_freq_factor l, high_freq_factor h, original_max_position_embeddings L
@@ -82,10 +110,22 @@ def pairs(d: int, pairing: str) -> list[tuple[int, int]]:
     return [(i, i + d // 2) for i in range(d // 2)]
 
 
+def rope_schema(variant: VariantSet, prefix: str = "") -> dict[str, tuple[Any, ...]]:
+    """LongRoPE's parameters under ``rope_factors="longrope"`` with a pairing: ``<prefix>rope_ext`` (r/2,
+    r = ⌊rotary_fraction·d_attn⌋: the symbolic ``"d_attn*f//2"`` of ``params.resolve_shape``) and
+    ``<prefix>rope_mscale`` (1,); none otherwise (module docstring)."""
+    if variant.rope_factors != "longrope" or variant.rotary == "none":
+        return {}
+    return {prefix + "rope_ext": (f"d_attn*{variant.rotary_fraction!r}//2",), prefix + "rope_mscale": (1,)}
+
+
 @intermediate  # an attention head names its rotated Q and K (Q_rot, K_rot)
-def rotate(M: Matrix, variant: VariantSet) -> Matrix:
+def rotate(M: Matrix, variant: VariantSet, factors: Any = None) -> Matrix:
     """RoFormer eq. 34: column t of M (d×ℓ) rotated by R^r_{Θ,t} on its first r rows, pairs as
-    ``variant.rotary``; r = d, or ⌊f·d⌋ under ``rotary_fraction`` f (partial rotary).
+    ``variant.rotary``; r = d, or ⌊f·d⌋ under ``rotary_fraction`` f (partial rotary). ``factors``
+    (e, m): LongRoPE's per-pair factors and attention factor under ``rope_factors="longrope"`` (module
+    docstring): θ'_i = θ_i/e_i and cos, sin multiplied by m (Phi3RotaryEmbedding). Without them (an entry
+    that does not list the switch, whose parameters hold none) the rotation is plain RoPE.
 
     Row i of the angle matrix holds pair i's angles t·θ_i over the columns t; each line below
     acts entry by entry (``map_matrix``), so a number system that offers ``Batched`` takes a
@@ -100,9 +140,12 @@ def rotate(M: Matrix, variant: VariantSet) -> Matrix:
     P = pairs(d, variant.rotary)
     if not ell or not P:
         return out
-    theta = frequencies(d, variant)  # θ'_i: base^(−2i/d), rescaled as rope_scaling says
+    theta = frequencies(d, variant, factors)  # θ'_i: base^(−2i/d), rescaled as rope_scaling (or the factors) says
     angle = map_matrix(_times, [[N.num(t) for t in range(ell)] for _ in P], [[th] * ell for th in theta])
     c, s = map_matrix(N.cos, angle), map_matrix(N.sin, angle)
+    if variant.rope_factors == "longrope" and factors is not None:  # LongRoPE's attention factor m on cos and sin
+        m = _mscale(factors)
+        c, s = map_matrix(lambda x: x * m, c), map_matrix(lambda x: x * m, s)
     x, y = [M[a] for a, _ in P], [M[b] for _, b in P]
     first = map_matrix(_first, x, y, c, s)  # x cos − y sin
     second = map_matrix(_second, x, y, c, s)  # y cos + x sin
@@ -111,15 +154,27 @@ def rotate(M: Matrix, variant: VariantSet) -> Matrix:
     return out
 
 
-def frequencies(r: int, variant: VariantSet) -> list[Any]:
+def frequencies(r: int, variant: VariantSet, factors: Any = None) -> list[Any]:
     """θ'_i for i = 0 .. r/2 − 1: θ_i = base^(−2i/r) (RoFormer eq. 15), then ``rope_scaling``'s
-    rescaling (module docstring), in the current number system. The band of a llama3 pair is a
+    rescaling (module docstring), in the current number system; under ``rope_factors="longrope"``
+    θ_i/e_i instead, e the first of ``factors`` (e, m). The band of a llama3 pair is a
     comparison of λ_i (a system with several values per number compares the value it branches on,
     as at any comparison): θ' is continuous across the bands, so a rounding at a boundary changes
     nothing."""
     N = numbers.current()
     base = N.num(variant.rope_base)
     theta = [N.pow(base, N.num(-2 * i) / N.num(r)) for i in range(r // 2)]  # θ_i = base^(−2i/r)
+    if variant.rope_factors == "longrope" and factors is not None:  # Phi-3's LongRoPE: 1/(e_i·base^(2i/r)),
+        # rope_scaling unread (an entry that does not list the switch holds no factors: plain RoPE there)
+        ext = list(factors[0]) if factors[0] is not None else None
+        if ext is None or len(ext) != r // 2:
+            raise SpecError("rope_ext", f"r/2 = {r // 2} LongRoPE factors (rope_factors='longrope')",
+                            "none" if ext is None else f"{len(ext)}")
+        if any(e == 0 for e in ext):  # θ_i/0: no frequency (the library's inv_freq would be inf)
+            raise SpecError("rope_ext", "nonzero LongRoPE factors (θ'_i = θ_i / e_i)", "a factor 0")
+        return [th / e for th, e in zip(theta, ext)]
+    if variant.rope_factors not in ("none", "longrope"):
+        raise SpecError("rope_factors", "'none' or 'longrope'", repr(variant.rope_factors))
     if variant.rope_scaling == "none":
         return theta
     if variant.rope_scaling in LINEAR:
@@ -139,6 +194,15 @@ def frequencies(r: int, variant: VariantSet) -> list[Any]:
             gamma = (L / wavelength - low) / (high - low)
             out.append((N.num(1) - gamma) * th / s + gamma * th)
     return out
+
+
+def _mscale(factors: Any) -> Any:
+    """LongRoPE's attention factor m, the one value of ``rope_mscale`` (the second of ``factors``)."""
+    m = factors[1] if factors is not None else None
+    if m is None or len(m) != 1:
+        raise SpecError("rope_mscale", "one LongRoPE attention factor (rope_factors='longrope')",
+                        "none" if m is None else f"{len(m)} values")
+    return m[0]
 
 
 def _times(t: Any, theta: Any) -> Any:

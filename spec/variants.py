@@ -53,6 +53,7 @@ class VariantSet:
     rope_base: float = 10000.0
     rotary_fraction: float = 1.0
     rope_scaling: Literal["none", "linear-2", "linear-8", "llama3"] = "none"
+    rope_factors: Literal["none", "longrope"] = "none"
     kv_group: int = 1
     kv_order: Literal["consecutive", "strided"] = "consecutive"
     kv_heads: Literal["grouped", "one"] = "grouped"
@@ -88,6 +89,7 @@ class VariantSet:
     ed_positions: Literal["shared", "separate"] = "shared"
     embedding_scale: Literal["one", "sqrt_d_e"] = "one"
     unembedding: Literal["separate", "tied"] = "separate"
+    unembedding_scale: Literal["one", "inv_sqrt_d_e"] = "one"
     logit_bias: bool = False
     logit_softcap: float = 0.0
     # --- mixture of experts (spec 2.11; read by ``moe_mlp`` alone) -------
@@ -293,6 +295,16 @@ def _switches() -> dict[str, Switch]:
                "between them (1 − γ)·θ_i/8 + γ·θ_i with γ = (8192/λ_i − 1)/3 (transformers 5.24 "
                "modeling_rope_utils._compute_llama3_parameters; Meta's llama-models apply_scaling); "
                "read only when rotary is not 'none'"),
+        Switch("rope_factors", "attention", ("none", "longrope"), "none",
+               "RoPE's frequencies rescaled pair by pair by factors that are parameters (spec/rotary.py, "
+               "``frequencies``, spec 2.17): none (paper); longrope, Phi-3's and Phi-3.5's LongRoPE: "
+               "θ'_i = θ_i / rope_ext[i] for the r/2 factors rope_ext (the list in effect for the call, short_factor "
+               "or long_factor: which one is the configuration's business) and cos, sin multiplied by the "
+               "attention factor rope_mscale[0] (transformers 5.24 modeling_rope_utils._compute_longrope_parameters, "
+               "Phi3RotaryEmbedding.forward); the parameters are the attention's last (a model's: shared by every "
+               "layer, Phi3Model's one rotary_emb); in place of rope_scaling, which is unread under longrope. "
+               "Read only when rotary is not 'none', by the causal self-attention entries, the GPT-2 layers and "
+               "the decoder-only forward models"),
         Switch("kv_group", "attention", (1, 2, 3, 4), 1,
                "query heads per key/value head G, any whole number ≥ 1 (a size: no preset fixes it; "
                "1-4 are drawn; 8, Llama 2 and 3 70B's, is the same rule and is searched where a plugin "
@@ -355,7 +367,11 @@ def _switches() -> dict[str, Switch]:
                "causal one (spec/position_bias.py t5_bucket; transformers 5.24 T5Attention._relative_position_bucket, "
                "compute_bias). Read by the self-attention entries and the layers (the decoder layer's self-attention; "
                "spec 2.13), each holding its table (a T5 stack's first layer, whose table every later layer "
-               "reuses); not by cross-attention (T5's has none) nor the models"),
+               "reuses), and by the encoder-decoder's forward entries (issue 38): one table per stack, the "
+               "encoder's in enc_layers.0.attn.rel_bias (bidirectional buckets) and the decoder's in "
+               "dec_layers.0.self_attn.rel_bias (causal buckets), every layer of the stack adding it "
+               "(transformers 5.24 T5Stack: T5Block(has_relative_attention_bias=bool(i == 0)), the first block's "
+               "position_bias passed to the later ones); not by cross-attention (T5's has none)"),
         Switch("rel_buckets", "attention", (32, 6, 8), 32,
                "T5's num_buckets (relative_attention_num_buckets), any whole number >= 4: 32 (T5, T5 v1.1, mT5, "
                "Flan-T5); 6 and 8 are drawn as well, with max_distance 5 and 10, because at 32/128 a distance "
@@ -462,6 +478,13 @@ def _switches() -> dict[str, Switch]:
                "token embedding multiplied by √d_e before positions are added (Vaswani et al.)"),
         Switch("unembedding", "embeddings", ("separate", "tied"), "separate",
                "W_u a parameter of its own, or tied: W_u = W_eᵀ (GPT-2, BERT, nanoGPT)"),
+        Switch("unembedding_scale", "embeddings", ("one", "inv_sqrt_d_e"), "one",
+               "the encoder-decoder's last decoder column multiplied by d_e^(−1/2) before W_u (line 21: "
+               "P = softmax(W_u (d_e^(−1/2) X))): one (paper), or inv_sqrt_d_e, T5 v1.0's rescaling before its "
+               "tied head (Mesh TensorFlow; transformers 5.24 T5ForConditionalGeneration.forward: "
+               "sequence_output * (self.model_dim**-0.5) where config.scale_decoder_outputs, which T5Config "
+               "sets unless tie_word_embeddings=False is passed, T5 v1.1's configs). Read by Algorithm 8's "
+               "forward entries alone (ed_transformer, padded_ed_transformer)"),
         Switch("logit_bias", "embeddings", (False, True), False,
                "a bias b_u on the logits before the final softmax (BERT MLM head, BART)"),
         Switch("logit_softcap", "embeddings", (0.0, 2.0), 0.0,
@@ -505,7 +528,8 @@ LATER: dict[str, Any] = {"mlp_depth": 1, "mlp": "plain", "attn_bias_at": "all", 
                          "qk_norm": "none", "attn_softcap": 0.0, "logit_softcap": 0.0, "rope_scaling": "none",
                          "global_every": 0, "rope_local_base": 0.0, "moe_topk_norm": False,
                          "moe_shared": False, "rel_bias": "none", "rel_buckets": 32, "rel_max_distance": 128,
-                         "pad_positions": "index", "kv_heads": "grouped", "ed_positions": "shared"}
+                         "pad_positions": "index", "kv_heads": "grouped", "ed_positions": "shared",
+                         "unembedding_scale": "one", "rope_factors": "none"}
 
 #: Switches that are a soft cap c (0: none; any finite c ≥ 0 is a value, the ``choices`` are the
 #: drawn few): c·tanh(s/c) of the attention scores or of the final logits (Gemma 2).
@@ -528,6 +552,7 @@ SIZES: dict[str, int] = {"kv_group": 1, "window": 0, "rel_buckets": 4, "rel_max_
 READ_WITH: dict[str, dict[str, Any]] = {"rope_base": {"rotary": "half"}, "kv_order": {"kv_group": 2},
                                         "rotary_fraction": {"rotary": "half"},
                                         "rope_scaling": {"rotary": "half", "rope_base": 500000.0},
+                                        "rope_factors": {"rotary": "half"},
                                         "global_every": {"window": 2},
                                         "rope_local_base": {"rotary": "half", "rope_base": 1000000.0, "window": 2,
                                                             "global_every": 2},

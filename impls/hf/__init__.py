@@ -97,7 +97,9 @@ plugins keep GPT-2's; BERT's is certified by ``transformers-bert``.
                             QK-norm since spec 2.12), Qwen3DecoderLayer (gpt2_layer):
                             llama+qk_norm=rms,rope_base=1e6, kv_group 2 and 1.
 ``transformers-phi3``        Phi3ForCausalLM, Phi3Attention, Phi3DecoderLayer (gpt2_layer):
-                            llama+epsilon=1e-5, kv_group 2 and 1 (fused qkv_proj, gate_up_proj).
+                            llama+epsilon=1e-5, kv_group 2 and 1 (fused qkv_proj, gate_up_proj), and
+                            the 128k models' LongRoPE at kv_group 1 (rope_factors=longrope, spec 2.17:
+                            the drawn factors in the config's long_factor, adapter.phi3_config).
 ``transformers-gpt-j``       GPTJForCausalLM, GPTJAttention, GPTJBlock (gpt2_layer): gpt-neox+
                             residual=parallel_shared,activation=gelu_tanh,rotary=interleaved,
                             attn_bias=False,logit_bias=True (rotary_dim = head_dim / 4).
@@ -206,7 +208,8 @@ __all__ = ["implementation", "implementation_sdpa", "implementation_bert", "impl
            "implementation_qwen2", "implementation_qwen2_sdpa", "implementation_qwen2_window",
            "implementation_qwen2_window_sdpa", "VARIANT_NEOX", "implementation_gpt_neox",
            "implementation_gpt_neox_sdpa", "VARIANT_GEMMA", "GEMMA_LIMITS", "implementation_gemma",
-           "implementation_gemma_sdpa", "VARIANT_QWEN3", "VARIANT_PHI3", "VARIANT_GPTJ", "VARIANT_OPT",
+           "implementation_gemma_sdpa", "VARIANT_QWEN3", "VARIANT_PHI3", "VARIANT_PHI3_LONGROPE",
+           "VARIANT_GPTJ", "VARIANT_OPT",
            "implementation_qwen3", "implementation_qwen3_sdpa", "implementation_phi3", "implementation_phi3_sdpa",
            "implementation_gpt_j", "implementation_gpt_j_sdpa", "implementation_opt", "implementation_opt_sdpa",
            "VARIANT_FALCON", "implementation_falcon", "implementation_falcon_sdpa", "VARIANT_GEMMA2",
@@ -379,6 +382,10 @@ VARIANT_QWEN3 = VARIANT_LLAMA.replace(qk_norm="rms", rope_base=1000000.0)
 #: over the whole head, no biases, a separate lm_head) at Phi3Config's rms_norm_eps 1e-5 (Llama's is
 #: 1e-6; read into the config as for Llama), grouped and not (Phi-3-medium: 40 heads, 10 kv heads).
 VARIANT_PHI3 = VARIANT_LLAMA.replace(epsilon=1e-5)
+#: Phi-3's and Phi-3.5's 128k models (Phi-3-mini-128k-instruct, Phi-3.5-mini-instruct: 32 heads, 32 kv heads):
+#: rope_scaling {"type": "longrope", "short_factor", "long_factor"}, the spec's rope_factors="longrope" (spec 2.17)
+#: with the factors and the attention factor drawn as parameters (adapter.phi3_config loads them)
+VARIANT_PHI3_LONGROPE = VARIANT_PHI3.replace(kv_group=1, rope_factors="longrope")
 #: GPT-J (GPTJConfig defaults): docs/spec.md's gpt-neox+residual=parallel_shared,activation=gelu_tanh,
 #: rotary=interleaved,attn_bias=False,logit_bias=True: one ln_1 feeding attention and MLP in parallel
 #: (GPTJBlock.forward: attn_output + feed_forward_hidden_states + residual), gelu_new, adjacent pairs
@@ -436,7 +443,7 @@ FAMILY_SETS: dict[str, tuple[Any, ...]] = {
     "gemma3": (VARIANT_GEMMA3, VARIANT_GEMMA3.replace(kv_group=1)),
     "gemma3-27b": (VARIANT_GEMMA3_27B, VARIANT_GEMMA3_27B.replace(kv_group=1)),
     "qwen3": (VARIANT_QWEN3, VARIANT_QWEN3.replace(kv_group=1)),
-    "phi3": (VARIANT_PHI3, VARIANT_PHI3.replace(kv_group=1)),
+    "phi3": (VARIANT_PHI3, VARIANT_PHI3.replace(kv_group=1), VARIANT_PHI3_LONGROPE),
     "gptj": (VARIANT_GPTJ,),
     "opt": (VARIANT_OPT,),
     "falcon": (VARIANT_FALCON, VARIANT_FALCON.replace(kv_group=1)),

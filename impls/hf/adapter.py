@@ -127,7 +127,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 import torch
 from torch import Tensor, nn
@@ -141,7 +141,8 @@ __all__ = ["cols_to_rows", "rows_to_cols", "batch", "unbatch", "check_tokens", "
            "GEMMA3_GLOBAL_EVERY", "gemma3_config", "gemma3_layer_weights", "GEMMA3_ROPE_SCALING",
            "gemma3_27b_config",
            "llama_layer_weights", "qwen3_config", "qwen3_attention_weights",
-           "qwen3_layer_weights", "phi3_config", "phi3_attention_weights", "phi3_layer_weights", "phi3_lm_weights",
+           "qwen3_layer_weights", "phi3_config", "longrope_of", "LONGROPE_LIST", "phi3_attention_weights",
+           "phi3_layer_weights", "phi3_lm_weights",
            "GPTJ_ROTARY_SHARE",
            "gptj_config", "gptj_attention_weights", "gptj_layer_weights", "gptj_lm_weights", "OPT_POSITION_OFFSET",
            "opt_config", "opt_attention_weights", "opt_layer_weights", "opt_lm_weights", "falcon_config",
@@ -429,7 +430,13 @@ def qwen3_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
     return Qwen3Config(**_decoder_kwargs(hyper, attn, variant), head_dim=hyper["d_attn"], use_sliding_window=False)
 
 
-def phi3_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
+#: which of LongRoPE's two lists the plugin loads the drawn factors into ("long" or "short"), and so which
+#: branch of the library it certifies (``phi3_config``); the tests certify the other one too
+LONGROPE_LIST = "long"
+
+
+def phi3_config(hyper: Mapping[str, int], attn: str, variant: Any,
+                longrope: Optional[tuple[list[float], float]] = None) -> Any:
     """A ``Phi3Config`` as ``llama_config`` builds a LlamaConfig: Phi3Config has no head_dim
     (``Phi3Attention``: ``getattr(config, "head_dim", hidden_size // num_attention_heads)``), so the
     plugin's tie d_e = H·d_attn makes d_attn; the default RoPE over the whole head
@@ -437,10 +444,40 @@ def phi3_config(hyper: Mapping[str, int], attn: str, variant: Any) -> Any:
     (sliding_window None: ``Phi3Model`` builds ``create_causal_mask``), no biases anywhere
     (qkv_proj, o_proj, gate_up_proj, down_proj all ``bias=False``), dropout off (resid_pdrop,
     embd_pdrop, attention_dropout 0). bos/eos/pad ids: the defaults 1, 32000, 32000 lie outside a
-    tiny vocabulary, cleared as for Llama."""
+    tiny vocabulary, cleared as for Llama.
+
+    ``longrope`` (e, m) (``rope_factors="longrope"``: the call's ``rope_ext`` and ``rope_mscale[0]``): Phi-3
+    128k's rope_scaling, ``{"rope_type": "longrope", "short_factor", "long_factor", "attention_factor": m,
+    "factor": 1.0}``, with e in the list ``LONGROPE_LIST`` names and the reciprocals of e in the other (a list
+    that cannot pass for e: were the library to read it, the rotation would differ). Which list the library
+    reads is its own rule (transformers 5.24 ``_compute_longrope_parameters``: long_factor when the sequence,
+    ``max(position_ids) + 1`` in ``dynamic_rope_update``, is longer than ``original_max_position_embeddings``):
+    so that rule picks e, the config's ``original_max_position_embeddings`` (Phi3Config's own field, which
+    ``standardize_rope_params`` copies into the rope parameters) is 0 for the long list (every sequence is
+    longer, prefill and each decoding step alike) and ℓ_max for the short (none is). attention_factor is
+    given, so neither the derived √(1 + ln s / ln L) nor ``factor`` (1, the validator's least) is read."""
     from transformers import Phi3Config
 
+    extra: dict[str, Any] = {}
+    if longrope is not None:
+        ext, mscale = [float(e) for e in longrope[0]], float(longrope[1])
+        other = [1.0 / e for e in ext]
+        lists = {"long_factor": ext, "short_factor": other} if LONGROPE_LIST == "long" else \
+            {"long_factor": other, "short_factor": ext}
+        kw = _decoder_kwargs(hyper, attn, variant)
+        extra = dict(rope_parameters={"rope_type": "longrope", "rope_theta": variant.rope_base, "factor": 1.0,
+                                      "attention_factor": mscale, **lists},
+                     original_max_position_embeddings=0 if LONGROPE_LIST == "long" else kw["max_position_embeddings"])
+        return Phi3Config(**{**kw, **extra}, resid_pdrop=0.0, embd_pdrop=0.0, sliding_window=None)
     return Phi3Config(**_decoder_kwargs(hyper, attn, variant), resid_pdrop=0.0, embd_pdrop=0.0, sliding_window=None)
+
+
+def longrope_of(p: Mapping[str, Tensor], prefix: str = "") -> tuple[list[float], float]:
+    """LongRoPE's factors of a call (``rope_factors="longrope"``): ``<prefix>rope_ext`` as a list of floats (the
+    values of the call's dtype, exactly) and ``<prefix>rope_mscale[0]``, what ``phi3_config`` writes in the
+    config."""
+    return ([float(e) for e in p[prefix + "rope_ext"].reshape(-1).tolist()],
+            float(p[prefix + "rope_mscale"].reshape(-1)[0]))
 
 
 #: GPT-J rotates the first ``rotary_dim`` rows of each head; the plugin builds every GPTJConfig with

@@ -349,8 +349,21 @@ def decoder_algorithms(family: Decoder, attn: str, with_norm: bool) -> dict[str,
     (``adapter.MISTRAL_WINDOW``), never the declared one."""
     lm_key = family.name + "_lm"
 
-    def build_lm(h: Mapping[str, int], v: Any, ctx: Context) -> Any:
-        return family.cls("ForCausalLM")._from_config(family.config(h, attn, v), dtype=_dtype(ctx))
+    def configured(h: Mapping[str, int], v: Any, p: In, prefix: str = "") -> Any:
+        """The family's config; under ``rope_factors="longrope"`` (Phi-3) with the call's LongRoPE factors
+        (``<prefix>rope_ext``, ``<prefix>rope_mscale``: ``adapter.phi3_config``)."""
+        if v.rope_factors == "longrope":
+            return family.config(h, attn, v, longrope=A.longrope_of(p, prefix))  # type: ignore[call-arg]
+        return family.config(h, attn, v)
+
+    def key(name: str, h: Mapping[str, int], v: Any, p: In, prefix: str = "") -> tuple:
+        """``_llama_key`` and, under LongRoPE, the factors and the list they are loaded into: the rotary
+        embedding's ``inv_freq`` is a buffer fixed at construction from them."""
+        longrope = (A.LONGROPE_LIST, A.longrope_of(p, prefix)) if v.rope_factors == "longrope" else ()
+        return _llama_key(name, attn, h, v) + (repr(longrope),)
+
+    def build_lm(h: Mapping[str, int], v: Any, ctx: Context, p: In) -> Any:
+        return family.cls("ForCausalLM")._from_config(configured(h, v, p), dtype=_dtype(ctx))
 
     def lm_weights(p: In, h: Mapping[str, int], v: Any) -> dict[str, torch.Tensor]:
         return family.lm_weights(p, h["L"], h["H"], _group(h, v), family.attention_weights)
@@ -365,7 +378,7 @@ def decoder_algorithms(family: Decoder, attn: str, with_norm: bool) -> dict[str,
         A.check_tokens(i["x"], h)
         x = A.batch(i["x"], ctx.batched)  # (B, ℓ)
         mask = A.batch(i["pad"], ctx.batched).to(torch.long)  # (B, ℓ): 1 = a token, 0 = padding
-        with A.loaded(_llama_key(lm_key, attn, h, v), lambda: build_lm(h, v, ctx), lm_weights(p, h, v),
+        with A.loaded(key(lm_key, h, v, p), lambda: build_lm(h, v, ctx, p), lm_weights(p, h, v),
                       _dtype(ctx), ctx.device, cast=False) as lm:
             logits = lm(input_ids=x, attention_mask=mask, use_cache=False).logits  # (B, ℓ, N_V)
         return _probabilities(logits, ctx.batched)
@@ -376,7 +389,7 @@ def decoder_algorithms(family: Decoder, attn: str, with_norm: bool) -> dict[str,
         h, v = ctx.hyper, ctx.variant
         A.check_tokens(i["x"], h)
         x = A.batch(i["x"], ctx.batched)  # (B, ℓ)
-        with A.loaded(_llama_key(lm_key, attn, h, v), lambda: build_lm(h, v, ctx), lm_weights(p, h, v),
+        with A.loaded(key(lm_key, h, v, p), lambda: build_lm(h, v, ctx, p), lm_weights(p, h, v),
                       _dtype(ctx), ctx.device, cast=False) as lm:
             logits = lm(input_ids=x, use_cache=False).logits  # (B, ℓ, N_V)
         return _probabilities(logits, ctx.batched)
@@ -396,7 +409,7 @@ def decoder_algorithms(family: Decoder, attn: str, with_norm: bool) -> dict[str,
         ns = A.batch(i["n_prefill"], ctx.batched).reshape(-1)  # (B,)
         ell = xs.shape[-1]
         out = []
-        with A.loaded(_llama_key(lm_key, attn, h, v), lambda: build_lm(h, v, ctx), lm_weights(p, h, v),
+        with A.loaded(key(lm_key, h, v, p), lambda: build_lm(h, v, ctx, p), lm_weights(p, h, v),
                       _dtype(ctx), ctx.device, cast=False) as lm:
             for x, n in zip(xs, ns.tolist()):
                 if not 1 <= n <= ell:
@@ -418,11 +431,11 @@ def decoder_algorithms(family: Decoder, attn: str, with_norm: bool) -> dict[str,
         from ``create_causal_mask`` or ``create_sliding_window_causal_mask`` (``_mask``) with
         the 2-D padding mask."""
         h, v = ctx.hyper, ctx.variant
-        config = family.config(h, attn, v)
+        config = configured(h, v, p)
         X = A.batch(A.cols_to_rows(i["X"]), ctx.batched)  # (B, ℓ, d_e)
         pad = A.batch(i["pad"], ctx.batched).to(torch.long)  # (B, ℓ)
         positions = torch.arange(X.shape[1], device=X.device).unsqueeze(0)  # (1, ℓ)
-        with A.loaded(_llama_key(family.name + "_attention", attn, h, v),
+        with A.loaded(key(family.name + "_attention", h, v, p),
                       lambda: family.cls("Attention")(config, layer_idx=0),
                       family.attention_weights(p, h["H"], _group(h, v)), _dtype(ctx), ctx.device) as attention:
             mask = _mask(config, family.full_mask, family.alibi == "mpt", inputs_embeds=X, attention_mask=pad,
@@ -445,10 +458,10 @@ def decoder_algorithms(family: Decoder, attn: str, with_norm: bool) -> dict[str,
         ``create_causal_mask`` with no padding (sdpa: None, its is_causal)."""
         assert family.layer_weights is not None
         h, v = ctx.hyper, ctx.variant
-        config = family.config(h, attn, v)
+        config = configured(h, v, p, "attn.")
         X = A.batch(A.cols_to_rows(i["X"]), ctx.batched)  # (B, ℓ, d_e)
         positions = torch.arange(X.shape[1], device=X.device).unsqueeze(0)  # (1, ℓ)
-        with A.loaded(_llama_key(family.name + "_layer", attn, h, v),
+        with A.loaded(key(family.name + "_layer", h, v, p, "attn."),
                       lambda: family.cls(family.layer)(config, layer_idx=0),
                       family.layer_weights(p, h["H"], _group(h, v)), _dtype(ctx), ctx.device) as layer:
             mask = _mask(config, family.full_mask, family.alibi == "mpt", inputs_embeds=X, attention_mask=None,

@@ -1,5 +1,8 @@
 """Hugging Face transformers' T5 attention as an implementation of the self-attention entries with T5's
-bucketed relative position bias (spec 2.13; plugin ``transformers-t5``).
+bucketed relative position bias (spec 2.13; plugin ``transformers-t5``), its blocks (``transformers-t5-layers``)
+and its whole model, ``T5ForConditionalGeneration``, as the encoder-decoder entries (issue 38: ``transformers-t5``'s
+``ed_transformer`` and ``padded_ed_transformer``; ``model_weights``, ``_ed_transformer``), reading
+``T5Stack``, ``T5ForConditionalGeneration.forward`` and ``T5Config.__post_init__`` as well.
 
 Boundary only: a tiny ``T5Config`` from the case's sizes and the declared set's bucket parameters,
 ftspec's parameters loaded into the library's own ``T5Attention(config, has_relative_attention_bias=True)``
@@ -31,14 +34,16 @@ from typing import Any, Mapping
 import torch
 import transformers
 from transformers import T5Config
-from transformers.models.t5.modeling_t5 import T5Attention, T5Block
+from transformers.models.t5.modeling_t5 import T5Attention, T5Block, T5ForConditionalGeneration
 
 from ftspec.impls.api import Context, Implementation, Limits
 from ftspec.spec.variants import PAPER, VariantSet
 
 from .._torch_boundary import devices, from_numpy, to_numpy
+from . import adapter as A
 
-__all__ = ["T5_ATTENTION", "T5_BUCKETS", "T5_LAYER", "T5_V1_1_LAYER", "implementation_t5", "implementation_t5_layers"]
+__all__ = ["T5_ATTENTION", "T5_BUCKETS", "T5_LAYER", "T5_MODEL", "T5_V1_1_LAYER", "T5_V1_1_MODEL", "implementation_t5",
+           "implementation_t5_layers", "model_weights"]
 
 #: T5's attention (T5Config defaults, transformers 5.24: no projection biases, no score scale) with its
 #: relative bias; the bucket parameters are T5's (relative_attention_num_buckets 32, max_distance 128)
@@ -177,9 +182,97 @@ def _decoder_layer(i: Mapping[str, torch.Tensor], p: Mapping[str, torch.Tensor],
     return (y if batched else y.squeeze(0)).transpose(-1, -2)
 
 
+# --------------------------------------------------------------------------
+# the whole model: T5ForConditionalGeneration (issue 38)
+# --------------------------------------------------------------------------
+
+
+def _model_config(ctx: Context) -> T5Config:
+    """A tiny T5Config for ``T5ForConditionalGeneration``: the block config's sizes and conventions, L_enc
+    encoder blocks (``num_layers``) and L_dec decoder blocks (``num_decoder_layers``), the vocabulary N_V.
+    ``tie_word_embeddings`` is what T5Config reads for the head's scale alone in 5.24: passed False (T5 v1.1's
+    configs) it sets ``scale_decoder_outputs`` False; the head stays tied either way (``self.tie_word_embeddings
+    = True`` in ``T5Config.__post_init__``). No pad or eos id: nothing in the forward reads them."""
+    h, v = ctx.hyper, ctx.variant
+    return T5Config(vocab_size=h["N_V"], d_model=h["d_e"], d_kv=h["d_attn"], d_ff=h["d_mlp"],
+                    num_layers=h["L_enc"], num_decoder_layers=h["L_dec"], num_heads=h["H"],
+                    relative_attention_num_buckets=v.rel_buckets, relative_attention_max_distance=v.rel_max_distance,
+                    feed_forward_proj="gated-gelu" if v.mlp == "gated" else "relu", layer_norm_epsilon=v.epsilon,
+                    tie_word_embeddings=v.unembedding_scale == "inv_sqrt_d_e", pad_token_id=None, eos_token_id=None,
+                    dropout_rate=0.0, attn_implementation="eager")
+
+
+def _attention_weights(p: Mapping[str, torch.Tensor], src: str, dst: str, H: int, table: str | None) -> dict:
+    """q, k, v (the heads stacked, head 0 first), o, and the stack's table where this attention holds it."""
+    out = {f"{dst}{name}.weight": torch.cat([p[f"{src}heads.{h}.{leaf}"] for h in range(H)], dim=0)
+           for name, leaf in (("q", "W_q"), ("k", "W_k"), ("v", "W_v"))}
+    out[dst + "o.weight"] = p[src + "W_o"]
+    if table is not None:
+        out[dst + "relative_attention_bias.weight"] = p[table]
+    return out
+
+
+def _ff_weights(p: Mapping[str, torch.Tensor], src: str, dst: str, first: str, second: str, gated: bool) -> dict:
+    dense = dst + "DenseReluDense."
+    if gated:  # T5DenseGatedActDense: wo(act(wi_0 x) ⊙ wi_1 x)
+        return {dense + "wi_0.weight": p[f"{src}W_mlp{first}"], dense + "wi_1.weight": p[f"{src}W_mlp{first}_lin"],
+                dense + "wo.weight": p[f"{src}W_mlp{second}"]}
+    return {dense + "wi.weight": p[f"{src}W_mlp{first}"], dense + "wo.weight": p[f"{src}W_mlp{second}"]}
+
+
+def model_weights(p: Mapping[str, torch.Tensor], h: Mapping[str, int], v: VariantSet) -> dict[str, torch.Tensor]:
+    """T5ForConditionalGeneration's parameters from ftspec's: ``shared`` = W_eᵀ (the encoder's and decoder's
+    ``embed_tokens`` and ``lm_head`` are that tensor); ``encoder.block.{l}``: layer.0 (SelfAttention, layer_norm
+    γ1), layer.1 (DenseReluDense, layer_norm γ2); ``decoder.block.{l}``: layer.0 (SelfAttention, γ3), layer.1
+    (EncDecAttention, γ4), layer.2 (DenseReluDense, γ5); ``final_layer_norm`` γ_enc, γ_dec. Each stack's table
+    goes to its block 0's ``SelfAttention.relative_attention_bias`` alone, the one a T5Stack builds
+    (``has_relative_attention_bias=bool(i == 0)``): enc_layers.0.attn.rel_bias and
+    dec_layers.0.self_attn.rel_bias."""
+    H, gated = h["H"], v.mlp == "gated"
+    out: dict[str, torch.Tensor] = {"shared.weight": p["W_e"].T}
+    for l in range(h["L_enc"]):
+        src, dst = f"enc_layers.{l}.", f"encoder.block.{l}.layer."
+        out |= _attention_weights(p, src + "attn.", dst + "0.SelfAttention.", H,
+                                  "enc_layers.0.attn.rel_bias" if l == 0 else None)
+        out |= {dst + "0.layer_norm.weight": p[src + "gamma1"], dst + "1.layer_norm.weight": p[src + "gamma2"]}
+        out |= _ff_weights(p, src, dst + "1.", "1", "2", gated)
+    for l in range(h["L_dec"]):
+        src, dst = f"dec_layers.{l}.", f"decoder.block.{l}.layer."
+        out |= _attention_weights(p, src + "self_attn.", dst + "0.SelfAttention.", H,
+                                  "dec_layers.0.self_attn.rel_bias" if l == 0 else None)
+        out |= _attention_weights(p, src + "cross_attn.", dst + "1.EncDecAttention.", H, None)
+        out |= {dst + f"{k - 3}.layer_norm.weight": p[f"{src}gamma{k}"] for k in (3, 4, 5)}
+        out |= _ff_weights(p, src, dst + "2.", "3", "4", gated)
+    return out | {"encoder.final_layer_norm.weight": p["gamma_enc"], "decoder.final_layer_norm.weight": p["gamma_dec"]}
+
+
+def _model_key(ctx: Context) -> tuple:
+    return ("t5_model", ctx.variant.hash) + tuple(ctx.hyper[k] for k in ("N_V", "L_enc", "L_dec", "H", "d_e",
+                                                                          "d_attn", "d_mlp"))
+
+
+def _ed_transformer(i: Mapping[str, torch.Tensor], p: Mapping[str, torch.Tensor], ctx: Context) -> Any:
+    """Algorithm 8 via ``T5ForConditionalGeneration(input_ids=z, decoder_input_ids=x).logits``, softmax over the
+    vocabulary; the padded entry passes pad_z as ``attention_mask`` (the encoder's keys and every
+    cross-attention's) and pad_x as ``decoder_attention_mask`` (the decoder's self-attention keys, with the
+    causal mask: ``create_causal_mask``, eager, ``finfo(dtype).min`` where masked). (…, ℓ) tokens → P (…, N_V, ℓ_x)."""
+    h = ctx.hyper
+    A.check_tokens(i["z"], h)
+    A.check_tokens(i["x"], h)
+    z, x = A.batch(i["z"], ctx.batched), A.batch(i["x"], ctx.batched)  # (B, ℓ_z), (B, ℓ_x)
+    masks = {}
+    if "pad_z" in i:
+        masks = {"attention_mask": A.batch(i["pad_z"], ctx.batched).to(torch.long),
+                 "decoder_attention_mask": A.batch(i["pad_x"], ctx.batched).to(torch.long)}
+    with A.loaded(_model_key(ctx), lambda: T5ForConditionalGeneration(_model_config(ctx)),
+                  model_weights(p, h, ctx.variant), getattr(torch, ctx.dtype), ctx.device) as model:
+        logits = model(input_ids=z, decoder_input_ids=x, use_cache=False, **masks).logits  # (B, ℓ_x, N_V)
+    return A.rows_to_cols(A.unbatch(torch.softmax(logits, dim=-1), ctx.batched))
+
+
 def _make(name: str, variants: Mapping[str, tuple[VariantSet, ...]], algorithms: Mapping[str, Any],
           dtypes: tuple[str, ...] = ("float64", "float32", "bfloat16", "float16"),
-          layers: bool = False) -> Implementation:
+          layers: bool = False, dtypes_by_algorithm: Mapping[str, tuple[str, ...]] | None = None) -> Implementation:
     return Implementation(
         name=name,
         version=f"transformers{transformers.__version__}+torch{torch.__version__}",
@@ -191,9 +284,11 @@ def _make(name: str, variants: Mapping[str, tuple[VariantSet, ...]], algorithms:
         variants={a: list(variants[a]) for a in algorithms},
         precision="highest",
         description=("Hugging Face T5Block (has_relative_attention_bias=True)" if layers else
-                     "Hugging Face T5Attention (has_relative_attention_bias=True)") + ", attn_implementation='eager'",
+                     "Hugging Face T5Attention (has_relative_attention_bias=True), T5ForConditionalGeneration")
+        + ", attn_implementation='eager'",
         extra={"transformers": transformers.__version__, "torch": torch.__version__, "attn_implementation": "eager"},
         limits={a: Limits(equal=(("d_attn", "d_mid"),)) for a in algorithms},
+        dtypes_by_algorithm=dict(dtypes_by_algorithm or {}),
     )
 
 
@@ -209,8 +304,29 @@ T5_V1_1_LAYER: VariantSet = T5_LAYER.replace(mlp="gated", activation="gelu_tanh"
 T5_LAYER_SETS = tuple(v.replace(rel_buckets=b, rel_max_distance=d) for v in (T5_LAYER, T5_V1_1_LAYER)
                       for b, d in T5_BUCKETS)
 
-implementation_t5 = _make("transformers-t5", {"self_attention": T5_SETS, "causal_self_attention": T5_SETS},
-                          {"self_attention": _attention(False), "causal_self_attention": _attention(True)})
+#: T5 v1.0's whole model (T5ForConditionalGeneration, T5Config defaults): its layer with a final T5LayerNorm per
+#: stack (T5Stack.final_layer_norm), no position embeddings (the bias alone), the head tied to ``shared`` and
+#: the decoder's output times d_model**-0.5 before it (``scale_decoder_outputs``, T5Config's default)
+T5_MODEL: VariantSet = T5_LAYER.replace(final_norm="final", positions="none", unembedding="tied",
+                                        unembedding_scale="inv_sqrt_d_e")
+#: T5 v1.1's as transformers 5.24 builds it from its configs (feed_forward_proj "gated-gelu",
+#: tie_word_embeddings false): the head unscaled, and tied (T5Config sets tie_word_embeddings True whatever is
+#: passed; a v1.1 checkpoint's own lm_head is not what this module computes with)
+T5_V1_1_MODEL: VariantSet = T5_V1_1_LAYER.replace(final_norm="final", positions="none", unembedding="tied")
+T5_MODEL_SETS = tuple(v.replace(rel_buckets=b, rel_max_distance=d) for v in (T5_MODEL, T5_V1_1_MODEL)
+                      for b, d in T5_BUCKETS)
+#: the padded model: a query whose keys are all padding gets the dtype's minimum on every score, so uniform
+#: weights over every key (eager attention adds the additive mask to the scores and the bias)
+T5_PADDED_MODEL_SETS = tuple(v.replace(empty_query="uniform") for v in T5_MODEL_SETS)
+#: the models' T5LayerNorm takes the mean of squares in float32 (not float64, as for the layers)
+DTYPES_MODEL = ("float32", "bfloat16", "float16")
+
+implementation_t5 = _make("transformers-t5", {"self_attention": T5_SETS, "causal_self_attention": T5_SETS,
+                                              "ed_transformer": T5_MODEL_SETS,
+                                              "padded_ed_transformer": T5_PADDED_MODEL_SETS},
+                          {"self_attention": _attention(False), "causal_self_attention": _attention(True),
+                           "ed_transformer": _ed_transformer, "padded_ed_transformer": _ed_transformer},
+                          dtypes_by_algorithm={"ed_transformer": DTYPES_MODEL, "padded_ed_transformer": DTYPES_MODEL})
 #: T5LayerNorm takes the mean of squares in float32 (``hidden_states.to(torch.float32).pow(2).mean``): not float64
 implementation_t5_layers = _make("transformers-t5-layers",
                                  {"encoder_layer": T5_LAYER_SETS, "decoder_layer": T5_LAYER_SETS},

@@ -20,6 +20,7 @@ Rows t < valid are then exactly those of the unpadded sequence.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional
 
 import jax
@@ -64,7 +65,8 @@ def ed_encode(z: Array, theta: Params, ell_max: int, variant: VariantSet, pad_z:
     bool: the source's padding positions, masked as keys in every layer (Mask ≡ 1 ∧ pad_z[t_z])."""
     Z = embed(z, theta, ell_max, variant, theta.get("norm_emb_enc"))  # (ℓ_z, d_e)  lines 1-3
     for layer in theta["enc_layers"]:  # lines 4-8
-        Z = encoder_block(Z, layer, variant, "ed_encoder", pad=pad_z)
+        Z = encoder_block(Z, _with_stack_table(layer, "attn", theta.get("rel_enc"), variant), variant,
+                          "ed_encoder", pad=pad_z)
     if variant.resolved_final_norm("ed_encoder"):
         Z = norm(Z, theta["norm_enc"], variant)  # γ_enc, β_enc (final_norm="final")
     return Z
@@ -81,10 +83,22 @@ def ed_decode_logits(x: Array, Z: Array, theta: Params, ell_max: int, variant: V
         theta = {**theta, "pos": theta["pos_dec"]}
     X = embed(x, theta, ell_max, variant, theta.get("norm_emb_dec"), rows=rows)  # (ℓ_x, d_e)  lines 10-12
     for layer in theta["dec_layers"]:  # lines 13-19
-        X = decoder_block(X, Z, layer, variant, valid, pad_x=pad_x, pad_z=pad_z)
+        X = decoder_block(X, Z, _with_stack_table(layer, "self_attn", theta.get("rel_dec"), variant), variant,
+                          valid, pad_x=pad_x, pad_z=pad_z)
     if variant.resolved_final_norm("ed_decoder"):
         X = norm(X, theta["norm_dec"], variant, rows=rows)  # γ_dec, β_dec
+    if variant.unembedding_scale == "inv_sqrt_d_e":  # T5 v1.0's d_model**-0.5 ahead of its tied lm_head
+        X = X * (1.0 / math.sqrt(X.shape[-1]))
     return _logits(X, theta, variant)  # (ℓ_x, N_V)  line 21 before the softmax
+
+
+def _with_stack_table(layer: Params, attn: str, table: Optional[Array], variant: VariantSet) -> Params:
+    """A layer of a T5 stack (rel_bias="t5_buckets"): its self-attention (``attn``) reads the stack's table,
+    which only the first layer holds (transformers 5.24 ``T5Stack``: ``has_relative_attention_bias=bool(i == 0)``,
+    the first block's ``position_bias`` reused by the rest); the cross-attention reads none."""
+    if variant.rel_bias != "t5_buckets" or table is None:
+        return layer
+    return {**layer, attn: {**layer[attn], "rel_bias": table}}
 
 
 def ed_logits(z: Array, x: Array, theta: Params, ell_max: int, variant: VariantSet,
@@ -253,7 +267,8 @@ def cached_decoding(x: Array, n_prefill: Array, theta: Params, ell_max: int, var
     layers = theta["layers"]
     d_attn = layers[0]["attn"]["W_q"].shape[1] if layers else 2
     kinds = [sliding_or_full(variant, l) for l in range(len(layers))]  # each layer's window and base
-    r = [rope(v, ell, d_attn, theta["tok"].dtype) for v in kinds]  # (ℓ, d_attn/2) angles per slot, or None
+    # (ℓ, d_attn/2) angles per slot, or None; LongRoPE's factors are the model's, in every layer's attention
+    r = [rope(v, ell, d_attn, theta["tok"].dtype, layers[0]["attn"] if layers else None) for v in kinds]
     emb_norm = theta.get("norm_emb")
 
     # 1. prefill

@@ -81,6 +81,10 @@ def _mha(flat: Flat, prefix: str = "") -> dict:
     # one pair shared by the heads; None elsewhere
     out["gamma_q"], out["gamma_k"] = flat.get(prefix + "gamma_q"), flat.get(prefix + "gamma_k")
     out["rel_bias"] = flat.get(prefix + "rel_bias")  # T5's (rel_buckets, H) table (spec 2.13); None elsewhere
+    # LongRoPE's factors (rope_factors="longrope", Phi-3): the attention's own, or a decoder-only model's, which
+    # every layer shares (Phi3Model's one rotary_emb: ``layers.{l}.attn.`` holds none); None elsewhere
+    for name in ("rope_ext", "rope_mscale"):
+        out[name] = flat.get(prefix + name, flat.get(name))
     return out
 
 
@@ -132,7 +136,10 @@ def _ed_theta(flat: Flat) -> dict:
             "norm_emb_dec": _norm(flat, "gamma_emb_dec", "beta_emb_dec"),
             "enc_layers": [_layer(flat, f"enc_layers.{l}.") for l in range(_count(flat, "enc_layers."))],
             "dec_layers": [_decoder_layer(flat, f"dec_layers.{l}.") for l in range(_count(flat, "dec_layers."))],
-            "norm_enc": _norm(flat, "gamma_enc", "beta_enc"), "norm_dec": _norm(flat, "gamma_dec", "beta_dec")}
+            "norm_enc": _norm(flat, "gamma_enc", "beta_enc"), "norm_dec": _norm(flat, "gamma_dec", "beta_dec"),
+            # T5 (rel_bias="t5_buckets"): each stack's one bias table, held by its first layer, as stack-level
+            # entries that every layer of the stack reads (architectures.ed_encode / ed_decode_logits)
+            "rel_enc": flat.get("enc_layers.0.attn.rel_bias"), "rel_dec": flat.get("dec_layers.0.self_attn.rel_bias")}
 
 
 def _e_theta(flat: Flat) -> dict:

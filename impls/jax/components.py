@@ -315,19 +315,36 @@ def _add(x: Array, b: Optional[Array]) -> Array:
 Rope = tuple[Array, Array]
 
 
-def rope(variant: VariantSet, n: int, d: int, dtype: Any) -> Optional[Rope]:
+def rope(variant: VariantSet, n: int, d: int, dtype: Any, p: Optional[Params] = None) -> Optional[Rope]:
     """RoPE's angles for positions t = 0..n−1 (None under ``rotary="none"``).
 
     Su et al. (2021), RoFormer, eqs. 15 and 34: θ_i = base^(−2i/d) for i = 0..d/2−1 and angle
     t·θ_i (0-based positions: the column index). Under ``rotary_fraction`` f < 1 (partial rotary)
     d is the rotated width ⌊f·d_attn⌋, as Hugging Face's ``int(head_dim * partial_rotary_factor)``.
     Like the sinusoid table, the tables are constants of the program: computed in float64 and
-    rounded once to ``dtype``. ``rope_scaling`` rescales each θ_i (``_scaled``)."""
+    rounded once to ``dtype``. ``rope_scaling`` rescales each θ_i (``_scaled``).
+
+    ``rope_factors="longrope"`` (Phi-3's LongRoPE): the attention's parameters ``p["rope_ext"]`` (d/2,) and
+    ``p["rope_mscale"]`` (1,) replace the scaling: θ_i = 1/(ext_i·base^(2i/d)) and both tables times
+    mscale (transformers 5.24 ``_compute_longrope_parameters``, ``Phi3RotaryEmbedding.forward``: ``emb.cos() *
+    self.attention_scaling``). They are arrays of the call (traced under jit), so these tables are computed
+    with jnp, in float64 (x64 is on), and rounded once to ``dtype``."""
     if variant.rotary == "none":
         return None
     d = int(d * variant.rotary_fraction)  # partial rotary: a RoPE of the first ⌊f·d_attn⌋ rows' width
     if d % 2 or d < 2:
         raise ValueError(f"rotary={variant.rotary!r} rotates pairs of rows: {d} rotated rows cannot be")
+    if variant.rope_factors == "longrope" and p is not None and p.get("rope_ext") is not None:
+        # (an entry that does not list rope_factors holds no factors: plain RoPE, as rope_scaling says)
+        if p.get("rope_mscale") is None:
+            raise ValueError("rope_factors='longrope': the attention's rope_mscale is missing")
+        ext, mscale = jnp.asarray(p["rope_ext"], jnp.float64), jnp.asarray(p["rope_mscale"], jnp.float64)
+        if ext.shape != (d // 2,) or mscale.shape != (1,):
+            raise ValueError(f"rope_factors='longrope': {d // 2} factors and 1 attention factor for a rotated width "
+                             f"{d}, given shapes {ext.shape} and {mscale.shape}")
+        inv = 1.0 / (ext * np.power(float(variant.rope_base), np.arange(0, d, 2, dtype=np.float64) / d))  # (d/2,)
+        turn = jnp.arange(n, dtype=jnp.float64)[:, None] * inv[None, :]  # (n, d/2)
+        return (mscale[0] * jnp.cos(turn)).astype(dtype), (mscale[0] * jnp.sin(turn)).astype(dtype)
     theta = _scaled(np.power(float(variant.rope_base), -2.0 * np.arange(d // 2) / d), variant.rope_scaling)
     angle = np.arange(n, dtype=np.float64)[:, None] * theta[None, :]  # (n, d/2)
     return jnp.asarray(np.cos(angle), dtype), jnp.asarray(np.sin(angle), dtype)
@@ -517,8 +534,8 @@ def attention_heads(X: Array, Z: Array, p: Params, mask: Optional[Array], varian
     among the real tokens (``pad_positions="real"``), else 0, 1, … Returns Y: (H, ℓ_x, d_mid).
     """
     d_attn = p["W_q"].shape[1]
-    Q = project_q(X, p, variant, rope(variant, X.shape[0], d_attn, X.dtype))  # line 1
-    K, V = project_kv(Z, p, variant, rope(variant, Z.shape[0], d_attn, Z.dtype))  # lines 2-3
+    Q = project_q(X, p, variant, rope(variant, X.shape[0], d_attn, X.dtype, p))  # line 1
+    K, V = project_kv(Z, p, variant, rope(variant, Z.shape[0], d_attn, Z.dtype, p))  # lines 2-3
     index = kv_index(Q.shape[0], K.shape[0], variant) if grouped else None
     bias = None
     if alibi and variant.position_bias == "alibi":

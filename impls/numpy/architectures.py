@@ -150,8 +150,9 @@ def ed_logits_fwd(z: np.ndarray, x: np.ndarray, params: Params, variant, hyper: 
     H, ell_max = hyper["H"], hyper["ell_max"]
     Z, enc_embed = embed_tokens_fwd(z, params, variant, ell_max, "emb_enc")  # (..., d_e, ℓ_z)  lines 1-3
     enc_layers = []
-    for l in range(hyper["L_enc"]):  # line 4
-        Z, c = stack_layer_fwd(Z, params, f"enc_layers.{l}.", variant, H, "ed_encoder", pad=pad_z)  # lines 5-8
+    for l in range(hyper["L_enc"]):  # line 4; T5: every layer reads the stack's one table, layer 0's (T5Stack)
+        Z, c = stack_layer_fwd(Z, params, f"enc_layers.{l}.", variant, H, "ed_encoder", pad=pad_z,
+                               table="enc_layers.0.attn.")  # lines 5-8
         enc_layers.append(c)
     Z, enc_final = _final_norm(Z, params, variant, "ed_encoder", "gamma_enc", "beta_enc")
     # ed_positions="separate" (BART): the target's learned positions are a table of its own
@@ -160,10 +161,12 @@ def ed_logits_fwd(z: np.ndarray, x: np.ndarray, params: Params, variant, hyper: 
                                     table=dec_table)  # (..., d_e, ℓ_x)  lines 10-12
     dec_layers = []
     for l in range(hyper["L_dec"]):  # line 13
-        X, c = decoder_layer_fwd(X, Z, params, f"dec_layers.{l}.", variant, H,
-                                 pad_x=pad_x, pad_z=pad_z)  # lines 14-19
+        X, c = decoder_layer_fwd(X, Z, params, f"dec_layers.{l}.", variant, H, pad_x=pad_x, pad_z=pad_z,
+                                 table="dec_layers.0.self_attn.")  # lines 14-19
         dec_layers.append(c)
     X, dec_final = _final_norm(X, params, variant, "ed_decoder", "gamma_dec", "beta_dec")
+    if variant.unembedding_scale == "inv_sqrt_d_e":  # T5 v1.0: the decoder's output times d_model**-0.5
+        X = X * (X.shape[-2] ** -0.5)
     out, unembed = unembed_logits_fwd(X, params, variant)  # (..., N_V, ℓ_x)  line 21
     return out, EDCache(enc_embed, tuple(enc_layers), enc_final, dec_embed, tuple(dec_layers), dec_final, unembed)
 

@@ -501,22 +501,37 @@ def rope_frequencies(d: int, base: float, scaling: str = "none") -> np.ndarray:
     return np.where(wavelength < context / high_factor, theta, slowed)
 
 
-def rope_tables(d: int, positions: np.ndarray, base: float, dtype, scaling: str = "none"
-                ) -> tuple[np.ndarray, np.ndarray]:
+def rope_tables(d: int, positions: np.ndarray, base: float, dtype, scaling: str = "none",
+                longrope: Optional[tuple[np.ndarray, np.ndarray]] = None) -> tuple[np.ndarray, np.ndarray]:
     """cos and sin of the RoPE angles t·θ_i, θ_i = base^(−2i/d), i = 0..d/2−1 (rescaled as
     ``rope_frequencies`` says under ``scaling``), for each position t.
 
     Su et al. 2021 (RoFormer), eqs. 13-15 and 34. Like the sinusoid tables, computed in binary64
     and rounded once to ``dtype`` (a data-independent table, as libraries precompute it).
+    ``longrope`` (ext, mscale): Phi-3's LongRoPE (``rope_factors="longrope"``) in place of ``scaling``:
+    θ_i = 1/(ext_i·base^(2i/d)) and both tables times mscale[0] (transformers 5.24
+    ``_compute_longrope_parameters``: ``inv_freq = 1.0 / (ext_factors * base**inv_freq_shape)``;
+    ``Phi3RotaryEmbedding.forward``: ``emb.cos() * self.attention_scaling``); ext and mscale are the
+    call's parameters, so the tables here are the parameters' function, still rounded once.
     Returns two (d/2, len(positions)) arrays.
     """
-    theta = rope_frequencies(d, base, scaling)[:, None]  # (d/2, 1)
+    if longrope is None:
+        theta = rope_frequencies(d, base, scaling)[:, None]  # (d/2, 1)
+        gain = 1.0
+    else:
+        ext, mscale = (np.asarray(a, dtype=np.float64) for a in longrope)
+        if ext.shape != (d // 2,) or mscale.shape != (1,):
+            raise ValueError(f"rope_factors='longrope': {d // 2} factors and 1 attention factor for a rotated width "
+                             f"{d}, given {ext.shape} and {mscale.shape}")
+        theta = 1.0 / (ext * np.power(float(base), np.arange(0, d, 2, dtype=np.float64) / float(d)))
+        theta, gain = theta[:, None], float(mscale[0])
     angle = np.asarray(positions, dtype=np.float64)[None, :] * theta  # (d/2, ℓ)  t·θ_i
-    return np.cos(angle).astype(dtype), np.sin(angle).astype(dtype)
+    return (gain * np.cos(angle)).astype(dtype), (gain * np.sin(angle)).astype(dtype)
 
 
 def rotate(M: np.ndarray, positions: np.ndarray, pairing: str, base: float, inverse: bool = False,
-           rows: Optional[int] = None, scaling: str = "none") -> np.ndarray:
+           rows: Optional[int] = None, scaling: str = "none",
+           longrope: Optional[tuple[np.ndarray, np.ndarray]] = None) -> np.ndarray:
     """RoPE (RoFormer eq. 34): column t of M (..., d, ℓ) rotated pair by pair by the angles t·θ_i.
 
     Pair i is rows (2i, 2i+1) under ``pairing="interleaved"`` (RoFormer's R^d_{Θ,t}, Meta's LLaMA
@@ -526,7 +541,8 @@ def rotate(M: np.ndarray, positions: np.ndarray, pairing: str, base: float, inve
     ``positions``: (ℓ,) the absolute position of each column. ``rows`` r (partial rotary,
     ``rotary_fraction``: GPT-NeoX's ``rotary_ndims``, GPT-J's ``rotary_dim``): only the first r rows
     are rotated, as a RoPE of width r (θ_i = base^(−2i/r)); the others pass unchanged. ``scaling``:
-    ``rope_scaling``'s rescaling of the θ_i (``rope_frequencies``).
+    ``rope_scaling``'s rescaling of the θ_i (``rope_frequencies``). ``longrope``: LongRoPE's factors and
+    attention factor (``rope_tables``), the rotated pair then (m·(a cos − b sin), m·(b cos + a sin)).
     """
     width = M.shape[-2]  # d_attn
     d = width if rows is None else rows  # the rotated width r
@@ -534,7 +550,7 @@ def rotate(M: np.ndarray, positions: np.ndarray, pairing: str, base: float, inve
         raise ValueError(f"rotary: RoPE rotates pairs of rows; {d} of d_attn = {width} rows cannot be")
     lead = slice(0, d)  # the rotated rows: the first r
     part = M[..., lead, :]  # (..., r, ℓ)
-    cos, sin = rope_tables(d, positions, base, M.dtype, scaling)  # (r/2, ℓ) each
+    cos, sin = rope_tables(d, positions, base, M.dtype, scaling, longrope)  # (r/2, ℓ) each
     if inverse:
         sin = -sin
     if pairing == "interleaved":
@@ -689,7 +705,8 @@ def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index
                   rope: bool = True, alibi: bool = False,
                   qk_gains: Optional[tuple[np.ndarray, np.ndarray]] = None,
                   heads: int = 1, pos_bias: Optional[np.ndarray] = None,
-                  alibi_positions: Optional[np.ndarray] = None) -> tuple[np.ndarray, AttentionCache]:
+                  alibi_positions: Optional[np.ndarray] = None,
+                  longrope: Optional[tuple[np.ndarray, np.ndarray]] = None) -> tuple[np.ndarray, AttentionCache]:
     """Algorithm 4, lines 1-6, for one head or a stack of heads at once.
 
     X: (..., d_x, ℓ_x), Z: (..., d_z, ℓ_z). W_q: ([H,] d_attn, d_x),
@@ -725,6 +742,10 @@ def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index
     ``attn_softcap`` c > 0 (Gemma 2's attn_logit_softcapping): the scores are scaled first, then
     capped to c·tanh(s/c), then biased (ALiBi) and masked (Hugging Face's eager Gemma 2 attention:
     ``* scaling``, ``/ softcap``, ``tanh``, ``* softcap``, ``+ attention_mask``).
+
+    ``longrope`` (ext, mscale) (``rope_factors="longrope"``, Phi-3): RoPE's per-pair factors and attention
+    factor (``rope_tables``), for the queries and the keys alike; a forward-only convention (no gradient
+    entry reads it).
     """
     d_attn, d_x = W_q.shape[-2], W_q.shape[-1]
     Q = W_q @ X  # (..., d_attn, ℓ_x)  line 1
@@ -746,8 +767,8 @@ def attention_fwd(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask, variant, *, kv_index
     pos_k = offset + np.arange(K.shape[-1])  # (ℓ_z,)
     rows = rotary_rows(d_attn, variant.rotary_fraction)  # all d_attn, or the first ⌊f·d_attn⌋
     if rotary != "none":  # RoFormer eq. 34, on the projections, before any scaling
-        Q = rotate(Q, pos_q, rotary, variant.rope_base, rows=rows, scaling=variant.rope_scaling)
-        K = rotate(K, pos_k, rotary, variant.rope_base, rows=rows, scaling=variant.rope_scaling)
+        Q = rotate(Q, pos_q, rotary, variant.rope_base, rows=rows, scaling=variant.rope_scaling, longrope=longrope)
+        K = rotate(K, pos_k, rotary, variant.rope_base, rows=rows, scaling=variant.rope_scaling, longrope=longrope)
     if kv_cache is not None:  # decoding: the queries read every cached key and value
         K, V = kv_cache.extend(K, V)
     if kv_index is not None:  # GQA: query head h reads kv head kv_index[h]

@@ -88,6 +88,7 @@ class MHA(NamedTuple):
     kv_index: Optional[np.ndarray] = None  # (H,) kv head of each query head (GQA), None: its own
     gamma_q: Optional[np.ndarray] = None  # (d_attn,) QK-norm's query gain, shared by the heads
     gamma_k: Optional[np.ndarray] = None  # (d_attn,) QK-norm's key gain
+    longrope: Optional[tuple[np.ndarray, np.ndarray]] = None  # LongRoPE's (ext (r/2,), mscale (1,)): Phi-3
 
 
 def gather_mha(params: Params, prefix: str, H: int, bias: bool, kv_group: int = 1,
@@ -133,6 +134,14 @@ def gather_variant_mha(params: Params, prefix: str, H: int, variant) -> MHA:
         W = W._replace(gamma_q=params[prefix + "gamma_q"], gamma_k=params[prefix + "gamma_k"])
     elif variant.qk_norm not in ("none", "rms"):
         raise ValueError(f"unknown qk_norm {variant.qk_norm!r}")
+    src = prefix if prefix + "rope_ext" in params else ""
+    if variant.rope_factors == "longrope" and variant.rotary != "none" and src + "rope_ext" in params:
+        # Phi-3's LongRoPE factors: the attention's own (``rope_ext``, a layer's ``attn.rope_ext``), or the
+        # model's, which every layer shares (Phi3Model's one rotary_emb: ``layers.{l}.attn.`` has none); an
+        # entry that does not list the switch holds none and rotates as rope_scaling says
+        W = W._replace(longrope=(params[src + "rope_ext"], params[src + "rope_mscale"]))
+    elif variant.rope_factors not in ("none", "longrope"):
+        raise ValueError(f"unknown rope_factors {variant.rope_factors!r}")
     return W
 
 
@@ -167,7 +176,7 @@ def mh_attention_fwd(X: np.ndarray, Z: np.ndarray, W: MHA, Mask: Optional[np.nda
     gains = None if W.gamma_q is None or W.gamma_k is None else (W.gamma_q, W.gamma_k)
     heads_fwd = partial(attention_fwd, kv_index=W.kv_index, offset=offset, kv_cache=kv_cache, alibi=causal_self,
                         qk_gains=gains, heads=W.W_q.shape[0], pos_bias=pos_bias,
-                        alibi_positions=alibi_positions)  # W_q: (H, d_attn, d_x)
+                        alibi_positions=alibi_positions, longrope=W.longrope)  # W_q: (H, d_attn, d_x)
     # lines 1-2, every head at once: Y (..., H, d_mid, ℓ_x)
     Y, heads = heads_fwd(Xh, Zh, W.W_q, W.b_q, W.W_k, W.b_k, W.W_v, W.b_v, Mh, variant)
     H, d_mid, ell_x = Y.shape[-3:]
@@ -394,7 +403,8 @@ def _t5_bias(params: Params, prefix: str, ell: int, bidirectional: bool, variant
 def stack_layer_fwd(X: np.ndarray, params: Params, prefix: str, variant, H: int, arch: str, *,
                     pad: Optional[np.ndarray] = None, offset: int = 0,
                     kv_cache: Optional[KVCache] = None,
-                    alibi_positions: Optional[np.ndarray] = None) -> tuple[np.ndarray, tuple[LayerCache, ...]]:
+                    alibi_positions: Optional[np.ndarray] = None,
+                    table: Optional[str] = None) -> tuple[np.ndarray, tuple[LayerCache, ...]]:
     """One encoder (Alg. 8 lines 5-8), BERT (Alg. 9 lines 5-8) or GPT-2 (Alg. 10 lines 5-8) layer.
 
     arch ∈ {"ed_encoder", "bert", "gpt2"} picks the paper's norm placement and
@@ -410,6 +420,8 @@ def stack_layer_fwd(X: np.ndarray, params: Params, prefix: str, variant, H: int,
     absolute position of X's first column and ``kv_cache`` holds the keys and values of the
     positions before it, which every query of X may read. ``alibi_positions`` (..., ℓ): ALiBi's
     positions where a padded model counts them among the real tokens (``pad_positions="real"``).
+    ``table``: the prefix of the T5 bias table this layer reads (its stack's first layer's, in a T5 model;
+    default its own ``<prefix>attn.``).
     """
     placement = variant.resolved_norm_placement(arch)
     act = variant.resolved_activation(arch)
@@ -419,11 +431,11 @@ def stack_layer_fwd(X: np.ndarray, params: Params, prefix: str, variant, H: int,
     Mask = padded(Mask, pad, X.shape[-1])
     W = gather_variant_mha(params, prefix + "attn.", H, variant)
 
-    table = _t5_bias(params, prefix + "attn.", X.shape[-1], arch != "gpt2", variant)
+    bias = _t5_bias(params, table or prefix + "attn.", X.shape[-1], arch != "gpt2", variant)
 
     def attn(Y: np.ndarray):
         return mh_attention_fwd(Y, Y, W, Mask, variant, prefix + "attn.", offset=offset, kv_cache=kv_cache,
-                                causal_self=arch == "gpt2", pos_bias=table, alibi_positions=alibi_positions)
+                                causal_self=arch == "gpt2", pos_bias=bias, alibi_positions=alibi_positions)
 
     def mlp(Y: np.ndarray):
         return mlp_fwd(Y, params, prefix, "1", "2", variant, act)
@@ -465,8 +477,8 @@ def stack_layer(X: np.ndarray, params: Params, prefix: str, variant, H: int, arc
 
 
 def decoder_layer_fwd(X: np.ndarray, Z: np.ndarray, params: Params, prefix: str, variant, H: int, *,
-                      pad_x: Optional[np.ndarray] = None,
-                      pad_z: Optional[np.ndarray] = None) -> tuple[np.ndarray, tuple[ResidualCache, ...]]:
+                      pad_x: Optional[np.ndarray] = None, pad_z: Optional[np.ndarray] = None,
+                      table: Optional[str] = None) -> tuple[np.ndarray, tuple[ResidualCache, ...]]:
     """Algorithm 8 lines 14-19: causal self-attention, cross-attention to Z (Mask ≡ 1), MLP.
 
     X: (..., d_e, ℓ_x) decoder stream, Z: (..., d_e, ℓ_z) encoder output.
@@ -479,7 +491,8 @@ def decoder_layer_fwd(X: np.ndarray, Z: np.ndarray, params: Params, prefix: str,
     Padding (``padded``) masks keys: ``pad_x`` (..., ℓ_x) the decoder's own positions in line 14,
     Mask[t_z, t_x] = [[t_z ≤ t_x]] ∧ pad_x[t_z] (Hugging Face's ``decoder_attention_mask``);
     ``pad_z`` (..., ℓ_z) the encoder's positions in line 16, Mask ≡ 1 ∧ pad_z[t_z] (the encoder's
-    ``attention_mask``, passed on to cross-attention).
+    ``attention_mask``, passed on to cross-attention). ``table``: the prefix of the T5 bias table of the
+    self-attention (the decoder stack's first layer's, in a T5 model; default ``<prefix>self_attn.``).
     """
     placement = variant.resolved_norm_placement("ed_decoder")
     act = variant.resolved_activation("ed_decoder")
@@ -489,11 +502,11 @@ def decoder_layer_fwd(X: np.ndarray, Z: np.ndarray, params: Params, prefix: str,
     W_self = gather_variant_mha(params, prefix + "self_attn.", H, variant)
     W_cross = gather_variant_mha(params, prefix + "cross_attn.", H, variant)
 
-    table = _t5_bias(params, prefix + "self_attn.", ell_x, False, variant)  # causal buckets; cross: none
+    bias = _t5_bias(params, table or prefix + "self_attn.", ell_x, False, variant)  # causal buckets; cross: none
 
     def self_attn(Y: np.ndarray):
         return mh_attention_fwd(Y, Y, W_self, self_mask, variant, prefix + "self_attn.", causal_self=True,
-                                pos_bias=table)
+                                pos_bias=bias)
 
     def cross_attn(Y: np.ndarray):
         return mh_attention_fwd(Y, Z, W_cross, cross_mask, variant, prefix + "cross_attn.")

@@ -117,6 +117,8 @@ class Attn:
     gamma_q: Optional[Tensor] = None  # (d_attn,) QK-norm's query gain, shared by the heads (qk_norm)
     gamma_k: Optional[Tensor] = None  # (d_attn,) QK-norm's key gain
     rel_bias: Optional[Tensor] = None  # (rel_buckets, H) T5's relative bias table (rel_bias="t5_buckets", spec 2.13)
+    rope_ext: Optional[Tensor] = None  # (r/2,) LongRoPE's per-pair factors (rope_factors="longrope", Phi-3)
+    rope_mscale: Optional[Tensor] = None  # (1,) LongRoPE's attention factor on cos and sin
 
 
 @dataclass(frozen=True)
@@ -214,7 +216,10 @@ def attn_params(params: Mapping[str, Tensor], prefix: str = "", multi_head: bool
     # QK-norm's gains: a layer's, or a causal self-attention entry's (spec 2.12); absent elsewhere
     gains = {n: params.get(prefix + n) for n in ("gamma_q", "gamma_k")} if multi_head else {}
     table = params.get(prefix + "rel_bias") if multi_head else None  # T5's, a self-attention's (spec 2.13)
-    return Attn(len(heads), W_o=out, b_o=bias, kv_heads=n_kv, rel_bias=table, **packed, **gains)
+    # LongRoPE's factors (rope_factors="longrope"): the attention's own, or a decoder-only model's, which every
+    # layer shares (Phi3Model's one rotary_emb: ``layers.{l}.attn.`` holds none)
+    rope = {n: params.get(prefix + n, params.get(n)) for n in ("rope_ext", "rope_mscale")} if multi_head else {}
+    return Attn(len(heads), W_o=out, b_o=bias, kv_heads=n_kv, rel_bias=table, **packed, **gains, **rope)
 
 
 def norm_params(params: Mapping[str, Tensor], gamma: str, beta: str) -> Norm:

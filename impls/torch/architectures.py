@@ -17,6 +17,7 @@ then one token per call), the ``cached_decoding`` entry.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Optional, Sequence
 
 import torch
@@ -42,7 +43,7 @@ def ed_encode(z: Tensor, emb_enc: Embedding, enc: Sequence[Block], final_enc: No
     z: (…, ℓ_z) source → Z: (…, ℓ_z, d_e). ``pad_z`` (…, ℓ_z), True = a real token: the
     source's padding positions are masked as keys in every layer (Mask ≡ 1 ∧ pad_z[t_z])."""
     Z = embed(z, emb_enc.table, emb_enc.positions, v, ell_max, emb_enc.norm)  # lines 1-3: (…, ℓ_z, d_e)
-    for p in enc:  # line 4
+    for p in _stack_table(enc, v):  # line 4
         Z = block(Z, p, v, "ed_encoder", pad_z)  # lines 5-8
     if v.resolved_final_norm("ed_encoder"):
         Z = norm(Z, final_enc, v)
@@ -57,11 +58,29 @@ def ed_decode_logits(x: Tensor, Z: Tensor, emb_dec: Embedding, dec: Sequence[Dec
     keys in every self-attention (line 14), ``pad_z`` (…, ℓ_z) the source's in every
     cross-attention (line 16); True = a real token."""
     X = embed(x, emb_dec.table, emb_dec.positions, v, ell_max, emb_dec.norm)  # lines 10-12: (…, ℓ_x, d_e)
-    for p in dec:  # line 13
+    for p in _stack_table(dec, v):  # line 13
         X = decoder_block(X, Z, p, v, pad_x, pad_z)  # lines 14-19
     if v.resolved_final_norm("ed_decoder"):
         X = norm(X, final_dec, v)
+    if v.unembedding_scale == "inv_sqrt_d_e":  # T5ForConditionalGeneration: sequence_output * d_model**-0.5
+        X = X * X.shape[-1] ** -0.5
     return logits(X, head.W_u, head.b_u, v)  # line 21 before softmax: (…, ℓ_x, N_V)
+
+
+def _stack_table(layers: Sequence, v: VariantSet) -> list:
+    """One stack's layers under rel_bias="t5_buckets": T5Stack builds block 0 alone with
+    ``has_relative_attention_bias`` and hands its ``position_bias`` to every later block (transformers 5.24
+    modeling_t5.py), so each layer's self-attention gets the first layer's table; the cross-attention none."""
+    layers = list(layers)
+    if v.rel_bias != "t5_buckets" or not layers:
+        return layers
+    out = []
+    for p in layers:
+        if isinstance(p, DecBlock):
+            out.append(replace(p, self_attn=replace(p.self_attn, rel_bias=layers[0].self_attn.rel_bias)))
+        else:
+            out.append(replace(p, attn=replace(p.attn, rel_bias=layers[0].attn.rel_bias)))
+    return out
 
 
 def ed_logits(z: Tensor, x: Tensor, emb_enc: Embedding, emb_dec: Embedding, enc: Sequence[Block],

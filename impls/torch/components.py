@@ -227,23 +227,41 @@ def inverse_frequencies(d: int, base: float, scaling: str = "none") -> Tensor:
 
 
 def rope_tables(d: int, start: int, n: int, base: float, dtype: torch.dtype, device,
-                scaling: str = "none") -> tuple[Tensor, Tensor]:
+                scaling: str = "none", longrope: Optional[tuple[Tensor, Tensor]] = None) -> tuple[Tensor, Tensor]:
     """cos and sin of the RoPE angles t·θ_i for positions t = start … start + n − 1 and
     θ_i = base^(−2i/d), i = 0 … d/2 − 1 (RoFormer eq. 15; rescaled as ``inverse_frequencies``
     says under ``scaling``): two (n, d/2) tables.
 
     Built in float64 on the CPU and rounded once to ``dtype`` (like the sinusoid table and a
     registered ``inv_freq`` buffer computed in full precision), so every dtype gets correctly
-    rounded cos and sin."""
+    rounded cos and sin.
+
+    ``longrope`` (ext (d/2,), mscale (1,)) (``rope_factors="longrope"``, Phi-3 and Phi-3.5): in place of
+    ``scaling``, Hugging Face transformers 5.24 ``_compute_longrope_parameters``'s ``inv_freq = 1.0 /
+    (ext_factors * base**inv_freq_shape)`` with ``inv_freq_shape = arange(0, d, 2) / d``, and both tables
+    times the attention factor (``Phi3RotaryEmbedding.forward``: ``emb.cos() * self.attention_scaling``),
+    still in float64 and rounded once."""
     if d % 2:
         raise ValueError(f"rotary position embedding rotates pairs: d_attn = {d} must be even")
-    theta = inverse_frequencies(d, base, scaling)  # θ_i
+    gain = 1.0
+    if longrope is None:
+        theta = inverse_frequencies(d, base, scaling)  # θ_i
+    else:
+        ext = longrope[0].detach().to(device="cpu", dtype=torch.float64).reshape(-1)
+        mscale = longrope[1].detach().to(device="cpu", dtype=torch.float64).reshape(-1)
+        if ext.shape[0] != d // 2 or mscale.shape[0] != 1:
+            raise ValueError(f"rope_factors='longrope': {d // 2} factors and 1 attention factor for a rotated "
+                             f"width {d}, given {ext.shape[0]} and {mscale.shape[0]}")
+        shape = torch.arange(0, d, 2, dtype=torch.float64) / d  # 2i/d
+        theta = 1.0 / (ext * torch.pow(torch.tensor(float(base), dtype=torch.float64), shape))
+        gain = float(mscale[0])
     t = torch.arange(start, start + n, dtype=torch.float64)  # absolute positions
     angle = t[:, None] * theta[None, :]  # (n, d/2)
-    return (torch.cos(angle).to(device=device, dtype=dtype), torch.sin(angle).to(device=device, dtype=dtype))
+    return ((gain * torch.cos(angle)).to(device=device, dtype=dtype),
+            (gain * torch.sin(angle)).to(device=device, dtype=dtype))
 
 
-def rotate(Y: Tensor, start: int, v: VariantSet) -> Tensor:
+def rotate(Y: Tensor, start: int, v: VariantSet, longrope: Optional[tuple[Tensor, Tensor]] = None) -> Tensor:
     """RoPE (Su et al. 2021, RoFormer eq. 34) on Y (…, ℓ, d): row t (position start + t) has each
     pair (a, b) turned to (a cos − b sin, b cos + a sin) by the angle (start + t)·θ_i.
 
@@ -251,14 +269,17 @@ def rotate(Y: Tensor, start: int, v: VariantSet) -> Tensor:
     ``q·cos + rotate_half(q)·sin``) and (2i, 2i + 1) under ``"interleaved"`` (RoFormer, Meta's
     LLaMA ``view_as_complex``, GPT-J). Partial rotary (``rotary_fraction`` f): as Hugging Face's
     GPT-NeoX, the first r = int(d·f) features are split off and rotated as a RoPE of width r, the
-    rest concatenated back unchanged. Y itself is not modified."""
+    rest concatenated back unchanged. Y itself is not modified. ``longrope``: LongRoPE's factors and
+    attention factor under ``rope_factors="longrope"`` (``rope_tables``); the unrotated rest is not scaled."""
     if v.rotary == "none":
         return Y
     ell, d = Y.shape[-2], Y.shape[-1]
     r = int(d * v.rotary_fraction)
     if r < d:  # partial: rotate Y[..., :r], pass Y[..., r:]
-        return torch.cat([rotate(Y[..., :r], start, v.replace(rotary_fraction=1.0)), Y[..., r:]], dim=-1)
-    cos, sin = rope_tables(d, start, ell, v.rope_base, Y.dtype, Y.device, v.rope_scaling)  # (ℓ, d/2) each
+        return torch.cat([rotate(Y[..., :r], start, v.replace(rotary_fraction=1.0), longrope), Y[..., r:]], dim=-1)
+    # LongRoPE's factors where the entry holds them (one that does not list rope_factors has none: plain RoPE)
+    factors = longrope if v.rope_factors == "longrope" else None
+    cos, sin = rope_tables(d, start, ell, v.rope_base, Y.dtype, Y.device, v.rope_scaling, factors)  # (ℓ, d/2)
     if v.rotary == "half":
         a, b = Y[..., : d // 2], Y[..., d // 2:]
         return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
@@ -321,7 +342,8 @@ def project(X: Tensor, Z: Tensor, p: Attn, v: VariantSet, x_start: int = 0, z_st
         # (Qwen3Attention's q_norm/k_norm over head_dim; the gain as norm_gain says: Gemma 3's 1 + γ)
         Q, K = norm(Q, Norm(p.gamma_q, None), v, "rms_norm"), norm(K, Norm(p.gamma_k, None), v, "rms_norm")
     if rotary and v.rotary != "none":
-        Q, K = rotate(Q, x_start, v), rotate(K, z_start, v)
+        longrope = (p.rope_ext, p.rope_mscale) if p.rope_ext is not None and p.rope_mscale is not None else None
+        Q, K = rotate(Q, x_start, v, longrope), rotate(K, z_start, v, longrope)
     return Q, K, V
 
 

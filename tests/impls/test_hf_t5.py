@@ -11,13 +11,17 @@ decision). The full certification (quick profile, seeds 1 and 2) is ``ftspec cer
 (docs/libraries.md); a short search of it runs under FTSPEC_ALL_LIBRARIES=1. ``transformers-t5-layers`` offers
 encoder_layer and decoder_layer through ``T5Block(config, has_relative_attention_bias=True)`` (a stack's first
 block) under T5 v1.0's and v1.1's layer sets, also written out here; declared with a LayerNorm (the mean
-subtracted), without the bias or post-norm, each fails.
+subtracted), without the bias or post-norm, each fails. The whole model (issue 38): ``transformers-t5`` offers
+ed_transformer and padded_ed_transformer through ``T5ForConditionalGeneration`` under T5 v1.0's and v1.1's model
+sets, written out here; the model judged against the spec without the tables, with each layer reading a table of
+its own, with the decoder reading the encoder's table, or without the head's d_model**-0.5 fails.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Any
 
 import numpy as np
 import pytest
@@ -170,7 +174,8 @@ def test_a_short_search_passes_and_a_wrong_declaration_fails(tmp_path):
     result = run(["transformers-t5", "transformers-t5-layers"], settings(examples=5, dtypes=("float32",)))
     assert not result.broken
     cells = [c for c in result.cells if c.status != "not implemented"]
-    assert {c.algorithm for c in cells} == set(ENTRIES) | {"encoder_layer", "decoder_layer"}
+    assert {c.algorithm for c in cells} == set(ENTRIES) | {"encoder_layer", "decoder_layer", "ed_transformer",
+                                                           "padded_ed_transformer"}
     assert all(c.status == "pass" for c in cells), [(c.impl, c.algorithm, c.status) for c in cells]
     impl = load("transformers-t5")
     liar = dataclasses.replace(impl, name="transformers-t5-wrong",
@@ -180,3 +185,83 @@ def test_a_short_search_passes_and_a_wrong_declaration_fails(tmp_path):
     result = run([liar], settings(examples=5, algorithms=("causal_self_attention",), dtypes=("float32",)))
     (cell,) = [c for c in result.cells if c.algorithm == "causal_self_attention"]
     assert cell.status == "fail", (cell.status, cell.note)
+
+
+# -- the whole model (issue 38): T5ForConditionalGeneration ----------------------------------------------------
+
+#: T5 v1.0's model, written out from transformers 5.24 (T5Stack: no position embeddings, a final T5LayerNorm per
+#: stack; T5ForConditionalGeneration: lm_head tied to shared, ``sequence_output * (self.model_dim**-0.5)`` under
+#: ``scale_decoder_outputs``, T5Config's default), and v1.1's as 5.24 builds it from tie_word_embeddings=False:
+#: no scale, the head still tied (T5Config.__post_init__ sets tie_word_embeddings True)
+T5_MODEL = T5_V1_0.replace(final_norm="final", positions="none", unembedding="tied", unembedding_scale="inv_sqrt_d_e")
+T5_V1_1_MODEL = T5_V1_1.replace(final_norm="final", positions="none", unembedding="tied")
+MODEL_SIZES = {"N_V": 7, "ell_max": 6, "L_enc": 2, "L_dec": 2, "H": 2, "d_e": 4, "d_attn": 3, "d_mid": 3, "d_mlp": 6,
+               "ell_z": 5, "ell_x": 5}
+TABLES = ("enc_layers.0.attn.rel_bias", "dec_layers.0.self_attn.rel_bias")
+
+
+def _model_case(entry: str, v, seed: int = 1) -> Case:
+    given = {"pad_z": np.array([True, True, False, True, True]),
+             "pad_x": np.array([False, True, True, False, True])} if entry.startswith("padded_") else {}
+    return Case.build(entry, MODEL_SIZES, v, seed=seed, given=given)
+
+
+def test_v1_1s_config_gives_a_tied_unscaled_head():
+    """What the declarations rest on: T5Config(tie_word_embeddings=False) keeps the head tied, unscaled."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    for tie, scaled in ((None, True), (False, False)):
+        kw = {} if tie is None else {"tie_word_embeddings": tie}
+        config = T5Config(vocab_size=7, d_model=4, d_kv=2, d_ff=6, num_layers=1, num_heads=2, **kw)
+        model = T5ForConditionalGeneration(config)
+        assert config.scale_decoder_outputs is scaled
+        assert model.lm_head.weight.data_ptr() == model.shared.weight.data_ptr()
+        assert [n for n, _ in model.named_parameters() if n.endswith("relative_attention_bias.weight")] == \
+            ["encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+             "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"]
+
+
+@pytest.mark.parametrize("entry", ("ed_transformer", "padded_ed_transformer"))
+@pytest.mark.parametrize("version", ("v1.0", "v1.1"))
+def test_the_librarys_model_conforms(entry, version):
+    from ftspec.impls.discovery import load
+
+    v = (T5_MODEL if version == "v1.0" else T5_V1_1_MODEL).replace(rel_buckets=6, rel_max_distance=5)
+    if entry.startswith("padded_"):
+        v = v.replace(empty_query="uniform")  # pad_x[0] = 0: query 0 has no key; eager adds finfo.min to all
+    assert v in load("transformers-t5").variants_for(entry)
+    for dtype in ("float32", "bfloat16"):
+        assert findings_of("transformers-t5", _model_case(entry, v), v, dtype) == [], dtype
+
+
+def _model_judged(declared, *, drop: bool = False, params: Any = None, shared: bool = True) -> bool:
+    """Whether the library's model (run under T5 v1.0 at 6/5) passes at float32 against the spec under
+    ``declared``: the tables dropped (``drop``), other parameters (``params``: name → the name it takes), or
+    each layer reading a table of its own (``shared=False``: the later layers, which hold none, add no bias)."""
+    from ftspec.impls.discovery import load
+    from ftspec.spec import architectures
+
+    v = T5_MODEL.replace(rel_buckets=6, rel_max_distance=5)
+    case = _model_case("ed_transformer", v)
+    p = rounded(case, "float32")
+    got = call(load("transformers-t5"), case.entry, p.inputs, p.params, hyper=case.hyper, variant=v,
+               dtype="float32", device="cpu")
+    given = {k: x for k, x in p.params.items() if not (drop and k in TABLES)}
+    given.update({k: p.params[src] for k, src in (params or {}).items()})
+    original = architectures._shared_table
+    if not shared:
+        architectures._shared_table = lambda layers, variant: list(layers)
+    try:
+        ref = reference(case.entry, p.inputs, given, hyper=case.hyper, variant=declared, dtype="float32")
+    finally:
+        architectures._shared_table = original
+    return judge(case.entry, got, ref).ok
+
+
+def test_the_model_declared_wrong_fails():
+    v = T5_MODEL.replace(rel_buckets=6, rel_max_distance=5)
+    assert _model_judged(v)  # the library's own set passes on the same call
+    assert not _model_judged(v.replace(rel_bias="none"), drop=True)  # without the tables
+    assert not _model_judged(v, shared=False)  # each layer its own table
+    assert not _model_judged(v, params={TABLES[1]: TABLES[0]})  # the decoder reading the encoder's table
+    assert not _model_judged(v.replace(unembedding_scale="one"))  # the head without d_model**-0.5

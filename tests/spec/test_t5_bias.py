@@ -8,8 +8,8 @@ the spec's code:
 - the entries: Algorithm 5 with each head's table column at the buckets added to the scaled scores,
   before the mask, written out;
 - the table rel_bias (rel_buckets × H) is the last parameter, under rel_bias="t5_buckets" alone; the bucket
-  parameters are read under it alone (``Entry.read_with``); no earlier set's hash moves; the layers, models,
-  Algorithm 5's own entry and cross-attention do not list the bias.
+  parameters are read under it alone (``Entry.read_with``); no earlier set's hash moves; Algorithm 5's own entry,
+  cross-attention and the models other than Algorithm 8's forward ones do not list the bias.
 """
 
 from __future__ import annotations
@@ -172,9 +172,11 @@ def test_no_earlier_set_moves_its_hash():
 
 
 def test_only_the_self_attention_entries_list_the_bias():
+    """... the layers and, since issue 38's whole T5, Algorithm 8's forward model (tests/spec/test_t5_model.py)."""
     listing = {name for name, e in REGISTRY.items() if e.switches & REL_BIAS}
     layers = {"encoder_layer", "bert_layer", "gpt2_layer", "decoder_layer"}
-    assert listing == set(ENTRIES) | layers | {"padded_" + n for n in layers}
+    models = {"ed_transformer", "padded_ed_transformer"}
+    assert listing == set(ENTRIES) | layers | {"padded_" + n for n in layers} | models
     for name in ("attention", "mh_attention"):
         assert "rel_bias" not in REGISTRY[name].param_schema({"H": 2}, T5)
 

@@ -6,8 +6,11 @@ residual (``residual``), BLOOM's and MPT's ALiBi (``position_bias``), GPT-NeoX's
 Llama 3.1's and linear RoPE scaling (``rope_scaling``), Gemma 2's sandwich norms
 (``norm_placement="sandwich"``) and Gemma 2's and 3's local and global layers (``global_every``,
 ``rope_local_base``), and a sparse mixture of experts' routing (``moe_topk_norm``: Mixtral's
-renormalised weights, Qwen2-MoE's plain ones; the number of experts chosen; ties refused), and BART's
-two position tables (``ed_positions``: the decoder reading the encoder's). Each is
+renormalised weights, Qwen2-MoE's plain ones; the number of experts chosen; ties refused), BART's
+two position tables (``ed_positions``: the decoder reading the encoder's), and T5's one relative-bias table
+per stack (``rel_bias`` in the encoder-decoder: each layer reading a table of its own, or the decoder the
+encoder's); Phi-3's LongRoPE (``rope_factors``: the factors multiplying the frequencies, the attention
+factor on cos alone). Each is
 a source edit of the NumPy plugin's own helper (one line, or a block moved), so every entry built on the
 helper inherits it."""
 
@@ -32,6 +35,10 @@ _REAL_COUNT = "    return np.cumsum(flags, axis=-1) - flags  # exclusive count: 
 TWO_TABLES = tuple(name for name, e in REGISTRY.items() if "ed_positions" in e.switches)
 #: the NumPy plugin's choice of the target's table in ``ed_logits_fwd``
 _DEC_TABLE = '    dec_table = "W_p_dec" if variant.ed_positions == "separate" else "W_p"\n'
+#: the encoder-decoder models whose stacks each share one T5 bias table (``rel_bias``, issue 38)
+T5_STACKS = tuple(name for name, e in REGISTRY.items() if "rel_bias" in e.switches and "L_enc" in e.hyper)
+#: the NumPy plugin's choice, in ``ed_logits_fwd``, of the table each stack's layers read: their first layer's
+_ENC_TABLE, _DEC_TABLE_T5 = 'table="enc_layers.0.attn."', 'table="dec_layers.0.self_attn."'
 #: the entries with a causal self-attention, whose scores ALiBi biases
 BIASED = tuple(name for name, e in REGISTRY.items() if "position_bias" in e.switches)
 #: the entries whose queries and keys RoPE may rotate in part
@@ -99,8 +106,16 @@ _FLAT_BWD = [Edit(GC, "attention_bwd", f"        d{M}, dgamma_{m}, _ = norm_bwd(
                   f"        d{M} = d{M}.reshape(d{M}.shape[:-2] + (-1, c.K.shape[-2], d{M}.shape[-1]))\n"
                   f"        dgamma_{m} = dgamma_{m}.reshape(dgamma_{m}.shape[:-1] + (-1, c.K.shape[-2]))\n")
              for i, (M, m) in enumerate((("Q", "q"), ("K", "k")))]
-_ROTATED = ('        K = rotate(K, pos_k, rotary, variant.rope_base, rows=rows, scaling=variant.rope_scaling)\n'
+_ROTATED = ('        K = rotate(K, pos_k, rotary, variant.rope_base, rows=rows, scaling=variant.rope_scaling, '
+            'longrope=longrope)\n'
             '    if kv_cache is not None:')
+#: the entries that hold LongRoPE's factors (``rope_factors``, spec 2.17), and the lines of the NumPy plugin's
+#: ``rope_tables`` its mutants edit: the frequencies 1/(e_i·base^(2i/r)), the attention factor on both tables
+LONGROPE = tuple(name for name, e in REGISTRY.items() if "rope_factors" in e.switches)
+_LONGROPE_THETA = ("        theta = 1.0 / (ext * np.power(float(base), np.arange(0, d, 2, dtype=np.float64) "
+                   "/ float(d)))\n")
+_LONGROPE_GAIN = "    return (gain * np.cos(angle)).astype(dtype), (gain * np.sin(angle)).astype(dtype)\n"
+_PHI3 = {"rotary": "half", "rope_factors": "longrope"}
 
 #: the entries with a sparse mixture of experts (spec 2.11), and the NumPy plugin's module of it
 EXPERTS = tuple(name for name, e in REGISTRY.items() if "moe_topk_norm" in e.switches)
@@ -393,5 +408,54 @@ MUTANTS = [
            equivalence="equivalent under ed_positions = 'shared', under a sinusoid (one fixed table), and where "
                        "W_p_dec equals W_p",
            witness=Witness("ed_transformer", variant={"ed_positions": "separate"}),
+           bench=("ed_transformer",)),
+    Mutant("longrope-factors-multiplied", "Phi-3's LongRoPE factors multiplying RoPE's frequencies (θ_i·e_i, "
+           "positions stretched) where they divide them (θ_i/e_i: inv_freq = 1/(ext_factors·base^(2i/r)), "
+           "positions interpolated)", LONGROPE,
+           source_edit(Edit(C, "rope_tables", _LONGROPE_THETA,
+                            "        theta = ext / np.power(float(base), np.arange(0, d, 2, dtype=np.float64) "
+                            "/ float(d))\n")),
+           source="LongRoPE (Ding et al. 2024) calls its per-dimension factors rescale factors λ_i of the "
+                  "positions (θ_i/λ_i); transformers 5.24 _compute_longrope_parameters divides: inv_freq = 1.0 / "
+                  "(ext_factors * base**inv_freq_shape); a port that reads them as frequency multipliers "
+                  "computes the reciprocal scaling; constructed from the definition",
+           equivalence="equivalent under rope_factors = 'none' or rotary = 'none', and where every factor is 1",
+           witness=Witness("causal_self_attention", hyper={"d_attn": 4}, variant=_PHI3),
+           bench=("causal_self_attention",)),
+    Mutant("longrope-attention-factor-on-cos-only", "LongRoPE's attention factor m applied to the cosine table "
+           "alone, where Phi3RotaryEmbedding multiplies cos and sin alike (a rotated pair then (m·a cos − b sin, "
+           "m·b cos + a sin): no longer m times a rotation)", LONGROPE,
+           source_edit(Edit(C, "rope_tables", _LONGROPE_GAIN,
+                            "    return (gain * np.cos(angle)).astype(dtype), np.sin(angle).astype(dtype)\n")),
+           source="transformers 5.24 models/phi3/modeling_phi3.py Phi3RotaryEmbedding.forward: cos = emb.cos() * "
+                  "self.attention_scaling, sin = emb.sin() * self.attention_scaling; constructed from the "
+                  "definition",
+           equivalence="equivalent under rope_factors = 'none' or rotary = 'none', and where m = 1 (at position 0, "
+                       "sin = 0, so a one-token sequence shows nothing)",
+           witness=Witness("causal_self_attention", hyper={"d_attn": 4}, variant=_PHI3),
+           bench=("causal_self_attention",)),
+    Mutant("t5-table-per-layer", "each layer of a T5 stack reading a relative-bias table of its own where the "
+           "stack has one, its first layer's (rel_bias = 't5_buckets' in the encoder-decoder): the later layers, "
+           "holding none, add no bias", T5_STACKS,
+           source_edit(Edit(A, "ed_logits_fwd", _ENC_TABLE, 'table=f"enc_layers.{l}.attn."'),
+                       Edit(A, "ed_logits_fwd", _DEC_TABLE_T5, 'table=f"dec_layers.{l}.self_attn."')),
+           source="transformers 5.24 T5Stack: only block 0 is built with has_relative_attention_bias, and "
+                  "'We share the position biases between the layers - the first layer stores them'; a port that "
+                  "composes T5Block's forward per layer without handing on position_bias adds the bias in the "
+                  "first layer alone",
+           equivalence="equivalent under rel_bias = 'none' and with one layer a stack",
+           witness=Witness("ed_transformer", variant={"rel_bias": "t5_buckets", "rel_buckets": 6,
+                                                      "rel_max_distance": 5}),
+           bench=("ed_transformer",)),
+    Mutant("t5-decoder-reads-encoder-table", "the decoder's self-attention biased from the encoder's relative-bias "
+           "table (with causal buckets) where each stack has its own (rel_bias = 't5_buckets' in the "
+           "encoder-decoder)", T5_STACKS,
+           source_edit(Edit(A, "ed_logits_fwd", _DEC_TABLE_T5, _ENC_TABLE)),
+           source="transformers 5.24: T5ForConditionalGeneration's encoder and decoder are two T5Stacks, each "
+                  "block 0 holding its own relative_attention_bias; a port that builds one table for the model "
+                  "meets the difference when loading a checkpoint",
+           equivalence="equivalent under rel_bias = 'none' and where the two tables are equal",
+           witness=Witness("ed_transformer", variant={"rel_bias": "t5_buckets", "rel_buckets": 6,
+                                                      "rel_max_distance": 5}),
            bench=("ed_transformer",)),
 ]

@@ -79,6 +79,8 @@ def _groups(entry: Entry) -> list[str]:
         names.append("rope_local_base")
     if "attn_bias_at" in entry.switches:
         names = [n for n in names if n != "attn_bias"] + ["attn_biases"]
+    if "rope_factors" in entry.switches:  # LongRoPE's factors (spec 2.17) are read with a pairing: drawn with one
+        names = ["rotary_factors" if n == "rotary" else n for n in names if n != "rope_factors"]
     # "rel_bias" stays one group: T5's bias with a pair of bucket parameters (``T5_BUCKETS``)
     if _QK_NORMS <= set(entry.read_with):  # the norm switches read with QK-norm alone: drawn with it
         return [n for n in names if n not in _QK_NORMS | {"qk_norm"}] + ["qk_norm_norms"]
@@ -145,6 +147,10 @@ def _changed(group: str) -> st.SearchStrategy[dict[str, Any]]:
                          st.sampled_from(SWITCHES["rope_base"].choices),
                          st.sampled_from(SWITCHES["rotary_fraction"].choices),
                          st.sampled_from(SWITCHES["rope_scaling"].choices))
+    if group == "rotary_factors":  # a pairing as "rotary" draws it, half the time under LongRoPE (which replaces
+        # rope_scaling: drawn at "none", the one value it is read as there)
+        return st.one_of(_changed("rotary"), _changed("rotary").map(
+            lambda d: {**d, "rope_factors": "longrope", "rope_scaling": "none"}))
     if group == "rel_bias":  # T5's buckets with one of the drawn (num_buckets, max_distance) pairs
         return st.sampled_from([{"rel_bias": "t5_buckets", "rel_buckets": b, "rel_max_distance": d}
                                 for b, d in T5_BUCKETS])

@@ -34,6 +34,8 @@ def parameter_role(name: str, shape: tuple) -> str:
         return "bias"
     if part == "rel_bias":  # T5's relative bias table (rel_buckets × H, spec 2.13): additive on the scores
         return "relative bias"
+    if part in ("rope_ext", "rope_mscale"):  # LongRoPE's factors and attention factor (spec 2.17): positive
+        return "rope factor" if part == "rope_ext" else "attention factor"
     if part == "W" and len(shape) == 2:
         return "weight"
     if part.startswith("W_") and len(shape) == 2:
@@ -45,6 +47,10 @@ def parameter_role(name: str, shape: tuple) -> str:
 def _value(rng: np.random.Generator, role: str, shape: tuple[int, ...], style: str, m: Magnitudes,
            near: Optional[np.ndarray]) -> np.ndarray:
     """One parameter's values; ``near``: the deviation pattern of near-constant tables (None: not one)."""
+    if role == "rope factor":  # log-uniform over [1, 64] in every style: Phi-3-mini-128k's long factors run 1-~60
+        return np.exp(rng.uniform(0.0, math.log(64.0), shape))
+    if role == "attention factor":  # uniform over [1, 1.5]: Phi-3 128k's √(1 + ln 32 / ln 4096) ≈ 1.19
+        return rng.uniform(1.0, 1.5, shape)
     if role == "relative bias":  # T5's learned biases are O(1) beside unscaled scores: unit normal in every
         # style, so that a wrong bucket moves a score by about 1 (spec 2.13)
         return rng.standard_normal(shape)

@@ -76,7 +76,7 @@ def _adapt_params(entry: Entry, hyper: Mapping[str, int], variant: VariantSet,
     """The case's parameters fitted to ``variant``'s parameter set: those it does not take are
     dropped (the implementation ignored them: no b_u under logit_bias=False, no final γ, β); those
     it takes and the case lacks get the value an implementation without them computes with (γ = 1,
-    biases and β = 0, an untied W_u = W_eᵀ). None when ``variant`` takes weights the case lacks
+    biases and β = 0, LongRoPE's factors 1, an untied W_u = W_eᵀ). None when ``variant`` takes weights the case lacks
     and that have no such value (``_without_neutral_value``): an implementation called with the
     case's parameters cannot have computed under that set, so it is not judged."""
     try:
@@ -97,9 +97,10 @@ def _adapt_params(entry: Entry, hyper: Mapping[str, int], variant: VariantSet,
         if leaf == "W_u" and "W_e" in params and tuple(np.shape(params["W_e"])[::-1]) == tuple(shape):
             out[name] = np.ascontiguousarray(np.asarray(params["W_e"]).T)
             notes.append(f"{name} = W_e transposed")
-        else:
-            out[name] = np.ones(shape) if leaf.startswith("gamma") else np.zeros(shape)
-            notes.append(f"{name} = {'1' if leaf.startswith('gamma') else '0'}")
+        else:  # γ and LongRoPE's factors and attention factor (spec 2.17) are 1 where absent: the identity
+            one = leaf.startswith("gamma") or leaf in ("rope_ext", "rope_mscale")
+            out[name] = np.ones(shape) if one else np.zeros(shape)
+            notes.append(f"{name} = {'1' if one else '0'}")
     return out, notes
 
 

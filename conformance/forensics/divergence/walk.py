@@ -83,8 +83,12 @@ def _norm_step(where: str, X: list, params: Mapping[str, np.ndarray], gamma: str
 
 
 def _layer_step(where: str, name: str, X: list, params: Mapping[str, np.ndarray], prefix: str,
-                hyper: Mapping[str, int], Z: Optional[list] = None) -> Step:
+                hyper: Mapping[str, int], Z: Optional[list] = None, table: str = "") -> Step:
+    """``table``: the model's name of the T5 bias table this layer's self-attention reads (its stack's, held by
+    the stack's first layer: ``architectures._shared_table``), given to the layer entry as its own."""
     p = _strip(params, prefix)
+    if table in params:
+        p["self_attn.rel_bias" if name == "decoder_layer" else "attn.rel_bias"] = params[table]
     h = {k: hyper[k] for k in _LAYER_HYPER}
     if name == "decoder_layer":
         assert Z is not None, "a decoder layer needs its context Z"
@@ -92,6 +96,12 @@ def _layer_step(where: str, name: str, X: list, params: Mapping[str, np.ndarray]
         return Step(where, name, {"X": _a(X), "Z": _a(Z)}, p, h, context=_a(Z))
     h["ell"] = len(X[0])
     return Step(where, name, {_LAYER_INPUT[name]: _a(X)}, p, h)
+
+
+def _stack_table(variant: VariantSet, name: str) -> str:
+    """The encoder-decoder's table every layer of a stack reads under rel_bias="t5_buckets" (T5Stack); none
+    otherwise."""
+    return name if variant.rel_bias == "t5_buckets" else ""
 
 
 def _lists(p: Mapping[str, np.ndarray]) -> dict[str, Any]:
@@ -129,7 +139,8 @@ def model_walk(model: str, inputs: Mapping[str, np.ndarray], params: Mapping[str
         steps.append(_embedding_step("encoder embedding", inputs["z"], params, "_enc", hyper, d_e))
         Z = v["enc_embedding"]
         for l in range(hyper["L_enc"]):
-            steps.append(_layer_step(f"encoder layer {l}", "encoder_layer", Z, params, f"enc_layers.{l}.", hyper))
+            steps.append(_layer_step(f"encoder layer {l}", "encoder_layer", Z, params, f"enc_layers.{l}.", hyper,
+                                     table=_stack_table(variant, "enc_layers.0.attn.rel_bias")))
             Z = v[f"enc_layers.{l}"]
         if variant.resolved_final_norm("ed_encoder"):
             steps.append(_norm_step("encoder final norm", Z, params, "gamma_enc", "beta_enc", variant))
@@ -137,7 +148,8 @@ def model_walk(model: str, inputs: Mapping[str, np.ndarray], params: Mapping[str
         steps.append(_embedding_step("decoder embedding", inputs["x"], params, "_dec", hyper, d_e))
         X = v["dec_embedding"]
         for l in range(hyper["L_dec"]):
-            steps.append(_layer_step(f"decoder layer {l}", "decoder_layer", X, params, f"dec_layers.{l}.", hyper, Z))
+            steps.append(_layer_step(f"decoder layer {l}", "decoder_layer", X, params, f"dec_layers.{l}.", hyper, Z,
+                                     table=_stack_table(variant, "dec_layers.0.self_attn.rel_bias")))
             X = v[f"dec_layers.{l}"]
         if variant.resolved_final_norm("ed_decoder"):
             steps.append(_norm_step("decoder final norm", X, params, "gamma_dec", "beta_dec", variant))

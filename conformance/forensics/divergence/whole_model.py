@@ -58,6 +58,8 @@ def _walk_whole(d: Divergence, check: _Checker, model: str, model_entry: str, x:
         mp = _ModelProbe(check.under(zv), model, model_entry, x, params, hyper, zv)
         variant = zv
         prefix = "with a query that has no key answered by zeros (empty_query='zeros'), "
+    if _t5_tables(d, mp, variant, prefix):
+        return
     _whole_walk(d, mp, variant, prefix)
     if _blind(variant, mp.hyper) and d.where != "unembedding":
         named = f"{d.where}/{d.sublayer}" if d.sublayer else d.where
@@ -68,6 +70,39 @@ def _walk_whole(d: Divergence, check: _Checker, model: str, model_entry: str, x:
         d.detail += (f"; but at d_e = {mp.hyper['d_e']} a {variant.norm} keeps little more than a sign, so what "
                      "agrees through a norm is no proof: every place remains possible, the probes pointed first "
                      "at the first one listed")
+
+
+#: T5's two relative-bias tables in the encoder-decoder (rel_bias="t5_buckets"): each stack's, held by its first layer
+_T5_TABLES = ("enc_layers.0.attn.rel_bias", "dec_layers.0.self_attn.rel_bias")
+
+
+def _t5_tables(d: Divergence, mp: _ModelProbe, variant: VariantSet, prefix: str) -> bool:
+    """T5's encoder-decoder (issue 38): every layer agreed on its own, the model departs. With both stacks'
+    tables 0 the spec adds no bias anywhere, nor does any reading of the tables: if the model then agrees, the
+    departure is in how the tables are read (which layer reads which table, and with which buckets), not in the
+    layers' own computation; with the decoder's table set to the encoder's, a model whose decoder reads the
+    encoder's table agrees. False (the walk goes on) where neither holds or the model is not T5's. The probes go
+    through no norm, so they hold at any d_e."""
+    if variant.rel_bias != "t5_buckets" or not all(t in mp.params for t in _T5_TABLES):
+        return False
+    zero = {**mp.params, **{t: np.zeros_like(mp.params[t]) for t in _T5_TABLES}}
+    if mp.run(zero, "both stacks' relative-bias tables 0") is not True:
+        return False
+    d.where, d.sublayer = "relative-bias tables", ""
+    said = (prefix + "the model agrees once both stacks' relative-bias tables are 0 (rel_bias='t5_buckets') and "
+            "departs as given; ")
+    if mp.run({**mp.params, _T5_TABLES[1]: mp.params[_T5_TABLES[0]]},
+              "the decoder's relative-bias table set to the encoder's") is True:
+        d.detail = said + ("it agrees with the decoder's table set to the encoder's: its decoder self-attention "
+                           "reads the encoder's table (enc_layers.0.attn.rel_bias), where T5 gives each stack its "
+                           "own (dec_layers.0.self_attn.rel_bias: transformers 5.24 T5Stack, one per stack)")
+    else:
+        d.detail = said + ("it reads the tables otherwise than T5, where each stack's one table, held by its first "
+                           "layer, biases every layer's self-attention of that stack (bidirectional buckets in the "
+                           "encoder, causal in the decoder) and no cross-attention (transformers 5.24 T5Stack: the "
+                           "first block's position_bias handed to every block): a later layer reading a table of "
+                           "its own or none, the bias in a cross-attention, or other buckets")
+    return True
 
 
 def _model_nan(d: Divergence, mp: _ModelProbe) -> bool:
