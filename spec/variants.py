@@ -14,6 +14,7 @@ arithmetic), so implementations may import it without sharing numerics.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -174,9 +175,11 @@ class VariantSet:
             raise ValueError(f"unknown variant switches: {sorted(unknown)}")
         return cls(**data)
 
-    @property
+    @functools.cached_property
     def hash(self) -> str:
-        """First 16 hex digits of sha256 of the canonical JSON: stable across runs and machines."""
+        """First 16 hex digits of sha256 of the canonical JSON: stable across runs and machines.
+        Kept once taken (a set is frozen): the harness keys its caches and checks by it, tens of
+        times per example."""
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
 
     @property
