@@ -40,6 +40,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("seed", nargs="?", help="one seed: its number (004), file name or preset (default: all)")
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=_seeds)
+    f = s.add_parser("families", help="the model families people ship: the set each is declared by",
+                     description="Each model family (GPT-2, BERT, BART, Marian, Llama, Mistral, Qwen, Gemma, Phi, "
+                                 "GPT-NeoX, GPT-J, Falcon, Mixtral, OPT, BLOOM, MPT): the name a declaration "
+                                 "writes (a preset, or a family name read as one), the switches it stands for, "
+                                 "the sizes a configuration adds and the plugin that certifies it "
+                                 "(spec/variants.py, FAMILIES).")
+    f.add_argument("family", nargs="?", help="one family, by name (default: all)")
+    f.add_argument("--json", action="store_true")
+    f.set_defaults(func=_families)
     i = s.add_parser("intermediates", help="the spec's named intermediate values of one entry, with their bounds",
                      description="Evaluate one component, layer or architecture entry on a case and print every "
                                  "value the spec computes on the way (an attention head's Q, K, V, scores S and "
@@ -181,6 +190,35 @@ def _seeds(args: argparse.Namespace) -> int:
     for s in chosen:
         print()
         print("\n".join(seed_lines(s.to_dict())))
+    return 0
+
+
+def _families(args: argparse.Namespace) -> int:
+    from ftspec.spec.variants import FAMILIES
+
+    from .console import error
+
+    if args.family is not None and args.family not in FAMILIES:
+        return error(f"no family {args.family!r}; families: {', '.join(FAMILIES)}")
+    chosen = [FAMILIES[args.family]] if args.family is not None else list(FAMILIES.values())
+    if args.json:
+        print(json.dumps({"families": [f.to_dict() for f in chosen]}, indent=2, ensure_ascii=False))
+        return 0
+    print("Model families; a declaration writes the name, then its sizes: qwen3+kv_group=4.")
+    for f in chosen:
+        row = f.to_dict()
+        print()
+        lines = _wrapped("", f"{row['name']}: {row['title']}", _WIDTH, "  ")
+        if row["declare"] != row["name"]:
+            base, _, switches = row["declare"].partition("+")  # wrapped at the commas: read, not copied
+            lines += _wrapped("  stands for   ", f"{base} with {switches.replace(',', ', ')}", _WIDTH)
+        if row["padded"]:
+            lines += _wrapped("  padded adds  ", row["padded"], _WIDTH)
+        lines += _wrapped("  sizes        ", row["sizes"], _WIDTH)
+        lines += _wrapped("  source       ", row["source"], _WIDTH)
+        plugin = row["plugin"] + (f" ({', '.join(row['algorithms'])})" if row["algorithms"] else "")
+        lines += _wrapped("  certified by ", plugin or "no bundled plugin", _WIDTH)
+        print("\n".join(lines))
     return 0
 
 

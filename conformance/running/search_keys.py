@@ -31,7 +31,7 @@ def _digest(arrays: dict[str, np.ndarray]) -> bytes:
     for k in sorted(arrays):
         v = np.ascontiguousarray(arrays[k])  # hashed in place: no copy of an array already in C order
         h.update(f"{k}{v.dtype.str}{v.shape}".encode())
-        h.update(v if v.ndim else v.reshape(1))
+        h.update((v if v.ndim else v.reshape(1)).data)
     return h.digest()
 
 
