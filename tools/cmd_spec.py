@@ -25,7 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     q = s.add_parser("params", help="flat parameter names and shapes of one algorithm")
     q.add_argument("algorithm")
     q.add_argument("--variant", default="phuong-hutter",
-                   help="preset name, JSON, preset+switch=value,... or switch=value,... (default: %(default)s)")
+                   help="preset or family name (ftspec spec families), JSON, preset+switch=value,... or "
+                        "switch=value,... (default: %(default)s)")
     q.add_argument("--hyper", default="", metavar="K=V,...",
                    help="hyperparameters, e.g. L=2,H=4,d_e=16 (unknown ones are left symbolic)")
     q.add_argument("--json", action="store_true")
@@ -64,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     which = i.add_mutually_exclusive_group()
     which.add_argument("--preset", metavar="P", help="a preset (ftspec spec variants)")
     which.add_argument("--variant", metavar="V",
-                       help="preset name, JSON, preset+switch=value,... or switch=value,... "
+                       help="preset or family name, JSON, preset+switch=value,... or switch=value,... "
                             "(default: the case's, or phuong-hutter)")
     i.add_argument("--case", metavar="FILE", help="a case file (docs/casefile.md) or table file (ftspec-table/1)")
     i.add_argument("--hyper", default="", metavar="K=V,...", help="sizes of the default case, e.g. L=1,d_e=4")
