@@ -25,7 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     q = s.add_parser("params", help="flat parameter names and shapes of one algorithm")
     q.add_argument("algorithm")
     q.add_argument("--variant", default="phuong-hutter",
-                   help="preset name, JSON, preset+switch=value,... or switch=value,... (default: %(default)s)")
+                   help="preset or family name (ftspec spec families), JSON, preset+switch=value,... or "
+                        "switch=value,... (default: %(default)s)")
     q.add_argument("--hyper", default="", metavar="K=V,...",
                    help="hyperparameters, e.g. L=2,H=4,d_e=16 (unknown ones are left symbolic)")
     q.add_argument("--json", action="store_true")
@@ -40,6 +41,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("seed", nargs="?", help="one seed: its number (004), file name or preset (default: all)")
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=_seeds)
+    f = s.add_parser("families", help="the model families people ship: the set each is declared by",
+                     description="Each model family (GPT-2, BERT, BART, Marian, Llama, Mistral, Qwen, Gemma, Phi, "
+                                 "GPT-NeoX, GPT-J, Falcon, Mixtral, OPT, BLOOM, MPT): the name a declaration "
+                                 "writes (a preset, or a family name read as one), the switches it stands for, "
+                                 "the sizes a configuration adds and the plugin that certifies it "
+                                 "(spec/variants.py, FAMILIES).")
+    f.add_argument("family", nargs="?", help="one family, by name (default: all)")
+    f.add_argument("--json", action="store_true")
+    f.set_defaults(func=_families)
     i = s.add_parser("intermediates", help="the spec's named intermediate values of one entry, with their bounds",
                      description="Evaluate one component, layer or architecture entry on a case and print every "
                                  "value the spec computes on the way (an attention head's Q, K, V, scores S and "
@@ -55,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     which = i.add_mutually_exclusive_group()
     which.add_argument("--preset", metavar="P", help="a preset (ftspec spec variants)")
     which.add_argument("--variant", metavar="V",
-                       help="preset name, JSON, preset+switch=value,... or switch=value,... "
+                       help="preset or family name, JSON, preset+switch=value,... or switch=value,... "
                             "(default: the case's, or phuong-hutter)")
     i.add_argument("--case", metavar="FILE", help="a case file (docs/casefile.md) or table file (ftspec-table/1)")
     i.add_argument("--hyper", default="", metavar="K=V,...", help="sizes of the default case, e.g. L=1,d_e=4")
@@ -181,6 +191,35 @@ def _seeds(args: argparse.Namespace) -> int:
     for s in chosen:
         print()
         print("\n".join(seed_lines(s.to_dict())))
+    return 0
+
+
+def _families(args: argparse.Namespace) -> int:
+    from ftspec.spec.variants import FAMILIES
+
+    from .console import error
+
+    if args.family is not None and args.family not in FAMILIES:
+        return error(f"no family {args.family!r}; families: {', '.join(FAMILIES)}")
+    chosen = [FAMILIES[args.family]] if args.family is not None else list(FAMILIES.values())
+    if args.json:
+        print(json.dumps({"families": [f.to_dict() for f in chosen]}, indent=2, ensure_ascii=False))
+        return 0
+    print("Model families; a declaration writes the name, then its sizes: qwen3+kv_group=4.")
+    for f in chosen:
+        row = f.to_dict()
+        print()
+        lines = _wrapped("", f"{row['name']}: {row['title']}", _WIDTH, "  ")
+        if row["declare"] != row["name"]:
+            base, _, switches = row["declare"].partition("+")  # wrapped at the commas: read, not copied
+            lines += _wrapped("  stands for   ", f"{base} with {switches.replace(',', ', ')}", _WIDTH)
+        if row["padded"]:
+            lines += _wrapped("  padded adds  ", row["padded"], _WIDTH)
+        lines += _wrapped("  sizes        ", row["sizes"], _WIDTH)
+        lines += _wrapped("  source       ", row["source"], _WIDTH)
+        plugin = row["plugin"] + (f" ({', '.join(row['algorithms'])})" if row["algorithms"] else "")
+        lines += _wrapped("  certified by ", plugin or "no bundled plugin", _WIDTH)
+        print("\n".join(lines))
     return 0
 
 

@@ -29,8 +29,9 @@ SPACE_CAP = 4096
 def _digest(arrays: dict[str, np.ndarray]) -> bytes:
     h = hashlib.sha256()
     for k in sorted(arrays):
-        v = np.asarray(arrays[k]).copy(order="C")
-        h.update(k.encode() + str(v.dtype).encode() + str(v.shape).encode() + v.tobytes())
+        v = np.ascontiguousarray(arrays[k])  # hashed in place: no copy of an array already in C order
+        h.update(f"{k}{v.dtype.str}{v.shape}".encode())
+        h.update((v if v.ndim else v.reshape(1)).data)
     return h.digest()
 
 
