@@ -863,6 +863,18 @@ _ROWS = (
     Family("bart", "hf-bart+ed_positions=separate", "BART",
            "BartConfig; BartEncoder's and BartDecoder's own BartLearnedPositionalEmbedding", "none",
            "transformers-bart"),
+    Family("t5", "phuong-hutter+norm=rms_norm,affine=scale,epsilon=1e-06,epsilon_placement=inside_root,"
+           "norm_placement=pre,final_norm=final,attn_scale=none,attn_bias=False,mlp_bias=False,activation=relu,"
+           "positions=none,unembedding=tied,rel_bias=t5_buckets,unembedding_scale=inv_sqrt_d_e", "T5 v1.0",
+           "T5Config (T5LayerNorm, relative_attention_num_buckets 32, relative_attention_max_distance 128; the "
+           "tied head after d_model**-0.5); a query with no key: uniform weights (the additive mask)",
+           "rel_buckets, rel_max_distance", "transformers-t5", padded="empty_query=uniform"),
+    Family("t5-v1.1", "phuong-hutter+norm=rms_norm,affine=scale,epsilon=1e-06,epsilon_placement=inside_root,"
+           "norm_placement=pre,final_norm=final,attn_scale=none,attn_bias=False,mlp_bias=False,mlp=gated,"
+           "activation=gelu_tanh,positions=none,unembedding=tied,rel_bias=t5_buckets", "T5 v1.1",
+           "T5Config with feed_forward_proj gated-gelu, as transformers 5.24 builds it (the head tied and "
+           "unscaled: T5Config sets tie_word_embeddings; a v1.1 checkpoint's own lm_head is not expressed)",
+           "rel_buckets, rel_max_distance", "transformers-t5", padded="empty_query=uniform"),
     Family("marian", "hf-bart+activation=silu,embedding_norm=False,embedding_scale=sqrt_d_e,"
            "positions=sinusoidal_halves", "MarianMT (Helsinki-NLP/opus-mt-*)",
            "the released configs (activation_function swish, scale_embedding true; MarianConfig's own "
@@ -891,6 +903,10 @@ _ROWS = (
            "kv_group, window, global_every (sliding_window_pattern)", "transformers-gemma3"),
     Family("phi3", "llama+epsilon=1e-05", "Phi-3", "Phi3Config (rms_norm_eps 1e-5); fused qkv_proj and "
            "gate_up_proj are layout", plugin="transformers-phi3"),
+    Family("phi3-longrope", "llama+epsilon=1e-05,rope_factors=longrope", "Phi-3 128k, Phi-3.5",
+           "Phi3Config with rope_scaling longrope (short_factor, long_factor and the attention factor are the "
+           "parameters rope_ext, rope_mscale: the list in effect is the configuration's choice)",
+           plugin="transformers-phi3"),
     Family("phi", "gpt-neox+residual=parallel_shared,activation=gelu_tanh,rotary_fraction=0.5,logit_bias=True",
            "Phi-1.5", "PhiConfig (Phi-2: +rotary_fraction=0.4)", "none"),
     Family("gpt-neox", "gpt-neox", "GPT-NeoX, Pythia", "GPTNeoXConfig", "none", "transformers-gpt-neox"),

@@ -1,9 +1,9 @@
-"""A family's name (spec/variants.py ``FAMILIES``) names what its plugin certifies: for every family with a bundled
-plugin, each algorithm the plugin offers declares the family's set (its padded entries the family's
-padded set), up to the sizes a configuration chooses (kv_group, window, global_every and the local
-RoPE base that only a windowed layer pattern reads), compared on the switches the entry reads. A family
-row that claimed a convention its certified plugin does not run (or a plugin that drifted from its
-family) fails here, naming the switch.
+"""A family's name (spec/variants.py ``FAMILIES``) names what its plugin certifies: for every family with a
+bundled plugin, each algorithm the plugin offers declares the family's set (its padded entries the
+family's padded set), up to the sizes a configuration chooses (kv_group, window, global_every, the
+local RoPE base that only a windowed layer pattern reads, T5's bucket parameters), compared on the
+switches the entry reads under the family's set. A family row that claimed a convention its certified
+plugin does not run (or a plugin that drifted from its family) fails here, naming the switch.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ftspec.spec.registry import REGISTRY
 from ftspec.spec.variants import FAMILIES, PAPER, VariantSet, parse
 
 #: what a configuration chooses (the families' ``sizes``): set to the family's own before comparing
-SIZES = ("kv_group", "window", "global_every", "rope_local_base")
+SIZES = ("kv_group", "window", "global_every", "rope_local_base", "rel_buckets", "rel_max_distance")
 
 
 def _on(v: VariantSet, switches: frozenset[str], sizes_of: VariantSet) -> dict:
@@ -54,7 +54,8 @@ def test_the_family_set_is_what_its_plugin_declares(name):
         declared = impl.variants_for(algorithm)
         assert declared != "all", (family.plugin, algorithm)
         want = family.padded_variant if algorithm.startswith("padded_") else family.variant
-        found = _mismatch(want, tuple(declared), REGISTRY[algorithm].switches)
+        entry = REGISTRY[algorithm]  # the switches the entry reads under the family's set (not ε where no norm is)
+        found = _mismatch(want, tuple(declared), entry.switches - entry.unread(want))
         if found:
             wrong[algorithm] = found
     assert not wrong, f"{family.plugin} against family {name!r}: {wrong}"
@@ -65,7 +66,8 @@ def test_a_changed_convention_is_seen():
     impl = load(FAMILIES["qwen3"].plugin)
     algorithm = "gpt2_layer"
     wrong = parse(FAMILIES["qwen3"].text + ",qk_norm=none")
-    assert "qk_norm" in _mismatch(wrong, tuple(impl.variants_for(algorithm)), REGISTRY[algorithm].switches)
+    entry = REGISTRY[algorithm]
+    assert "qk_norm" in _mismatch(wrong, tuple(impl.variants_for(algorithm)), entry.switches - entry.unread(wrong))
 
 
 def test_sizes_are_not_compared_and_conventions_are():
