@@ -27,7 +27,8 @@ assert set(PLACED_EPSILON.values()) <= set(EPSILONS)
 
 _NORM_SWITCHES = frozenset(n for n, sw in SWITCHES.items() if sw.group == "normalisation")
 #: switches that change how a whole model is wired: they get single-switch sets at the whole models
-_WIRING_SWITCHES = frozenset({"norm_placement"})
+#: (T5's bias, spec 2.17: one table per stack, read by every layer of it, is a model's wiring)
+_WIRING_SWITCHES = frozenset({"norm_placement", "rel_bias"})
 #: combinations that only bite together: (switches the entry needs, label, the changes)
 COMBINATIONS: tuple[tuple[frozenset[str], str, dict[str, Any]], ...] = (
     (frozenset({"embedding_norm", "affine"}), "embedding-rms-norm", dict(embedding_norm=True, norm="rms_norm")),
