@@ -10,16 +10,14 @@ same search (the last test), so the failure is the mutant's.
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 
 from ftspec.conformance.running import failures
-from ftspec.impls.discovery import load
 from ftspec.spec import PAPER
-from ftspec.tools.zoo import build, mutant
+from ftspec.tools.zoo import mutant
 
-from .zoo_search import first_failure
+from .zoo_search import declared_search
 
 HALVES = PAPER.replace(positions="sinusoidal_halves")
 MUTANT = "sinusoid-halves-interleaved"
@@ -28,15 +26,13 @@ MUTANT = "sinusoid-halves-interleaved"
 def test_the_mutant_is_caught_by_a_default_search_under_the_halves(tmp_path, monkeypatch):
     monkeypatch.setattr(failures, "diagnose_failure", lambda *a, **k: None)
     m = mutant(MUTANT)
-    impl = dataclasses.replace(build(m), variants=(HALVES,))
-    cell = first_failure(impl, f"mutant:{m.id}", m.targets[0], tmp_path)
+    cell = declared_search(m.id, HALVES, m.targets[0], tmp_path)
     assert cell.status.value == "fail", (cell.status, cell.examples)
     assert cell.failure is not None and cell.failure.check == "spec", cell.failure
 
 
 def test_the_correct_plugin_passes_the_same_search(tmp_path):
-    impl = dataclasses.replace(load("numpy"), variants=(HALVES,))
-    cell = first_failure(impl, "numpy", "embedding", tmp_path)
+    cell = declared_search("numpy", HALVES, "embedding", tmp_path)
     assert cell.status.value == "pass", (cell.status, cell.failure)
 
 
@@ -44,6 +40,5 @@ def test_the_correct_plugin_passes_the_same_search(tmp_path):
 def test_the_mutant_leaves_the_other_positions_alone(positions, tmp_path):
     """The edit is on the halves' path alone: under another value the mutant is the correct plugin."""
     m = mutant(MUTANT)
-    impl = dataclasses.replace(build(m), variants=(PAPER.replace(positions=positions),))
-    cell = first_failure(impl, f"mutant:{m.id}", "embedding", tmp_path)
+    cell = declared_search(m.id, PAPER.replace(positions=positions), "embedding", tmp_path)
     assert cell.status.value == "pass", (positions, cell.status, cell.failure)

@@ -10,16 +10,14 @@ is the correct plugin under rope_factors="none". The diagnosis is left out: the 
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 
 from ftspec.conformance.running import failures
-from ftspec.impls.discovery import load
 from ftspec.impls.hf import VARIANT_PHI3_LONGROPE
-from ftspec.tools.zoo import build, mutant
+from ftspec.tools.zoo import mutant
 
-from .zoo_search import first_failure
+from .zoo_search import declared_search
 
 MUTANTS = ("longrope-factors-multiplied", "longrope-attention-factor-on-cos-only")
 
@@ -28,21 +26,18 @@ MUTANTS = ("longrope-factors-multiplied", "longrope-attention-factor-on-cos-only
 def test_the_mutant_is_caught_by_a_default_search_under_longrope(mutant_id, tmp_path, monkeypatch):
     monkeypatch.setattr(failures, "diagnose_failure", lambda *a, **k: None)
     m = mutant(mutant_id)
-    impl = dataclasses.replace(build(m), variants=(VARIANT_PHI3_LONGROPE,))
-    cell = first_failure(impl, f"mutant:{m.id}", m.bench[0], tmp_path)
+    cell = declared_search(m.id, VARIANT_PHI3_LONGROPE, m.bench[0], tmp_path)
     assert cell.status.value == "fail", (mutant_id, cell.status, cell.examples)
     assert cell.failure is not None and cell.failure.check == "spec", (mutant_id, cell.failure)
 
 
 def test_the_correct_plugin_passes_the_same_search(tmp_path):
-    impl = dataclasses.replace(load("numpy"), variants=(VARIANT_PHI3_LONGROPE,))
-    cell = first_failure(impl, "numpy", "causal_self_attention", tmp_path)
+    cell = declared_search("numpy", VARIANT_PHI3_LONGROPE, "causal_self_attention", tmp_path)
     assert cell.status.value == "pass", (cell.status, cell.failure)
 
 
 @pytest.mark.parametrize("mutant_id", MUTANTS)
 def test_the_mutant_is_the_correct_plugin_without_longrope(mutant_id, tmp_path):
-    m = mutant(mutant_id)
-    impl = dataclasses.replace(build(m), variants=(VARIANT_PHI3_LONGROPE.replace(rope_factors="none"),))
-    cell = first_failure(impl, f"mutant:{m.id}", "causal_self_attention", tmp_path, examples=60)
+    cell = declared_search(mutant_id, VARIANT_PHI3_LONGROPE.replace(rope_factors="none"), "causal_self_attention",
+                           tmp_path, examples=60)
     assert cell.status.value == "pass", (cell.status, cell.failure)

@@ -9,16 +9,14 @@ passes the same search (the last test).
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 
 from ftspec.conformance.running import failures
-from ftspec.impls.discovery import load
 from ftspec.spec.variants import PAPER
-from ftspec.tools.zoo import build, mutant
+from ftspec.tools.zoo import mutant
 
-from .zoo_search import first_failure
+from .zoo_search import declared_search
 
 MULTI_QUERY = PAPER.replace(kv_heads="one", attn_bias=False, rotary="half")
 
@@ -27,13 +25,11 @@ MULTI_QUERY = PAPER.replace(kv_heads="one", attn_bias=False, rotary="half")
 def test_the_mutant_is_caught_by_a_default_search_under_multi_query(entry, tmp_path, monkeypatch):
     monkeypatch.setattr(failures, "diagnose_failure", lambda *a, **k: None)
     m = mutant("multi-query-read-as-kv-group")
-    impl = dataclasses.replace(build(m), variants=(MULTI_QUERY,))
-    cell = first_failure(impl, f"mutant:{m.id}", entry, tmp_path)
+    cell = declared_search(m.id, MULTI_QUERY, entry, tmp_path)
     assert cell.status.value == "fail", (cell.status, cell.examples)
     assert cell.failure is not None and cell.failure.case.hyper["H"] > 1, cell.failure
 
 
 def test_the_correct_plugin_passes_the_same_search(tmp_path):
-    impl = dataclasses.replace(load("numpy"), variants=(MULTI_QUERY,))
-    cell = first_failure(impl, "numpy", "causal_self_attention", tmp_path)
+    cell = declared_search("numpy", MULTI_QUERY, "causal_self_attention", tmp_path)
     assert cell.status.value == "pass", (cell.status, cell.failure)

@@ -11,14 +11,11 @@ search fails by the spec check, not by an exception. The correct NumPy plugin pa
 
 from __future__ import annotations
 
-import dataclasses
-
 from ftspec.conformance.running import failures
-from ftspec.impls.discovery import load
 from ftspec.spec import PAPER
-from ftspec.tools.zoo import build, mutant
+from ftspec.tools.zoo import mutant
 
-from .zoo_search import first_failure
+from .zoo_search import declared_search
 
 REAL = PAPER.replace(pad_positions="real", empty_query="uniform")
 MUTANT = "pad-positions-by-index"
@@ -27,23 +24,20 @@ MUTANT = "pad-positions-by-index"
 def test_the_mutant_is_caught_by_a_default_search_under_real_positions(tmp_path, monkeypatch):
     monkeypatch.setattr(failures, "diagnose_failure", lambda *a, **k: None)
     m = mutant(MUTANT)
-    impl = dataclasses.replace(build(m), variants=(REAL,))
     # the default profile's 400 examples without its wall-time cap: on a loaded machine the cap could end
     # the search before a draw with padding before or between real tokens (it stops at the first failure)
-    cell = first_failure(impl, f"mutant:{m.id}", m.bench[0], tmp_path, examples=400)
+    cell = declared_search(m.id, REAL, m.bench[0], tmp_path, examples=400)
     assert cell.status.value == "fail", (cell.status, cell.examples)
     assert cell.failure is not None and cell.failure.check == "spec", cell.failure
 
 
 def test_the_correct_plugin_passes_the_same_search(tmp_path):
-    impl = dataclasses.replace(load("numpy"), variants=(REAL,))
-    cell = first_failure(impl, "numpy", "padded_d_transformer", tmp_path)
+    cell = declared_search("numpy", REAL, "padded_d_transformer", tmp_path)
     assert cell.status.value == "pass", (cell.status, cell.failure)
 
 
 def test_the_mutant_is_the_correct_plugin_under_index(tmp_path):
     """The edit is on the "real" path alone: under "index" the mutant is the correct plugin."""
     m = mutant(MUTANT)
-    impl = dataclasses.replace(build(m), variants=(PAPER.replace(empty_query="uniform"),))
-    cell = first_failure(impl, f"mutant:{m.id}", "padded_d_transformer", tmp_path)
+    cell = declared_search(m.id, PAPER.replace(empty_query="uniform"), "padded_d_transformer", tmp_path)
     assert cell.status.value == "pass", (cell.status, cell.failure)

@@ -13,16 +13,14 @@ tested here.
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 
 from ftspec.conformance.running import failures
-from ftspec.impls.discovery import load
 from ftspec.spec.variants import parse
-from ftspec.tools.zoo import build, mutant
+from ftspec.tools.zoo import mutant
 
-from .zoo_search import first_failure
+from .zoo_search import declared_search
 
 #: Llama 3.1 as docs/spec.md declares it (its kv heads a size left at 1)
 LLAMA31 = parse("meta-llama3+rope_scaling=llama3")
@@ -39,8 +37,7 @@ DECLARED = {
 def test_the_mutant_is_caught_by_a_default_search_under_its_convention(mutant_id, tmp_path, monkeypatch):
     monkeypatch.setattr(failures, "diagnose_failure", lambda *a, **k: None)
     m = mutant(mutant_id)
-    impl = dataclasses.replace(build(m), variants=(DECLARED[mutant_id],))
-    cell = first_failure(impl, f"mutant:{m.id}", m.targets[0], tmp_path)
+    cell = declared_search(m.id, DECLARED[mutant_id], m.targets[0], tmp_path)
     assert cell.status.value == "fail", (mutant_id, cell.status, cell.examples)
     assert cell.failure is not None and cell.failure.check == "spec", (mutant_id, cell.failure)
 
@@ -48,6 +45,5 @@ def test_the_mutant_is_caught_by_a_default_search_under_its_convention(mutant_id
 def test_the_correct_plugin_passes_the_same_search(tmp_path):
     """The searches above fail for the mutants' sake: the NumPy plugin they edit passes Llama 3.1's
     (about 2 CPU-seconds; the linear set passed likewise when this test was written)."""
-    impl = dataclasses.replace(load("numpy"), variants=(LLAMA31,))
-    cell = first_failure(impl, "numpy", "causal_self_attention", tmp_path)
+    cell = declared_search("numpy", LLAMA31, "causal_self_attention", tmp_path)
     assert cell.status.value == "pass", (cell.status, cell.failure)

@@ -17,11 +17,10 @@ from ftspec.conformance.core.examining import rounded
 from ftspec.conformance.core.execute import Member
 from ftspec.conformance.forensics.divergence import locate
 from ftspec.conformance.running import failures
-from ftspec.impls.discovery import load
 from ftspec.spec.variants import parse
 from ftspec.tools.zoo import build, mutant
 
-from .zoo_search import first_failure
+from .zoo_search import declared_search
 
 T5 = parse("attn_bias=False,attn_scale=none,rel_bias=t5_buckets,norm=rms_norm,epsilon=1e-6,"
            "epsilon_placement=inside_root,affine=scale,norm_placement=pre,final_norm=final,mlp_bias=False,"
@@ -33,8 +32,7 @@ MUTANTS = ("t5-table-per-layer", "t5-decoder-reads-encoder-table")
 def test_the_mutant_is_caught_by_a_default_search(tmp_path, monkeypatch, name):
     monkeypatch.setattr(failures, "diagnose_failure", lambda *a, **k: None)
     m = mutant(name)
-    impl = dataclasses.replace(build(m), variants=(T5,))
-    cell = first_failure(impl, f"mutant:{m.id}", m.bench[0], tmp_path)
+    cell = declared_search(m.id, T5, m.bench[0], tmp_path)
     assert cell.status.value == "fail", (cell.status, cell.examples)
     assert cell.failure is not None and cell.failure.check == "spec", cell.failure
 
@@ -54,14 +52,12 @@ def test_the_first_divergence_names_the_stacks_tables(name):
 
 
 def test_the_correct_plugin_passes_the_same_search(tmp_path):
-    impl = dataclasses.replace(load("numpy"), variants=(T5,))
-    cell = first_failure(impl, "numpy", "ed_transformer", tmp_path, examples=60)
+    cell = declared_search("numpy", T5, "ed_transformer", tmp_path, examples=60)
     assert cell.status.value == "pass", (cell.status, cell.failure)
 
 
 @pytest.mark.parametrize("name", MUTANTS)
 def test_the_mutant_is_the_correct_plugin_without_the_bias(tmp_path, name):
     m = mutant(name)
-    impl = dataclasses.replace(build(m), variants=(T5.replace(rel_bias="none"),))
-    cell = first_failure(impl, f"mutant:{m.id}", "ed_transformer", tmp_path, examples=30)
+    cell = declared_search(m.id, T5.replace(rel_bias="none"), "ed_transformer", tmp_path, examples=30)
     assert cell.status.value == "pass", (cell.status, cell.failure)
